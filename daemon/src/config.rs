@@ -1,0 +1,234 @@
+//! rigd's configuration: `/etc/rig/rigd.toml`, read once at start, read-only afterwards.
+//!
+//! Every path in it can be pointed elsewhere, so tests run the daemon on a fake sysfs
+//! tree and a socket in a temp dir. Unknown keys are errors that name line and column.
+
+use std::{
+    fs, io,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+/// The default config file.
+pub const DEFAULT_PATH: &str = "/etc/rig/rigd.toml";
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: Server,
+    pub paths: Paths,
+}
+
+/// Where and to whom rigd listens.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// The Unix socket, unless systemd hands one over.
+    pub socket: PathBuf,
+    /// Members of this group may connect: the socket is made 0660 root:`group`.
+    /// Unset: only root may connect (0600).
+    pub group: Option<String>,
+    /// Members of this group may take, reset and give back devices (with root).
+    pub admin_group: Option<String>,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/run/rig/rigd.sock"),
+            group: None,
+            admin_group: None,
+        }
+    }
+}
+
+/// Files and trees rigd reads.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Paths {
+    /// Root of sysfs (`bus/pci/devices` under it).
+    pub sysfs: PathBuf,
+    /// Debian's pci.ids (package `pci.ids`); names are omitted when it is missing.
+    pub pci_ids: PathBuf,
+    /// Group database, read directly so that static binaries need no NSS.
+    pub group_file: PathBuf,
+    /// rigd's journal and state.
+    pub state_dir: PathBuf,
+    /// Vendor firmware files.
+    pub firmware: PathBuf,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Self {
+            sysfs: PathBuf::from("/sys"),
+            pci_ids: PathBuf::from("/usr/share/misc/pci.ids"),
+            group_file: PathBuf::from("/etc/group"),
+            state_dir: PathBuf::from("/var/lib/rig"),
+            firmware: PathBuf::from("/lib/firmware"),
+        }
+    }
+}
+
+/// Why the configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("Failed to read config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("Group `{group}` (server.group or server.admin_group) is not in {path}")]
+    UnknownGroup { group: String, path: PathBuf },
+}
+
+impl Config {
+    /// Loads `path`. A missing file at the default path gives the defaults; a missing
+    /// file named explicitly is an error.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] and [`ConfigError::Parse`].
+    pub fn load(path: &Path, explicit: bool) -> Result<Self, ConfigError> {
+        match fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !explicit => Ok(Self::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses the text of a config file; `path` only names it in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] with the 1-based line and column of the fault.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
+            ConfigError::Parse {
+                path: path.to_owned(),
+                line,
+                column,
+                message: e.message().trim().to_owned(),
+            }
+        })
+    }
+}
+
+fn line_col(text: &str, byte: usize) -> (usize, usize) {
+    let before = text.get(..byte).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Looks a group's id up in a group file (`/etc/group` format).
+///
+/// # Errors
+/// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::UnknownGroup`] if
+/// the group is not in it.
+pub fn resolve_group(name: &str, group_file: &Path) -> Result<u32, ConfigError> {
+    let text = fs::read_to_string(group_file).map_err(|source| ConfigError::Read {
+        path: group_file.to_owned(),
+        source,
+    })?;
+    group_entries(&text)
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, gid, _)| gid)
+        .ok_or_else(|| ConfigError::UnknownGroup {
+            group: name.to_owned(),
+            path: group_file.to_owned(),
+        })
+}
+
+/// `(name, gid, members)` of each well-formed line of a group file.
+pub fn group_entries(text: &str) -> impl Iterator<Item = (&str, u32, Vec<&str>)> {
+    text.lines().filter_map(|line| {
+        let mut f = line.split(':');
+        let name = f.next()?;
+        let _password = f.next()?;
+        let gid = f.next()?.parse().ok()?;
+        let members = f
+            .next()
+            .unwrap_or("")
+            .split(',')
+            .filter(|m| !m.is_empty())
+            .collect();
+        Some((name, gid, members))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("", Path::new("t.toml")).expect("empty is valid");
+        assert_eq!(c, Config::default());
+        assert_eq!(c.server.socket, Path::new("/run/rig/rigd.sock"));
+    }
+
+    #[test]
+    fn every_path_can_be_overridden() {
+        let c = Config::parse(
+            "[server]\nsocket = \"/tmp/s\"\ngroup = \"rig\"\n[paths]\nsysfs = \"/tmp/sys\"\npci_ids = \"/x\"\ngroup_file = \"/g\"\nstate_dir = \"/st\"\nfirmware = \"/fw\"\n",
+            Path::new("t.toml"),
+        )
+        .expect("valid");
+        assert_eq!(c.paths.sysfs, Path::new("/tmp/sys"));
+        assert_eq!(c.server.group.as_deref(), Some("rig"));
+        assert_eq!(c.paths.firmware, Path::new("/fw"));
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let e = Config::parse(
+            "[server]\nsocket = \"/s\"\nsockett = 1\n",
+            Path::new("r.toml"),
+        )
+        .expect_err("typo");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("r.toml:3:1: unknown field `sockett`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_column() {
+        let e = Config::parse("[paths]\nsysfs = 3\n", Path::new("r.toml")).expect_err("type");
+        assert!(e.to_string().starts_with("r.toml:2:9:"), "{e}");
+    }
+
+    #[test]
+    fn missing_default_file_is_defaults_but_explicit_is_an_error() {
+        let p = Path::new("/nonexistent/rig/rigd.toml");
+        assert_eq!(Config::load(p, false).expect("defaults"), Config::default());
+        assert!(matches!(
+            Config::load(p, true),
+            Err(ConfigError::Read { .. })
+        ));
+    }
+
+    #[test]
+    fn groups_resolve_from_the_file_and_unknown_ones_are_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("group");
+        fs::write(&f, "root:x:0:\nbroken line\nrig:x:977:alice,bob\n").expect("write");
+        assert_eq!(resolve_group("rig", &f).expect("present"), 977);
+        let e = resolve_group("nope", &f).expect_err("absent");
+        assert!(e.to_string().contains("`nope`"), "{e}");
+    }
+}

@@ -1,0 +1,102 @@
+//! rigd: parse flags, set up tracing, load the config, build `Rig`, serve.
+
+use std::{path::PathBuf, process::ExitCode, sync::Arc};
+
+use clap::Parser;
+use rigd::{
+    config::{self, Config},
+    rig::{Rig, error_line},
+    service,
+};
+use tracing_subscriber::EnvFilter;
+
+/// The rig daemon: lends PCI GPUs to unprivileged programs.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Config file.
+    #[arg(long, default_value = config::DEFAULT_PATH)]
+    config: PathBuf,
+    /// Unix socket to serve on (overrides server.socket).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// More logging: -v debug, -vv trace (RUST_LOG overrides).
+    #[arg(short, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(args.verbose);
+    match run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{}", error_line(e.as_ref()));
+            eprintln!("rigd: {}", error_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let explicit = args.config.as_os_str() != config::DEFAULT_PATH;
+    let mut config = Config::load(&args.config, explicit)?;
+    if let Some(socket) = args.socket {
+        config.server.socket = socket;
+    }
+    let gid = config
+        .server
+        .group
+        .as_deref()
+        .map(|g| config::resolve_group(g, &config.paths.group_file))
+        .transpose()?;
+    let (rig, warning) = Rig::new(&config);
+    if let Some(w) = warning {
+        tracing::warn!("{w}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let bound = service::socket::listen(&config.server.socket, gid)?;
+        bound.listener.set_nonblocking(true)?;
+        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone()?)?;
+        tracing::info!(socket = %config.server.socket.display(), "serving");
+        // Not under systemd, notify() is a no-op.
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        service::run(Arc::new(rig), listener, shutdown_signal()).await?;
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        tracing::info!("stopped");
+        drop(bound);
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without handlers the default action (exit) still stops us.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,417 @@
+//! One PCI function, fully described: config space decoded, sysfs facts, names, and
+//! the link budget up to its root port.
+
+use super::{
+    Bdf, PciError,
+    caps::{self, CapList, Detail},
+    express::{self, Express, Link},
+    gpu::{self, GpuIdentity},
+    header::{self, BarKind, Header},
+    ids::PciIds,
+    regs::*,
+    sysfs::{Resource, SysfsRoot},
+};
+
+/// Everything rig knows about one function.
+#[derive(Debug, Clone)]
+pub struct Device {
+    pub bdf: Bdf,
+    pub header: Header,
+    /// The config bytes that could be read.
+    pub config: Vec<u8>,
+    /// The size of the function's config space (256 or 4096).
+    pub config_size: usize,
+    pub names: Names,
+    pub gpu: Option<GpuIdentity>,
+    pub bars: Vec<Bar>,
+    pub rom: Option<Rom>,
+    pub caps: CapList,
+    pub ext_caps: CapList,
+    pub sysfs: SysfsFacts,
+    pub link: LinkBudget,
+}
+
+/// Names from pci.ids; `None` where the database has none.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    pub vendor: Option<String>,
+    pub device: Option<String>,
+    pub subsystem: Option<String>,
+    pub class: Option<String>,
+}
+
+/// A BAR: the register's view merged with the kernel's assignment from `resource`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bar {
+    pub index: u8,
+    pub kind: BarKind,
+    pub is_64bit: bool,
+    pub prefetchable: bool,
+    pub address: u64,
+    pub size: u64,
+    pub assigned: bool,
+    pub decode_enabled: bool,
+    /// The kernel has a region for it but the register reads zero.
+    pub is_virtual: bool,
+    /// Sizes this BAR may take, from a Resizable BAR capability; empty if none.
+    pub resizable: Vec<u64>,
+    pub resizable_current: Option<u64>,
+    pub resize_file: bool,
+}
+
+/// The expansion ROM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rom {
+    pub address: u64,
+    pub size: u64,
+    pub enabled: bool,
+    pub assigned: bool,
+}
+
+/// Attributes sysfs gives beside config space.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SysfsFacts {
+    pub driver: Option<String>,
+    pub driver_override: Option<String>,
+    pub iommu_group: Option<String>,
+    pub iommu_group_members: Vec<Bdf>,
+    pub reset_methods: Vec<String>,
+    pub numa_node: Option<i32>,
+    pub local_cpulist: Option<String>,
+    pub current_link_speed: Option<String>,
+    pub current_link_width: Option<u32>,
+    pub max_link_speed: Option<String>,
+    pub max_link_width: Option<u32>,
+    pub enabled: Option<bool>,
+    pub power_state: Option<String>,
+    pub resize_files: Vec<u8>,
+    pub upstream: Vec<Bdf>,
+    pub boot_vga: bool,
+    /// Attributes every function on a current kernel has, absent here.
+    pub missing: Vec<&'static str>,
+}
+
+/// The links from a function up to its root port, and the narrowest of them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkBudget {
+    pub hops: Vec<LinkHop>,
+    /// Index into `hops` of the slowest link, if any hop has one.
+    pub bottleneck: Option<usize>,
+}
+
+/// One function on the path and the link it reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkHop {
+    pub bdf: Bdf,
+    pub port_type: Option<&'static str>,
+    pub status: Option<Link>,
+    pub capable: Option<Link>,
+}
+
+impl LinkHop {
+    /// GB/s one way on the link this hop reports, after encoding.
+    pub fn gbytes_per_s(&self) -> Option<f64> {
+        let l = self.status?;
+        let g = express::gbytes_per_s(l.speed_code, l.width);
+        (g > 0.0).then_some(g)
+    }
+}
+
+impl LinkBudget {
+    /// The bottleneck's bandwidth when it is upstream of the device and slower than the
+    /// device's own link: the case the seed's R9700 shows (32 GT/s to its switch,
+    /// PCIe 3.0 x16 above it, so host copies stop at 15.75 GB/s).
+    pub fn limited_upstream(&self) -> Option<(&LinkHop, f64)> {
+        let b = self.bottleneck?;
+        let own = self.hops.first()?.gbytes_per_s()?;
+        let hop = self.hops.get(b)?;
+        let g = hop.gbytes_per_s()?;
+        (b > 0 && g < own).then_some((hop, g))
+    }
+
+    /// The slowest hop's bandwidth.
+    pub fn bottleneck_gbytes_per_s(&self) -> Option<f64> {
+        self.hops.get(self.bottleneck?)?.gbytes_per_s()
+    }
+}
+
+impl Device {
+    /// The PCI Express capability, if the function has one.
+    pub fn express(&self) -> Option<&Express> {
+        self.caps.caps.iter().find_map(|c| match &c.detail {
+            Detail::Express(e) => Some(e.as_ref()),
+            _ => None,
+        })
+    }
+
+    /// Whether this is a GPU or accelerator (class 0x03xx or 0x12xx).
+    pub fn is_gpu(&self) -> bool {
+        gpu::is_gpu_class(self.header.class_code)
+    }
+
+    /// Why config space was not fully readable, if it was not.
+    pub fn config_limited(&self) -> Option<String> {
+        (self.config.len() < self.config_size).then(|| {
+            format!(
+                "only {} of {} bytes of config space were readable: the rest needs CAP_SYS_ADMIN (run as root, or ask rigd)",
+                self.config.len(),
+                self.config_size
+            )
+        })
+    }
+}
+
+/// Reads and decodes one function.
+///
+/// # Errors
+/// [`PciError::NoDevice`] when it does not exist; [`PciError::ShortConfig`] when its
+/// `config` has fewer than the 64 bytes every reader gets; I/O errors with their path.
+pub fn inspect(root: &SysfsRoot, ids: &PciIds, bdf: Bdf) -> Result<Device, PciError> {
+    if !root.exists(bdf) {
+        return Err(PciError::NoDevice { bdf });
+    }
+    let (config, config_size) = root.read_config(bdf)?;
+    let header = header::parse_header(&config).ok_or(PciError::ShortConfig {
+        bdf,
+        len: config.len(),
+    })?;
+    let caps = match header.capabilities_pointer {
+        Some(p) => caps::parse_standard(&config, p),
+        None => CapList::default(),
+    };
+    let ext_caps = caps::parse_extended(&config);
+    let resources = root.read_resources(bdf)?;
+    let sysfs = read_facts(root, bdf)?;
+    let bars = merge_bars(&config, &header, &resources, &ext_caps, &sysfs.resize_files);
+    let rom = rom(&header, resources.get(6));
+    let names = names(ids, &header);
+    let gpu = gpu::identify(header.vendor_id, header.device_id, header.class_code);
+    let mut dev = Device {
+        bdf,
+        header,
+        config,
+        config_size,
+        names,
+        gpu,
+        bars,
+        rom,
+        caps,
+        ext_caps,
+        sysfs,
+        link: LinkBudget::default(),
+    };
+    dev.link = link_budget(root, &dev);
+    Ok(dev)
+}
+
+fn names(ids: &PciIds, h: &Header) -> Names {
+    let [_, base, sub, prog] = h.class_code.to_be_bytes();
+    let class = ids
+        .prog_if(base, sub, prog)
+        .or_else(|| ids.subclass(base, sub))
+        .or_else(|| ids.class(base));
+    Names {
+        vendor: ids.vendor(h.vendor_id).map(str::to_owned),
+        device: ids.device(h.vendor_id, h.device_id).map(str::to_owned),
+        subsystem: ids
+            .subsystem(
+                h.vendor_id,
+                h.device_id,
+                h.subsystem_vendor_id,
+                h.subsystem_id,
+            )
+            .map(str::to_owned),
+        class: class.map(str::to_owned),
+    }
+}
+
+fn read_facts(root: &SysfsRoot, bdf: Bdf) -> Result<SysfsFacts, PciError> {
+    let mut missing = Vec::new();
+    let mut attr = |name: &'static str| -> Result<Option<String>, PciError> {
+        let v = root.read_attr(bdf, name)?;
+        if v.is_none() {
+            missing.push(name);
+        }
+        Ok(v)
+    };
+    let driver_override = attr("driver_override")?.filter(|s| s != "(null)" && !s.is_empty());
+    let numa_node = attr("numa_node")?.and_then(|s| s.parse().ok());
+    let local_cpulist = attr("local_cpulist")?;
+    let enabled = attr("enable")?.map(|s| s != "0");
+    let power_state = attr("power_state")?;
+    // Link attributes exist only for PCIe functions; their absence is not worth a line.
+    let current_link_speed = root.read_attr(bdf, "current_link_speed")?;
+    let current_link_width = root
+        .read_attr(bdf, "current_link_width")?
+        .and_then(|s| s.parse().ok());
+    let max_link_speed = root.read_attr(bdf, "max_link_speed")?;
+    let max_link_width = root
+        .read_attr(bdf, "max_link_width")?
+        .and_then(|s| s.parse().ok());
+    let reset_methods = root
+        .read_attr(bdf, "reset_method")?
+        .map(|s| s.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let boot_vga = root.read_attr(bdf, "boot_vga")?.is_some_and(|s| s == "1");
+    Ok(SysfsFacts {
+        driver: root.link_name(bdf, "driver"),
+        driver_override,
+        iommu_group: root.link_name(bdf, "iommu_group"),
+        iommu_group_members: root.iommu_group_members(bdf),
+        reset_methods,
+        numa_node,
+        local_cpulist,
+        current_link_speed,
+        current_link_width,
+        max_link_speed,
+        max_link_width,
+        enabled,
+        power_state,
+        resize_files: root.resize_files(bdf),
+        upstream: root.upstream(bdf),
+        boot_vga,
+        missing,
+    })
+}
+
+/// Merges BAR registers with the kernel's regions, the way lspci shows them: a BAR
+/// whose register and region are both empty is not there.
+fn merge_bars(
+    cfg: &[u8],
+    h: &Header,
+    resources: &[Resource],
+    ext_caps: &CapList,
+    resize_files: &[u8],
+) -> Vec<Bar> {
+    let rebar: Vec<&caps::RebarEntry> = ext_caps
+        .caps
+        .iter()
+        .filter_map(|c| match &c.detail {
+            Detail::ResizableBar {
+                virtual_function: false,
+                entries,
+            } => Some(entries.iter()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    header::parse_bar_registers(cfg, h.header_type)
+        .into_iter()
+        .filter_map(|reg| {
+            let i = usize::from(reg.index);
+            let raw = r32(cfg, PCI_BASE_ADDRESS_0 + 4 * i).unwrap_or(0);
+            let res = resources.get(i).copied().unwrap_or_default();
+            if raw == 0 && res.start == 0 && res.size() == 0 {
+                return None;
+            }
+            let decode_bit = match reg.kind {
+                BarKind::Memory => PCI_COMMAND_MEMORY,
+                BarKind::Io => PCI_COMMAND_IO,
+            };
+            let rb = rebar.iter().find(|e| e.bar == reg.index);
+            Some(Bar {
+                index: reg.index,
+                kind: reg.kind,
+                is_64bit: reg.is_64bit,
+                prefetchable: reg.prefetchable,
+                address: if res.start != 0 {
+                    res.start
+                } else {
+                    reg.address
+                },
+                size: res.size(),
+                assigned: res.start != 0,
+                decode_enabled: h.command & decode_bit != 0,
+                is_virtual: reg.address == 0 && res.start != 0,
+                resizable: rb.map(|e| e.supported.clone()).unwrap_or_default(),
+                resizable_current: rb.map(|e| e.current),
+                resize_file: resize_files.contains(&reg.index),
+            })
+        })
+        .collect()
+}
+
+fn rom(h: &Header, res: Option<&Resource>) -> Option<Rom> {
+    let res = res.copied().unwrap_or_default();
+    if h.rom_register == 0 && res.size() == 0 {
+        return None;
+    }
+    Some(Rom {
+        address: if res.start != 0 {
+            res.start
+        } else {
+            u64::from(h.rom_register & !0x7ff)
+        },
+        size: res.size(),
+        enabled: h.rom_register & PCI_ROM_ADDRESS_ENABLE != 0,
+        assigned: res.start != 0,
+    })
+}
+
+/// Reads the link each function on the path reports: from its PCIe capability when
+/// config space is readable, else from sysfs `current_link_*`.
+fn link_budget(root: &SysfsRoot, dev: &Device) -> LinkBudget {
+    let mut hops = vec![hop_from(dev.bdf, dev.express(), &dev.sysfs)];
+    for &up in &dev.sysfs.upstream {
+        let Ok((cfg, _)) = root.read_config(up) else {
+            continue;
+        };
+        let express = header::parse_header(&cfg)
+            .and_then(|h| h.capabilities_pointer)
+            .and_then(|p| {
+                caps::parse_standard(&cfg, p)
+                    .caps
+                    .into_iter()
+                    .find_map(|c| match c.detail {
+                        Detail::Express(e) => Some(*e),
+                        _ => None,
+                    })
+            });
+        let facts = SysfsFacts {
+            current_link_speed: root.read_attr(up, "current_link_speed").ok().flatten(),
+            current_link_width: root
+                .read_attr(up, "current_link_width")
+                .ok()
+                .flatten()
+                .and_then(|s| s.parse().ok()),
+            max_link_speed: root.read_attr(up, "max_link_speed").ok().flatten(),
+            max_link_width: root
+                .read_attr(up, "max_link_width")
+                .ok()
+                .flatten()
+                .and_then(|s| s.parse().ok()),
+            ..SysfsFacts::default()
+        };
+        hops.push(hop_from(up, express.as_ref(), &facts));
+    }
+    let bottleneck = hops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| Some((i, h.gbytes_per_s()?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(i, _)| i);
+    LinkBudget { hops, bottleneck }
+}
+
+fn hop_from(bdf: Bdf, e: Option<&Express>, facts: &SysfsFacts) -> LinkHop {
+    let from_sysfs = |speed: &Option<String>, width: Option<u32>| {
+        Some(Link {
+            speed_code: express::parse_sysfs_speed(speed.as_deref()?)?,
+            width: u8::try_from(width?).ok()?,
+        })
+    };
+    match e.filter(|e| e.has_link()) {
+        Some(e) => LinkHop {
+            bdf,
+            port_type: Some(e.port_type_name()),
+            status: Some(e.link_status()),
+            capable: Some(e.link_capable()),
+        },
+        None => LinkHop {
+            bdf,
+            port_type: None,
+            status: from_sysfs(&facts.current_link_speed, facts.current_link_width),
+            capable: from_sysfs(&facts.max_link_speed, facts.max_link_width),
+        },
+    }
+}

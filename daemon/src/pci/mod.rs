@@ -1,0 +1,51 @@
+//! Read-only discovery of PCI functions: addresses, sysfs, and config-space decoding.
+//!
+//! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes) →
+//! `device::inspect` (one function, assembled) → `service` converts to the wire.
+//!
+//! State: none. Every call reads sysfs afresh; `ids::PciIds` is loaded once by `Rig`.
+//! Nothing in this module writes to sysfs or hardware.
+//!
+//! References: PCI Local Bus 3.0 and PCI Express Base 6.0 for registers (names from
+//! Linux's include/uapi/linux/pci_regs.h); Documentation/ABI/testing/sysfs-bus-pci for
+//! sysfs; lspci (pciutils) is the decoder we check ourselves against.
+//! Not here: taking devices (`take`), VFIO (`vfio`).
+
+mod bdf;
+pub mod caps;
+pub mod device;
+pub mod express;
+pub mod gpu;
+pub mod header;
+pub mod ids;
+pub mod regs;
+pub mod sysfs;
+
+use std::{io, path::PathBuf};
+
+pub use bdf::{Bdf, BdfError};
+pub use device::{Device, inspect};
+pub use sysfs::SysfsRoot;
+
+/// What went wrong reading a PCI function.
+#[derive(Debug, thiserror::Error)]
+pub enum PciError {
+    #[error("No PCI function {bdf} (not in sysfs)")]
+    NoDevice { bdf: Bdf },
+    #[error("Failed to list PCI functions in {path}")]
+    Enumerate {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Config space of {bdf} is truncated: {len} bytes, the header alone needs 64")]
+    ShortConfig { bdf: Bdf, len: usize },
+    #[error("Malformed {path}: line {line} is not three hex numbers")]
+    Resource { path: PathBuf, line: usize },
+}

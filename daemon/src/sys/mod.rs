@@ -1,0 +1,4 @@
+//! The only module with `unsafe`: one file per kernel interface, each call a small safe
+//! wrapper whose `// SAFETY:` says why it holds.
+
+pub mod systemd;
