@@ -1,1 +1,210 @@
-//! rig-client
+//! rig-client: the supported way to talk to rigd.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), rig_client::ClientError> {
+//! let mut rig = rig_client::Client::connect(rig_client::DEFAULT_SOCKET).await?;
+//! for d in rig.list_devices(true).await?.devices {
+//!     println!("{} {:?}", d.bdf, d.names.device);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Methods return this crate's own types (`model`), never wire types, and errors that
+//! say what went wrong for a person: no daemon at that path, permission denied on the
+//! socket (and which group grants access), a daemon too old for this client.
+
+#![deny(unsafe_code)]
+
+mod convert;
+pub mod model;
+
+use std::{
+    io,
+    os::unix::fs::MetadataExt,
+    path::{Path, PathBuf},
+};
+
+use hyper_util::rt::TokioIo;
+use rig_proto::v1::{self as pb, rig_client::RigClient};
+use tonic::{Code, transport::Channel};
+
+pub use model::*;
+
+/// Where rigd listens unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/rig/rigd.sock";
+
+/// What a client call can fail with. Each message is one line meant for a person.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("No rigd at {path}: start it with `systemctl start rigd`, or `rigd --socket {path}`")]
+    NoDaemon { path: PathBuf },
+    #[error("rigd is not running: {path} is a stale socket nobody listens on")]
+    NotListening { path: PathBuf },
+    #[error("Permission denied on {path}: {hint}")]
+    PermissionDenied { path: PathBuf, hint: String },
+    #[error("Failed to connect to {path}")]
+    Connect {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Failed to open a gRPC channel on {path}")]
+    Channel {
+        path: PathBuf,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("rigd at {path} is too old: it speaks API {daemon}, this client needs {needed}")]
+    DaemonTooOld {
+        path: PathBuf,
+        daemon: u32,
+        needed: u32,
+    },
+    /// The daemon answered with an error; `message` is its one-line reason.
+    #[error("{message}")]
+    Rpc { code: Code, message: String },
+}
+
+impl ClientError {
+    fn rpc(s: tonic::Status) -> Self {
+        Self::Rpc {
+            code: s.code(),
+            message: s.message().to_owned(),
+        }
+    }
+}
+
+/// A connection to rigd.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: RigClient<Channel>,
+    version: Version,
+}
+
+impl Client {
+    /// Connects to the daemon on `path` and checks that it speaks this client's API.
+    ///
+    /// # Errors
+    /// [`ClientError::NoDaemon`], [`ClientError::NotListening`],
+    /// [`ClientError::PermissionDenied`], [`ClientError::DaemonTooOld`], or the
+    /// transport error.
+    pub async fn connect(path: impl AsRef<Path>) -> Result<Self, ClientError> {
+        let path = path.as_ref().to_owned();
+        let stream = tokio::net::UnixStream::connect(&path)
+            .await
+            .map_err(|e| diagnose(&path, e))?;
+        // The first connection is the diagnosed one; tonic reconnects through the same
+        // path if it ever needs to.
+        let mut first = Some(stream);
+        let reconnect = path.clone();
+        let channel = tonic::transport::Endpoint::from_static("http://rigd")
+            .connect_with_connector(tower::service_fn(move |_| {
+                let taken = first.take();
+                let path = reconnect.clone();
+                async move {
+                    let s = match taken {
+                        Some(s) => s,
+                        None => tokio::net::UnixStream::connect(path).await?,
+                    };
+                    Ok::<_, io::Error>(TokioIo::new(s))
+                }
+            }))
+            .await
+            .map_err(|source| ClientError::Channel {
+                path: path.clone(),
+                source,
+            })?;
+        let mut inner = RigClient::new(channel);
+        let reply = inner
+            .version(pb::VersionRequest {})
+            .await
+            .map_err(|s| match s.code() {
+                Code::Unimplemented => ClientError::DaemonTooOld {
+                    path: path.clone(),
+                    daemon: 0,
+                    needed: rig_proto::API_VERSION,
+                },
+                _ => ClientError::rpc(s),
+            })?
+            .into_inner();
+        if reply.api_version < rig_proto::API_VERSION {
+            return Err(ClientError::DaemonTooOld {
+                path,
+                daemon: reply.api_version,
+                needed: rig_proto::API_VERSION,
+            });
+        }
+        Ok(Self {
+            inner,
+            version: convert::version(reply),
+        })
+    }
+
+    /// The daemon's version, as it said at connect time.
+    pub fn version(&self) -> &Version {
+        &self.version
+    }
+
+    /// Every PCI function the daemon sees (GPUs and accelerators first), or only GPUs.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] with the daemon's reason.
+    pub async fn list_devices(&mut self, gpus_only: bool) -> Result<Listing, ClientError> {
+        let reply = self
+            .inner
+            .list_devices(pb::ListDevicesRequest { gpus_only })
+            .await
+            .map_err(ClientError::rpc)?
+            .into_inner();
+        Ok(Listing {
+            devices: reply.devices.into_iter().map(convert::device).collect(),
+            problems: reply.problems,
+        })
+    }
+
+    /// The full decode of one function: `0000:03:00.0` or `03:00.0`.
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`]: `InvalidArgument` for a malformed address, `NotFound` for
+    /// a function that does not exist.
+    pub async fn device(&mut self, bdf: &str) -> Result<Device, ClientError> {
+        let reply = self
+            .inner
+            .get_device(pb::GetDeviceRequest {
+                bdf: bdf.to_owned(),
+            })
+            .await
+            .map_err(ClientError::rpc)?
+            .into_inner();
+        Ok(convert::device(reply))
+    }
+}
+
+/// Turns a failed connect into the error a person can act on.
+fn diagnose(path: &Path, e: io::Error) -> ClientError {
+    let path = path.to_owned();
+    match e.kind() {
+        io::ErrorKind::NotFound => ClientError::NoDaemon { path },
+        io::ErrorKind::ConnectionRefused => ClientError::NotListening { path },
+        io::ErrorKind::PermissionDenied => {
+            let hint = socket_group(&path).map_or_else(
+                || "ask an administrator for access to rigd's socket".to_owned(),
+                |g| format!("members of group `{g}` may connect (usermod -aG {g} $USER, then log in again)"),
+            );
+            ClientError::PermissionDenied { path, hint }
+        }
+        _ => ClientError::Connect { path, source: e },
+    }
+}
+
+/// The name of the group that owns the socket, read from /etc/group without NSS.
+fn socket_group(path: &Path) -> Option<String> {
+    let gid = std::fs::metadata(path).ok()?.gid();
+    let groups = std::fs::read_to_string("/etc/group").ok()?;
+    groups.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let _ = f.next()?;
+        (f.next()?.parse::<u32>().ok()? == gid).then(|| name.to_owned())
+    })
+}

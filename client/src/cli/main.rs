@@ -1,0 +1,121 @@
+//! rigctl: rig's command line. Reaches rigd only through rig-client; local file work
+//! (`rigctl firmware`) calls rig-firmware directly.
+
+mod firmware;
+mod fmt;
+mod list;
+mod show;
+
+use std::{error::Error, path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+use rig_client::{Client, DEFAULT_SOCKET};
+
+/// Inspect and lend PCI GPUs through rigd.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// rigd's socket.
+    #[arg(long, global = true, env = "RIG_SOCKET", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Every PCI function, GPUs first: a table, or --json.
+    List {
+        /// Only GPUs and accelerators (class 0x03xx, 0x12xx).
+        #[arg(long)]
+        gpus: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The full decode of one function.
+    Show {
+        /// Address: 0000:03:00.0 or 03:00.0.
+        bdf: String,
+        #[arg(long)]
+        json: bool,
+        /// Also dump the config bytes rigd could read.
+        #[arg(short = 'x', long)]
+        hex: bool,
+    },
+    /// rigd's version and API.
+    Version {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect vendor firmware files and plan what a chip needs (no daemon).
+    #[command(subcommand)]
+    Firmware(firmware::FirmwareCmd),
+}
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            print_chain(e.as_ref());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints an error and its causes: one line, or numbered lines when it has causes.
+fn print_chain(e: &(dyn Error + 'static)) {
+    eprintln!("rigctl: {e}");
+    let mut cause = e.source();
+    let mut n = 1;
+    while let Some(c) = cause {
+        eprintln!("  {n}: {c}");
+        n += 1;
+        cause = c.source();
+    }
+}
+
+fn run(args: Args) -> Result<ExitCode, BoxError> {
+    if let Cmd::Firmware(cmd) = args.cmd {
+        return firmware::run(cmd);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let mut client = Client::connect(&args.socket).await?;
+        let mut out = std::io::stdout().lock();
+        match args.cmd {
+            Cmd::List { gpus, json } => {
+                let listing = client.list_devices(gpus).await?;
+                list::print(&mut out, &listing, json)?;
+            }
+            Cmd::Show { bdf, json, hex } => {
+                let device = client.device(&bdf).await?;
+                show::print(&mut out, &device, json, hex)?;
+            }
+            Cmd::Version { json } => {
+                let v = client.version();
+                if json {
+                    serde_json::to_writer_pretty(&mut out, v)?;
+                    use std::io::Write;
+                    writeln!(out)?;
+                } else {
+                    use std::io::Write;
+                    writeln!(
+                        out,
+                        "rigd {} (API {}), reading {}; rigctl {}",
+                        v.daemon,
+                        v.api,
+                        v.sysfs_root,
+                        env!("CARGO_PKG_VERSION")
+                    )?;
+                }
+            }
+            Cmd::Firmware(_) => unreachable!("handled before connecting"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
