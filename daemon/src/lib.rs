@@ -14,3 +14,4 @@ pub mod rig;
 pub mod service;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod testing;

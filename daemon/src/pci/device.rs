@@ -220,6 +220,12 @@ fn names(ids: &PciIds, h: &Header) -> Names {
                 h.subsystem_vendor_id,
                 h.subsystem_id,
             )
+            // lspci names a subsystem that repeats the device's own ids after the device.
+            .or_else(|| {
+                ((h.subsystem_vendor_id, h.subsystem_id) == (h.vendor_id, h.device_id))
+                    .then(|| ids.device(h.vendor_id, h.device_id))
+                    .flatten()
+            })
             .map(str::to_owned),
         class: class.map(str::to_owned),
     }

@@ -1,0 +1,328 @@
+//! End to end: rigd's service on a temp socket over a fake sysfs tree, driven through
+//! the client library, as rigctl drives it.
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use rig_client::{CapDetail, Client, ClientError};
+use rigd::{
+    config::Config,
+    rig::Rig,
+    service,
+    testing::{FakeDevice, FakeSysfs},
+};
+use tonic::Code;
+
+const PCI_IDS: &str = "\
+10de  NVIDIA Corporation
+\t2335  GH100 [H200 SXM 141GB]
+\t\t10de 18bf  H200 SXM 141GB
+1022  Advanced Micro Devices, Inc. [AMD]
+\t1483  Starship/Matisse GPP Bridge
+C 03  Display controller
+\t02  3D controller
+C 06  Bridge
+\t04  PCI bridge
+\t\t00  Normal decode
+";
+
+/// Root port (8 GT/s x16) → switch upstream port (8 GT/s x16) → downstream port
+/// (32 GT/s x16) → an H200-like GPU at 32 GT/s x16: the seed's R9700 topology.
+fn tree(root: &Path) -> FakeSysfs {
+    let fake = FakeSysfs::new(root).expect("fake sysfs");
+    let port = |bdf: &str, ptype, cap, sta| {
+        FakeDevice::new(bdf, 0x1022, 0x1483, 0x060400)
+            .bridge()
+            .with_cap_pointer(0x40)
+            .with_express(0x40, 0, ptype, cap, sta)
+            .with_driver("pcieport")
+    };
+    fake.add(&port("0000:00:01.1", 4, (3, 16), (3, 16)))
+        .expect("root port");
+    fake.add(&port("0000:01:00.0", 5, (5, 16), (3, 16)).under("0000:00:01.1"))
+        .expect("upstream port");
+    fake.add(&port("0000:02:00.0", 6, (5, 16), (5, 16)).under("0000:01:00.0"))
+        .expect("downstream port");
+    let gpu = FakeDevice::new("0000:03:00.0", 0x10de, 0x2335, 0x030200)
+        .under("0000:02:00.0")
+        .with_bytes(0x2c, &[0xde, 0x10, 0xbf, 0x18])
+        .with_bar64(0, 0x1040_0200_0000, 16 << 20, true)
+        .with_bar64(2, 0x1000_0000_0000, 256 << 30, true)
+        .with_cap_pointer(0x60)
+        .with_express(0x60, 0xb0, 0, (5, 16), (5, 16))
+        .with_bytes(0xb0, &[0x11, 0x00, 0x08, 0x80])
+        .with_bytes(0xb4, &0x00b9_0000u32.to_le_bytes())
+        .with_bytes(0xb8, &0x00ba_0000u32.to_le_bytes())
+        // Resizable BAR at 0x100: BAR2 supports 1 GiB..256 GiB, current 256 GiB.
+        .with_bytes(0x100, &0x0001_0015u32.to_le_bytes())
+        .with_bytes(
+            0x104,
+            &((10..=18).map(|n| 1u32 << (n + 4)).sum::<u32>()).to_le_bytes(),
+        )
+        .with_bytes(0x108, &(2u32 | (1 << 5) | (18 << 8)).to_le_bytes())
+        .with_driver("nvidia")
+        .in_group(7)
+        .with_attr("reset_method", "flr bus")
+        .with_attr("current_link_speed", "32.0 GT/s PCIe")
+        .with_attr("current_link_width", "16");
+    let mut gpu = gpu;
+    gpu.resize_files = vec![2];
+    fake.add(&gpu).expect("gpu");
+    // A function whose capability chain loops.
+    fake.add(
+        &FakeDevice::new("0000:00:02.0", 0x1022, 0x1483, 0x060400)
+            .with_cap_pointer(0x40)
+            .with_bytes(0x40, &[0x01, 0x50])
+            .with_bytes(0x50, &[0x05, 0x40]),
+    )
+    .expect("looping function");
+    fake
+}
+
+struct Server {
+    _dir: tempfile::TempDir,
+    socket: std::path::PathBuf,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    async fn start(build: impl FnOnce(&Path) -> FakeSysfs) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = build(&dir.path().join("sys"));
+        let ids = dir.path().join("pci.ids");
+        std::fs::write(&ids, PCI_IDS).expect("pci.ids");
+        let mut config = Config::default();
+        config.paths.sysfs = fake.root().to_owned();
+        config.paths.pci_ids = ids;
+        let socket = dir.path().join("rigd.sock");
+        let bound = service::socket::bind(&socket, None).expect("bind");
+        bound.listener.set_nonblocking(true).expect("nonblocking");
+        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
+            .expect("tokio listener");
+        let (rig, warning) = Rig::new(&config);
+        assert_eq!(warning, None);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = rx.await;
+            };
+            service::run(Arc::new(rig), listener, shutdown)
+                .await
+                .expect("serve");
+            drop(bound);
+        });
+        Self {
+            _dir: dir,
+            socket,
+            stop: Some(tx),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(5), &mut self.task)
+            .await
+            .expect("server stops within 5 s")
+            .expect("server task");
+        assert!(!self.socket.exists(), "socket removed at shutdown");
+    }
+}
+
+#[tokio::test]
+async fn list_puts_gpus_first_with_names_identity_and_bottleneck() {
+    let server = Server::start(tree).await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    assert_eq!(client.version().api, 1);
+    let listing = client.list_devices(false).await.expect("list");
+    let bdfs: Vec<_> = listing.devices.iter().map(|d| d.bdf.as_str()).collect();
+    assert_eq!(
+        bdfs,
+        [
+            "0000:03:00.0",
+            "0000:00:01.1",
+            "0000:00:02.0",
+            "0000:01:00.0",
+            "0000:02:00.0"
+        ]
+    );
+    let gpu = &listing.devices[0];
+    assert_eq!(gpu.names.vendor.as_deref(), Some("NVIDIA Corporation"));
+    assert_eq!(gpu.names.device.as_deref(), Some("GH100 [H200 SXM 141GB]"));
+    assert_eq!(gpu.names.subsystem.as_deref(), Some("H200 SXM 141GB"));
+    assert_eq!(gpu.names.class.as_deref(), Some("3D controller"));
+    let id = gpu.gpu.as_ref().expect("a GPU");
+    assert_eq!((id.chip.as_str(), id.family.as_str()), ("GH100", "Hopper"));
+    // 32 GT/s x16 below, PCIe 3.0 x16 above: host copies stop at 15.75 GB/s.
+    let limit = gpu.link.limited_by.as_deref().expect("bottleneck upstream");
+    assert!(limit.contains("8GT/s x16 = 15.75 GB/s"), "{limit}");
+    let g = gpu.link.bottleneck_gbytes_per_s.expect("bottleneck");
+    assert!((g - 15.754).abs() < 0.01, "{g}");
+    assert_eq!(listing.devices.len(), 5);
+    let only_gpus = client.list_devices(true).await.expect("gpus");
+    assert_eq!(only_gpus.devices.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn show_decodes_bars_msix_rebar_and_sysfs_facts() {
+    let server = Server::start(tree).await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    let d = client.device("03:00.0").await.expect("show");
+    assert_eq!(d.bdf, "0000:03:00.0");
+    let sizes: Vec<_> = d
+        .bars
+        .iter()
+        .map(|b| (b.index, b.size, b.is_64bit, b.prefetchable))
+        .collect();
+    assert_eq!(
+        sizes,
+        [(0, 16 << 20, true, true), (2, 256 << 30, true, true)]
+    );
+    let bar2 = &d.bars[1];
+    assert_eq!(bar2.address, 0x1000_0000_0000);
+    assert_eq!(bar2.resizable_sizes.first(), Some(&(1 << 30)));
+    assert_eq!(bar2.resizable_sizes.last(), Some(&(256 << 30)));
+    assert_eq!(bar2.resizable_current, Some(256 << 30));
+    assert!(bar2.resize_file);
+    let msix = d
+        .capabilities
+        .iter()
+        .find_map(|c| match &c.detail {
+            Some(CapDetail::MsiX {
+                table_size,
+                table_bar,
+                table_offset,
+                ..
+            }) => Some((*table_size, *table_bar, *table_offset)),
+            _ => None,
+        })
+        .expect("MSI-X");
+    assert_eq!(msix, (9, 0, 0xb9_0000));
+    let e = d.express().expect("PCIe");
+    assert_eq!(e.port_type, "Endpoint");
+    assert_eq!(
+        e.link_status.as_ref().map(|l| (l.speed.as_str(), l.width)),
+        Some(("32GT/s", 16))
+    );
+    assert_eq!(d.sysfs.driver.as_deref(), Some("nvidia"));
+    assert_eq!(d.sysfs.iommu_group.as_deref(), Some("7"));
+    assert_eq!(d.sysfs.iommu_group_members, ["0000:03:00.0"]);
+    assert_eq!(d.sysfs.reset_methods, ["flr", "bus"]);
+    assert_eq!(
+        d.sysfs.upstream,
+        ["0000:02:00.0", "0000:01:00.0", "0000:00:01.1"]
+    );
+    assert_eq!(d.sysfs.driver_override, None);
+    assert_eq!(d.config.len(), 4096);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_one_line_each_and_the_daemon_keeps_serving() {
+    let server = Server::start(|root| {
+        let fake = tree(root);
+        // A config file cut short, and a function with no attributes but config.
+        let short = fake
+            .add(&FakeDevice::new("0000:00:1f.0", 0x8086, 0x1234, 0x060100))
+            .expect("add");
+        std::fs::write(short.join("config"), [0u8; 10]).expect("truncate");
+        let bare = fake
+            .add(&FakeDevice::new("0000:00:1e.0", 0x8086, 0x2448, 0x060401))
+            .expect("add");
+        for f in [
+            "resource",
+            "enable",
+            "numa_node",
+            "local_cpulist",
+            "power_state",
+            "driver_override",
+        ] {
+            std::fs::remove_file(bare.join(f)).expect("remove");
+        }
+        fake
+    })
+    .await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    let cases = [
+        ("zz:00.0", Code::InvalidArgument, "is not a PCI address"),
+        (
+            "0000:00:20.0",
+            Code::InvalidArgument,
+            "device number above 1f",
+        ),
+        (
+            "0000:42:00.0",
+            Code::NotFound,
+            "No PCI function 0000:42:00.0",
+        ),
+        ("00:1f.0", Code::DataLoss, "truncated: 10 bytes"),
+    ];
+    for (bdf, want_code, want_text) in cases {
+        let err = client.device(bdf).await.expect_err(bdf);
+        let ClientError::Rpc { code, message } = &err else {
+            panic!("{bdf}: {err:?}")
+        };
+        assert_eq!(*code, want_code, "{bdf}: {message}");
+        assert!(message.contains(want_text), "{bdf}: {message}");
+        assert!(!message.contains('\n'), "{bdf}: {message}");
+    }
+    // A function with missing sysfs files still decodes, and says what was missing.
+    let bare = client.device("00:1e.0").await.expect("bare function");
+    assert!(
+        bare.sysfs.missing.contains(&"numa_node".to_owned()),
+        "{:?}",
+        bare.sysfs.missing
+    );
+    assert!(bare.bars.is_empty());
+    // A looping chain is reported, not followed.
+    let looped = client.device("00:02.0").await.expect("looping chain");
+    assert_eq!(looped.capabilities.len(), 2);
+    assert!(
+        looped.chain_problems[0].contains("loops back to 0x40"),
+        "{:?}",
+        looped.chain_problems
+    );
+    // The listing names the truncated function as a problem and lists the rest.
+    let listing = client.list_devices(false).await.expect("list after errors");
+    assert_eq!(listing.devices.len(), 6);
+    assert_eq!(listing.problems.len(), 1);
+    assert!(
+        listing.problems[0].contains("0000:00:1f.0"),
+        "{:?}",
+        listing.problems
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connect_errors_say_what_to_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nothing.sock");
+    let e = Client::connect(&missing).await.expect_err("no daemon");
+    assert!(matches!(e, ClientError::NoDaemon { .. }), "{e:?}");
+    assert!(e.to_string().contains("systemctl start rigd"), "{e}");
+
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).expect("bind"));
+    let e = Client::connect(&stale).await.expect_err("stale");
+    assert!(matches!(e, ClientError::NotListening { .. }), "{e:?}");
+    assert!(e.to_string().contains("stale socket"), "{e}");
+}
+
+#[tokio::test]
+async fn a_second_daemon_refuses_a_live_socket() {
+    let server = Server::start(tree).await;
+    let e = service::socket::bind(&server.socket, None).expect_err("live");
+    assert!(
+        e.to_string().contains("Another rigd is already serving"),
+        "{e}"
+    );
+    let mut client = Client::connect(&server.socket)
+        .await
+        .expect("still serving");
+    client.list_devices(true).await.expect("list");
+    server.stop().await;
+}

@@ -1,0 +1,223 @@
+//! Fake sysfs trees for tests: the files and links `pci` reads, laid out as the kernel
+//! lays them out (`devices/pci0000:00/<bridge>/<bdf>`, `bus/pci/devices/<bdf>` links,
+//! `driver` and `iommu_group` links), in a directory of the test's own.
+//!
+//! Only tests use this; it writes nowhere but under the root it is given.
+
+use std::{
+    fs, io,
+    os::unix::fs::symlink,
+    path::{Path, PathBuf},
+};
+
+use crate::pci::Bdf;
+
+/// A fake `/sys`.
+#[derive(Debug)]
+pub struct FakeSysfs {
+    root: PathBuf,
+}
+
+/// One function to put into a fake tree. Build with [`FakeDevice::new`] and the
+/// `with_*` methods; `config` is the raw config space (256 or 4096 bytes).
+#[derive(Debug, Clone)]
+pub struct FakeDevice {
+    pub bdf: Bdf,
+    pub parent: Option<Bdf>,
+    pub config: Vec<u8>,
+    /// `resource` lines: start, end, flags.
+    pub resources: Vec<(u64, u64, u64)>,
+    pub driver: Option<String>,
+    pub iommu_group: Option<u32>,
+    /// Plain attributes: name, contents.
+    pub attrs: Vec<(String, String)>,
+    /// N of each `resourceN_resize` file.
+    pub resize_files: Vec<u8>,
+}
+
+impl FakeDevice {
+    /// A function with a 4 KiB config space holding the given ids and class, status
+    /// "capability list" set, and no capabilities yet.
+    pub fn new(bdf: &str, vendor: u16, device: u16, class: u32) -> Self {
+        let mut config = vec![0u8; 4096];
+        config[0..2].copy_from_slice(&vendor.to_le_bytes());
+        config[2..4].copy_from_slice(&device.to_le_bytes());
+        config[0x06] = 0x10;
+        config[0x08..0x0c].copy_from_slice(&(class << 8 | 0xa1).to_le_bytes());
+        Self {
+            bdf: bdf.parse().expect("test BDFs are valid"),
+            parent: None,
+            config,
+            resources: vec![(0, 0, 0); 7],
+            driver: None,
+            iommu_group: None,
+            attrs: vec![
+                ("enable".into(), "1".into()),
+                ("numa_node".into(), "-1".into()),
+                ("local_cpulist".into(), "0-15".into()),
+                ("power_state".into(), "D0".into()),
+                ("driver_override".into(), "(null)".into()),
+            ],
+            resize_files: Vec::new(),
+        }
+    }
+
+    /// Writes `bytes` into config space at `at`.
+    pub fn with_bytes(mut self, at: usize, bytes: &[u8]) -> Self {
+        self.config[at..at + bytes.len()].copy_from_slice(bytes);
+        self
+    }
+
+    /// Makes this a type 1 header (a bridge or port).
+    pub fn bridge(self) -> Self {
+        self.with_bytes(0x0e, &[1])
+    }
+
+    /// A 64-bit memory BAR at `index` (and `index + 1`), assigned at `addr`.
+    pub fn with_bar64(mut self, index: usize, addr: u64, size: u64, prefetch: bool) -> Self {
+        let [l0, l1, l2, l3, h0, h1, h2, h3] = addr.to_le_bytes();
+        let lo =
+            (u32::from_le_bytes([l0, l1, l2, l3]) & !0xf) | 0x4 | if prefetch { 0x8 } else { 0 };
+        let at = 0x10 + 4 * index;
+        self.config[at..at + 4].copy_from_slice(&lo.to_le_bytes());
+        self.config[at + 4..at + 8].copy_from_slice(&[h0, h1, h2, h3]);
+        self.resources[index] = (addr, addr + size - 1, 0x0014_220c);
+        self
+    }
+
+    /// A PCI Express v2 capability at `at` chained to `next`, with the given port type,
+    /// LnkCap and LnkSta speed code and width.
+    pub fn with_express(
+        self,
+        at: u8,
+        next: u8,
+        port_type: u8,
+        cap: (u8, u8),
+        sta: (u8, u8),
+    ) -> Self {
+        let flags: u16 = 2 | (u16::from(port_type) << 4);
+        let lnkcap = u32::from(cap.0) | (u32::from(cap.1) << 4) | (0b11 << 10);
+        let lnksta = u16::from(sta.0) | (u16::from(sta.1) << 4);
+        let a = usize::from(at);
+        self.with_bytes(a, &[0x10, next])
+            .with_bytes(a + 2, &flags.to_le_bytes())
+            .with_bytes(a + 4, &0x1000_8022u32.to_le_bytes())
+            .with_bytes(a + 0x0c, &lnkcap.to_le_bytes())
+            .with_bytes(a + 0x12, &lnksta.to_le_bytes())
+            .with_bytes(a + 0x2c, &0x3eu32.to_le_bytes())
+    }
+
+    /// Points the header's capability pointer at `at`.
+    pub fn with_cap_pointer(self, at: u8) -> Self {
+        self.with_bytes(0x34, &[at])
+    }
+
+    /// Sits below the bridge `parent` (which must be added first).
+    pub fn under(mut self, parent: &str) -> Self {
+        self.parent = Some(parent.parse().expect("test BDFs are valid"));
+        self
+    }
+
+    /// Bound to `driver`.
+    pub fn with_driver(mut self, driver: &str) -> Self {
+        self.driver = Some(driver.to_owned());
+        self
+    }
+
+    /// In IOMMU group `n`.
+    pub fn in_group(mut self, n: u32) -> Self {
+        self.iommu_group = Some(n);
+        self
+    }
+
+    /// Sets (or replaces) a plain attribute.
+    pub fn with_attr(mut self, name: &str, value: &str) -> Self {
+        self.attrs.retain(|(n, _)| n != name);
+        self.attrs.push((name.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+impl FakeSysfs {
+    /// An empty tree at `root` (created if needed).
+    ///
+    /// # Errors
+    /// I/O errors creating the directories.
+    pub fn new(root: &Path) -> io::Result<Self> {
+        fs::create_dir_all(root.join("bus/pci/devices"))?;
+        fs::create_dir_all(root.join("bus/pci/drivers"))?;
+        fs::create_dir_all(root.join("devices/pci0000:00"))?;
+        fs::create_dir_all(root.join("kernel/iommu_groups"))?;
+        Ok(Self {
+            root: root.to_owned(),
+        })
+    }
+
+    /// The tree's root, to hand to `SysfsRoot` or the config's `paths.sysfs`.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The real directory of a function already added.
+    pub fn device_dir(&self, bdf: Bdf) -> PathBuf {
+        fs::canonicalize(self.root.join("bus/pci/devices").join(bdf.to_string()))
+            .expect("device was added")
+    }
+
+    /// Adds a function; returns its real directory.
+    ///
+    /// # Errors
+    /// I/O errors writing the tree.
+    pub fn add(&self, d: &FakeDevice) -> io::Result<PathBuf> {
+        let parent_dir = match d.parent {
+            Some(p) => self.device_dir(p),
+            None => self.root.join(format!(
+                "devices/pci{:04x}:{:02x}",
+                d.bdf.domain(),
+                d.bdf.bus()
+            )),
+        };
+        let dir = parent_dir.join(d.bdf.to_string());
+        fs::create_dir_all(&dir)?;
+        fs::write(dir.join("config"), &d.config)?;
+        let text: String = d
+            .resources
+            .iter()
+            .map(|(s, e, f)| format!("0x{s:016x} 0x{e:016x} 0x{f:016x}\n"))
+            .collect();
+        fs::write(dir.join("resource"), text)?;
+        let ids = [("vendor", 0usize, 2usize), ("device", 2, 2)];
+        for (name, at, len) in ids {
+            let v = d.config[at..at + len]
+                .iter()
+                .rev()
+                .fold(0u32, |a, b| a << 8 | u32::from(*b));
+            fs::write(dir.join(name), format!("0x{v:04x}\n"))?;
+        }
+        for (name, value) in &d.attrs {
+            fs::write(dir.join(name), format!("{value}\n"))?;
+        }
+        for n in &d.resize_files {
+            fs::write(
+                dir.join(format!("resource{n}_resize")),
+                "0000000000000000\n",
+            )?;
+        }
+        if let Some(driver) = &d.driver {
+            let ddir = self.root.join("bus/pci/drivers").join(driver);
+            fs::create_dir_all(&ddir)?;
+            symlink(&ddir, dir.join("driver"))?;
+        }
+        if let Some(g) = d.iommu_group {
+            let gdir = self.root.join(format!("kernel/iommu_groups/{g}"));
+            fs::create_dir_all(gdir.join("devices"))?;
+            symlink(&gdir, dir.join("iommu_group"))?;
+            symlink(&dir, gdir.join("devices").join(d.bdf.to_string()))?;
+        }
+        symlink(
+            &dir,
+            self.root.join("bus/pci/devices").join(d.bdf.to_string()),
+        )?;
+        Ok(dir)
+    }
+}
