@@ -174,6 +174,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shipped_example_parses_to_the_defaults_plus_its_group() {
+        let text = include_str!("../../systemd/rigd.toml");
+        let c = Config::parse(text, Path::new("systemd/rigd.toml")).expect("example parses");
+        let mut want = Config::default();
+        want.server.group = Some("rig".to_owned());
+        assert_eq!(c, want);
+    }
+
+    #[test]
     fn empty_file_gives_defaults() {
         let c = Config::parse("", Path::new("t.toml")).expect("empty is valid");
         assert_eq!(c, Config::default());

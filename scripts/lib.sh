@@ -1,0 +1,38 @@
+# Shared helpers for scripts/*: timing, apt installs, cargo environment.
+# Sourced, not run.
+
+RIG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RIG_CACHE=${RIG_CACHE:-/var/cache/rig}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+
+# step NAME CMD...: runs CMD, prints its wall time, keeps a summary for the end.
+RIG_TIMES=()
+step() {
+    local name=$1 t0 ms rc
+    shift
+    printf '\n==> %s\n' "$name"
+    t0=$(date +%s%N)
+    "$@"; rc=$?
+    ms=$((($(date +%s%N) - t0) / 1000000))
+    RIG_TIMES+=("$(printf '%-34s %5d.%d s  %s' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)")")")
+    return $rc
+}
+
+times_summary() {
+    printf '\n==> times\n'
+    printf '  %s\n' "${RIG_TIMES[@]}"
+}
+
+# apt_install PKG...: installs what is missing, once per run.
+apt_install() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    [ ${#missing[@]} = 0 ] && return 0
+    if [ -z "${RIG_APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        RIG_APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
