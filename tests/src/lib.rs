@@ -1,1 +1,8 @@
-//! rig-tests
+//! rig-tests: end-to-end tests of rig, and the disposable machine they run in.
+//!
+//! `vm` boots a real Linux kernel in QEMU (tests/vm/) with an emulated IOMMU and PCI
+//! devices, runs scenarios inside it and returns structured results; the tests in
+//! `tests/vm_*.rs` assert on them. See docs/vm.md.
+#![deny(unsafe_code)]
+
+pub mod vm;

@@ -1,0 +1,187 @@
+#!/bin/bash
+# Boots the disposable machine once and runs scenarios in it.
+#
+#   boot.sh [--flavour fast|full] [--profile translated|passthrough|none]
+#           [--out DIR] [--timeout SECONDS] [--console] SCENARIO...
+#
+# SCENARIO names a file tests/vm/guest/scenarios/SCENARIO.sh. The run folder (default
+# $RIG_VM_CACHE/runs/<time>-<flavour>-<profile>) gets serial.log, qemu.stderr, verdict,
+# ivshmem.bin (what the guest wrote to ivshmem) and results/ (the guest's tar: per
+# scenario log, status and files/). It is kept; the last 30 runs are.
+#
+# Exit status (also "verdict=" in DIR/verdict):
+#   0 pass        the guest wrote 0 to isa-debug-exit (QEMU exit 1)
+#   1 fail        the guest wrote 1 (QEMU exit 3): some check failed
+#   2 timeout     the boot ran past its time limit (hang)
+#   3 no-verdict  the guest powered off or panicked without a verdict (QEMU exit 0)
+#   4 qemu-abort  QEMU died (e.g. edu's hw_error abort) or would not start
+#   5 usage or setup error
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+FLAVOUR=fast PROFILE=translated OUT= LIMIT= CONSOLE=0 SCENARIOS=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --flavour) FLAVOUR=$2; shift 2;;
+    --profile) PROFILE=$2; shift 2;;
+    --out) OUT=$2; shift 2;;
+    --timeout) LIMIT=$2; shift 2;;
+    --console) CONSOLE=1; shift;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0;;
+    -*) echo "unknown option $1" >&2; exit 5;;
+    *) SCENARIOS+=("$1"); shift;;
+  esac
+done
+case $FLAVOUR in fast|full) ;; *) echo "flavour must be fast or full" >&2; exit 5;; esac
+case $PROFILE in translated|passthrough|none) ;; *) echo "profile must be translated, passthrough or none" >&2; exit 5;; esac
+[ ${#SCENARIOS[@]} -gt 0 ] || { echo "name at least one scenario" >&2; exit 5; }
+for s in "${SCENARIOS[@]}"; do
+  [ -f "$VM_DIR/guest/scenarios/$s.sh" ] || { echo "no scenario $s (tests/vm/guest/scenarios/$s.sh)" >&2; exit 5; }
+done
+load_tools
+
+# The images: base initramfs (seconds when cached) and, for full, the root image.
+"$VM_DIR/build-fast.sh" || exit 5
+BASE=$RIG_VM_CACHE/fast/base.cpio.gz
+if [ "$FLAVOUR" = full ]; then
+  "$VM_DIR/build-full.sh" || exit 5
+  ROOT_IMG=$RIG_VM_CACHE/full/root.ext4
+fi
+
+RUNS=$RIG_VM_CACHE/runs
+[ -n "$OUT" ] || OUT=$RUNS/$(date +%Y%m%d-%H%M%S)-$$-$FLAVOUR-$PROFILE
+rm -rf "$OUT"; mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# edu-vfio, the C stand-in for rig's take-over code, built once per source change.
+EDU_SRC=$VM_DIR/guest/edu-vfio.c
+EDU_BIN=$RIG_VM_CACHE/guest-bin/edu-vfio-$(recipe_hash "$EDU_SRC")
+if [ ! -x "$EDU_BIN" ]; then
+  mkdir -p "$(dirname "$EDU_BIN")"
+  gcc -O2 -Wall -static -o "$EDU_BIN.tmp" "$EDU_SRC" && mv "$EDU_BIN.tmp" "$EDU_BIN" || exit 5
+fi
+
+# The payload: a second cpio after the base; its files win over the base's.
+P=$OUT/payload
+mkdir -p "$P/rig/bin" "$P/rig/scenarios" "$P/rig/systemd"
+install -m 0755 "$VM_DIR/guest/init" "$P/init"
+install -m 0755 "$VM_DIR/guest/rig-vm-run" "$P/rig/bin/rig-vm-run"
+install -m 0755 "$EDU_BIN" "$P/rig/bin/edu-vfio"
+install -m 0644 "$VM_DIR/guest/lib.sh" "$P/rig/lib.sh"
+install -m 0644 "$VM_DIR"/guest/scenarios/*.sh "$P/rig/scenarios/"
+install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
+# The unit files under test: the repo's systemd/ (RIG_VM_SYSTEMD_DIR points elsewhere).
+SYSTEMD_DIR=${RIG_VM_SYSTEMD_DIR:-$REPO_DIR/systemd}
+for u in rigd.service rigd.socket; do
+  [ -f "$SYSTEMD_DIR/$u" ] && install -m 0644 "$SYSTEMD_DIR/$u" "$P/rig/systemd/"
+done
+for b in rigd rigctl rig-vm-guard; do
+  if [ -x "$GUEST_BIN_DIR/$b" ]; then
+    install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"
+  else
+    say "warning: no guest build of $b in $GUEST_BIN_DIR (scenarios that need it fail)"
+  fi
+done
+printf '%s\n' "${SCENARIOS[@]}" > "$P/rig/plan"
+(cd "$P" && find . | cpio -o -H newc --quiet | gzip -1) > "$OUT/payload.cpio.gz"
+cat "$BASE" "$OUT/payload.cpio.gz" > "$OUT/initrd.gz"
+rm -rf "$P"
+
+# TIMEOUT: 90 s of boot and shutdown under TCG (60 more for systemd), plus each scenario's own.
+if [ -z "$LIMIT" ]; then
+  LIMIT=90; [ "$FLAVOUR" = full ] && LIMIT=150
+  for s in "${SCENARIOS[@]}"; do
+    t=$(sed -n 's/^# rig-vm:.*timeout=\([0-9]*\).*/\1/p' "$VM_DIR/guest/scenarios/$s.sh" | head -n1)
+    LIMIT=$((LIMIT + ${t:-120}))
+  done
+fi
+
+NONCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+truncate -s 64M "$OUT/nvme.img" "$OUT/out.img"
+truncate -s 1M "$OUT/ivshmem.bin"
+MACHINE=q35 IOMMU=() CMDLINE="console=ttyS0 panic=-1"
+case $PROFILE in
+  translated) MACHINE=q35,kernel-irqchip=split IOMMU=(-device intel-iommu,intremap=on) CMDLINE+=" intel_iommu=on";;
+  passthrough) MACHINE=q35,kernel-irqchip=split IOMMU=(-device intel-iommu,intremap=on) CMDLINE+=" intel_iommu=on iommu=pt";;
+  none) CMDLINE+=" intel_iommu=off";;
+esac
+CMDLINE+=" rig.flavour=$FLAVOUR rig.profile=$PROFILE rig.guest=$NONCE"
+EDU=edu,dma_mask=0xffffffffffffffff
+QEMU_ARGS=(
+  -accel tcg -cpu max -smp "${RIG_VM_SMP:-1}" -m 2G -machine "$MACHINE" "${IOMMU[@]}"
+  -display none -monitor none -serial stdio -no-reboot -nic none -vga none
+  -kernel "$VMLINUZ" -initrd "$OUT/initrd.gz" -append "$CMDLINE"
+  -device isa-debug-exit,iobase=0xf4,iosize=0x04
+  -device VGA,addr=02.0
+  -device bochs-display,addr=03.0
+  -device virtio-gpu-pci,addr=04.0
+  -drive file="$OUT/nvme.img",if=none,id=nvm,format=raw -device nvme,serial=rig-nvme,drive=nvm,addr=05.0
+  -device "$EDU",addr=06.0
+  -object memory-backend-file,id=shm,mem-path="$OUT/ivshmem.bin",size=1M,share=on
+  -device ivshmem-plain,memdev=shm,addr=07.0
+  -device pcie-root-port,id=rp1,chassis=1,slot=1,addr=08.0 -device "$EDU",bus=rp1
+  -drive file="$OUT/out.img",if=none,id=out,format=raw -device virtio-blk-pci,drive=out,serial=rig-out,addr=10.0
+)
+if [ "$FLAVOUR" = full ]; then
+  # snapshot=on: the guest's writes go to a temporary overlay, never into the cached image.
+  QEMU_ARGS+=(-drive file="$ROOT_IMG",if=none,id=root,format=raw,snapshot=on
+              -device virtio-blk-pci,drive=root,serial=rig-root,addr=11.0)
+fi
+printf '%q ' "$QEMU" "${QEMU_ARGS[@]}" > "$OUT/qemu.cmd"; echo >> "$OUT/qemu.cmd"
+
+# One machine at a time: two TCG guests on 2 cores would slow both past their limits.
+exec 9> "$RIG_VM_CACHE/boot.lock"
+flock 9
+say "boot $FLAVOUR/$PROFILE: ${SCENARIOS[*]} (limit ${LIMIT}s, QEMU $QEMU_VERSION, Linux $KVER)"
+t=$(date +%s.%N)
+set +e
+if [ "$CONSOLE" = 1 ]; then
+  timeout --kill-after=10 "$LIMIT" "$QEMU" "${QEMU_ARGS[@]}" < /dev/null 2> "$OUT/qemu.stderr" |
+    tr -d '\r' | tee "$OUT/serial.log"
+else
+  timeout --kill-after=10 "$LIMIT" "$QEMU" "${QEMU_ARGS[@]}" < /dev/null 2> "$OUT/qemu.stderr" |
+    tr -d '\r' > "$OUT/serial.log"
+fi
+QRC=${PIPESTATUS[0]}
+set -e
+SECS=$(since "$t")
+exec 9>&-
+
+mkdir -p "$OUT/results"
+tar -xf "$OUT/out.img" -C "$OUT/results" 2> /dev/null || true
+RESULT=$(sed -n 's/^RESULT: \([0-9]* passed, [0-9]* failed\)$/\1/p' "$OUT/serial.log" | tail -n1)
+[ -n "$RESULT" ] || RESULT=$(cat "$OUT/results/result" 2> /dev/null || true)
+case $QRC in
+  1) VERDICT=pass RC=0;;
+  3) VERDICT=fail RC=1;;
+  124|137) VERDICT=timeout RC=2;;
+  0) VERDICT=no-verdict RC=3;;
+  *) VERDICT=qemu-abort RC=4;;
+esac
+cat > "$OUT/verdict" <<V
+verdict=$VERDICT
+qemu_rc=$QRC
+seconds=$SECS
+result=$RESULT
+flavour=$FLAVOUR
+profile=$PROFILE
+scenarios=${SCENARIOS[*]}
+qemu=$QEMU_VERSION
+kernel=$KVER
+nonce=$NONCE
+V
+rm -f "$OUT/nvme.img" "$OUT/out.img" "$OUT/initrd.gz" "$OUT/payload.cpio.gz"
+if [ "$RC" != 0 ]; then
+  {
+    echo "---- last lines of $OUT/serial.log"
+    tail -n 40 "$OUT/serial.log"
+    [ -s "$OUT/qemu.stderr" ] && { echo "---- $OUT/qemu.stderr"; tail -n 10 "$OUT/qemu.stderr"; }
+    echo "----"
+  } >&2
+fi
+say "boot $FLAVOUR/$PROFILE: $VERDICT (QEMU exit $QRC) in ${SECS}s; ${RESULT:-no result line}; kept in $OUT"
+echo "RESULT: ${RESULT:-0 passed, 1 failed}"
+
+# Keep the newest 30 runs.
+ls -1dt "$RUNS"/*/ 2> /dev/null | tail -n +31 | xargs -r rm -rf
+exit "$RC"

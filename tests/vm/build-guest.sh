@@ -1,0 +1,15 @@
+#!/bin/bash
+# Builds what runs inside the guest, statically (no musl target can be downloaded here,
+# so it is glibc with crt-static, which gives a static-pie): rigd, rigctl and the
+# guard, into $GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest/. A separate target folder
+# keeps this off the lock of the host build.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_DIR"
+CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
+  cargo build --profile guest --target x86_64-unknown-linux-gnu \
+  -p rigd -p rig-client -p rig-tests --bins
+for b in rigd rigctl rig-vm-guard; do
+  [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
+done
+say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard | tr '\n' ' ')"

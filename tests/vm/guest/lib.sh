@@ -1,0 +1,90 @@
+# Helpers for scenarios, sourced into each one (POSIX sh: busybox ash and Debian dash).
+# A scenario reports through check lines, which the runner counts:
+#   CHECK ok: <what>     CHECK FAIL: <what>
+# $FILES is the scenario's folder for artefacts; it comes back to the host.
+
+arg() { for a in $(cat /proc/cmdline); do case $a in "$1"=*) echo "${a#*=}";; esac; done; }
+
+# check DESCRIPTION CMD ARGS...: runs CMD, one check line from its exit status.
+check() {
+  what=$1; shift
+  if "$@"; then echo "CHECK ok: $what"; else echo "CHECK FAIL: $what (rc=$?)"; fi
+}
+
+# BDFs of the functions with this vendor:device (hex, no 0x), in bus order.
+bdf_of() {
+  for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor"):$(cat "$d/device")" = "0x$1:0x$2" ] && echo "${d##*/}"
+  done
+}
+drv_of() {
+  if [ -e "/sys/bus/pci/devices/$1/driver" ]; then basename "$(readlink "/sys/bus/pci/devices/$1/driver")"; else echo none; fi
+}
+
+# One line per PCI function: bdf vendor device class driver iommu_group reset_method
+list_devices() {
+  for d in /sys/bus/pci/devices/*; do
+    b=${d##*/}
+    g=none; [ -e "$d/iommu_group" ] && g=$(basename "$(readlink "$d/iommu_group")")
+    r=none; [ -f "$d/reset_method" ] && r=$(tr ' ' ',' < "$d/reset_method")
+    echo "$b $(cat "$d/vendor") $(cat "$d/device") $(cat "$d/class") $(drv_of "$b") $g $r"
+  done
+}
+
+# Hands a function to vfio-pci and back; take-over scenarios only (the runner guards them).
+to_vfio() {
+  d=/sys/bus/pci/devices/$1
+  [ -e "$d/driver" ] && echo "$1" > "$d/driver/unbind"
+  echo vfio-pci > "$d/driver_override"; echo "$1" > /sys/bus/pci/drivers_probe
+  [ "$(drv_of "$1")" = vfio-pci ]
+}
+from_vfio() {
+  d=/sys/bus/pci/devices/$1
+  [ -e "$d/driver" ] && echo "$1" > "$d/driver/unbind"
+  echo > "$d/driver_override"; echo "$1" > /sys/bus/pci/drivers_probe
+}
+
+# The test users: alice is in group rig, bob is not. Works with busybox and Debian tools.
+RIG_GID=900
+add_users() {
+  grep -q '^rig:' /etc/group || echo "rig:x:$RIG_GID:alice" >> /etc/group
+  grep -q '^alice:' /etc/group || echo "alice:x:1000:" >> /etc/group
+  grep -q '^bob:' /etc/group || echo "bob:x:1001:" >> /etc/group
+  grep -q '^alice:' /etc/passwd || echo "alice:x:1000:1000:alice:/tmp:/bin/sh" >> /etc/passwd
+  grep -q '^bob:' /etc/passwd || echo "bob:x:1001:1001:bob:/tmp:/bin/sh" >> /etc/passwd
+  if [ -f /etc/shadow ]; then
+    for u in alice bob; do grep -q "^$u:" /etc/shadow || echo "$u:*:19000:0:99999:7:::" >> /etc/shadow; done
+  fi
+}
+# as_user USER CMD ARGS...: runs CMD as USER with USER's groups, without PAM or a password.
+as_user() {
+  u=$1; shift
+  if setpriv --help 2>&1 | grep -q -- --reuid; then
+    setpriv --reuid="$u" --regid="$u" --init-groups -- "$@"
+  else
+    su -s /bin/sh "$u" -c "$(printf '%s ' "$@")"
+  fi
+}
+
+# Starts rigd in the background with a config; waits up to 20 s for its socket.
+RIG_SOCK=/run/rig/rigd.sock
+start_rigd() {
+  mkdir -p /etc/rig
+  cat > /etc/rig/rigd.toml <<TOML
+[server]
+socket = "$RIG_SOCK"
+group = "rig"
+TOML
+  rigd --config /etc/rig/rigd.toml > "$FILES/rigd.log" 2>&1 &
+  RIGD_PID=$!
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
+}
+stop_rigd() { [ -n "${RIGD_PID:-}" ] && kill "$RIGD_PID" 2> /dev/null; wait "$RIGD_PID" 2> /dev/null; true; }
+
+# dmesg_wait PATTERN: waits up to 3 s for a kernel log line (faults are reported from an
+# interrupt, a little after the access).
+dmesg_wait() {
+  i=0; while [ $i -lt 30 ]; do dmesg | grep -q "$1" && return 0; sleep 0.1; i=$((i + 1)); done
+  return 1
+}

@@ -1,0 +1,21 @@
+# rig-vm: kind=inspect timeout=120
+# The README's demo: systemd starts rigd from the repo's unit, then rigctl shows the
+# emulated devices and the stand-in GPU (bochs-display at 00:03.0), as a user would.
+add_users
+systemctl daemon-reload
+show() { echo; echo "\$ $*"; "$@"; }
+show systemctl start rigd
+check "rigd is active" [ "$(systemctl is-active rigd)" = active ]
+show systemctl status rigd --no-pager --lines=3
+show rigctl version
+show rigctl list
+check "rigctl list" [ $? = 0 ]
+show rigctl show 0000:00:03.0
+check "rigctl show 0000:00:03.0 (bochs-display)" [ $? = 0 ]
+echo; echo "\$ su alice -c 'rigctl list'    # alice is in group rig, not root"
+as_user alice rigctl list
+check "alice (group rig) lists devices" [ $? = 0 ]
+echo; echo "\$ su bob -c 'rigctl list'      # bob is not in group rig"
+as_user bob rigctl list
+check "bob is refused" [ $? != 0 ]
+systemctl stop rigd

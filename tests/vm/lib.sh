@@ -1,0 +1,36 @@
+# Shared by the tests/vm scripts: cache layout, timing and logging helpers.
+# Sourced, never run. Every path the tier writes lives under $RIG_VM_CACHE.
+
+RIG_VM_CACHE=${RIG_VM_CACHE:-/var/cache/rig/vm}
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$VM_DIR/../.." && pwd)
+export RIG_VM_CACHE
+
+# The guest binaries: rigd and rigctl (lead's build) plus this crate's guest helpers.
+GUEST_TARGET_DIR=${GUEST_TARGET_DIR:-$REPO_DIR/target-guest}
+GUEST_BIN_DIR=$GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest
+
+# The kernel and QEMU that setup.sh chose; written by setup.sh.
+TOOLS_ENV=$RIG_VM_CACHE/tools.env
+
+T0=${T0:-$(date +%s.%N)}
+# Prints "[vm   12.3s] message" to stderr, the time counted from the script's start.
+say() { printf '[vm %6.1fs] %s\n' "$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+
+# Seconds (one decimal) since the epoch timestamp $1.
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (apt, debootstrap, mknod)"; }
+
+load_tools() {
+  [ -f "$TOOLS_ENV" ] || die "$TOOLS_ENV is missing: run tests/vm/setup.sh first"
+  # shellcheck source=/dev/null
+  . "$TOOLS_ENV"
+}
+
+# A short hash of files and strings: the cache key of a recipe.
+recipe_hash() {
+  { for a in "$@"; do if [ -f "$a" ]; then cat "$a"; else printf '%s\n' "$a"; fi; done; } |
+    sha256sum | cut -c1-16
+}

@@ -1,0 +1,34 @@
+#!/bin/bash
+# The VM tier as the project's test command runs it, from a fresh Debian 12 machine:
+#   setup (apt, kernel) → guest binaries (static) → images (fast base, full root) →
+#   cargo test -p rig-tests with RIG_VM=1 (each test group boots once).
+# Prints the time of each part at the end. Needs root (apt, debootstrap).
+# Env: RIG_VM_CACHE (default /var/cache/rig/vm), RIG_VM_TARGET_DIR (host build of
+# rig-tests, default target-vm), GUEST_TARGET_DIR (default target-guest).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+need_root run-tier.sh
+cd "$REPO_DIR"
+
+TIMES=()
+part() {
+  local name=$1 t
+  shift
+  t=$(date +%s.%N)
+  say "== $name"
+  "$@"
+  TIMES+=("$(printf '%-14s %7.1f s' "$name" "$(since "$t")")")
+}
+summary() {
+  say "== VM tier timings"
+  printf '  %s\n' "${TIMES[@]}" >&2
+  printf '  %-14s %7.1f s\n' total "$(since "$T0")" >&2
+}
+trap summary EXIT
+
+part setup "$VM_DIR/setup.sh"
+part guest-build "$VM_DIR/build-guest.sh"
+part fast-image "$VM_DIR/build-fast.sh"
+part full-image "$VM_DIR/build-full.sh"
+part vm-tests env RIG_VM=1 CARGO_TARGET_DIR="${RIG_VM_TARGET_DIR:-$REPO_DIR/target-vm}" \
+  cargo test -p rig-tests
