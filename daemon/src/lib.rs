@@ -14,4 +14,5 @@ pub mod rig;
 pub mod service;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod take;
 pub mod testing;

@@ -1,4 +1,6 @@
 //! The only module with `unsafe`: one file per kernel interface, each call a small safe
 //! wrapper whose `// SAFETY:` says why it holds.
 
+pub mod sysfs;
 pub mod systemd;
+pub mod vfio;

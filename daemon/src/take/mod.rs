@@ -1,0 +1,628 @@
+//! Moves a PCI function from its host driver to rig (vfio-pci, or driverless "sysfs"
+//! mode), resizes its BARs, resets it, and gives it back.
+//!
+//! Flow: `pci` (read-only) → `take` → `sys::vfio` / `sys::sysfs`. [`Taker::detach`]
+//! returns a [`Taken`]; [`Taker::attach`] consumes it: the only way home.
+//!
+//! State and locks: a `Taken` holds an flock on the function's sysfs `config` for as
+//! long as rig holds it (seed, "flock locks a function's sysfs config file": kernfs has
+//! one inode per node, so every process sees the lock). `rig.rs` holds a per-device
+//! mutex around every call here. Every step is written to the [`journal`] before it
+//! runs; [`recover`] reads it at start.
+//!
+//! Invariants: only this module writes `driver/unbind`, `driver_override`,
+//! `drivers_probe`, `resource<N>_resize`, `reset` and the command register. Bus
+//! mastering is off whenever rig gives a device back (seed: "Bus mastering outlives the
+//! process").
+//!
+//! Kernel ABI: Documentation/ABI/testing/sysfs-bus-pci; ReBAR: PCIe Base 6.0 §7.8.6;
+//! VFIO: include/uapi/linux/vfio.h. Not here: decoding (`pci`), ioctls (`sys::vfio`).
+
+pub mod journal;
+pub mod preflight;
+mod recover;
+mod reset;
+mod resize;
+
+use std::{
+    fs::File,
+    io,
+    path::PathBuf,
+    sync::{Arc, mpsc},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use nix::fcntl::{Flock, FlockArg};
+
+pub use journal::{Journal, Mode, Phase, Record};
+pub use recover::{Recovered, recover};
+pub use reset::{ResetMethod, ResetReport};
+pub use resize::{BarSize, ResizeReport};
+
+use crate::{
+    pci::{Bdf, SysfsRoot},
+    sys::{sysfs::PciSysfs, vfio},
+};
+use preflight::{Concern, Places};
+
+/// PCI_COMMAND bit 2 (pci_regs.h `PCI_COMMAND_MASTER`).
+const PCI_COMMAND_MASTER: u16 = 0x4;
+/// What `driver_override` says while rig holds a function in sysfs mode: no driver has
+/// this name, so nothing binds it on a rescan.
+pub const SYSFS_MODE_OVERRIDE: &str = "rig-none";
+
+/// A step that failed, naming the device and the step.
+#[derive(Debug, thiserror::Error)]
+pub enum TakeError {
+    #[error("{bdf} is already held by rig ({mode} mode)")]
+    AlreadyHeld { bdf: Bdf, mode: Mode },
+    #[error("{bdf} is not held by rig")]
+    NotHeld { bdf: Bdf },
+    #[error(
+        "Another process holds the lock on {bdf}'s config (another rigd, or a tool that honours it)"
+    )]
+    Locked { bdf: Bdf },
+    #[error("Refusing to detach {bdf}: {}", list(.concerns))]
+    Refused { bdf: Bdf, concerns: Vec<Concern> },
+    #[error(
+        "Sysfs mode is not allowed by the configuration (take.allow_sysfs_mode): DMA would be unconfined"
+    )]
+    SysfsModeNotAllowed,
+    #[error("{bdf} is already bound to vfio-pci by someone else")]
+    ForeignVfio { bdf: Bdf },
+    #[error("Failed to {step} for {bdf}")]
+    Step {
+        bdf: Bdf,
+        step: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Unbinding {bdf} from {driver} did not return within {} s: a process may still hold the device; rig keeps serving, the device stays in the journal", .timeout.as_secs())]
+    UnbindTimeout {
+        bdf: Bdf,
+        driver: String,
+        timeout: Duration,
+    },
+    #[error("{bdf} did not bind to {want} (driver is now {})", .got.as_deref().unwrap_or("none"))]
+    WrongDriver {
+        bdf: Bdf,
+        want: String,
+        got: Option<String>,
+    },
+    #[error(
+        "IOMMU group {group} of {bdf} is not viable: every member must be bound to vfio-pci or to nothing"
+    )]
+    NotViable { bdf: Bdf, group: String },
+    #[error(
+        "{bdf} has no IOMMU group: vfio mode needs an IOMMU (try --mode sysfs where the config allows it)"
+    )]
+    NoIommuGroup { bdf: Bdf },
+    #[error(transparent)]
+    Resize(#[from] resize::ResizeError),
+    #[error(transparent)]
+    Reset(#[from] reset::ResetError),
+    #[error("Failed to write the journal before a step on {bdf}")]
+    Journal {
+        bdf: Bdf,
+        #[source]
+        source: journal::JournalError,
+    },
+    #[error("Failed to read {bdf}")]
+    Read {
+        bdf: Bdf,
+        #[source]
+        source: crate::pci::PciError,
+    },
+}
+
+fn list(c: &[Concern]) -> String {
+    c.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Options of a detach.
+#[derive(Debug, Clone)]
+pub struct DetachOptions {
+    pub mode: Mode,
+    pub bar_size: BarSize,
+    pub entire_group: bool,
+    pub force: bool,
+    /// How long an unbind may take before rig gives up waiting.
+    pub timeout: Duration,
+}
+
+impl Default for DetachOptions {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Vfio,
+            bar_size: BarSize::Keep,
+            entire_group: false,
+            force: false,
+            // TIMEOUT: a healthy unbind takes < 1 s (0.02–0.16 s measured in QEMU,
+            // qemu-tier.md §3); amdgpu and nvidia tear down firmware and may take
+            // several seconds. 10 s separates those from a holder that never lets go.
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a device held in vfio mode keeps open. Dropping it closes the device fd,
+/// which makes vfio-pci clear bus mastering and reset the function.
+#[derive(Debug)]
+pub struct VfioHold {
+    pub container: vfio::Container,
+    pub group: vfio::Group,
+    pub device: vfio::Device,
+    pub group_name: String,
+}
+
+/// A device rig holds. Only [`Taker::detach`] and [`recover`] make one.
+#[derive(Debug)]
+pub struct Taken {
+    pub bdf: Bdf,
+    pub mode: Mode,
+    pub original_driver: Option<String>,
+    pub since: SystemTime,
+    pub saved_config: Vec<u8>,
+    /// Other group members taken with it, with their drivers.
+    pub group_members: Vec<(Bdf, Option<String>)>,
+    /// What `--force` overrode.
+    pub overrode: Vec<String>,
+    pub resize: Option<ResizeReport>,
+    pub vfio: Option<VfioHold>,
+    _lock: Flock<File>,
+}
+
+/// Progress of a long operation, one line per step.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// What a give-back did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttachReport {
+    pub driver: Option<String>,
+    pub reset: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Does take-overs against one sysfs (real or fake).
+#[derive(Debug, Clone)]
+pub struct Taker {
+    pub sysfs: Arc<dyn PciSysfs>,
+    pub journal: Journal,
+    pub places: Places,
+    /// `/dev/vfio` (configurable for tests).
+    pub dev_vfio: PathBuf,
+    pub allow_sysfs_mode: bool,
+}
+
+impl Taker {
+    fn root(&self) -> &SysfsRoot {
+        self.sysfs.root()
+    }
+
+    fn step(&self, bdf: Bdf, step: &'static str) -> impl FnOnce(io::Error) -> TakeError {
+        move |source| TakeError::Step { bdf, step, source }
+    }
+
+    fn record(&self, t: &Record) -> Result<(), TakeError> {
+        self.journal.write(t).map_err(|source| TakeError::Journal {
+            bdf: t
+                .address()
+                .unwrap_or_else(|_| Bdf::new(0, 0, 0, 0).expect("0:0.0 is valid")),
+            source,
+        })
+    }
+
+    fn driver(&self, bdf: Bdf) -> Option<String> {
+        self.root().link_name(bdf, "driver")
+    }
+
+    /// Clears the command register's bus-master bit.
+    ///
+    /// # Errors
+    /// The config read or write failing.
+    pub fn stop_bus_master(&self, bdf: Bdf) -> Result<(), TakeError> {
+        let (cfg, _) = self
+            .root()
+            .read_config(bdf)
+            .map_err(|source| TakeError::Read { bdf, source })?;
+        let cmd = u16::from_le_bytes([cfg[4], cfg[5]]);
+        if cmd & PCI_COMMAND_MASTER != 0 {
+            let off = (cmd & !PCI_COMMAND_MASTER).to_le_bytes();
+            self.sysfs
+                .write_config(bdf, 4, &off)
+                .map_err(self.step(bdf, "clear bus mastering"))?;
+        }
+        Ok(())
+    }
+
+    /// Unbinds in a worker thread, so a driver that never returns (a holder keeps the
+    /// GPU) cannot wedge rigd; the thread is left behind in the kernel then.
+    fn unbind(&self, bdf: Bdf, driver: &str, timeout: Duration) -> Result<(), TakeError> {
+        let (tx, rx) = mpsc::channel();
+        let sysfs = Arc::clone(&self.sysfs);
+        let d = driver.to_owned();
+        std::thread::Builder::new()
+            .name(format!("unbind {bdf}"))
+            .spawn(move || {
+                let _ = tx.send(sysfs.unbind(bdf, &d));
+            })
+            .map_err(self.step(bdf, "start the unbind worker"))?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r.map_err(self.step(bdf, "unbind the driver")),
+            Err(_) => Err(TakeError::UnbindTimeout {
+                bdf,
+                driver: driver.to_owned(),
+                timeout,
+            }),
+        }
+    }
+
+    /// Takes `bdf` from its driver.
+    ///
+    /// # Errors
+    /// A refused preflight, a held lock, or the step that failed; after a failure past
+    /// the unbind, the device is given back to its driver before returning.
+    pub fn detach(
+        &self,
+        bdf: Bdf,
+        opts: &DetachOptions,
+        progress: Progress<'_>,
+    ) -> Result<Taken, TakeError> {
+        if opts.mode == Mode::Sysfs && !self.allow_sysfs_mode {
+            return Err(TakeError::SysfsModeNotAllowed);
+        }
+        if !self.root().exists(bdf) {
+            return Err(TakeError::Read {
+                bdf,
+                source: crate::pci::PciError::NoDevice { bdf },
+            });
+        }
+        let lock = self.lock(bdf)?;
+        let driver = self.driver(bdf);
+        if driver.as_deref() == Some("vfio-pci") {
+            return Err(TakeError::ForeignVfio { bdf });
+        }
+        let group = self.root().link_name(bdf, "iommu_group");
+        if opts.mode == Mode::Vfio && group.is_none() {
+            return Err(TakeError::NoIommuGroup { bdf });
+        }
+        progress("preflight: holders, mounts, console, IOMMU group");
+        let concerns = preflight::check(
+            self.root(),
+            &self.places,
+            bdf,
+            driver.as_deref(),
+            opts.entire_group,
+        );
+        let (forced, blocking): (Vec<_>, Vec<_>) = concerns
+            .into_iter()
+            .partition(|c| opts.force && c.forceable());
+        if !blocking.is_empty() {
+            return Err(TakeError::Refused {
+                bdf,
+                concerns: blocking,
+            });
+        }
+        let overrode: Vec<String> = forced.iter().map(|c| format!("--force: {c}")).collect();
+        for o in &overrode {
+            progress(o);
+        }
+        let (saved_config, _) = self
+            .root()
+            .read_config(bdf)
+            .map_err(|source| TakeError::Read { bdf, source })?;
+        let group_members: Vec<(Bdf, Option<String>)> = if opts.entire_group {
+            preflight::group_members_bound(self.root(), bdf)
+                .into_iter()
+                .map(|(b, d)| (b, Some(d)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut rec = Record {
+            bdf: bdf.to_string(),
+            mode: opts.mode,
+            original_driver: driver.clone(),
+            phase: Phase::Detaching("unbind".into()),
+            since: now(),
+            saved_config: hex(&saved_config),
+            group_members: group_members
+                .iter()
+                .map(|(b, d)| (b.to_string(), d.clone()))
+                .collect(),
+        };
+        self.record(&rec)?;
+        if let Some(d) = &driver {
+            progress(&format!("unbind {bdf} from {d}"));
+            self.unbind(bdf, d, opts.timeout)?;
+        }
+        let mut taken = Taken {
+            bdf,
+            mode: opts.mode,
+            original_driver: driver,
+            since: SystemTime::now(),
+            saved_config,
+            group_members,
+            overrode,
+            resize: None,
+            vfio: None,
+            _lock: lock,
+        };
+        match self.finish_detach(&mut taken, &mut rec, opts, group, progress) {
+            Ok(()) => Ok(taken),
+            Err(e) => {
+                progress(&format!("failed ({e}); giving {bdf} back"));
+                // Best effort: the original error is what the user needs to see.
+                let _ = self.give_back(&taken, &mut rec, &mut |_| {});
+                Err(e)
+            }
+        }
+    }
+
+    fn finish_detach(
+        &self,
+        t: &mut Taken,
+        rec: &mut Record,
+        opts: &DetachOptions,
+        group: Option<String>,
+        progress: Progress<'_>,
+    ) -> Result<(), TakeError> {
+        let bdf = t.bdf;
+        for (m, d) in &t.group_members {
+            if let Some(d) = d {
+                progress(&format!("unbind group member {m} from {d}"));
+                self.unbind(*m, d, opts.timeout)?;
+            }
+        }
+        let over = match opts.mode {
+            Mode::Vfio => "vfio-pci",
+            Mode::Sysfs => SYSFS_MODE_OVERRIDE,
+        };
+        rec.phase = Phase::Detaching("driver_override".into());
+        self.record(rec)?;
+        self.sysfs
+            .set_driver_override(bdf, Some(over))
+            .map_err(self.step(bdf, "set driver_override"))?;
+        if opts.bar_size != BarSize::Keep {
+            rec.phase = Phase::Resizing("detach".into());
+            self.record(rec)?;
+            t.resize = Some(resize::resize(self, bdf, None, opts.bar_size, progress)?);
+        }
+        match opts.mode {
+            Mode::Vfio => {
+                rec.phase = Phase::Detaching("bind vfio-pci".into());
+                self.record(rec)?;
+                progress("load vfio-pci, bind it");
+                self.sysfs
+                    .modprobe("vfio-pci", false)
+                    .map_err(self.step(bdf, "load vfio-pci"))?;
+                for (m, _) in &t.group_members {
+                    self.sysfs
+                        .set_driver_override(*m, Some("vfio-pci"))
+                        .map_err(self.step(*m, "set driver_override"))?;
+                    self.bind_expect(*m, "vfio-pci")?;
+                }
+                self.bind_expect(bdf, "vfio-pci")?;
+                let group = group.ok_or(TakeError::NoIommuGroup { bdf })?;
+                progress(&format!("open VFIO group {group}"));
+                t.vfio = Some(self.open_vfio(bdf, &group)?);
+            }
+            Mode::Sysfs => {
+                rec.phase = Phase::Detaching("enable".into());
+                self.record(rec)?;
+                progress("enable the function (driverless)");
+                self.sysfs
+                    .enable(bdf, true)
+                    .map_err(self.step(bdf, "enable the function"))?;
+            }
+        }
+        rec.phase = Phase::Held;
+        self.record(rec)?;
+        progress("held");
+        Ok(())
+    }
+
+    fn bind_expect(&self, bdf: Bdf, want: &str) -> Result<(), TakeError> {
+        self.sysfs
+            .probe(bdf)
+            .map_err(self.step(bdf, "probe drivers"))?;
+        let got = self.driver(bdf);
+        if got.as_deref() != Some(want) {
+            return Err(TakeError::WrongDriver {
+                bdf,
+                want: want.to_owned(),
+                got,
+            });
+        }
+        Ok(())
+    }
+
+    /// Opens the VFIO container, group and device, refusing a non-viable group.
+    pub(crate) fn open_vfio(&self, bdf: Bdf, group: &str) -> Result<VfioHold, TakeError> {
+        let container =
+            vfio::Container::open(&self.dev_vfio).map_err(self.step(bdf, "open /dev/vfio/vfio"))?;
+        let g = vfio::Group::open(&self.dev_vfio, group)
+            .map_err(self.step(bdf, "open the VFIO group"))?;
+        if !g
+            .viable()
+            .map_err(self.step(bdf, "read the VFIO group status"))?
+        {
+            return Err(TakeError::NotViable {
+                bdf,
+                group: group.to_owned(),
+            });
+        }
+        g.set_container(&container)
+            .map_err(self.step(bdf, "attach the group to a container"))?;
+        container
+            .set_iommu()
+            .map_err(self.step(bdf, "select the type1v2 IOMMU"))?;
+        let device = g
+            .device(&bdf.to_string())
+            .map_err(self.step(bdf, "open the VFIO device"))?;
+        Ok(VfioHold {
+            container,
+            group: g,
+            device,
+            group_name: group.to_owned(),
+        })
+    }
+
+    fn lock(&self, bdf: Bdf) -> Result<Flock<File>, TakeError> {
+        let f = File::open(self.root().device_dir(bdf).join("config"))
+            .map_err(self.step(bdf, "open config for locking"))?;
+        Flock::lock(f, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| match e {
+            nix::errno::Errno::EWOULDBLOCK => TakeError::Locked { bdf },
+            e => TakeError::Step {
+                bdf,
+                step: "lock config",
+                source: e.into(),
+            },
+        })
+    }
+
+    /// Gives a held device back to its original driver.
+    ///
+    /// # Errors
+    /// The step that failed; the journal keeps the device's record then, and the next
+    /// start of rigd finishes the job.
+    pub fn attach(&self, taken: Taken, progress: Progress<'_>) -> Result<AttachReport, TakeError> {
+        let mut rec = self.record_of(&taken, Phase::Attaching("stop".into()));
+        self.record(&rec)?;
+        let report = self.give_back(&taken, &mut rec, progress)?;
+        drop(taken);
+        Ok(report)
+    }
+
+    pub(crate) fn record_of(&self, t: &Taken, phase: Phase) -> Record {
+        Record {
+            bdf: t.bdf.to_string(),
+            mode: t.mode,
+            original_driver: t.original_driver.clone(),
+            phase,
+            since: t
+                .since
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            saved_config: hex(&t.saved_config),
+            group_members: t
+                .group_members
+                .iter()
+                .map(|(b, d)| (b.to_string(), d.clone()))
+                .collect(),
+        }
+    }
+
+    /// The give-back sequence, shared by attach, a failed detach and recovery.
+    fn give_back(
+        &self,
+        t: &Taken,
+        rec: &mut Record,
+        progress: Progress<'_>,
+    ) -> Result<AttachReport, TakeError> {
+        let bdf = t.bdf;
+        let mut report = AttachReport::default();
+        progress("stop bus mastering");
+        self.stop_bus_master(bdf)?;
+        rec.phase = Phase::Attaching("reset".into());
+        self.record(rec)?;
+        match reset::reset(self, t, ResetMethod::Auto, &mut *progress) {
+            Ok(r) => report.reset = Some(r.method),
+            // No method at all (no FLR, PM, or bus reset) is common on root-bus
+            // devices; the driver re-initialises the function at probe.
+            Err(reset::ResetError::NoMethod { .. }) => {
+                report.warnings.push(format!(
+                    "{bdf} has no reset method; given back without a reset"
+                ));
+            }
+            // A device its driver can still take is better off with it than with no
+            // one: say what failed and go on.
+            Err(e) => report.warnings.push(crate::rig::error_line(&e)),
+        }
+        let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
+        members.push((bdf, t.original_driver.clone()));
+        for (m, original) in members {
+            rec.phase = Phase::Attaching(format!("unbind {m}"));
+            self.record(rec)?;
+            if let Some(cur) = self.driver(m) {
+                if Some(&cur) == original.as_ref() {
+                    continue;
+                }
+                progress(&format!("unbind {m} from {cur}"));
+                self.unbind(m, &cur, DetachOptions::default().timeout)?;
+            }
+            self.sysfs
+                .set_driver_override(m, None)
+                .map_err(self.step(m, "clear driver_override"))?;
+            if let Some(d) = &original {
+                rec.phase = Phase::Attaching(format!("probe {m}"));
+                self.record(rec)?;
+                progress(&format!("bind {m} to {d}"));
+                self.sysfs.modprobe(d, false).ok();
+                self.bind_expect(m, d)?;
+                if d == "amdgpu" {
+                    self.kfd_check(&mut report);
+                }
+            }
+        }
+        report.driver = t.original_driver.clone();
+        self.journal
+            .remove(&rec.bdf)
+            .map_err(|source| TakeError::Journal { bdf, source })?;
+        progress("given back");
+        Ok(report)
+    }
+
+    /// Seed: after amdgpu is unbound and bound again, every open of /dev/kfd fails with
+    /// EINVAL until the module reloads (kfd_locked never drops). Reload when no other
+    /// device uses amdgpu; otherwise say so.
+    fn kfd_check(&self, report: &mut AttachReport) {
+        let kfd = self.places.dev_root.join("kfd");
+        let broken = matches!(File::open(&kfd), Err(e) if e.raw_os_error() == Some(libc::EINVAL));
+        if !broken {
+            return;
+        }
+        let users = std::fs::read_dir(self.root().path().join("bus/pci/drivers/amdgpu"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().contains(':'))
+                    .count()
+            })
+            .unwrap_or(0);
+        if users <= 1 {
+            match self.sysfs.modprobe("amdgpu", true) {
+                Ok(()) => report
+                    .warnings
+                    .push("KFD refused processes after the rebind; amdgpu was reloaded".into()),
+                Err(e) => report.warnings.push(format!(
+                    "KFD refuses processes after the rebind and reloading amdgpu failed: {e}"
+                )),
+            }
+        } else {
+            report.warnings.push(format!(
+                "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
+            ));
+        }
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2)
+        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
+        .collect()
+}
+#[cfg(test)]
+mod tests;

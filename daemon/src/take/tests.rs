@@ -1,0 +1,552 @@
+//! The take-over state machine against a fake kernel (`sys::sysfs::FakeKernel`).
+//! Real-kernel runs of the same paths are in the disposable machine (tests/vm).
+
+use std::{
+    fs,
+    os::unix::fs::symlink,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use super::*;
+use crate::{
+    sys::sysfs::FakeKernel,
+    testing::{FakeDevice, FakeSysfs},
+};
+
+const GPU: &str = "0000:03:00.0";
+
+struct World {
+    dir: tempfile::TempDir,
+    kernel: FakeKernel,
+    taker: Taker,
+}
+
+fn gpu() -> FakeDevice {
+    FakeDevice::new(GPU, 0x10de, 0x2335, 0x030200)
+        .with_bar64(0, 0xa000_0000, 16 << 20, false)
+        .with_bar64(2, 0x1_0000_0000, 256 << 20, true)
+        .with_bytes(0x04, &[0x06, 0x00]) // Mem + BusMaster
+        .with_bytes(0x100, &0x0001_0015u32.to_le_bytes())
+        // BAR2 supports 256M..256G (codes 8..18), current 256M.
+        .with_bytes(
+            0x104,
+            &((8..=18).map(|n| 1u32 << (n + 4)).sum::<u32>()).to_le_bytes(),
+        )
+        .with_bytes(0x108, &(2u32 | (1 << 5) | (8 << 8)).to_le_bytes())
+        .with_driver("nvidia")
+        .in_group(5)
+        .with_attr("reset_method", "flr bus")
+}
+
+fn world(devices: &[FakeDevice]) -> World {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fake = FakeSysfs::new(&dir.path().join("sys")).expect("fake sysfs");
+    for d in devices {
+        let path = fake.add(d).expect("add");
+        if d.bdf.to_string() == GPU {
+            fs::write(path.join("resource2_resize"), "0000000000007ff00\n").expect("resize file");
+        }
+    }
+    let kernel = FakeKernel::new(
+        fake.root(),
+        &["nvidia", "vfio-pci", "snd_hda_intel", "bochs-drm"],
+    );
+    let taker = Taker {
+        sysfs: Arc::new(kernel.clone()),
+        journal: Journal::new(&dir.path().join("state")),
+        places: Places {
+            proc_root: dir.path().join("proc"),
+            dev_root: dir.path().join("dev"),
+        },
+        dev_vfio: dir.path().join("dev/vfio"),
+        allow_sysfs_mode: true,
+    };
+    World { dir, kernel, taker }
+}
+
+fn bdf(s: &str) -> Bdf {
+    s.parse().expect("valid")
+}
+
+fn sysfs_opts() -> DetachOptions {
+    DetachOptions {
+        mode: Mode::Sysfs,
+        ..DetachOptions::default()
+    }
+}
+
+fn driver(w: &World, b: &str) -> Option<String> {
+    w.taker.sysfs.root().link_name(bdf(b), "driver")
+}
+
+fn command(w: &World, b: &str) -> u16 {
+    let (c, _) = w.taker.sysfs.root().read_config(bdf(b)).expect("config");
+    u16::from_le_bytes([c[4], c[5]])
+}
+
+fn calls(w: &World) -> Vec<String> {
+    w.kernel.calls.lock().expect("calls").clone()
+}
+
+#[test]
+fn sysfs_take_unbinds_overrides_enables_and_give_back_rebinds_without_bus_master() {
+    let w = world(&[gpu()]);
+    let mut steps = Vec::new();
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |s| steps.push(s.to_owned()))
+        .expect("detach");
+    assert_eq!(driver(&w, GPU), None);
+    assert_eq!(t.original_driver.as_deref(), Some("nvidia"));
+    let over = w
+        .taker
+        .sysfs
+        .root()
+        .read_attr(bdf(GPU), "driver_override")
+        .expect("read");
+    assert_eq!(over.as_deref(), Some(SYSFS_MODE_OVERRIDE));
+    let (records, _) = w.taker.journal.load();
+    assert_eq!(records[0].phase, Phase::Held);
+    assert!(
+        steps
+            .iter()
+            .any(|s| s.contains("unbind 0000:03:00.0 from nvidia")),
+        "{steps:?}"
+    );
+
+    let report = w.taker.attach(t, &mut |_| {}).expect("attach");
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+    assert_eq!(report.reset.as_deref(), Some("kernel default"));
+    assert_eq!(
+        command(&w, GPU) & PCI_COMMAND_MASTER,
+        0,
+        "bus mastering off after give-back"
+    );
+    assert!(
+        w.taker.journal.load().0.is_empty(),
+        "journal forgets a device given back"
+    );
+    let c = calls(&w);
+    let pos = |p: &str| {
+        c.iter()
+            .position(|x| x.starts_with(p))
+            .unwrap_or_else(|| panic!("{p} in {c:?}"))
+    };
+    assert!(pos("unbind") < pos("driver_override 0000:03:00.0 rig-none"));
+    assert!(
+        pos("config 0000:03:00.0 +0x4") < pos("reset"),
+        "bus master off before the reset: {c:?}"
+    );
+    assert!(pos("reset") < pos("probe"));
+}
+
+#[test]
+fn sysfs_mode_is_refused_unless_the_config_allows_it() {
+    let mut w = world(&[gpu()]);
+    w.taker.allow_sysfs_mode = false;
+    let e = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect_err("refused");
+    assert!(matches!(e, TakeError::SysfsModeNotAllowed), "{e}");
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+    assert!(calls(&w).is_empty());
+}
+
+#[test]
+fn a_process_holding_the_drm_node_is_listed_and_nothing_is_unbound() {
+    let w = world(&[gpu()]);
+    // The device's card0 has /dev/null's number; a fake /proc has pid 4242 holding it.
+    let card = w.taker.sysfs.root().device_dir(bdf(GPU)).join("drm/card0");
+    fs::create_dir_all(&card).expect("drm dir");
+    fs::write(card.join("dev"), "1:3\n").expect("dev");
+    let fd_dir = w.dir.path().join("proc/4242/fd");
+    fs::create_dir_all(&fd_dir).expect("proc");
+    symlink("/dev/null", fd_dir.join("3")).expect("fd link");
+    fs::write(w.dir.path().join("proc/4242/comm"), "Xorg\n").expect("comm");
+
+    let e = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect_err("refused");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("pid 4242 (Xorg) holds /dev/dri/card0"),
+        "{msg}"
+    );
+    // --force cannot override a holder: the unbind would hang.
+    let forced = DetachOptions {
+        force: true,
+        ..sysfs_opts()
+    };
+    w.taker
+        .detach(bdf(GPU), &forced, &mut |_| {})
+        .expect_err("still refused");
+    assert!(calls(&w).is_empty(), "nothing written: {:?}", calls(&w));
+
+    fs::remove_file(fd_dir.join("3")).expect("holder exits");
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("accepted once the holder is gone");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+}
+
+#[test]
+fn boot_vga_is_refused_and_force_overrides_it_saying_so() {
+    let w = world(&[gpu().with_attr("boot_vga", "1")]);
+    let e = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect_err("boot VGA");
+    assert!(e.to_string().contains("boot VGA"), "{e}");
+    let forced = DetachOptions {
+        force: true,
+        ..sysfs_opts()
+    };
+    let mut steps = Vec::new();
+    let t = w
+        .taker
+        .detach(bdf(GPU), &forced, &mut |s| steps.push(s.to_owned()))
+        .expect("forced");
+    assert_eq!(t.overrode, ["--force: it is the boot VGA device"]);
+    assert!(steps.iter().any(|s| s.starts_with("--force")), "{steps:?}");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+}
+
+#[test]
+fn a_group_member_bound_to_a_host_driver_blocks_vfio_and_entire_group_takes_it_then_rolls_back() {
+    let audio = FakeDevice::new("0000:03:00.1", 0x10de, 0x22ba, 0x040300)
+        .with_driver("snd_hda_intel")
+        .in_group(5);
+    let w = world(&[gpu(), audio]);
+    let e = w
+        .taker
+        .detach(bdf(GPU), &DetachOptions::default(), &mut |_| {})
+        .expect_err("not viable");
+    assert!(
+        e.to_string().contains("0000:03:00.1 (snd_hda_intel)"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--entire-group"), "{e}");
+
+    // With --entire-group both go to vfio-pci; this fake has no /dev/vfio, so opening the
+    // group fails and both must be back with their own drivers afterwards.
+    let whole = DetachOptions {
+        entire_group: true,
+        ..DetachOptions::default()
+    };
+    let e = w
+        .taker
+        .detach(bdf(GPU), &whole, &mut |_| {})
+        .expect_err("no /dev/vfio here");
+    assert!(e.to_string().contains("open /dev/vfio/vfio"), "{e}");
+    let c = calls(&w);
+    assert!(
+        c.iter().any(|x| x == "unbind 0000:03:00.1 snd_hda_intel"),
+        "{c:?}"
+    );
+    assert!(
+        c.iter()
+            .any(|x| x == "driver_override 0000:03:00.1 vfio-pci"),
+        "{c:?}"
+    );
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+    assert_eq!(driver(&w, "0000:03:00.1").as_deref(), Some("snd_hda_intel"));
+    assert!(w.taker.journal.load().0.is_empty());
+}
+
+#[test]
+fn a_hanging_unbind_times_out_without_wedging_the_caller() {
+    let w = world(&[gpu()]);
+    w.kernel.script.lock().expect("script").unbind_hangs =
+        Some(("nvidia".into(), Duration::from_secs(3)));
+    let opts = DetachOptions {
+        timeout: Duration::from_millis(200),
+        ..sysfs_opts()
+    };
+    let start = Instant::now();
+    let e = w
+        .taker
+        .detach(bdf(GPU), &opts, &mut |_| {})
+        .expect_err("timeout");
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "returned after {:?}",
+        start.elapsed()
+    );
+    assert!(matches!(e, TakeError::UnbindTimeout { .. }), "{e}");
+    assert!(e.to_string().contains("rig keeps serving"), "{e}");
+    let (records, _) = w.taker.journal.load();
+    assert_eq!(
+        records[0].phase,
+        Phase::Detaching("unbind".into()),
+        "the journal says where it stopped"
+    );
+}
+
+#[test]
+fn a_failing_vfio_bind_gives_the_device_back_to_its_driver() {
+    let w = world(&[gpu()]);
+    w.kernel
+        .script
+        .lock()
+        .expect("script")
+        .drivers
+        .retain(|d| d != "vfio-pci");
+    let e = w
+        .taker
+        .detach(bdf(GPU), &DetachOptions::default(), &mut |_| {})
+        .expect_err("vfio-pci missing");
+    assert!(
+        e.to_string()
+            .contains("did not bind to vfio-pci (driver is now none)"),
+        "{e}"
+    );
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+    let over = w
+        .taker
+        .sysfs
+        .root()
+        .read_attr(bdf(GPU), "driver_override")
+        .expect("read");
+    assert_eq!(over.as_deref(), Some("(null)"));
+}
+
+#[test]
+fn a_missing_original_driver_keeps_the_record_for_the_next_start() {
+    let w = world(&[gpu()]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    w.kernel
+        .script
+        .lock()
+        .expect("script")
+        .drivers
+        .retain(|d| d != "nvidia");
+    let e = w.taker.attach(t, &mut |_| {}).expect_err("nvidia is gone");
+    assert!(e.to_string().contains("did not bind to nvidia"), "{e}");
+    let (records, _) = w.taker.journal.load();
+    assert!(
+        matches!(records[0].phase, Phase::Attaching(_)),
+        "{records:?}"
+    );
+}
+
+#[test]
+fn a_driverless_device_is_taken_and_given_back_driverless() {
+    let mut d = gpu();
+    d.driver = None;
+    let w = world(&[d]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    assert!(!calls(&w).iter().any(|c| c.starts_with("unbind")));
+    let r = w.taker.attach(t, &mut |_| {}).expect("attach");
+    assert_eq!(r.driver, None);
+    assert_eq!(driver(&w, GPU), None);
+}
+
+#[test]
+fn a_second_taker_cannot_take_a_held_device() {
+    let w = world(&[gpu()]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    let e = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect_err("locked");
+    assert!(matches!(e, TakeError::Locked { .. }), "{e}");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+}
+
+#[test]
+fn resize_to_max_falls_back_on_enospc_and_reports_moves_and_small_bar() {
+    let w = world(&[gpu()]);
+    {
+        let mut s = w.kernel.script.lock().expect("script");
+        s.resize_errno.insert(18, libc::ENOSPC); // 256G
+        s.resize_errno.insert(17, libc::ENOSPC); // 128G
+    }
+    let opts = DetachOptions {
+        bar_size: BarSize::Max,
+        ..sysfs_opts()
+    };
+    let t = w
+        .taker
+        .detach(bdf(GPU), &opts, &mut |_| {})
+        .expect("detach");
+    let r = t.resize.clone().expect("resized");
+    assert_eq!((r.bar, r.before, r.after), (2, 256 << 20, 64 << 30));
+    assert_eq!(r.no_room, [256 << 30, 128 << 30]);
+    assert_eq!(
+        r.moved,
+        [(0, 0xa000_0000, 0xb000_0000)],
+        "the kernel moved BAR0"
+    );
+    assert_eq!(
+        r.small_bar.as_deref(),
+        Some("small BAR: BAR2 is 64G of the 256G the device supports")
+    );
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+}
+
+#[test]
+fn a_resize_refused_for_any_other_reason_keeps_the_size_and_stops() {
+    let w = world(&[gpu()]);
+    w.kernel
+        .script
+        .lock()
+        .expect("script")
+        .resize_errno
+        .insert(18, libc::EBUSY);
+    let opts = DetachOptions {
+        bar_size: BarSize::Max,
+        ..sysfs_opts()
+    };
+    let e = w
+        .taker
+        .detach(bdf(GPU), &opts, &mut |_| {})
+        .expect_err("EBUSY");
+    assert!(e.to_string().contains("refused to resize BAR2"), "{e}");
+    let resizes = calls(&w).iter().filter(|c| c.starts_with("resize")).count();
+    assert_eq!(resizes, 1, "no smaller size tried after EBUSY");
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"), "given back");
+}
+
+#[test]
+fn resize_with_a_driver_bound_or_to_an_unsupported_size_is_refused() {
+    let w = world(&[gpu()]);
+    let e =
+        resize::resize(&w.taker, bdf(GPU), Some(2), BarSize::Max, &mut |_| {}).expect_err("bound");
+    assert!(e.to_string().contains("bound to nvidia"), "{e}");
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    let e = resize::resize(
+        &w.taker,
+        bdf(GPU),
+        Some(2),
+        BarSize::Bytes(3 << 20),
+        &mut |_| {},
+    )
+    .expect_err("3M");
+    assert!(e.to_string().contains("cannot be 3145728 bytes"), "{e}");
+    let e =
+        resize::resize(&w.taker, bdf(GPU), Some(0), BarSize::Max, &mut |_| {}).expect_err("BAR0");
+    assert!(
+        e.to_string()
+            .contains("BAR0 of 0000:03:00.0 is not resizable"),
+        "{e}"
+    );
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+}
+
+#[test]
+fn reset_by_an_unoffered_method_is_refused_and_a_device_without_methods_says_so() {
+    let w = world(&[gpu()]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    let e = reset::reset(&w.taker, &t, ResetMethod::Pm, &mut |_| {}).expect_err("pm");
+    assert!(e.to_string().contains("offers: flr bus"), "{e}");
+    let r = reset::reset(&w.taker, &t, ResetMethod::Bus, &mut |_| {}).expect("bus");
+    assert_eq!(r.method, "bus");
+    let methods = w
+        .taker
+        .sysfs
+        .root()
+        .read_attr(bdf(GPU), "reset_method")
+        .expect("read");
+    assert_eq!(
+        methods.as_deref(),
+        Some("flr bus"),
+        "the method list is put back"
+    );
+    fs::write(
+        w.taker
+            .sysfs
+            .root()
+            .device_dir(bdf(GPU))
+            .join("reset_method"),
+        "",
+    )
+    .expect("clear");
+    let e = reset::reset(&w.taker, &t, ResetMethod::Auto, &mut |_| {}).expect_err("none");
+    assert!(matches!(e, reset::ResetError::NoMethod { .. }), "{e}");
+    w.taker
+        .attach(t, &mut |_| {})
+        .expect("attach without a reset still rebinds");
+}
+
+#[test]
+fn after_a_crash_a_held_device_is_readopted_with_bus_mastering_stopped() {
+    let w = world(&[gpu()]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    // The client enabled DMA; then rigd died (its flock goes with it).
+    w.kernel.write_config_raw(bdf(GPU), 4, &[0x06, 0x00]);
+    drop(t);
+    let start = Instant::now();
+    let (held, outcomes) = recover(&w.taker);
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(
+        outcomes,
+        [Recovered::Readopted {
+            bdf: GPU.into(),
+            mode: Mode::Sysfs
+        }]
+    );
+    assert_eq!(command(&w, GPU) & PCI_COMMAND_MASTER, 0);
+    let t = held.into_iter().next().expect("held again");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+}
+
+#[test]
+fn after_a_crash_mid_detach_the_device_goes_back_to_its_driver() {
+    let w = world(&[gpu()]);
+    // Simulate a crash right after the unbind: record says "driver_override" is next.
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    let mut rec = w
+        .taker
+        .record_of(&t, Phase::Detaching("driver_override".into()));
+    rec.phase = Phase::Detaching("driver_override".into());
+    w.taker.journal.write(&rec).expect("write");
+    drop(t);
+    let (held, outcomes) = recover(&w.taker);
+    assert!(held.is_empty());
+    assert_eq!(
+        outcomes,
+        [Recovered::RolledBack {
+            bdf: GPU.into(),
+            driver: Some("nvidia".into()),
+            from: "driver_override".into()
+        }]
+    );
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
+    assert!(w.taker.journal.load().0.is_empty());
+}
+
+#[test]
+fn recovery_of_an_empty_journal_does_nothing() {
+    let w = world(&[gpu()]);
+    let (held, outcomes) = recover(&w.taker);
+    assert!(held.is_empty() && outcomes.is_empty());
+    assert!(calls(&w).is_empty());
+    let _ = Path::new("unused");
+}
