@@ -357,9 +357,10 @@ fn plan_amd(ips: &[IpVersion], root: &Path) -> Plan {
             continue;
         }
         for (role, alts, required) in files {
-            let mut it = item(format!("{} {role}", ip.ip), alts.join(" | "), required);
+            let paths: Vec<String> = alts.iter().map(|a| format!("amdgpu/{a}")).collect();
+            let mut it = item(format!("{} {role}", ip.ip), paths.join(" | "), required);
             it.release = Some(ip.to_string());
-            if let Some(p) = alts.iter().find_map(|a| find(root, &format!("amdgpu/{a}"))) {
+            if let Some(p) = paths.iter().find_map(|a| find(root, a)) {
                 it.path = p;
                 it.present = true;
                 inspect(root, &mut it, None);
@@ -470,6 +471,9 @@ mod tests {
         assert_eq!(toc.path, "amdgpu/psp_13_0_4_toc.bin");
         assert!(toc.present && toc.error.is_none());
         assert!(p.complete);
+        let asd = p.items.iter().find(|i| i.role == "mp0 asd").unwrap();
+        assert_eq!(asd.path, "amdgpu/psp_13_0_4_asd.bin");
+        assert!(!asd.present);
     }
 
     #[test]

@@ -28,7 +28,8 @@ pub struct CrcStatus {
 pub struct Part {
     /// Its name (`.fwimage`, `SOS`, `ucode`, `VERS`, …).
     pub name: String,
-    /// `section`, `component`, `block`, `payload`, `segment`, `signatures`.
+    /// `section`, `component`, `aux_component` (PSP auxiliary set), `block`, `payload`,
+    /// `segment`, `signatures`.
     pub kind: &'static str,
     /// File offset (of the decompressed data for `.zst`/`.xz`).
     pub offset: u64,
