@@ -106,7 +106,7 @@ fn window(w: Option<pb::Window>) -> Window {
     }
 }
 
-fn bar(b: pb::Bar) -> Bar {
+pub fn bar(b: pb::Bar) -> Bar {
     Bar {
         index: n8(b.index),
         kind: if b.kind() == pb::bar::Kind::Io {

@@ -17,6 +17,7 @@
 
 mod convert;
 pub mod model;
+pub mod take;
 
 use std::{
     io,
@@ -29,6 +30,7 @@ use rig_proto::v1::{self as pb, rig_client::RigClient};
 use tonic::{Code, transport::Channel};
 
 pub use model::*;
+pub use take::{DetachRequest, HeldDevice, Outcome, ResizeOutcome, Status, Step};
 
 /// Where rigd listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rig/rigd.sock";
@@ -66,7 +68,7 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    fn rpc(s: tonic::Status) -> Self {
+    pub(crate) fn rpc(s: tonic::Status) -> Self {
         Self::Rpc {
             code: s.code(),
             message: s.message().to_owned(),

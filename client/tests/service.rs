@@ -8,6 +8,7 @@ use rigd::{
     config::Config,
     rig::Rig,
     service,
+    sys::sysfs::FakeKernel,
     testing::{FakeDevice, FakeSysfs},
 };
 use tonic::Code;
@@ -94,12 +95,17 @@ impl Server {
         let mut config = Config::default();
         config.paths.sysfs = fake.root().to_owned();
         config.paths.pci_ids = ids;
+        config.paths.state_dir = dir.path().join("state");
+        config.paths.proc = dir.path().join("proc");
+        config.paths.dev = dir.path().join("dev");
+        config.take.allow_sysfs_mode = true;
         let socket = dir.path().join("rigd.sock");
         let bound = service::socket::bind(&socket, None).expect("bind");
         bound.listener.set_nonblocking(true).expect("nonblocking");
         let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
             .expect("tokio listener");
-        let (rig, warning) = Rig::new(&config);
+        let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport", "vfio-pci"]);
+        let (rig, warning) = Rig::with_sysfs(&config, Arc::new(kernel));
         assert_eq!(warning, None);
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -324,5 +330,75 @@ async fn a_second_daemon_refuses_a_live_socket() {
         .await
         .expect("still serving");
     client.list_devices(true).await.expect("list");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back() {
+    let server = Server::start(tree).await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    let req = rig_client::DetachRequest {
+        bdf: "03:00.0".into(),
+        mode: Some("sysfs".into()),
+        ..Default::default()
+    };
+    let mut seen = Vec::new();
+    let out = client
+        .detach(&req, &mut |s| seen.push(s.text.clone()))
+        .await
+        .expect("detach");
+    assert!(
+        seen.iter().any(|s| s == "unbind 0000:03:00.0 from nvidia"),
+        "{seen:?}"
+    );
+    assert_eq!(out.summary, "0000:03:00.0 held in sysfs mode (was nvidia)");
+    assert_eq!(out.steps.len(), seen.len());
+    let held = out.device.expect("held device");
+    assert_eq!(held.bars.len(), 2);
+
+    let status = client.status().await.expect("status");
+    assert_eq!(status.devices.len(), 1);
+    assert_eq!(status.devices[0].original_driver.as_deref(), Some("nvidia"));
+    let d = client.device("03:00.0").await.expect("show");
+    assert_eq!(d.sysfs.driver, None);
+
+    // Taking it twice, or an unknown mode, gets one clear line and changes nothing.
+    let e = client.detach(&req, &mut |_| {}).await.expect_err("twice");
+    assert!(
+        e.to_string().contains("already held by rig (sysfs mode)"),
+        "{e}"
+    );
+    let bad = rig_client::DetachRequest {
+        mode: Some("magic".into()),
+        ..req.clone()
+    };
+    let e = client
+        .detach(&bad, &mut |_| {})
+        .await
+        .expect_err("bad mode");
+    assert!(
+        matches!(
+            &e,
+            ClientError::Rpc {
+                code: Code::InvalidArgument,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+
+    let out = client
+        .attach("0000:03:00.0", &mut |_| {})
+        .await
+        .expect("attach");
+    assert_eq!(out.driver.as_deref(), Some("nvidia"));
+    assert!(client.status().await.expect("status").devices.is_empty());
+    let d = client.device("03:00.0").await.expect("show");
+    assert_eq!(d.sysfs.driver.as_deref(), Some("nvidia"));
+    let e = client
+        .attach("0000:03:00.0", &mut |_| {})
+        .await
+        .expect_err("not held");
+    assert!(e.to_string().contains("not held by rig"), "{e}");
     server.stop().await;
 }

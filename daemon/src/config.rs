@@ -19,6 +19,7 @@ pub const DEFAULT_PATH: &str = "/etc/rig/rigd.toml";
 pub struct Config {
     pub server: Server,
     pub paths: Paths,
+    pub take: Take,
 }
 
 /// Where and to whom rigd listens.
@@ -58,6 +59,30 @@ pub struct Paths {
     pub state_dir: PathBuf,
     /// Vendor firmware files.
     pub firmware: PathBuf,
+    /// procfs (holders of device nodes, mounts).
+    pub proc: PathBuf,
+    /// devtmpfs (`/dev/vfio`, `/dev/kfd`).
+    pub dev: PathBuf,
+}
+
+/// How rig takes devices.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Take {
+    /// Allow sysfs mode (driverless, BARs through `resourceN`), for hosts without an
+    /// IOMMU: DMA is then unconfined, so it must be asked for here.
+    pub allow_sysfs_mode: bool,
+    /// Seconds an unbind may take before rig stops waiting (a holder keeps it busy).
+    pub unbind_timeout_s: u64,
+}
+
+impl Default for Take {
+    fn default() -> Self {
+        Self {
+            allow_sysfs_mode: false,
+            unbind_timeout_s: 10,
+        }
+    }
 }
 
 impl Default for Paths {
@@ -68,6 +93,8 @@ impl Default for Paths {
             group_file: PathBuf::from("/etc/group"),
             state_dir: PathBuf::from("/var/lib/rig"),
             firmware: PathBuf::from("/lib/firmware"),
+            proc: PathBuf::from("/proc"),
+            dev: PathBuf::from("/dev"),
         }
     }
 }

@@ -67,6 +67,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     if let Some(w) = warning {
         tracing::warn!("{w}");
     }
+    // Before serving: stop any device a crashed rigd left mastering the bus, then
+    // re-adopt or give back what the journal says it held.
+    for line in rig.recover() {
+        tracing::info!("recovered {line}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -78,7 +83,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         tracing::info!(socket = %config.server.socket.display(), "serving");
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-        service::run(Arc::new(rig), listener, shutdown_signal()).await?;
+        let rig = Arc::new(rig);
+        let served = service::run(Arc::clone(&rig), listener, shutdown_signal()).await;
+        rig.shutdown();
+        served?;
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         tracing::info!("stopped");
         drop(bound);

@@ -1,14 +1,25 @@
 //! `Rig` owns what the daemon knows and sequences work on devices.
 //!
-//! Today it answers inspection requests (`pci`); taking devices, DMA and queues plug in
-//! here, each behind the per-device lock this type will own. Blocking sysfs work runs
-//! on the caller's thread: `service` moves it off the async executor.
+//! It answers inspection requests (`pci`) and owns the devices rig holds (`take`),
+//! each behind its own mutex: one operation per device at a time, any number of
+//! devices at once. The map of devices has its own short-lived lock. Blocking sysfs
+//! work runs on the caller's thread: `service` moves it off the async executor.
 
-use std::path::Path;
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
 
 use crate::{
-    config::Config,
+    config::{self, Config},
     pci::{self, Bdf, BdfError, Device, PciError, SysfsRoot, ids::PciIds},
+    sys::sysfs::{PciSysfs, RealSysfs},
+    take::{
+        self, AttachReport, BarSize, DetachOptions, Journal, ResetMethod, ResetReport,
+        ResizeReport, TakeError, Taken, Taker, preflight::Places,
+    },
 };
 
 /// What a request to `Rig` can fail with.
@@ -18,13 +29,43 @@ pub enum RigError {
     BadAddress(#[from] BdfError),
     #[error(transparent)]
     Pci(#[from] PciError),
+    #[error(transparent)]
+    Take(#[from] TakeError),
+    #[error("Another operation on {bdf} is under way; try again when it ends")]
+    Busy { bdf: Bdf },
+    #[error("Only root or members of the admin group{} may take, reset or give back devices (you are uid {uid})", .group.as_deref().map(|g| format!(" `{g}`")).unwrap_or_default())]
+    NotAdmin { uid: u32, group: Option<String> },
+    #[error("{0}")]
+    BadRequest(String),
 }
+
+/// One device rig holds (or is working on), behind its own lock.
+type Slot = Arc<Mutex<Option<Taken>>>;
 
 /// The daemon's state.
 #[derive(Debug)]
 pub struct Rig {
     sysfs: SysfsRoot,
     ids: PciIds,
+    taker: Taker,
+    devices: Mutex<BTreeMap<Bdf, Slot>>,
+    admin_group: Option<(String, u32)>,
+    unbind_timeout: Duration,
+    recovered: Mutex<Vec<String>>,
+}
+
+/// Who asks, for authorisation: from the socket's peer credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a device lock leaves the device's state as the journal
+    // says; the data itself stays usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A listing: the functions that could be read, and one line per function that could not.
@@ -38,12 +79,265 @@ impl Rig {
     /// Builds the state from the configuration. A missing pci.ids is not fatal: names
     /// are then absent, and the returned warning says why.
     pub fn new(config: &Config) -> (Self, Option<String>) {
-        let (ids, warning) = load_ids(&config.paths.pci_ids);
+        let sysfs = RealSysfs::new(SysfsRoot::new(&config.paths.sysfs));
+        Self::with_sysfs(config, Arc::new(sysfs))
+    }
+
+    /// As [`Rig::new`], writing sysfs through `sysfs` (tests pass a `FakeKernel`).
+    pub fn with_sysfs(config: &Config, sysfs: Arc<dyn PciSysfs>) -> (Self, Option<String>) {
+        let (ids, mut warning) = load_ids(&config.paths.pci_ids);
+        let admin_group = config.server.admin_group.as_deref().and_then(|g| {
+            match config::resolve_group(g, &config.paths.group_file) {
+                Ok(gid) => Some((g.to_owned(), gid)),
+                Err(e) => {
+                    warning = Some(format!("{}; only root may take devices", error_line(&e)));
+                    None
+                }
+            }
+        });
+        let taker = Taker {
+            sysfs,
+            journal: Journal::new(&config.paths.state_dir),
+            places: Places {
+                proc_root: config.paths.proc.clone(),
+                dev_root: config.paths.dev.clone(),
+            },
+            dev_vfio: config.paths.dev.join("vfio"),
+            allow_sysfs_mode: config.take.allow_sysfs_mode,
+        };
         let rig = Self {
             sysfs: SysfsRoot::new(&config.paths.sysfs),
             ids,
+            taker,
+            devices: Mutex::new(BTreeMap::new()),
+            admin_group,
+            unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
+            recovered: Mutex::new(Vec::new()),
         };
         (rig, warning)
+    }
+
+    /// Settles what the journal says rig held before this start: stops bus mastering,
+    /// re-adopts or rolls back. Returns one line per device, for the log.
+    pub fn recover(&self) -> Vec<String> {
+        let (held, outcomes) = take::recover(&self.taker);
+        let mut devices = lock(&self.devices);
+        for t in held {
+            devices.insert(t.bdf, Arc::new(Mutex::new(Some(t))));
+        }
+        let lines: Vec<String> = outcomes
+            .iter()
+            .map(|o| match o {
+                take::Recovered::Readopted { bdf, mode } => {
+                    format!("{bdf}: re-adopted ({mode} mode)")
+                }
+                take::Recovered::RolledBack { bdf, driver, from } => format!(
+                    "{bdf}: given back to {} (was at: {from})",
+                    driver.as_deref().unwrap_or("no driver")
+                ),
+                take::Recovered::Failed { bdf, reason } => {
+                    format!("{bdf}: left as it is: {reason}")
+                }
+            })
+            .collect();
+        lock(&self.recovered).clone_from(&lines);
+        lines
+    }
+
+    /// Refuses a caller who is neither root nor in the admin group (primary or
+    /// supplementary groups of the peer process, from /proc/<pid>/status).
+    ///
+    /// # Errors
+    /// [`RigError::NotAdmin`].
+    pub fn authorize_admin(&self, c: Caller) -> Result<(), RigError> {
+        if c.uid == 0 {
+            return Ok(());
+        }
+        if let Some((_, gid)) = &self.admin_group {
+            let supplementary = c
+                .pid
+                .map(|p| self.taker.places.proc_root.join(format!("{p}/status")))
+                .and_then(|p| {
+                    let text = std::fs::read_to_string(p).ok()?;
+                    let line = text.lines().find(|l| l.starts_with("Groups:"))?;
+                    Some(
+                        line.split_whitespace()
+                            .skip(1)
+                            .filter_map(|g| g.parse::<u32>().ok())
+                            .collect::<Vec<_>>(),
+                    )
+                });
+            if c.gid == *gid || supplementary.is_some_and(|g| g.contains(gid)) {
+                return Ok(());
+            }
+        }
+        Err(RigError::NotAdmin {
+            uid: c.uid,
+            group: self.admin_group.as_ref().map(|(n, _)| n.clone()),
+        })
+    }
+
+    /// The slot of `bdf`, locked for one operation; `Busy` if another is under way.
+    fn slot(&self, bdf: Bdf) -> Result<(Slot, bool), RigError> {
+        let slot = Arc::clone(lock(&self.devices).entry(bdf).or_default());
+        let busy = slot.try_lock().is_err();
+        Ok((slot, busy))
+    }
+
+    fn with_slot<R>(
+        &self,
+        bdf: Bdf,
+        f: impl FnOnce(&mut Option<Taken>) -> Result<R, RigError>,
+    ) -> Result<R, RigError> {
+        let (slot, busy) = self.slot(bdf)?;
+        if busy {
+            return Err(RigError::Busy { bdf });
+        }
+        let mut guard = slot.try_lock().map_err(|_| RigError::Busy { bdf })?;
+        let result = f(&mut guard);
+        let empty = guard.is_none();
+        drop(guard);
+        if empty {
+            let mut devices = lock(&self.devices);
+            if devices.get(&bdf).is_some_and(|s| Arc::strong_count(s) <= 2) {
+                devices.remove(&bdf);
+            }
+        }
+        result
+    }
+
+    /// Takes a device from its driver.
+    ///
+    /// # Errors
+    /// A malformed address, a device already held or busy, or the take's error.
+    pub fn detach(
+        &self,
+        bdf: &str,
+        mut opts: DetachOptions,
+        progress: take::Progress<'_>,
+    ) -> Result<HeldView, RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        if opts.timeout.is_zero() {
+            opts.timeout = self.unbind_timeout;
+        }
+        self.with_slot(bdf, |slot| {
+            if let Some(t) = slot.as_ref() {
+                return Err(TakeError::AlreadyHeld { bdf, mode: t.mode }.into());
+            }
+            let t = self.taker.detach(bdf, &opts, progress)?;
+            let view = self.view(&t);
+            *slot = Some(t);
+            Ok(view)
+        })
+    }
+
+    /// Gives a device back to its driver (also one the journal holds from before).
+    ///
+    /// # Errors
+    /// A malformed address, a busy device, one rig does not hold, or the step that failed.
+    pub fn attach(
+        &self,
+        bdf: &str,
+        progress: take::Progress<'_>,
+    ) -> Result<AttachReport, RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| match slot.take() {
+            Some(t) => Ok(self.taker.attach(t, progress)?),
+            None => Ok(self.taker.attach_journaled(bdf, progress)?),
+        })
+    }
+
+    /// Resets a held device.
+    ///
+    /// # Errors
+    /// A device rig does not hold, or the reset's error.
+    pub fn reset(
+        &self,
+        bdf: &str,
+        method: ResetMethod,
+        progress: take::Progress<'_>,
+    ) -> Result<ResetReport, RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            Ok(self.taker.reset_held(t, method, progress)?)
+        })
+    }
+
+    /// Resizes a BAR of a held device.
+    ///
+    /// # Errors
+    /// A device rig does not hold, or the resize's error.
+    pub fn resize(
+        &self,
+        bdf: &str,
+        bar: u8,
+        size: BarSize,
+        progress: take::Progress<'_>,
+    ) -> Result<(ResizeReport, HeldView), RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| {
+            let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
+            let r = self.taker.resize_held(t, Some(bar), size, progress)?;
+            Ok((r, self.view(t)))
+        })
+    }
+
+    /// At a clean exit: stops bus mastering on every held device, which keeps its
+    /// record and is re-adopted at the next start (seed: bus mastering outlives the
+    /// process). VFIO-held devices get the same from vfio-pci when their fd closes.
+    pub fn shutdown(&self) {
+        let slots: Vec<Slot> = lock(&self.devices).values().cloned().collect();
+        for slot in slots {
+            if let Some(t) = lock(&slot).as_ref()
+                && let Err(e) = self.taker.stop_bus_master(t.bdf)
+            {
+                tracing::warn!("{}", error_line(&e));
+            }
+        }
+    }
+
+    /// What rig holds now, and what the last start recovered.
+    pub fn status(&self) -> (Vec<HeldView>, Vec<String>) {
+        let slots: Vec<(Bdf, Slot)> = lock(&self.devices)
+            .iter()
+            .map(|(b, s)| (*b, Arc::clone(s)))
+            .collect();
+        let mut views = Vec::new();
+        for (bdf, slot) in slots {
+            match slot.try_lock() {
+                Ok(g) => views.extend(g.as_ref().map(|t| self.view(t))),
+                Err(_) => views.push(HeldView {
+                    bdf,
+                    mode: None,
+                    original_driver: None,
+                    state: "busy".into(),
+                    since: 0,
+                    device: None,
+                    group_members: Vec::new(),
+                    overrode: Vec::new(),
+                    resize: None,
+                }),
+            }
+        }
+        (views, lock(&self.recovered).clone())
+    }
+
+    fn view(&self, t: &Taken) -> HeldView {
+        HeldView {
+            bdf: t.bdf,
+            mode: Some(t.mode),
+            original_driver: t.original_driver.clone(),
+            state: "held".into(),
+            since: t
+                .since
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            device: pci::inspect(&self.sysfs, &self.ids, t.bdf).ok(),
+            group_members: t.group_members.iter().map(|(b, _)| *b).collect(),
+            overrode: t.overrode.clone(),
+            resize: t.resize.clone(),
+        }
     }
 
     /// The sysfs root this daemon reads.
@@ -79,6 +373,22 @@ impl Rig {
     }
 }
 
+/// A held device as `status` shows it.
+#[derive(Debug, Clone)]
+pub struct HeldView {
+    pub bdf: Bdf,
+    pub mode: Option<take::Mode>,
+    pub original_driver: Option<String>,
+    pub state: String,
+    pub since: u64,
+    /// The device as it reads now (BAR sizes after a resize).
+    pub device: Option<Device>,
+    pub group_members: Vec<Bdf>,
+    pub overrode: Vec<String>,
+    /// The resize made while taking it, if any.
+    pub resize: Option<ResizeReport>,
+}
+
 fn load_ids(path: &Path) -> (PciIds, Option<String>) {
     match PciIds::load(path) {
         Ok(ids) => (ids, None),
@@ -102,4 +412,44 @@ pub fn error_line(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rig_with_admin(dir: &Path) -> Rig {
+        let groups = dir.join("group");
+        std::fs::write(&groups, "root:x:0:\nrigadm:x:950:alice\n").expect("group file");
+        let mut config = Config::default();
+        config.server.admin_group = Some("rigadm".into());
+        config.paths.group_file = groups;
+        config.paths.proc = dir.join("proc");
+        config.paths.pci_ids = dir.join("none");
+        config.paths.sysfs = dir.join("sys");
+        let (rig, _) = Rig::new(&config);
+        rig
+    }
+
+    #[test]
+    fn root_and_admin_group_members_are_authorised_and_others_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rig = rig_with_admin(dir.path());
+        let status = dir.path().join("proc/77");
+        std::fs::create_dir_all(&status).expect("proc");
+        std::fs::write(status.join("status"), "Name:\tx\nGroups:\t100 950\n").expect("status");
+        let c = |uid, gid, pid| Caller { uid, gid, pid };
+        rig.authorize_admin(c(0, 0, None)).expect("root");
+        rig.authorize_admin(c(1000, 950, None))
+            .expect("primary group");
+        rig.authorize_admin(c(1000, 100, Some(77)))
+            .expect("supplementary group");
+        let e = rig
+            .authorize_admin(c(1000, 100, Some(78)))
+            .expect_err("outsider");
+        assert_eq!(
+            e.to_string(),
+            "Only root or members of the admin group `rigadm` may take, reset or give back devices (you are uid 1000)"
+        );
+    }
 }

@@ -5,6 +5,7 @@ mod firmware;
 mod fmt;
 mod list;
 mod show;
+mod take;
 
 use std::{error::Error, path::PathBuf, process::ExitCode};
 
@@ -50,6 +51,8 @@ enum Cmd {
     /// Inspect vendor firmware files and plan what a chip needs (no daemon).
     #[command(subcommand)]
     Firmware(firmware::FirmwareCmd),
+    #[command(flatten)]
+    Take(take::TakeCmd),
 }
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -114,6 +117,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                     )?;
                 }
             }
+            Cmd::Take(cmd) => take::run(&mut client, cmd).await?,
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }
         Ok(ExitCode::SUCCESS)

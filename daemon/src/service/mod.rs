@@ -10,6 +10,7 @@
 mod convert;
 pub mod socket;
 mod status;
+mod take;
 
 use std::{future::Future, sync::Arc};
 
@@ -116,6 +117,122 @@ fn request_span<T>(method: &'static str, req: &Request<T>) -> tracing::Span {
 
 #[tonic::async_trait]
 impl RigApi for Service {
+    type DetachStream = take::ProgressStream;
+    type AttachStream = take::ProgressStream;
+    type ResetStream = take::ProgressStream;
+    type ResizeStream = take::ProgressStream;
+
+    async fn detach(
+        &self,
+        req: Request<pb::DetachRequest>,
+    ) -> Result<Response<Self::DetachStream>, Status> {
+        let r = req.get_ref().clone();
+        take::stream(&self.rig, "Detach", &req, move |rig, progress| {
+            let opts = take::detach_options(&r)?;
+            let v = rig.detach(&r.bdf, opts, progress)?;
+            let mut warnings = v.overrode.clone();
+            warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
+            Ok(pb::Outcome {
+                resize: v.resize.as_ref().map(take::resize_outcome),
+                summary: format!(
+                    "{} held in {} mode (was {})",
+                    v.bdf,
+                    v.mode.map(|m| m.to_string()).unwrap_or_default(),
+                    v.original_driver.as_deref().unwrap_or("driverless")
+                ),
+                warnings,
+                device: Some(take::held(&v)),
+                ..pb::Outcome::default()
+            })
+        })
+    }
+
+    async fn attach(
+        &self,
+        req: Request<pb::AttachRequest>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let bdf = req.get_ref().bdf.clone();
+        take::stream(&self.rig, "Attach", &req, move |rig, progress| {
+            let r = rig.attach(&bdf, progress)?;
+            Ok(pb::Outcome {
+                summary: format!(
+                    "{bdf} is back with {}",
+                    r.driver.as_deref().unwrap_or("no driver (it had none)")
+                ),
+                warnings: r.warnings,
+                reset_method: r.reset.unwrap_or_default(),
+                driver: r.driver.unwrap_or_default(),
+                ..pb::Outcome::default()
+            })
+        })
+    }
+
+    async fn reset(
+        &self,
+        req: Request<pb::ResetRequest>,
+    ) -> Result<Response<Self::ResetStream>, Status> {
+        let r = req.get_ref().clone();
+        take::stream(&self.rig, "Reset", &req, move |rig, progress| {
+            let method = take::reset_method(&r.method)?;
+            let rep = rig.reset(&r.bdf, method, progress)?;
+            Ok(pb::Outcome {
+                summary: format!("{} reset by {} in {:.3} s", r.bdf, rep.method, rep.seconds),
+                warnings: rep
+                    .restored
+                    .iter()
+                    .map(|o| {
+                        format!(
+                            "config offset {o:#04x} did not survive the reset; rig wrote it back"
+                        )
+                    })
+                    .collect(),
+                reset_method: rep.method,
+                reset_seconds: rep.seconds,
+                ..pb::Outcome::default()
+            })
+        })
+    }
+
+    async fn resize(
+        &self,
+        req: Request<pb::ResizeRequest>,
+    ) -> Result<Response<Self::ResizeStream>, Status> {
+        let r = req.get_ref().clone();
+        take::stream(&self.rig, "Resize", &req, move |rig, progress| {
+            let size = take::resize_size(&r.size)?;
+            let bar = u8::try_from(r.bar).map_err(|_| {
+                crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
+            })?;
+            let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
+            Ok(pb::Outcome {
+                summary: format!(
+                    "{} BAR{}: {} → {}",
+                    r.bdf,
+                    rep.bar,
+                    crate::take::resize::human(rep.before),
+                    crate::take::resize::human(rep.after)
+                ),
+                warnings: rep.small_bar.clone().into_iter().collect(),
+                device: Some(take::held(&v)),
+                resize: Some(take::resize_outcome(&rep)),
+                ..pb::Outcome::default()
+            })
+        })
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusReply>, Status> {
+        let (views, recovered) = self
+            .blocking("Status", &req, |rig| Ok(rig.status()))
+            .await?;
+        Ok(Response::new(pb::StatusReply {
+            devices: views.iter().map(take::held).collect(),
+            recovered,
+        }))
+    }
+
     async fn version(
         &self,
         req: Request<pb::VersionRequest>,

@@ -22,7 +22,7 @@ pub mod journal;
 pub mod preflight;
 mod recover;
 mod reset;
-mod resize;
+pub mod resize;
 
 use std::{
     fs::File,
@@ -37,7 +37,7 @@ use nix::fcntl::{Flock, FlockArg};
 pub use journal::{Journal, Mode, Phase, Record};
 pub use recover::{Recovered, recover};
 pub use reset::{ResetMethod, ResetReport};
-pub use resize::{BarSize, ResizeReport};
+pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{
     pci::{Bdf, SysfsRoot},
@@ -495,6 +495,84 @@ impl Taker {
         let report = self.give_back(&taken, &mut rec, progress)?;
         drop(taken);
         Ok(report)
+    }
+
+    /// Resizes a BAR of a held device. In vfio mode vfio-pci lets go for the resize
+    /// (a BAR resizes only with no driver bound) and takes the device again after it.
+    ///
+    /// # Errors
+    /// The resize's error, or the step that failed around it.
+    pub fn resize_held(
+        &self,
+        t: &mut Taken,
+        bar: Option<u8>,
+        size: BarSize,
+        progress: Progress<'_>,
+    ) -> Result<ResizeReport, TakeError> {
+        let bdf = t.bdf;
+        let mut rec = self.record_of(
+            t,
+            Phase::Resizing(format!("BAR{}", bar.map_or("?".into(), |b| b.to_string()))),
+        );
+        self.record(&rec)?;
+        if t.mode == Mode::Vfio {
+            t.vfio = None;
+            progress("release vfio-pci for the resize");
+            self.unbind(bdf, "vfio-pci", DetachOptions::default().timeout)?;
+        }
+        let result = resize::resize(self, bdf, bar, size, progress);
+        if t.mode == Mode::Vfio {
+            self.bind_expect(bdf, "vfio-pci")?;
+            let group = self
+                .root()
+                .link_name(bdf, "iommu_group")
+                .ok_or(TakeError::NoIommuGroup { bdf })?;
+            t.vfio = Some(self.open_vfio(bdf, &group)?);
+        }
+        rec.phase = Phase::Held;
+        self.record(&rec)?;
+        let report = result?;
+        t.resize = Some(report.clone());
+        Ok(report)
+    }
+
+    /// Resets a held device (bus mastering off, config saved and verified).
+    ///
+    /// # Errors
+    /// The reset's error, or the journal's.
+    pub fn reset_held(
+        &self,
+        t: &Taken,
+        method: ResetMethod,
+        progress: Progress<'_>,
+    ) -> Result<ResetReport, TakeError> {
+        let mut rec = self.record_of(t, Phase::Resetting(format!("{method:?}").to_lowercase()));
+        self.record(&rec)?;
+        let result = reset::reset(self, t, method, progress);
+        rec.phase = Phase::Held;
+        self.record(&rec)?;
+        Ok(result?)
+    }
+
+    /// Gives back a device the journal holds but this process does not (an attach
+    /// that failed earlier, or a record left by a crash).
+    ///
+    /// # Errors
+    /// As [`Taker::attach`].
+    pub fn attach_journaled(
+        &self,
+        bdf: Bdf,
+        progress: Progress<'_>,
+    ) -> Result<AttachReport, TakeError> {
+        let (records, _) = self.journal.load();
+        let r = records
+            .into_iter()
+            .find(|r| r.address().ok() == Some(bdf))
+            .ok_or(TakeError::NotHeld { bdf })?;
+        let t = recover::taken_from(self, bdf, &r)?;
+        let mut rec = self.record_of(&t, Phase::Attaching("stop".into()));
+        self.record(&rec)?;
+        self.give_back(&t, &mut rec, progress)
     }
 
     pub(crate) fn record_of(&self, t: &Taken, phase: Phase) -> Record {

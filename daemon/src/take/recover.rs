@@ -76,7 +76,7 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
     (held, outcomes)
 }
 
-fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
+pub(super) fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
     let lock = taker.lock(bdf)?;
     Ok(Taken {
         bdf,
