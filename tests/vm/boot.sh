@@ -72,7 +72,7 @@ install -m 0644 "$VM_DIR"/guest/scenarios/*.sh "$P/rig/scenarios/"
 install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
 # The unit files under test: the repo's systemd/ (RIG_VM_SYSTEMD_DIR points elsewhere).
 SYSTEMD_DIR=${RIG_VM_SYSTEMD_DIR:-$REPO_DIR/systemd}
-for u in rigd.service rigd.socket; do
+for u in rigd.service rigd.socket rig.sysusers.conf rigd.toml; do
   [ -f "$SYSTEMD_DIR/$u" ] && install -m 0644 "$SYSTEMD_DIR/$u" "$P/rig/systemd/"
 done
 for b in rigd rigctl rig-vm-guard; do

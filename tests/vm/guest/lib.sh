@@ -44,10 +44,14 @@ from_vfio() {
   echo > "$d/driver_override"; echo "$1" > /sys/bus/pci/drivers_probe
 }
 
-# The test users: alice is in group rig, bob is not. Works with busybox and Debian tools.
-RIG_GID=900
+# The test users: alice is in group rig, bob is not. Works with busybox and Debian tools,
+# and with a rig group that systemd-sysusers made from systemd/rig.sysusers.conf.
+# Sets RIG_GID to the group's id.
 add_users() {
-  grep -q '^rig:' /etc/group || echo "rig:x:$RIG_GID:alice" >> /etc/group
+  grep -q '^rig:' /etc/group || echo "rig:x:900:" >> /etc/group
+  if ! grep '^rig:' /etc/group | cut -d: -f4 | tr ',' '\n' | grep -qx alice; then
+    sed -i '/^rig:/{s/:$/:alice/;t;s/$/,alice/}' /etc/group
+  fi
   grep -q '^alice:' /etc/group || echo "alice:x:1000:" >> /etc/group
   grep -q '^bob:' /etc/group || echo "bob:x:1001:" >> /etc/group
   grep -q '^alice:' /etc/passwd || echo "alice:x:1000:1000:alice:/tmp:/bin/sh" >> /etc/passwd
@@ -55,6 +59,7 @@ add_users() {
   if [ -f /etc/shadow ]; then
     for u in alice bob; do grep -q "^$u:" /etc/shadow || echo "$u:*:19000:0:99999:7:::" >> /etc/shadow; done
   fi
+  RIG_GID=$(awk -F: '$1 == "rig" {print $3}' /etc/group)
 }
 # as_user USER CMD ARGS...: runs CMD as USER with USER's groups, without PAM or a password.
 as_user() {
@@ -88,3 +93,26 @@ dmesg_wait() {
   i=0; while [ $i -lt 30 ]; do dmesg | grep -q "$1" && return 0; sleep 0.1; i=$((i + 1)); done
   return 1
 }
+
+# Take-over scenarios: rigd with sysfs mode allowed and its journal in /var/lib/rig.
+# Extra environment for rigd (e.g. RIG_CRASH_AT=held) goes in $RIGD_ENV.
+start_rigd_take() {
+  mkdir -p /etc/rig /var/lib/rig
+  cat > /etc/rig/rigd-take.toml <<TOML
+[server]
+socket = "$RIG_SOCK"
+[paths]
+state_dir = "/var/lib/rig"
+[take]
+allow_sysfs_mode = true
+unbind_timeout_s = 5
+TOML
+  rm -f "$RIG_SOCK"
+  env $RIGD_ENV rigd --config /etc/rig/rigd-take.toml >> "$FILES/rigd.log" 2>&1 &
+  RIGD_PID=$!
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
+}
+# Bit 2 (bus master) of a function's command register, read from config space.
+bus_master() { [ $(( $(od -An -tu1 -j4 -N1 "/sys/bus/pci/devices/$1/config") & 4 )) != 0 ]; }
+no_bus_master() { ! bus_master "$1"; }

@@ -1,6 +1,7 @@
 # rig-vm: kind=inspect timeout=120
 # Scenario 4 (full flavour): systemd starts rigd from the repo's systemd/rigd.service
 # (Type=notify, so "start" returns only after READY=1) and rigctl reaches it.
+check "systemd-sysusers made group rig from systemd/rig.sysusers.conf" grep -q '^rig:' /etc/group
 add_users
 check "systemd is PID 1" [ "$(cat /proc/1/comm)" = systemd ]
 check "rigd.service is installed" [ -f /etc/systemd/system/rigd.service ]
