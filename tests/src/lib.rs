@@ -5,4 +5,5 @@
 //! `tests/vm_*.rs` assert on them. See docs/vm.md.
 #![deny(unsafe_code)]
 
+pub mod parity;
 pub mod vm;
