@@ -120,6 +120,13 @@ pub trait ReadAt {
     fn copy_to(&self, offset: u64, dst: &mut [u8]) -> Result<(), SourceError> {
         let span = span_of(offset, dst.len(), self.len())?;
         let bytes = self.read_span(span)?;
+        if bytes.len() != dst.len() {
+            return Err(SourceError::OutOfRange {
+                offset,
+                len: span.size(),
+                data_len: self.len(),
+            });
+        }
         dst.copy_from_slice(&bytes);
         Ok(())
     }

@@ -280,7 +280,10 @@ pub fn write_tables(
     write_table(tables, layout.level2_first(), layout.level2_pages, image)?;
     write_table(tables, layout.level1_first(), layout.level1_pages, level2)?;
     write_table(tables, 0, 1, level1)?;
-    Ok(level1.first().map_or(0, |_| pages[0]))
+    pages.first().copied().ok_or(StageError::PageCount {
+        got: 0,
+        need: layout.total_pages(),
+    })
 }
 
 /// Writes the three table levels for an image already in place at

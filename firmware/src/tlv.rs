@@ -140,8 +140,11 @@ impl TlvImage {
             let hdr_span =
                 Span::checked(at, BLOCK_HEADER, len).ok_or(TlvError::Trailing { at, left })?;
             let hdr = src.read_span(hdr_span)?;
-            let mut tag_bytes = [0u8; 4];
-            tag_bytes.copy_from_slice(&hdr[..4]);
+            let short = || TlvError::Trailing { at, left };
+            let tag_bytes: [u8; 4] = hdr
+                .get(..4)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(short)?;
             if !tag_bytes.is_ascii() {
                 return Err(TlvError::Tag {
                     at,
@@ -149,8 +152,10 @@ impl TlvImage {
                 });
             }
             let tag = String::from_utf8_lossy(&tag_bytes).into_owned();
-            let mut length_bytes = [0u8; 4];
-            length_bytes.copy_from_slice(&hdr[4..8]);
+            let length_bytes: [u8; 4] = hdr
+                .get(4..8)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(short)?;
             let length = u64::from(u32::from_le_bytes(length_bytes));
             let stored = length.next_multiple_of(4);
             let value_at = at.saturating_add(BLOCK_HEADER);
@@ -236,8 +241,10 @@ fn read_signatures<S: ReadAt + ?Sized>(
         return Err(bad("NSIG", nsig.value.offset(), "not a 4-byte u32"));
     }
     let raw = src.read_span(nsig.value)?;
-    let mut word = [0u8; 4];
-    word.copy_from_slice(&raw);
+    let word: [u8; 4] = raw
+        .as_ref()
+        .try_into()
+        .map_err(|_| bad("NSIG", nsig.value.offset(), "not a 4-byte u32"))?;
     let count = u32::from_le_bytes(word);
     if count == 0 {
         return Err(bad("NSIG", nsig.value.offset(), "zero signatures"));
