@@ -32,14 +32,14 @@ fn every_nvidia_gsp_file_parses() {
             Err(e) => failures.push(format!("{}: {}", path.display(), common::chain(&e))),
         }
     }
-    println!(
+    common::say(format_args!(
         "nvidia: {} files under nvidia/*/gsp/ and nvidia/<version>/",
         files.len()
-    );
+    ));
     for (format, n) in &by_format {
-        println!("  parsed {n:4} {format}");
+        common::say(format_args!("  parsed {n:4} {format}"));
     }
-    println!("  failed {:4}", failures.len());
+    common::say(format_args!("  failed {:4}", failures.len()));
     assert!(
         files.len() >= 60,
         "expected the Debian GSP files, found {}",
@@ -130,10 +130,10 @@ fn staging_the_real_fwimage_maps_every_page() {
     let at = layout.image_offset() as usize;
     let image = fw.read(g.image).unwrap();
     assert!(buf[at..at + image.len()] == image[..]);
-    println!(
+    common::say(format_args!(
         "staged .fwimage: {} bytes, {} image pages, {} level-2 pages, {} level-1 page(s)",
         layout.image_len, layout.image_pages, layout.level2_pages, layout.level1_pages
-    );
+    ));
 }
 
 #[test]
@@ -183,12 +183,12 @@ fn every_amdgpu_psp_file_parses_with_its_descriptors() {
             assert_eq!(layout.steps.last().unwrap().component, "SOS");
         }
     }
-    println!(
+    common::say(format_args!(
         "amdgpu psp_*: {} files, all parsed with descriptors",
         files.len()
-    );
+    ));
     for (family, n) in &by_family {
-        println!("  {n:3} {family}");
+        common::say(format_args!("  {n:3} {family}"));
     }
     assert!(
         files.len() >= 25,
@@ -212,6 +212,7 @@ fn every_other_amdgpu_file_is_classified_or_refused_with_a_reason() {
     let mut unknown_block = Vec::new();
     let mut refused = Vec::new();
     let (mut crc_match, mut crc_total) = (0, 0);
+    let mut crc_by_block: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for path in &files {
         match Firmware::open(path) {
             Ok(fw) => {
@@ -225,6 +226,22 @@ fn every_other_amdgpu_file_is_classified_or_refused_with_a_reason() {
                 let crc = fw.crc().unwrap().unwrap();
                 crc_total += 1;
                 crc_match += usize::from(crc.matches);
+                let key = match a.block {
+                    Block::Media => {
+                        rig_firmware::amd::stem(&path.file_name().unwrap().to_string_lossy())
+                            .rsplit('_')
+                            .find(|t| !t.bytes().all(|b| b.is_ascii_digit()))
+                            .unwrap_or("media")
+                            .to_owned()
+                    }
+                    b => serde_json::to_string(&b)
+                        .unwrap()
+                        .trim_matches('"')
+                        .to_owned(),
+                };
+                let e = crc_by_block.entry(key).or_default();
+                e.0 += usize::from(crc.matches);
+                e.1 += 1;
                 // The payload and every component were checked to lie in the file.
                 let len = fw.source().len();
                 assert!(a.components.iter().all(|c| c.span.end() <= len));
@@ -237,22 +254,27 @@ fn every_other_amdgpu_file_is_classified_or_refused_with_a_reason() {
         }
     }
     let n: usize = classified.values().sum();
-    println!(
+    common::say(format_args!(
         "amdgpu (not psp_*): {} files: {n} classified, {} refused with a reason",
         files.len(),
         refused.len()
-    );
+    ));
     for (family, k) in &classified {
-        println!("  classified {k:4} {family}");
+        common::say(format_args!("  classified {k:4} {family}"));
     }
-    println!(
+    common::say(format_args!(
         "  of which {} by common header only (unknown name): {unknown_block:?}",
         unknown_block.len()
-    );
+    ));
     for r in &refused {
-        println!("  refused: {r}");
+        common::say(format_args!("  refused: {r}"));
     }
-    println!("  crc32 field equals CRC-32 of the payload: {crc_match} of {crc_total}");
+    common::say(format_args!(
+        "  crc32 field equals CRC-32 of the payload: {crc_match} of {crc_total}"
+    ));
+    for (block, (m, t)) in &crc_by_block {
+        common::say(format_args!("    {block:10} {m:3} of {t:3} match"));
+    }
     assert_eq!(n + refused.len(), files.len());
     assert!(
         files.len() >= 500,

@@ -300,5 +300,5 @@ fn every_sample_parses_unmutated() {
         };
         parse_checked(s, &m).unwrap_or_else(|e| panic!("{}: {e}", s.name.display()));
     }
-    println!("{} samples", samples().len());
+    common::say(format_args!("{} samples", samples().len()));
 }

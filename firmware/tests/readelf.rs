@@ -44,7 +44,7 @@ fn readelf_rows(path: &Path) -> Option<Vec<Row>> {
                 std::env::var_os("CI").is_none(),
                 "readelf (binutils) is needed in CI: {e}"
             );
-            eprintln!("skipped: readelf not found ({e})");
+            common::say(format_args!("skipped: readelf not found ({e})"));
             return None;
         }
     };
@@ -157,6 +157,6 @@ fn debian_gsp_images_match_readelf() {
             n += 1;
         }
     }
-    println!("readelf -S -W agrees on {n} ELF files");
+    common::say(format_args!("readelf -S -W agrees on {n} ELF files"));
     assert!(n >= 18, "expected Debian's GSP-RM images, compared {n}");
 }

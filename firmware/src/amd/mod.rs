@@ -164,7 +164,7 @@ const SUFFIXES: [(&str, Block); 36] = [
 ];
 
 /// Strips directories and `.bin`/`.zst`/`.xz` from a file name.
-pub(crate) fn stem(name: &str) -> &str {
+pub fn stem(name: &str) -> &str {
     let base = name.rsplit('/').next().unwrap_or(name);
     let base = base
         .strip_suffix(".zst")
