@@ -108,3 +108,38 @@ fn host_reads_what_the_guest_wrote_to_ivshmem() {
         &shm[..64.min(shm.len())]
     );
 }
+
+#[test]
+fn every_guest_device_matches_lspci() {
+    use rig_tests::parity::{self as compare, Mismatch, Source};
+    let Some(out) = FAST.outcome() else { return };
+
+    out.assert_passed("inspect-parity");
+    let mut mismatches: Vec<Mismatch> = Vec::new();
+    let inputs = parity::inputs(out);
+    for input in &inputs {
+        let value: serde_json::Value =
+            serde_json::from_str(&input.rigctl_json).expect("rigctl show --json is JSON");
+        let hex = value["config_hex"].as_str().unwrap_or_default().to_owned();
+        let device: rig_client::Device =
+            serde_json::from_value(value).expect("rigctl show --json is a Device");
+        mismatches.extend(compare::compare_all(
+            &compare::parse_lspci(&input.lspci_vvv),
+            std::slice::from_ref(&device),
+            Source::Live,
+        ));
+        match compare::parse_hex_dumps(&input.lspci_xxxx).first() {
+            Some((_, bytes)) => mismatches.extend(compare::compare_config(&input.bdf, bytes, &hex)),
+            None => panic!("{}: no lspci -xxxx dump", input.bdf),
+        }
+    }
+
+    let lines: Vec<String> = mismatches.iter().map(ToString::to_string).collect();
+    assert!(
+        lines.is_empty(),
+        "{} of {} guest functions differ from lspci:\n  {}",
+        mismatches.len(),
+        inputs.len(),
+        lines.join("\n  ")
+    );
+}

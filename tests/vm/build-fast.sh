@@ -9,7 +9,8 @@ set -euo pipefail
 load_tools
 
 # Modules loaded explicitly; modprobe --show-depends adds what they need.
-MODULES=(vfio-pci vfio_iommu_type1 bochs virtio-gpu virtio_blk nvme ext4 crc32c_generic)
+# ahci and i2c-i801 bind the ICH9 functions that share one IOMMU group (take-cycle).
+MODULES=(vfio-pci vfio_iommu_type1 bochs virtio-gpu virtio_blk nvme ext4 crc32c_generic ahci i2c-i801)
 LSPCI=$(command -v lspci) || die "lspci missing: run setup.sh"
 BUSYBOX=$(command -v busybox) || die "busybox missing: run setup.sh"
 

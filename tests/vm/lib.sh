@@ -13,8 +13,10 @@ GUEST_BIN_DIR=$GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest
 # The kernel and QEMU that setup.sh chose; written by setup.sh.
 TOOLS_ENV=$RIG_VM_CACHE/tools.env
 
+# The clock of the outermost script; scripts it runs (and boot.sh under cargo test) share it.
 T0=${T0:-$(date +%s.%N)}
-# Prints "[vm   12.3s] message" to stderr, the time counted from the script's start.
+export T0
+# Prints "[vm   12.3s] message" to stderr, the time counted from T0.
 say() { printf '[vm %6.1fs] %s\n' "$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 

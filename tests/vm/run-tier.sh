@@ -3,8 +3,9 @@
 #   setup (apt, kernel) → guest binaries (static) → images (fast base, full root) →
 #   cargo test -p rig-tests with RIG_VM=1 (each test group boots once).
 # Prints the time of each part at the end. Needs root (apt, debootstrap).
-# Env: RIG_VM_CACHE (default /var/cache/rig/vm), RIG_VM_TARGET_DIR (host build of
-# rig-tests, default target-vm), GUEST_TARGET_DIR (default target-guest).
+# Env: RIG_VM_CACHE (default /var/cache/rig/vm), GUEST_TARGET_DIR (default target-guest),
+# RIG_VM_TARGET_DIR (host build of rig-tests; default: cargo's, so the test command
+# reuses the workspace build).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root run-tier.sh
@@ -12,12 +13,13 @@ cd "$REPO_DIR"
 
 TIMES=()
 part() {
-  local name=$1 t
+  local name=$1 t rc=0
   shift
   t=$(date +%s.%N)
   say "== $name"
-  "$@"
-  TIMES+=("$(printf '%-14s %7.1f s' "$name" "$(since "$t")")")
+  "$@" || rc=$?
+  TIMES+=("$(printf '%-14s %7.1f s' "$name" "$(since "$t")")$([ $rc = 0 ] || echo "  FAILED (exit $rc)")")
+  return $rc
 }
 summary() {
   say "== VM tier timings"
@@ -30,5 +32,5 @@ part setup "$VM_DIR/setup.sh"
 part guest-build "$VM_DIR/build-guest.sh"
 part fast-image "$VM_DIR/build-fast.sh"
 part full-image "$VM_DIR/build-full.sh"
-part vm-tests env RIG_VM=1 CARGO_TARGET_DIR="${RIG_VM_TARGET_DIR:-$REPO_DIR/target-vm}" \
-  cargo test -p rig-tests
+[ -n "${RIG_VM_TARGET_DIR:-}" ] && export CARGO_TARGET_DIR=$RIG_VM_TARGET_DIR
+part vm-tests env RIG_VM=1 cargo test -p rig-tests --no-fail-fast

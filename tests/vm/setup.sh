@@ -3,7 +3,8 @@
 #
 # Prefers bookworm-backports (QEMU 10, Linux 6.12: the facts in qemu-tier.md are from 6.12)
 # and falls back to bookworm (QEMU 7.2, Linux 6.1), saying so. Backports is reached through
-# a private apt source list under the cache: /etc/apt is never changed. The kernel .deb is
+# a private apt source list under the cache: /etc/apt is never changed, and packages already
+# installed are not upgraded (--no-upgrade). The kernel .deb is
 # unpacked under the cache: the host's /boot is never touched.
 #
 # Writes $RIG_VM_CACHE/tools.env (QEMU, KVER, KDIR, VMLINUZ, ...), read by the other scripts.
@@ -44,11 +45,11 @@ t=$(date +%s.%N)
 say "apt update: $(since "$t") s"
 
 t=$(date +%s.%N)
-if "${APT[@]}" install -y -qq --no-install-recommends -t bookworm-backports "${PKGS[@]}" >/dev/null; then
+if "${APT[@]}" install -y -qq --no-install-recommends --no-upgrade -t bookworm-backports "${PKGS[@]}" >/dev/null; then
   QEMU_SUITE=bookworm-backports
 else
   say "warning: bookworm-backports install failed; falling back to bookworm's QEMU 7.2"
-  "${APT[@]}" install -y -qq --no-install-recommends "${PKGS[@]}" >/dev/null
+  "${APT[@]}" install -y -qq --no-install-recommends --no-upgrade "${PKGS[@]}" >/dev/null
   QEMU_SUITE=bookworm
 fi
 QEMU=$(command -v qemu-system-x86_64)

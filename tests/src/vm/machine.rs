@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::outcome::{Outcome, OutcomeError};
 use super::scenario::{Scenario, ScenarioError};
@@ -70,6 +71,7 @@ pub struct Machine {
     flavour: Flavour,
     profile: Profile,
     scenarios: Vec<String>,
+    timeout: Option<Duration>,
 }
 
 impl Machine {
@@ -79,7 +81,15 @@ impl Machine {
             flavour,
             profile,
             scenarios: Vec::new(),
+            timeout: None,
         }
+    }
+
+    /// Bounds the whole boot (default: boot.sh's, from the scenarios' own timeouts).
+    #[must_use]
+    pub fn timeout(mut self, limit: Duration) -> Machine {
+        self.timeout = Some(limit);
+        self
     }
 
     /// Adds scenarios (names of files in `tests/vm/guest/scenarios/`).
@@ -101,26 +111,32 @@ impl Machine {
         for name in &self.scenarios {
             Scenario::load(&scenario_dir, name)?;
         }
+        // Tests of one process boot from several threads: the counter keeps folders apart.
+        static BOOTS: AtomicU32 = AtomicU32::new(0);
         let stamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         let out = super::cache_dir().join("runs").join(format!(
-            "{stamp}-{}-{}-{}",
+            "{stamp}-{}.{}-{}-{}",
             std::process::id(),
+            BOOTS.fetch_add(1, Ordering::Relaxed),
             self.flavour.arg(),
             self.profile.arg()
         ));
         let script = super::vm_dir().join("boot.sh");
-        // boot.sh's stderr goes straight to the terminal: its progress and timings.
-        let status = Command::new(&script)
-            .args([
-                "--flavour",
-                self.flavour.arg(),
-                "--profile",
-                self.profile.arg(),
-            ])
+        let mut command = Command::new(&script);
+        command
+            .args(["--flavour", self.flavour.arg()])
+            .args(["--profile", self.profile.arg()])
             .arg("--out")
-            .arg(&out)
+            .arg(&out);
+        if let Some(limit) = self.timeout {
+            command
+                .arg("--timeout")
+                .arg(limit.as_secs().max(1).to_string());
+        }
+        // boot.sh's stderr goes straight to the terminal: its progress and timings.
+        let status = command
             .args(&self.scenarios)
             .stdout(std::process::Stdio::null())
             .status()
