@@ -312,3 +312,57 @@ fn plans_for_real_chips_find_their_files() {
     let p = rig_firmware::plan(&Target::Amd(ips), &root).unwrap();
     assert!(p.complete, "{:#?}", p.items);
 }
+
+/// Compresses `src` with `tool args…` into `dst`; false when the tool is not installed.
+fn compress(tool: &str, args: &[&str], src: &std::path::Path, dst: &std::path::Path) -> bool {
+    let out = std::fs::File::create(dst).unwrap();
+    match std::process::Command::new(tool)
+        .args(args)
+        .arg(src)
+        .stdout(out)
+        .status()
+    {
+        Ok(status) => {
+            assert!(status.success(), "{tool} failed");
+            true
+        }
+        Err(_) => {
+            common::say(format_args!(
+                "{tool} not installed: its compressed copy is not checked"
+            ));
+            false
+        }
+    }
+}
+
+#[test]
+fn files_compressed_by_the_distributions_tools_read_the_same() {
+    let Some(root) =
+        common::firmware_root("files_compressed_by_the_distributions_tools_read_the_same")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for rel in [
+        "amdgpu/psp_13_0_6_sos.bin",
+        "nvidia/ga102/gsp/bootloader-535.113.01.bin",
+    ] {
+        let src = root.join(rel);
+        let plain = Firmware::open(&src).unwrap().report().unwrap();
+        let name = src.file_name().unwrap().to_string_lossy().into_owned();
+        // The kernel's own firmware loader takes xz with CRC32 checks and zstd.
+        for (tool, args, ext) in [
+            ("xz", &["-c", "--check=crc32"][..], "xz"),
+            ("zstd", &["-c", "-q", "-19"][..], "zst"),
+        ] {
+            let dst = dir.path().join(format!("{name}.{ext}"));
+            if !compress(tool, args, &src, &dst) {
+                continue;
+            }
+            let packed = Firmware::open(&dst).unwrap().report().unwrap();
+            assert_ne!(packed.compression, rig_firmware::Compression::None);
+            assert_eq!(packed.parts, plain.parts, "{}", dst.display());
+            assert_eq!(packed.version, plain.version);
+        }
+    }
+}
