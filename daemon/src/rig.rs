@@ -353,7 +353,7 @@ impl Rig {
     pub fn list(&self, gpus_only: bool) -> Result<Listing, RigError> {
         let mut listing = Listing::default();
         for bdf in self.sysfs.list()? {
-            match pci::inspect(&self.sysfs, &self.ids, bdf) {
+            match pci::device::inspect_summary(&self.sysfs, &self.ids, bdf) {
                 Ok(d) if gpus_only && !d.is_gpu() => {}
                 Ok(d) => listing.devices.push(d),
                 Err(e) => listing.problems.push(error_line(&e)),

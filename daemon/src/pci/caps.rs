@@ -162,7 +162,7 @@ pub struct CapList {
 }
 
 /// At most this many entries fit in either list; a longer walk is a loop we missed.
-const MAX_CAPS: usize = (PCI_CFG_SPACE_EXP_SIZE - PCI_CFG_SPACE_SIZE) / 4;
+pub const MAX_CAPS: usize = (PCI_CFG_SPACE_EXP_SIZE - PCI_CFG_SPACE_SIZE) / 4;
 
 /// Walks the standard capability list starting at `first` (the header's pointer).
 pub fn parse_standard(cfg: &[u8], first: u8) -> CapList {
@@ -253,6 +253,20 @@ pub fn parse_extended(cfg: &[u8]) -> CapList {
         ptr = next;
     }
     list
+}
+
+/// How many bytes of an extended capability the decoders read, header included.
+pub fn ext_body_len(id: u16) -> usize {
+    match id {
+        PCI_EXT_CAP_ID_ERR => PCI_ERR_CAP + 4,
+        PCI_EXT_CAP_ID_DSN | PCI_EXT_CAP_ID_DVSEC => 12,
+        PCI_EXT_CAP_ID_PWR => PCI_PWR_CAP + 4,
+        PCI_EXT_CAP_ID_VNDR | PCI_EXT_CAP_ID_ACS | PCI_EXT_CAP_ID_ARI | PCI_EXT_CAP_ID_LTR => 8,
+        PCI_EXT_CAP_ID_SRIOV => PCI_SRIOV_BAR + 24,
+        // Up to six BARs of 8 bytes after the header.
+        PCI_EXT_CAP_ID_REBAR | PCI_EXT_CAP_ID_VF_REBAR => 4 + 6 * 8,
+        _ => 4,
+    }
 }
 
 fn not_readable(ptr: usize, len: usize) -> String {

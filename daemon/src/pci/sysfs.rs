@@ -8,7 +8,26 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{Bdf, PciError};
+use std::os::unix::fs::FileExt;
+
+use super::{Bdf, PciError, caps, regs};
+
+/// Reads until `buf` is full or the file ends; returns the bytes read.
+fn read_fully_at(f: &fs::File, buf: &mut [u8], mut offset: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], offset) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
 
 /// The root that `bus/pci/devices` hangs from: `/sys` on a real machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +134,55 @@ impl SysfsRoot {
         let size = fs::metadata(&path).map_err(read)?.len();
         let size = usize::try_from(size).unwrap_or(usize::MAX).max(bytes.len());
         Ok((bytes, size))
+    }
+
+    /// The config bytes the decoders use, read sparsely: the first 256 bytes, then only
+    /// the header and registers of each extended capability, the rest left zero.
+    /// Returns the buffer (the function's full size), how many bytes a full read would
+    /// give, and the size.
+    ///
+    /// Each config dword a read covers is a separate config access in the kernel (and an
+    /// exit to the hypervisor in a VM: ~20 µs on the H200 guest), so a listing that read
+    /// all 4 KiB of every function spent most of its time here (docs/BENCHMARKS.md).
+    ///
+    /// # Errors
+    /// [`PciError::Read`] when the file cannot be opened or read.
+    pub fn read_config_sparse(&self, bdf: Bdf) -> Result<(Vec<u8>, usize, usize), PciError> {
+        let path = self.device_dir(bdf).join("config");
+        let read = |source| PciError::Read {
+            path: path.clone(),
+            source,
+        };
+        let f = fs::File::open(&path).map_err(read)?;
+        let size = usize::try_from(f.metadata().map_err(read)?.len()).unwrap_or(usize::MAX);
+        let mut buf = vec![0u8; size.min(regs::PCI_CFG_SPACE_EXP_SIZE)];
+        let head = buf.len().min(regs::PCI_CFG_SPACE_SIZE);
+        let n = read_fully_at(&f, &mut buf[..head], 0).map_err(read)?;
+        if n < head {
+            buf.truncate(n);
+            return Ok((buf, n, size));
+        }
+        let mut at = regs::PCI_CFG_SPACE_SIZE;
+        for _ in 0..caps::MAX_CAPS {
+            if at + 4 > buf.len() || read_fully_at(&f, &mut buf[at..at + 4], at as u64).map_err(read)? < 4 {
+                break;
+            }
+            let header = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+            if header == 0 || header == u32::MAX {
+                break;
+            }
+            let body = caps::ext_body_len((header & 0xffff) as u16).min(buf.len() - at);
+            if body > 4 {
+                read_fully_at(&f, &mut buf[at + 4..at + body], at as u64 + 4).map_err(read)?;
+            }
+            let next = ((header >> 20) & 0xffc) as usize;
+            if next <= at {
+                break; // the decoder reports loops and backward pointers
+            }
+            at = next;
+        }
+        let readable = buf.len();
+        Ok((buf, readable, size))
     }
 
     /// Parses `resource`: one line per region (BARs 0–5, the ROM, then bridge windows

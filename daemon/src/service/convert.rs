@@ -37,7 +37,7 @@ pub fn device(d: &Device) -> pb::Device {
             }),
         }),
         config_access: Some(pb::ConfigAccess {
-            readable: u32::try_from(d.config.len()).unwrap_or(u32::MAX),
+            readable: u32::try_from(d.config_readable).unwrap_or(u32::MAX),
             size: u32::try_from(d.config_size).unwrap_or(u32::MAX),
             limited_reason: d.config_limited().unwrap_or_default(),
         }),

@@ -212,7 +212,9 @@ impl Taker {
                 .address()
                 .unwrap_or_else(|_| Bdf::new(0, 0, 0, 0).expect("0:0.0 is valid")),
             source,
-        })
+        })?;
+        crash_point(&t.phase);
+        Ok(())
     }
 
     fn driver(&self, bdf: Bdf) -> Option<String> {
@@ -356,7 +358,7 @@ impl Taker {
             Err(e) => {
                 progress(&format!("failed ({e}); giving {bdf} back"));
                 // Best effort: the original error is what the user needs to see.
-                let _ = self.give_back(&taken, &mut rec, &mut |_| {});
+                let _ = self.give_back(&mut taken, &mut rec, &mut |_| {});
                 Err(e)
             }
         }
@@ -396,9 +398,13 @@ impl Taker {
                 rec.phase = Phase::Detaching("bind vfio-pci".into());
                 self.record(rec)?;
                 progress("load vfio-pci, bind it");
-                self.sysfs
-                    .modprobe("vfio-pci", false)
-                    .map_err(self.step(bdf, "load vfio-pci"))?;
+                // vfio_iommu_type1 is not a dependency of vfio-pci: without it a
+                // container offers no IOMMU type (qemu-tier.md §2).
+                for module in ["vfio-pci", "vfio_iommu_type1"] {
+                    self.sysfs
+                        .modprobe(module, false)
+                        .map_err(self.step(bdf, "load the VFIO modules"))?;
+                }
                 for (m, _) in &t.group_members {
                     self.sysfs
                         .set_driver_override(*m, Some("vfio-pci"))
@@ -489,10 +495,10 @@ impl Taker {
     /// # Errors
     /// The step that failed; the journal keeps the device's record then, and the next
     /// start of rigd finishes the job.
-    pub fn attach(&self, taken: Taken, progress: Progress<'_>) -> Result<AttachReport, TakeError> {
+    pub fn attach(&self, mut taken: Taken, progress: Progress<'_>) -> Result<AttachReport, TakeError> {
         let mut rec = self.record_of(&taken, Phase::Attaching("stop".into()));
         self.record(&rec)?;
-        let report = self.give_back(&taken, &mut rec, progress)?;
+        let report = self.give_back(&mut taken, &mut rec, progress)?;
         drop(taken);
         Ok(report)
     }
@@ -569,10 +575,10 @@ impl Taker {
             .into_iter()
             .find(|r| r.address().ok() == Some(bdf))
             .ok_or(TakeError::NotHeld { bdf })?;
-        let t = recover::taken_from(self, bdf, &r)?;
+        let mut t = recover::taken_from(self, bdf, &r)?;
         let mut rec = self.record_of(&t, Phase::Attaching("stop".into()));
         self.record(&rec)?;
-        self.give_back(&t, &mut rec, progress)
+        self.give_back(&mut t, &mut rec, progress)
     }
 
     pub(crate) fn record_of(&self, t: &Taken, phase: Phase) -> Record {
@@ -597,7 +603,7 @@ impl Taker {
     /// The give-back sequence, shared by attach, a failed detach and recovery.
     fn give_back(
         &self,
-        t: &Taken,
+        t: &mut Taken,
         rec: &mut Record,
         progress: Progress<'_>,
     ) -> Result<AttachReport, TakeError> {
@@ -620,6 +626,10 @@ impl Taker {
             // one: say what failed and go on.
             Err(e) => report.warnings.push(crate::rig::error_line(&e)),
         }
+        // Close the VFIO device before unbinding vfio-pci: its remove waits for every
+        // open device fd, so unbinding while rig holds one never returns (seen in the
+        // disposable machine). Closing also makes vfio-pci restore and reset the device.
+        t.vfio = None;
         let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
         members.push((bdf, t.original_driver.clone()));
         for (m, original) in members {
@@ -684,6 +694,27 @@ impl Taker {
                 "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
             ));
         }
+    }
+}
+
+/// Fault injection for the crash tests (tests/vm, scenario take-crash): when the
+/// environment variable `RIG_CRASH_AT` is a prefix of the phase just journaled
+/// ("detaching:unbind", "held", "attaching:probe", …), rigd sends itself SIGKILL: the
+/// record is on disk and the step not done, exactly as a `kill -9` at that point leaves
+/// it. Unset, this is one environment lookup per journaled step.
+fn crash_point(phase: &Phase) {
+    let Some(at) = std::env::var_os("RIG_CRASH_AT") else {
+        return;
+    };
+    let tag = match phase {
+        Phase::Detaching(s) => format!("detaching:{s}"),
+        Phase::Held => "held".to_owned(),
+        Phase::Resizing(s) => format!("resizing:{s}"),
+        Phase::Resetting(s) => format!("resetting:{s}"),
+        Phase::Attaching(s) => format!("attaching:{s}"),
+    };
+    if at.to_str().is_some_and(|at| !at.is_empty() && tag.starts_with(at)) {
+        let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
 }
 

@@ -106,7 +106,7 @@ pub fn check(
     if !mounted.is_empty() {
         out.push(Concern::Mounted(mounted));
     }
-    if let Some(fb) = console_framebuffer(root, bdf) {
+    if let Some(fb) = console_framebuffer(root, places, bdf) {
         out.push(Concern::Console(fb));
     }
     if root.read_attr(bdf, "boot_vga").ok().flatten().as_deref() == Some("1") {
@@ -301,15 +301,26 @@ fn disks_in_use(root: &SysfsRoot, places: &Places, bdf: Bdf) -> Vec<String> {
     in_use
 }
 
-/// The fb device of this function when a framebuffer console is bound.
-fn console_framebuffer(root: &SysfsRoot, bdf: Bdf) -> Option<String> {
+/// The fb device of this function when the framebuffer console is on it.
+///
+/// fbcon maps every console to fb0 unless booted with `fbcon=map:` (fbcon.c,
+/// con2fb_map_boot), so the console is on this function when it owns fb0 — or the fb
+/// that map names first — and a framebuffer console is bound.
+fn console_framebuffer(root: &SysfsRoot, places: &Places, bdf: Bdf) -> Option<String> {
     let dev_dir = fs::canonicalize(root.device_dir(bdf)).ok()?;
-    let fbs = fs::read_dir(root.path().join("class/graphics")).ok()?;
-    let fb = fbs.flatten().find_map(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let target = fs::canonicalize(e.path().join("device")).ok()?;
-        (name.starts_with("fb") && target == dev_dir).then_some(name)
-    })?;
+    let console_fb = fs::read_to_string(places.proc_root.join("cmdline"))
+        .ok()
+        .and_then(|c| {
+            c.split_whitespace()
+                .find_map(|a| a.strip_prefix("fbcon=map:"))
+                .and_then(|m| m.chars().next()?.to_digit(10))
+        })
+        .unwrap_or(0);
+    let fb = format!("fb{console_fb}");
+    let target = fs::canonicalize(root.path().join("class/graphics").join(&fb).join("device")).ok()?;
+    if target != dev_dir {
+        return None;
+    }
     let consoles = fs::read_dir(root.path().join("class/vtconsole")).ok()?;
     let active = consoles.flatten().any(|c| {
         let bound = fs::read_to_string(c.path().join("bind")).is_ok_and(|b| b.trim() == "1");

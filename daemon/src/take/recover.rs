@@ -127,9 +127,9 @@ fn rollback(taker: &Taker, bdf: Bdf, r: &Record) -> Recovered {
         }
         Phase::Held => "held (could not re-adopt)".into(),
     };
-    let result = taken_from(taker, bdf, r).and_then(|t| {
+    let result = taken_from(taker, bdf, r).and_then(|mut t| {
         let mut rec = taker.record_of(&t, Phase::Attaching("recover".into()));
-        taker.give_back(&t, &mut rec, &mut |_| {})
+        taker.give_back(&mut t, &mut rec, &mut |_| {})
     });
     match result {
         Ok(report) => Recovered::RolledBack {
