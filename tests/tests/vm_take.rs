@@ -1,0 +1,87 @@
+//! Issue 5 on a real kernel: rigd takes and gives back devices in the disposable machine
+//! (fast flavour, translated IOMMU). Everything is asserted by the guest scenarios from
+//! sysfs, not from rig's own report. `RIG_VM=1 cargo test -p rig-tests --test vm_take`.
+
+use rig_tests::vm::{Flavour, Profile, SharedBoot};
+
+static TAKE: SharedBoot = SharedBoot::new(
+    Flavour::Fast,
+    Profile::Translated,
+    &["take-cycle", "take-crash"],
+);
+
+fn check_passed(scenario: &str, what: &str) {
+    let Some(out) = TAKE.outcome() else { return };
+    let s = out.assert_passed(scenario);
+    assert!(
+        s.checks.iter().any(|c| c.ok && c.what.contains(what)),
+        "{scenario}: no passing check containing {what:?}; serial log: {}",
+        out.serial_log().display()
+    );
+}
+
+#[test]
+fn bochs_display_goes_to_vfio_pci_and_back_in_vfio_mode() {
+    check_passed("take-cycle", "is bound to vfio-pci");
+    check_passed("take-cycle", "is back on bochs-drm");
+}
+
+#[test]
+fn sysfs_mode_leaves_it_driverless_and_give_back_stops_bus_mastering() {
+    check_passed("take-cycle", "has no driver in sysfs mode");
+    check_passed("take-cycle", "back on bochs-drm after sysfs mode");
+}
+
+#[test]
+fn a_second_rigd_meets_the_flock_on_config() {
+    check_passed("take-cycle", "it meets the flock");
+}
+
+#[test]
+fn a_drm_holder_is_refused_by_pid_and_accepted_once_gone() {
+    check_passed("take-cycle", "is refused while pid");
+    check_passed("take-cycle", "accepted once the holder is gone");
+}
+
+#[test]
+fn nvme_is_refused_while_mounted_and_resets_by_flr() {
+    check_passed("take-cycle", "refused while");
+    check_passed("take-cycle", "nvme reset by FLR");
+}
+
+#[test]
+fn edu_behind_a_root_port_resets_by_bus_reset() {
+    check_passed("take-cycle", "edu reset by a bus reset");
+}
+
+#[test]
+fn a_non_viable_group_is_refused_and_entire_group_takes_and_returns_it() {
+    check_passed("take-cycle", "non-viable group is refused");
+    check_passed("take-cycle", "SMBus back on i801_smbus");
+}
+
+#[test]
+fn a_kill_at_every_step_leaves_no_device_mastering_and_each_settles() {
+    let Some(out) = TAKE.outcome() else { return };
+    let s = out.assert_passed("take-crash");
+    for step in [
+        "detaching:unbind",
+        "detaching:driver_override",
+        "detaching:bind vfio-pci",
+        "held",
+        "attaching:stop",
+        "attaching:reset",
+        "attaching:unbind",
+        "attaching:probe",
+    ] {
+        for what in [
+            format!("rigd died at {step}"),
+            format!("after restart ({step}): no bus mastering"),
+        ] {
+            assert!(
+                s.checks.iter().any(|c| c.ok && c.what.starts_with(&what)),
+                "missing passing check {what:?}"
+            );
+        }
+    }
+}
