@@ -20,6 +20,7 @@ pub struct Config {
     pub server: Server,
     pub paths: Paths,
     pub take: Take,
+    pub dma: Dma,
 }
 
 /// Where and to whom rigd listens.
@@ -81,6 +82,53 @@ impl Default for Take {
         Self {
             allow_sysfs_mode: false,
             unbind_timeout_s: 10,
+        }
+    }
+}
+
+/// DMA memory: pools of pinned 2 MiB hugepages lent to clients (docs/dma.md).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Dma {
+    /// Bytes in each device's pool: a non-zero multiple of 2 MiB.
+    pub pool_bytes: u64,
+    /// Raise vm.nr_hugepages when a pool needs more free pages than there are.
+    /// Off: a shortfall is an error that says how many pages are missing.
+    pub reserve_hugepages: bool,
+    /// Pools made at start with no device ("host" mode: no device address), by name.
+    pub host_pools: Vec<String>,
+    /// Threads that fault in (and so clear) a new pool's pages; 0: one per CPU.
+    pub pin_threads: usize,
+    pub quota: DmaQuota,
+}
+
+impl Default for Dma {
+    fn default() -> Self {
+        Self {
+            pool_bytes: 256 << 20,
+            reserve_hugepages: false,
+            host_pools: Vec::new(),
+            pin_threads: 0,
+            quota: DmaQuota::default(),
+        }
+    }
+}
+
+/// What one uid may hold at once.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DmaQuota {
+    /// Bytes across all devices.
+    pub per_uid_bytes: u64,
+    /// Bytes from any one device's pool.
+    pub per_device_bytes: u64,
+}
+
+impl Default for DmaQuota {
+    fn default() -> Self {
+        Self {
+            per_uid_bytes: 1 << 30,
+            per_device_bytes: 1 << 30,
         }
     }
 }
@@ -266,5 +314,40 @@ mod tests {
         assert_eq!(resolve_group("rig", &f).expect("present"), 977);
         let e = resolve_group("nope", &f).expect_err("absent");
         assert!(e.to_string().contains("`nope`"), "{e}");
+    }
+
+    #[test]
+    fn dma_section_defaults_to_no_pools_and_one_gib_quotas() {
+        let c = Config::parse("", Path::new("t.toml")).expect("empty is valid");
+        assert!(c.dma.host_pools.is_empty());
+        assert!(!c.dma.reserve_hugepages);
+        assert_eq!(c.dma.pool_bytes, 256 << 20);
+        assert_eq!(c.dma.quota.per_uid_bytes, 1 << 30);
+        assert_eq!(c.dma.quota.per_device_bytes, 1 << 30);
+    }
+
+    #[test]
+    fn dma_section_sets_pools_reservation_and_quotas() {
+        let c = Config::parse(
+            "[dma]\npool_bytes = 33554432\nreserve_hugepages = true\nhost_pools = [\"host\"]\npin_threads = 2\n[dma.quota]\nper_uid_bytes = 8388608\nper_device_bytes = 4194304\n",
+            Path::new("t.toml"),
+        )
+        .expect("valid");
+        assert_eq!(c.dma.pool_bytes, 32 << 20);
+        assert!(c.dma.reserve_hugepages);
+        assert_eq!(c.dma.host_pools, ["host"]);
+        assert_eq!(c.dma.pin_threads, 2);
+        assert_eq!(c.dma.quota.per_uid_bytes, 8 << 20);
+        assert_eq!(c.dma.quota.per_device_bytes, 4 << 20);
+    }
+
+    #[test]
+    fn unknown_dma_key_names_line_and_column() {
+        let e = Config::parse("[dma.quota]\nper_uid = 1\n", Path::new("r.toml")).expect_err("typo");
+        assert!(
+            e.to_string()
+                .starts_with("r.toml:2:1: unknown field `per_uid`"),
+            "{e}"
+        );
     }
 }

@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod dma;
 pub mod pci;
 pub mod rig;
 pub mod service;

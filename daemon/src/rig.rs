@@ -14,6 +14,7 @@ use std::{
 
 use crate::{
     config::{self, Config},
+    dma,
     pci::{self, Bdf, BdfError, Device, PciError, SysfsRoot, ids::PciIds},
     sys::sysfs::{PciSysfs, RealSysfs},
     take::{
@@ -52,6 +53,8 @@ pub struct Rig {
     admin_group: Option<(String, u32)>,
     unbind_timeout: Duration,
     recovered: Mutex<Vec<String>>,
+    /// DMA pools by device name, and the sessions that lease from them.
+    dma: dma::Pools,
 }
 
 /// Who asks, for authorisation: from the socket's peer credentials.
@@ -113,6 +116,7 @@ impl Rig {
             admin_group,
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Vec::new()),
+            dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
         };
         (rig, warning)
     }
@@ -338,6 +342,12 @@ impl Rig {
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
         }
+    }
+
+    /// DMA pools and sessions (`dma`): take creates a device's pool once it holds
+    /// the device, and removes it before giving the device back.
+    pub fn dma(&self) -> &dma::Pools {
+        &self.dma
     }
 
     /// The sysfs root this daemon reads.

@@ -8,6 +8,7 @@
 //! carries the peer's uid, gid and pid (SO_PEERCRED, read at accept time).
 
 mod convert;
+pub mod dma;
 pub mod socket;
 mod status;
 mod take;
@@ -51,6 +52,14 @@ pub enum ServiceError {
     Reflection(#[source] tonic_reflection::server::Error),
     #[error("The gRPC server failed")]
     Serve(#[source] tonic::transport::Error),
+    #[error("Failed to start the DMA pools")]
+    DmaPools(#[source] crate::dma::DmaError),
+    #[error("Failed to set up the DMA side socket {path}")]
+    SideSocket {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Serves the API on `listener` until `shutdown` completes.
@@ -66,10 +75,13 @@ pub async fn run(
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(ServiceError::Reflection)?;
+    // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
+    let dma = dma::Dma::start(&rig, &listener)?;
     tonic::transport::Server::builder()
         .add_service(RigServer::new(Service { rig }))
+        .add_service(dma.service())
         .add_service(reflection)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(shutdown))
         .await
         .map_err(ServiceError::Serve)
 }

@@ -1,6 +1,11 @@
 //! The only module with `unsafe`: one file per kernel interface, each call a small safe
 //! wrapper whose `// SAFETY:` says why it holds.
 
+pub mod iommu;
+pub mod memfd;
+pub mod mman;
+pub mod pagemap;
+pub mod scm;
 pub mod sysfs;
 pub mod systemd;
 pub mod vfio;

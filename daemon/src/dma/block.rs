@@ -1,0 +1,194 @@
+//! One block: a sealed 2 MiB hugetlb memfd, mapped in rigd, faulted in (the kernel
+//! clears the page) and locked, with its physical address when the pool needs one.
+//!
+//! A block's file is what a client receives. Once a client has had it, the block is
+//! retired — the page is punched out of the file, which unmaps it everywhere — never
+//! lent again.
+
+use std::{fmt, io, os::fd::OwnedFd};
+
+use super::{BLOCK_SIZE, DmaError, HostVa, PhysAddr};
+use crate::sys::{
+    memfd::{self, Backing},
+    mman::Mapping,
+    pagemap::{self, Entry, PAGE_SIZE},
+};
+
+/// The step of making or retiring a block that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockStep {
+    Create,
+    Size,
+    Seal,
+    Map,
+    Lock,
+    Pagemap,
+    Share,
+}
+
+impl fmt::Display for BlockStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Create => "create the memfd of",
+            Self::Size => "size",
+            Self::Seal => "seal",
+            Self::Map => "map and fault in",
+            Self::Lock => "lock",
+            Self::Pagemap => "read the physical address of",
+            Self::Share => "duplicate the descriptor of",
+        })
+    }
+}
+
+fn step(step: BlockStep) -> impl FnOnce(io::Error) -> DmaError {
+    move |source| DmaError::Block { step, source }
+}
+
+/// A pinned block.
+#[derive(Debug)]
+pub(crate) struct Block {
+    // Field order is drop order: unmap before closing the file.
+    map: Mapping,
+    file: OwnedFd,
+    phys: Option<PhysAddr>,
+}
+
+impl Block {
+    /// Makes a block: memfd, size, seals, map with every page faulted in, lock; with
+    /// `physical`, reads and checks its physical address.
+    ///
+    /// # Errors
+    /// [`DmaError::Block`] naming the failed step (mmap's `ENOMEM` when hugepages run
+    /// out), [`DmaError::NoPhysicalAddress`], [`DmaError::NotHuge`].
+    pub fn pin(backing: Backing, physical: bool) -> Result<Self, DmaError> {
+        let file = memfd::create(c"rig-dma", backing).map_err(step(BlockStep::Create))?;
+        memfd::set_len(&file, BLOCK_SIZE).map_err(step(BlockStep::Size))?;
+        memfd::add_seals(&file, memfd::block_seals()).map_err(step(BlockStep::Seal))?;
+        let len = usize::try_from(BLOCK_SIZE).expect("2 MiB fits a usize");
+        let map = Mapping::shared(&file, len, true).map_err(step(BlockStep::Map))?;
+        if backing == Backing::Huge2M {
+            // Shmem blocks are for tests without hugepages: no lock, so they also work
+            // under a small RLIMIT_MEMLOCK.
+            map.lock().map_err(step(BlockStep::Lock))?;
+        }
+        let mut block = Self {
+            map,
+            file,
+            phys: None,
+        };
+        if physical {
+            block.phys = Some(block.read_phys()?);
+        }
+        Ok(block)
+    }
+
+    /// Reads the block's physical address now and checks that its 512 small pages are
+    /// one contiguous, 2 MiB-aligned page.
+    ///
+    /// # Errors
+    /// [`DmaError::Block`] (`Pagemap`), [`DmaError::NoPhysicalAddress`],
+    /// [`DmaError::NotHuge`].
+    pub fn read_phys(&self) -> Result<PhysAddr, DmaError> {
+        let pages = usize::try_from(BLOCK_SIZE / PAGE_SIZE).expect("512 fits");
+        let entries =
+            pagemap::read_entries(self.map.addr(), pages).map_err(step(BlockStep::Pagemap))?;
+        let not_huge = || DmaError::NotHuge { va: self.va() };
+        let first = match entries.first() {
+            Some(Entry::Frame(pfn)) => *pfn,
+            Some(Entry::Hidden) => return Err(DmaError::NoPhysicalAddress),
+            _ => return Err(not_huge()),
+        };
+        let contiguous = entries
+            .iter()
+            .zip(first..)
+            .all(|(e, want)| *e == Entry::Frame(want));
+        let pa = first.checked_mul(PAGE_SIZE).ok_or_else(not_huge)?;
+        if !contiguous || !pa.is_multiple_of(BLOCK_SIZE) {
+            return Err(not_huge());
+        }
+        Ok(PhysAddr(pa))
+    }
+
+    /// Where rigd maps the block.
+    pub fn va(&self) -> HostVa {
+        HostVa(self.map.addr())
+    }
+
+    /// The physical address read when the block was pinned (sysfs mode only).
+    pub fn phys(&self) -> Option<PhysAddr> {
+        self.phys
+    }
+
+    /// The block's file.
+    #[cfg(test)]
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.file)
+    }
+
+    /// A second descriptor of the block's file, to send to a client.
+    ///
+    /// # Errors
+    /// [`DmaError::Block`] (`Share`): dup(2) failed, e.g. `EMFILE`.
+    pub fn share(&self) -> Result<OwnedFd, DmaError> {
+        self.file.try_clone().map_err(step(BlockStep::Share))
+    }
+
+    /// Volatile read of the block's bytes at `offset`.
+    ///
+    /// # Errors
+    /// `InvalidInput` past the block's end.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        self.map.read(offset, buf)
+    }
+
+    /// Volatile write of `data` at `offset`.
+    ///
+    /// # Errors
+    /// `InvalidInput` past the block's end.
+    pub fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+        self.map.write(offset, data)
+    }
+
+    /// Retires a block a client has had: unmaps it here, punches its page out of the
+    /// file (unmapping it from every process that still maps it, and returning it to
+    /// the kernel's hugepage pool) and closes the file.
+    pub fn retire(self) {
+        let Self { map, file, .. } = self;
+        drop(map);
+        if let Err(e) = memfd::punch_hole(&file, BLOCK_SIZE) {
+            tracing::warn!("Failed to punch a retired DMA block out of its file: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shmem_block_is_sealed_sized_and_shared_through_its_file() {
+        let b = Block::pin(Backing::Shmem, false).expect("pin");
+        assert!(b.phys().is_none());
+        let st = nix::sys::stat::fstat(b.fd()).expect("fstat");
+        assert_eq!(u64::try_from(st.st_size).expect("size"), BLOCK_SIZE);
+        assert_eq!(memfd::seals(b.fd()).expect("seals"), memfd::block_seals());
+        let other = b.share().expect("dup");
+        let view = Mapping::shared(&other, 4096, false).expect("second mapping");
+        b.write(100, b"abc").expect("write");
+        let mut got = [0u8; 3];
+        view.read(100, &mut got).expect("read");
+        assert_eq!(&got, b"abc");
+    }
+
+    #[test]
+    fn retiring_a_block_takes_its_memory_from_whoever_kept_the_file() {
+        let b = Block::pin(Backing::Shmem, false).expect("pin");
+        b.write(0, b"secret").expect("write");
+        let kept = b.share().expect("a client's copy");
+        b.retire();
+        let view = Mapping::shared(&kept, 4096, false).expect("map the kept file");
+        let mut got = [0xffu8; 6];
+        view.read(0, &mut got).expect("read");
+        assert_eq!(got, [0; 6], "the punched page reads as a fresh zero page");
+    }
+}

@@ -1,0 +1,241 @@
+//! DMA memory: per device, a pool of pinned 2 MiB hugepage blocks with device
+//! addresses, leased in whole blocks to clients and reclaimed when they go.
+//!
+//! Flow: `service::dma` (gRPC session + side socket) → [`Pools`] (sessions, quotas,
+//! handles) → [`Pool`] (blocks, device addresses) → `block` (one sealed hugetlb memfd,
+//! mapped, faulted and locked) → `sys::{memfd, mman, pagemap}`. Device addresses come
+//! from the pool's [`PoolMode`]: none on the host, physical addresses from pagemap in
+//! sysfs mode, IOVA from [`IovaAllocator`] mapped through [`IommuMap`] in vfio mode.
+//!
+//! State: [`Pools`] owns the pools by device name and every session's leases behind
+//! one mutex; each [`Pool`] has its own mutex over its free, leased and quarantined
+//! blocks, and a pinner thread that fills it at start and refills it after each
+//! release. Lock order: sessions, then a pool. IOMMU map calls run under the pool's
+//! lock, never under the sessions lock.
+//!
+//! Invariants: a block whose descriptor left rigd is never lent again — its file is
+//! punched and closed, and a fresh file takes its place — so a client that kept a
+//! mapping or a descriptor cannot reach the next client's memory. A freed block leaves
+//! the IOMMU before its pages leave the file. In sysfs mode (no IOMMU) a leased block's
+//! pages stay with rigd until the device is reset ([`Pools::device_reset`]), because
+//! the device may still write them.
+//!
+//! References: memfd_create(2), fcntl(2) file seals, Documentation/admin-guide/mm/
+//! {hugetlbpage,pagemap}.rst, include/uapi/linux/vfio.h (`VFIO_IOMMU_MAP_DMA`,
+//! `VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE`). Not here: the VFIO container (`take`,
+//! `sys::vfio`), which implements [`IommuMap`]; the wire protocol (`service::dma`).
+
+mod block;
+pub mod hugepages;
+mod iova;
+mod pool;
+mod pools;
+mod session;
+
+use std::{fmt, io, ops::RangeInclusive, path::PathBuf};
+
+pub use block::BlockStep;
+pub use hugepages::HugepageError;
+pub use iova::{IovaAllocator, IovaError};
+pub use pool::{Lent, Pool, PoolSpec, PoolStatus};
+pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
+pub use session::{LeaseId, Peer, SessionId};
+
+pub use crate::sys::{
+    iommu::{FakeIommu, IommuCall},
+    memfd::Backing,
+};
+
+/// The size of a block: one 2 MiB hugepage.
+pub const BLOCK_SIZE: u64 = 2 << 20;
+/// The most blocks one lease may hold: one packet carries at most 253 descriptors
+/// (`SCM_MAX_FD`), one per block.
+pub const MAX_LEASE_BLOCKS: u32 = 250;
+
+/// An I/O virtual address: what a device behind an IOMMU uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Iova(pub u64);
+
+/// A virtual address in rigd's own address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostVa(pub u64);
+
+/// A physical (bus) address: what a device without an IOMMU uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PhysAddr(pub u64);
+
+macro_rules! hex_display {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+    )*};
+}
+hex_display!(Iova, HostVa, PhysAddr);
+
+/// The address a device uses for a lease's first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceAddr {
+    Iova(Iova),
+    Phys(PhysAddr),
+}
+
+impl DeviceAddr {
+    /// The number a device is programmed with.
+    pub fn raw(self) -> u64 {
+        match self {
+            Self::Iova(a) => a.0,
+            Self::Phys(a) => a.0,
+        }
+    }
+}
+
+/// Maps host memory for a device: implemented by take's VFIO container, and by
+/// [`FakeIommu`] in tests.
+#[expect(
+    unsafe_code,
+    reason = "map's caller owes the mapping's lifetime; the one call is in dma::pool"
+)]
+pub trait IommuMap: Send + Sync + fmt::Debug {
+    /// IOVA ranges the IOMMU accepts (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE).
+    fn iova_ranges(&self) -> Vec<RangeInclusive<u64>>;
+    /// The IOMMU's page-size bitmap (`iova_pgsizes`).
+    fn page_sizes(&self) -> u64;
+    /// Maps `len` bytes at `host` so the device reaches them at `iova`.
+    ///
+    /// # Safety
+    /// `host` must stay mapped (and not be freed) until `unmap` of the same range
+    /// returns.
+    ///
+    /// # Errors
+    /// [`DmaError::Map`] with the ioctl's error.
+    unsafe fn map(&self, iova: Iova, host: HostVa, len: u64) -> Result<(), DmaError>;
+    /// Removes a mapping `map` made; the device faults on it afterwards.
+    ///
+    /// # Errors
+    /// [`DmaError::Unmap`] with the ioctl's error.
+    fn unmap(&self, iova: Iova, len: u64) -> Result<(), DmaError>;
+}
+
+/// How a pool's device reaches its blocks.
+#[derive(Debug, Clone)]
+pub enum PoolMode {
+    /// No device (yet): blocks have no device address.
+    Host,
+    /// A device without an IOMMU: physical addresses, hugepages only.
+    Sysfs,
+    /// A device behind an IOMMU: IOVA mapped at lease time, unmapped at release.
+    Vfio(std::sync::Arc<dyn IommuMap>),
+}
+
+impl PoolMode {
+    /// "host", "sysfs" or "vfio".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::Sysfs => "sysfs",
+            Self::Vfio(_) => "vfio",
+        }
+    }
+}
+
+/// What a DMA request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    #[error("A lease of zero bytes was asked for")]
+    ZeroSize,
+    #[error("{bytes} bytes is not a multiple of the {block}-byte block")]
+    Misaligned { bytes: u64, block: u64 },
+    #[error("{bytes} bytes is more than {limit} bytes, the most {what}")]
+    Oversized {
+        bytes: u64,
+        limit: u64,
+        what: &'static str,
+    },
+    #[error("uid {uid} holds {held} bytes {scope}; {bytes} more would pass its quota of {limit}")]
+    Quota {
+        uid: u32,
+        scope: String,
+        held: u64,
+        bytes: u64,
+        limit: u64,
+    },
+    #[error(
+        "Pool {pool} has {free} free blocks now, {wanted} were asked for ({pending} being pinned)"
+    )]
+    Exhausted {
+        pool: String,
+        wanted: u32,
+        free: u32,
+        pending: u32,
+    },
+    #[error(
+        "Pool {pool} has no physically contiguous run of {blocks} blocks (longest free run: {longest}); without an IOMMU a lease larger than a block must be contiguous"
+    )]
+    NotContiguous {
+        pool: String,
+        blocks: u32,
+        longest: u32,
+    },
+    #[error("Lease {lease} is not one of this session's")]
+    UnknownLease { lease: LeaseId },
+    #[error("Bytes {offset:#x}..+{len:#x} are outside lease {lease}")]
+    OutOfLease {
+        lease: LeaseId,
+        offset: u64,
+        len: u64,
+    },
+    #[error("Block at {va} moved from physical {was} to {now}")]
+    Moved {
+        va: HostVa,
+        was: PhysAddr,
+        now: PhysAddr,
+    },
+    #[error("No DMA pool for device `{name}`")]
+    NoPool { name: String },
+    #[error("A DMA pool for device `{name}` already exists")]
+    PoolExists { name: String },
+    #[error("Session {session}: {why}")]
+    BadSession {
+        session: SessionId,
+        why: &'static str,
+    },
+    #[error("{0}")]
+    Hugepages(#[from] HugepageError),
+    #[error("Failed to {step} a DMA block")]
+    Block {
+        step: BlockStep,
+        #[source]
+        source: io::Error,
+    },
+    #[error("The kernel hides physical addresses in pagemap: sysfs mode needs CAP_SYS_ADMIN")]
+    NoPhysicalAddress,
+    #[error("Block at {va} is not one physically contiguous 2 MiB page")]
+    NotHuge { va: HostVa },
+    #[error(transparent)]
+    Iova(#[from] IovaError),
+    #[error("Failed to map IOVA {iova} (+{len:#x} bytes)")]
+    Map {
+        iova: Iova,
+        len: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("Failed to unmap IOVA {iova} (+{len:#x} bytes)")]
+    Unmap {
+        iova: Iova,
+        len: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("dma.{key}: {why}")]
+    Config { key: &'static str, why: String },
+    #[error("Failed to read {path} for a session token")]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}

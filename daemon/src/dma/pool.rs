@@ -1,0 +1,624 @@
+//! One device's pool: pinned blocks, their device addresses, leases, and the pinner
+//! thread that fills the pool at start and replaces every block a client has had.
+//!
+//! State: one mutex over free, leased, quarantined and to-be-retired blocks and the
+//! IOVA allocator; the pinner waits on a condvar for work and pins outside the lock.
+//! Lease waiters are woken through a tokio `Notify` each time a block is added.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    os::fd::OwnedFd,
+    sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError},
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use tokio::sync::Notify;
+
+use super::{
+    BLOCK_SIZE, Backing, DeviceAddr, DmaError, IommuMap, Iova, IovaAllocator, LeaseId, PhysAddr,
+    PoolMode, block::Block,
+};
+use crate::rig::error_line;
+
+/// What a pool is made of.
+#[derive(Debug, Clone)]
+pub struct PoolSpec {
+    pub mode: PoolMode,
+    /// Blocks the pool holds (free plus leased).
+    pub blocks: u32,
+    pub backing: Backing,
+    /// Threads that pin the initial fill; at least 1.
+    pub pin_threads: usize,
+}
+
+/// A pool's counters at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolStatus {
+    pub name: String,
+    /// "host", "sysfs" or "vfio".
+    pub mode: &'static str,
+    pub target_blocks: u32,
+    pub free_blocks: u32,
+    pub leased_blocks: u32,
+    /// Reached by a device without an IOMMU: held until the device is reset.
+    pub quarantined_blocks: u32,
+    /// Still to be pinned, or being pinned now.
+    pub pinning_blocks: u32,
+    /// The initial fill's rate, once it is done.
+    pub pin_gib_per_s: Option<f64>,
+    /// The last pinning failure.
+    pub problem: Option<String>,
+}
+
+/// A lease's blocks as the pool hands them out.
+#[derive(Debug)]
+pub struct Lent {
+    pub addr: Option<DeviceAddr>,
+    /// One descriptor per block, in device-address order.
+    pub fds: Vec<OwnedFd>,
+}
+
+#[derive(Debug)]
+struct Leased {
+    blocks: Vec<Block>,
+    addr: Option<DeviceAddr>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Free blocks by physical address (sysfs mode) or age.
+    free: BTreeMap<u64, Block>,
+    seq: u64,
+    leases: HashMap<LeaseId, Leased>,
+    quarantine: Vec<Block>,
+    retire: Vec<Block>,
+    deficit: u32,
+    in_flight: u32,
+    /// Blocks that failed to pin; tried again after the next release or reset.
+    failed: u32,
+    iova: Option<IovaAllocator>,
+    problem: Option<String>,
+    fill_rate: Option<f64>,
+    stop: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    name: String,
+    mode: PoolMode,
+    backing: Backing,
+    target: u32,
+    pin_threads: usize,
+    state: Mutex<State>,
+    work: Condvar,
+    added: Notify,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic under the lock leaves counters that are at worst stale.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// One device's pool. Dropping it stops the pinner and retires every block.
+#[derive(Debug)]
+pub struct Pool {
+    shared: Arc<Shared>,
+    pinner: Option<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Starts a pool: the pinner begins filling it at once, in the background.
+    ///
+    /// # Errors
+    /// [`DmaError::Config`] for sysfs mode without hugepages; [`DmaError::Iova`] when
+    /// the IOMMU's ranges or page sizes cannot hold a block.
+    pub fn start(name: &str, spec: PoolSpec) -> Result<Self, DmaError> {
+        let iova = match &spec.mode {
+            PoolMode::Sysfs if spec.backing != Backing::Huge2M => {
+                return Err(DmaError::Config {
+                    key: "mode",
+                    why: "sysfs mode hands out physical addresses of hugepages only".into(),
+                });
+            }
+            PoolMode::Vfio(iommu) => Some(IovaAllocator::new(
+                &iommu.iova_ranges(),
+                iommu.page_sizes(),
+                BLOCK_SIZE,
+            )?),
+            _ => None,
+        };
+        let shared = Arc::new(Shared {
+            name: name.to_owned(),
+            mode: spec.mode,
+            backing: spec.backing,
+            target: spec.blocks,
+            pin_threads: spec.pin_threads.max(1),
+            state: Mutex::new(State {
+                deficit: spec.blocks,
+                iova,
+                ..State::default()
+            }),
+            work: Condvar::new(),
+            added: Notify::new(),
+        });
+        let inner = Arc::clone(&shared);
+        let pinner = thread::Builder::new()
+            .name(format!("rig-pin-{name}"))
+            .spawn(move || pinner(&inner))
+            .map_err(|source| DmaError::Block {
+                step: super::BlockStep::Create,
+                source,
+            })?;
+        Ok(Self {
+            shared,
+            pinner: Some(pinner),
+        })
+    }
+
+    /// The pool's name (its device's).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The pool's mode.
+    pub fn mode(&self) -> &PoolMode {
+        &self.shared.mode
+    }
+
+    /// Blocks the pool holds when full.
+    pub fn target_blocks(&self) -> u32 {
+        self.shared.target
+    }
+
+    /// Woken each time a block becomes free.
+    pub fn added(&self) -> &Notify {
+        &self.shared.added
+    }
+
+    /// Waits until nothing is left to pin, or `timeout` passes; true when filled.
+    pub fn wait_pinned(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let st = self.shared.state();
+            if st.deficit == 0 && st.in_flight == 0 && st.retire.is_empty() {
+                return true;
+            }
+            drop(st);
+            if Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Lends `blocks` free blocks under `id`: maps them for the device (vfio), and
+    /// returns their device address and a descriptor per block.
+    ///
+    /// # Errors
+    /// [`DmaError::Exhausted`], [`DmaError::NotContiguous`] (sysfs mode, more than one
+    /// block), [`DmaError::Iova`]/[`DmaError::Map`] (vfio mode), [`DmaError::Block`]
+    /// when a descriptor cannot be duplicated.
+    pub fn lease(&self, id: LeaseId, blocks: u32) -> Result<Lent, DmaError> {
+        let mut st = self.shared.state();
+        let free = u32::try_from(st.free.len()).unwrap_or(u32::MAX);
+        if free < blocks {
+            return Err(DmaError::Exhausted {
+                pool: self.shared.name.clone(),
+                wanted: blocks,
+                free,
+                pending: st.deficit + st.in_flight,
+            });
+        }
+        let keys = self.pick(&st, blocks)?;
+        let taken: Vec<(u64, Block)> = keys
+            .iter()
+            .filter_map(|k| st.free.remove(k).map(|b| (*k, b)))
+            .collect();
+        let put_back = |st: &mut State, taken: Vec<(u64, Block)>| st.free.extend(taken);
+        let fds = match taken.iter().map(|(_, b)| b.share()).collect() {
+            Ok(fds) => fds,
+            Err(e) => {
+                put_back(&mut st, taken);
+                return Err(e);
+            }
+        };
+        let addr = match &self.shared.mode {
+            PoolMode::Host => None,
+            PoolMode::Sysfs => taken
+                .first()
+                .and_then(|(_, b)| b.phys())
+                .map(DeviceAddr::Phys),
+            PoolMode::Vfio(iommu) => {
+                let space = st.iova.as_mut().expect("vfio pools have an IOVA allocator");
+                match map_lease(iommu.as_ref(), space, &taken) {
+                    Ok(iova) => Some(DeviceAddr::Iova(iova)),
+                    Err((e, reachable)) => {
+                        if reachable {
+                            // The rollback unmap failed: the device may still reach
+                            // these pages, so they never go back to the free list.
+                            st.quarantine.extend(taken.into_iter().map(|(_, b)| b));
+                        } else {
+                            put_back(&mut st, taken);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let blocks = taken.into_iter().map(|(_, b)| b).collect();
+        st.leases.insert(id, Leased { blocks, addr });
+        Ok(Lent { addr, fds })
+    }
+
+    /// Which free blocks to lend: the youngest, or in sysfs mode a physically
+    /// contiguous run, lowest address first.
+    fn pick(&self, st: &State, blocks: u32) -> Result<Vec<u64>, DmaError> {
+        if matches!(self.shared.mode, PoolMode::Sysfs) && blocks > 1 {
+            return contiguous_run(st.free.keys().copied(), blocks).map_err(|longest| {
+                DmaError::NotContiguous {
+                    pool: self.shared.name.clone(),
+                    blocks,
+                    longest,
+                }
+            });
+        }
+        let n = usize::try_from(blocks).unwrap_or(usize::MAX);
+        Ok(st.free.keys().rev().take(n).copied().collect())
+    }
+
+    /// Takes a lease back. Its blocks leave the IOMMU (vfio) and are retired, or are
+    /// quarantined until the device's reset (sysfs); fresh blocks replace them.
+    ///
+    /// # Errors
+    /// [`DmaError::UnknownLease`].
+    pub fn release(&self, id: LeaseId) -> Result<u32, DmaError> {
+        let mut st = self.shared.state();
+        let leased = st
+            .leases
+            .remove(&id)
+            .ok_or(DmaError::UnknownLease { lease: id })?;
+        let n = u32::try_from(leased.blocks.len()).expect("at most MAX_LEASE_BLOCKS");
+        self.take_back(&mut st, leased);
+        st.deficit += n + std::mem::take(&mut st.failed);
+        drop(st);
+        self.shared.work.notify_all();
+        Ok(n)
+    }
+
+    fn take_back(&self, st: &mut State, leased: Leased) {
+        match (&self.shared.mode, leased.addr) {
+            (PoolMode::Vfio(iommu), Some(DeviceAddr::Iova(base))) => {
+                let len = BLOCK_SIZE * leased.blocks.len() as u64;
+                match iommu.unmap(base, len) {
+                    Ok(()) => {
+                        if let Some(space) = st.iova.as_mut()
+                            && let Err(e) = space.free(base)
+                        {
+                            tracing::warn!(pool = %self.shared.name, "{e}");
+                        }
+                        st.retire.extend(leased.blocks);
+                    }
+                    Err(e) => {
+                        // Still reachable by the device: never free these pages.
+                        tracing::error!(pool = %self.shared.name, "{}; keeping its blocks out of use", error_line(&e));
+                        st.quarantine.extend(leased.blocks);
+                    }
+                }
+            }
+            (PoolMode::Sysfs, _) => {
+                for b in &leased.blocks {
+                    if let (Ok(now), Some(was)) = (b.read_phys(), b.phys())
+                        && now != was
+                    {
+                        tracing::warn!(pool = %self.shared.name, %was, %now, "a leased block moved while the device could reach it");
+                    }
+                }
+                st.quarantine.extend(leased.blocks);
+            }
+            _ => st.retire.extend(leased.blocks),
+        }
+    }
+
+    /// The device was reset: it no longer reaches quarantined blocks, so they are
+    /// retired and replaced. Returns how many. A vfio pool keeps blocks whose unmap
+    /// failed, since a reset does not unmap them.
+    pub fn device_reset(&self) -> u32 {
+        let mut st = self.shared.state();
+        if !matches!(self.shared.mode, PoolMode::Sysfs) {
+            return 0;
+        }
+        let q = std::mem::take(&mut st.quarantine);
+        let n = u32::try_from(q.len()).unwrap_or(u32::MAX);
+        st.retire.extend(q);
+        st.deficit += n + std::mem::take(&mut st.failed);
+        drop(st);
+        self.shared.work.notify_all();
+        n
+    }
+
+    /// Volatile read of a lease's bytes at `offset` (across blocks).
+    ///
+    /// # Errors
+    /// [`DmaError::UnknownLease`], [`DmaError::OutOfLease`].
+    pub fn read(&self, id: LeaseId, offset: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        let st = self.shared.state();
+        let leased = st
+            .leases
+            .get(&id)
+            .ok_or(DmaError::UnknownLease { lease: id })?;
+        let mut done = 0;
+        for_each_piece(leased, id, offset, buf.len(), |b, at, len| {
+            let r = b.read(at, &mut buf[done..done + len]);
+            done += len;
+            r
+        })
+    }
+
+    /// Volatile write of `data` into a lease at `offset` (across blocks).
+    ///
+    /// # Errors
+    /// [`DmaError::UnknownLease`], [`DmaError::OutOfLease`].
+    pub fn write(&self, id: LeaseId, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        let st = self.shared.state();
+        let leased = st
+            .leases
+            .get(&id)
+            .ok_or(DmaError::UnknownLease { lease: id })?;
+        let mut done = 0;
+        for_each_piece(leased, id, offset, data.len(), |b, at, len| {
+            let r = b.write(at, &data[done..done + len]);
+            done += len;
+            r
+        })
+    }
+
+    /// Reads the physical address of each of a lease's blocks again and checks that
+    /// none moved since it was pinned (sysfs mode).
+    ///
+    /// # Errors
+    /// [`DmaError::UnknownLease`], [`DmaError::Moved`], pagemap errors.
+    pub fn recheck_phys(&self, id: LeaseId) -> Result<Vec<PhysAddr>, DmaError> {
+        let st = self.shared.state();
+        let leased = st
+            .leases
+            .get(&id)
+            .ok_or(DmaError::UnknownLease { lease: id })?;
+        leased
+            .blocks
+            .iter()
+            .map(|b| {
+                let now = b.read_phys()?;
+                match b.phys() {
+                    Some(was) if was != now => Err(DmaError::Moved {
+                        va: b.va(),
+                        was,
+                        now,
+                    }),
+                    _ => Ok(now),
+                }
+            })
+            .collect()
+    }
+
+    /// The pool's counters now.
+    pub fn status(&self) -> PoolStatus {
+        let st = self.shared.state();
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        PoolStatus {
+            name: self.shared.name.clone(),
+            mode: self.shared.mode.name(),
+            target_blocks: self.shared.target,
+            free_blocks: count(st.free.len()),
+            leased_blocks: count(st.leases.values().map(|l| l.blocks.len()).sum()),
+            quarantined_blocks: count(st.quarantine.len()),
+            pinning_blocks: st.deficit + st.in_flight,
+            pin_gib_per_s: st.fill_rate,
+            problem: st.problem.clone(),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.shared.state().stop = true;
+        self.shared.work.notify_all();
+        if let Some(p) = self.pinner.take()
+            && p.join().is_err()
+        {
+            tracing::error!(pool = %self.shared.name, "the pinner thread panicked");
+        }
+        let mut st = self.shared.state();
+        let leases: Vec<Leased> = st.leases.drain().map(|(_, l)| l).collect();
+        for l in leases {
+            self.take_back(&mut st, l);
+        }
+        let mut gone = std::mem::take(&mut st.retire);
+        gone.append(&mut st.quarantine);
+        drop(st);
+        gone.into_iter().for_each(Block::retire);
+    }
+}
+
+/// Maps a lease's blocks at one contiguous IOVA range. On failure, returns the error
+/// and whether the device may still reach some of the blocks (the rollback failed).
+#[expect(
+    unsafe_code,
+    reason = "IommuMap::map: the caller owes that the host memory outlives the mapping"
+)]
+fn map_lease(
+    iommu: &dyn IommuMap,
+    space: &mut IovaAllocator,
+    blocks: &[(u64, Block)],
+) -> Result<Iova, (DmaError, bool)> {
+    let len = BLOCK_SIZE * blocks.len() as u64;
+    let base = space.alloc(len).map_err(|e| (e.into(), false))?;
+    for (i, (_, b)) in blocks.iter().enumerate() {
+        let at = Iova(base.0 + BLOCK_SIZE * i as u64);
+        // SAFETY: `b` is mapped in rigd for as long as the `Block` lives. The pool
+        // keeps each block (in its lease, then quarantine) until `unmap` of this
+        // lease's range has returned Ok in `take_back`; only then is it retired, and a
+        // block whose unmap failed is never retired while the pool lives. On a failed
+        // map below, the blocks mapped so far are unmapped before they are reused.
+        let mapped = unsafe { iommu.map(at, b.va(), BLOCK_SIZE) };
+        if let Err(e) = mapped {
+            let rolled_back = i == 0 || iommu.unmap(base, BLOCK_SIZE * i as u64).is_ok();
+            if rolled_back && let Err(f) = space.free(base) {
+                tracing::warn!("{f}");
+            }
+            return Err((e, !rolled_back));
+        }
+    }
+    Ok(base)
+}
+
+/// The first run of `n` keys (physical addresses, ascending) that follow each other
+/// by one block, or the longest run there is.
+fn contiguous_run(keys: impl Iterator<Item = u64>, n: u32) -> Result<Vec<u64>, u32> {
+    let mut run: Vec<u64> = Vec::new();
+    let mut longest = 0;
+    for k in keys {
+        if run
+            .last()
+            .is_some_and(|l| l.checked_add(BLOCK_SIZE) != Some(k))
+        {
+            run.clear();
+        }
+        run.push(k);
+        let len = u32::try_from(run.len()).unwrap_or(u32::MAX);
+        longest = longest.max(len);
+        if len == n {
+            return Ok(run);
+        }
+    }
+    Err(longest)
+}
+
+/// Calls `f(block, offset in block, length)` for each piece of `[offset, offset+len)`.
+fn for_each_piece(
+    leased: &Leased,
+    id: LeaseId,
+    offset: u64,
+    len: usize,
+    mut f: impl FnMut(&Block, usize, usize) -> std::io::Result<()>,
+) -> Result<(), DmaError> {
+    let size = BLOCK_SIZE * leased.blocks.len() as u64;
+    let out = || DmaError::OutOfLease {
+        lease: id,
+        offset,
+        len: len as u64,
+    };
+    let end = offset.checked_add(len as u64).ok_or_else(out)?;
+    if end > size {
+        return Err(out());
+    }
+    let mut at = offset;
+    while at < end {
+        let index = usize::try_from(at / BLOCK_SIZE).map_err(|_| out())?;
+        let within = at % BLOCK_SIZE;
+        let piece = (BLOCK_SIZE - within).min(end - at);
+        let (within, piece) = (
+            usize::try_from(within).map_err(|_| out())?,
+            usize::try_from(piece).map_err(|_| out())?,
+        );
+        f(&leased.blocks[index], within, piece).map_err(|_| out())?;
+        at += piece as u64;
+    }
+    Ok(())
+}
+
+/// The pinner: fills the pool, then retires what comes back and refills.
+fn pinner(shared: &Shared) {
+    let mut initial = true;
+    loop {
+        let retire = {
+            let mut st = shared.state();
+            while !st.stop && st.retire.is_empty() && st.deficit == 0 {
+                st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+            }
+            if st.stop {
+                return;
+            }
+            std::mem::take(&mut st.retire)
+        };
+        // Retire first, so the pages they free can be pinned again.
+        retire.into_iter().for_each(Block::retire);
+        let threads = if initial { shared.pin_threads } else { 1 };
+        fill(shared, threads, initial);
+        initial = false;
+    }
+}
+
+/// Pins blocks until none are missing, on `threads` threads; the initial fill logs its
+/// progress and records its rate.
+fn fill(shared: &Shared, threads: usize, initial: bool) {
+    let total = shared.state().deficit;
+    if total == 0 {
+        return;
+    }
+    let start = Instant::now();
+    if initial {
+        tracing::info!(pool = %shared.name, blocks = total, mib = u64::from(total) * 2, threads, "pinning");
+    }
+    let done = std::sync::atomic::AtomicU32::new(0);
+    thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| pin_worker(shared, &done, total, initial));
+        }
+    });
+    if initial {
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let pinned = done.load(std::sync::atomic::Ordering::Relaxed);
+        let rate = f64::from(pinned) * (BLOCK_SIZE as f64) / secs / f64::from(1u32 << 30);
+        shared.state().fill_rate = Some(rate);
+        tracing::info!(pool = %shared.name, blocks = pinned, seconds = secs, gib_per_s = rate, "pinned");
+    }
+}
+
+fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, report: bool) {
+    let physical = matches!(shared.mode, PoolMode::Sysfs);
+    loop {
+        {
+            let mut st = shared.state();
+            if st.stop || st.deficit == 0 {
+                return;
+            }
+            st.deficit -= 1;
+            st.in_flight += 1;
+        }
+        let pinned = Block::pin(shared.backing, physical);
+        let mut st = shared.state();
+        st.in_flight -= 1;
+        match pinned {
+            Ok(b) => {
+                let key = b.phys().map_or_else(
+                    || {
+                        st.seq += 1;
+                        st.seq
+                    },
+                    |p| p.0,
+                );
+                st.free.insert(key, b);
+            }
+            Err(e) => {
+                st.failed += 1;
+                let line = error_line(&e);
+                if st.problem.as_deref() != Some(line.as_str()) {
+                    tracing::warn!(pool = %shared.name, "{line}");
+                }
+                st.problem = Some(line);
+            }
+        }
+        drop(st);
+        shared.added.notify_waiters();
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
+            tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

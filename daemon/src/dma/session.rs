@@ -1,0 +1,96 @@
+//! Sessions: who opened one, on which pool, its one-time token and its leases.
+//!
+//! A session's handles ([`LeaseId`]) are looked up in that session only, so a client
+//! can never name another's lease, let alone map or free it. Ids come from one
+//! counter and are never reused, so a stale handle cannot name a newer lease either.
+
+use std::{collections::BTreeMap, fmt, fs::File, io::Read, path::Path};
+
+use super::DmaError;
+
+/// A session's number (not a secret: the token is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionId(pub u64);
+
+/// A lease's handle, valid in the session that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LeaseId(pub u64);
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The process behind a connection (SO_PEERCRED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub uid: u32,
+    pub pid: i32,
+}
+
+/// The bytes that claim a session on the side socket.
+pub type Token = [u8; 16];
+
+const URANDOM: &str = "/dev/urandom";
+
+/// A fresh random token.
+///
+/// # Errors
+/// [`DmaError::Token`] when `/dev/urandom` cannot be read.
+pub fn new_token() -> Result<Token, DmaError> {
+    let mut t = Token::default();
+    File::open(URANDOM)
+        .and_then(|mut f| f.read_exact(&mut t))
+        .map_err(|source| DmaError::Token {
+            path: Path::new(URANDOM).to_owned(),
+            source,
+        })?;
+    Ok(t)
+}
+
+/// Compares tokens in time independent of where they differ.
+pub fn same_token(a: &Token, b: &[u8]) -> bool {
+    b.len() == a.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// One session's record in [`super::Pools`].
+#[derive(Debug)]
+pub(crate) struct Session {
+    pub peer: Peer,
+    pub pool: String,
+    pub token: Token,
+    pub claimed: bool,
+    /// Lease → bytes.
+    pub leases: BTreeMap<LeaseId, u64>,
+    /// Told `true` when the session ends, whoever ends it.
+    pub ended: tokio::sync::watch::Sender<bool>,
+}
+
+impl Session {
+    /// Bytes this session holds.
+    pub fn bytes(&self) -> u64 {
+        self.leases.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_compare_exactly() {
+        let a = new_token().expect("urandom");
+        let b = new_token().expect("urandom");
+        assert_ne!(a, b);
+        assert!(same_token(&a, &a));
+        assert!(!same_token(&a, &b));
+        assert!(!same_token(&a, &a[..15]));
+    }
+}

@@ -1,0 +1,302 @@
+//! The `rig.v1.Dma` gRPC service and its side socket, which together make a DMA
+//! session.
+//!
+//! Flow: `OpenSession` (gRPC, server streaming) → `dma::Pools::open_session` gives an
+//! id and a one-time token → the client connects the side socket `<socket>.fd`
+//! (`side`), claims the session with the token from the same uid and pid, then leases
+//! and releases there; each lease's reply carries its blocks' descriptors
+//! (SCM_RIGHTS). gRPC cannot carry descriptors, and a side-socket round trip costs a
+//! fraction of a gRPC call, so leases go there too (docs/dma.md has the numbers).
+//!
+//! Session anchor: the session ends — and every lease in it is reclaimed — when its
+//! `OpenSession` stream ends (the gRPC connection closed, kill -9 included) or its
+//! side connection reaches EOF, whichever comes first; the other is then closed too.
+//! On shutdown every session stream ends, so graceful shutdown does not wait for
+//! clients.
+
+mod side;
+
+use std::{future::Future, path::PathBuf, sync::Arc};
+
+use rig_proto::v1::{self as pb, dma_server::DmaServer};
+use tokio::{net::UnixListener, sync::watch, task::JoinHandle};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::{Peer, ServiceError, request_span};
+use crate::{
+    dma::{self, DmaError, PoolMode},
+    rig::{Rig, error_line},
+};
+
+/// The DMA half of the service: its gRPC handlers and the side socket's task.
+#[derive(Debug)]
+pub struct Dma {
+    api: Api,
+    task: Option<JoinHandle<()>>,
+    _side: Option<side::SocketFile>,
+}
+
+impl Dma {
+    /// Starts the configured host pools and binds the side socket beside the main
+    /// one, with the same owner, group and mode.
+    ///
+    /// # Errors
+    /// [`ServiceError::DmaPools`] (config, hugepages), [`ServiceError::SideSocket`].
+    pub fn start(rig: &Arc<Rig>, listener: &UnixListener) -> Result<Self, ServiceError> {
+        rig.dma().start().map_err(ServiceError::DmaPools)?;
+        let (stop, stopping) = watch::channel(false);
+        let main = listener
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(ToOwned::to_owned));
+        let Some(main) = main else {
+            tracing::warn!("rigd's socket has no path: DMA sessions are off");
+            let api = Api {
+                rig: Arc::clone(rig),
+                stop,
+                stopping,
+                side: None,
+            };
+            return Ok(Self {
+                api,
+                task: None,
+                _side: None,
+            });
+        };
+        let (file, listener) = side::bind_beside(&main)?;
+        let path = file.path().to_owned();
+        let task = tokio::spawn(side::serve(listener, Arc::clone(rig), stopping.clone()));
+        let api = Api {
+            rig: Arc::clone(rig),
+            stop,
+            stopping,
+            side: Some(path),
+        };
+        Ok(Self {
+            api,
+            task: Some(task),
+            _side: Some(file),
+        })
+    }
+
+    /// The gRPC service to add to the router.
+    pub fn service(&self) -> DmaServer<Api> {
+        DmaServer::new(self.api.clone())
+    }
+
+    /// Completes when `shutdown` does, after telling every session to end (their
+    /// streams close, so the server's graceful shutdown does not wait on them).
+    pub fn until(
+        &self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> impl Future<Output = ()> + Send {
+        let stop = self.api.stop.clone();
+        async move {
+            shutdown.await;
+            stop.send_replace(true);
+        }
+    }
+}
+
+impl Drop for Dma {
+    fn drop(&mut self) {
+        self.api.stop.send_replace(true);
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// The gRPC handlers.
+#[derive(Debug, Clone)]
+pub struct Api {
+    rig: Arc<Rig>,
+    stop: watch::Sender<bool>,
+    stopping: watch::Receiver<bool>,
+    side: Option<PathBuf>,
+}
+
+type EventStream = ReceiverStream<Result<pb::DmaSessionEvent, Status>>;
+
+#[tonic::async_trait]
+impl pb::dma_server::Dma for Api {
+    type OpenSessionStream = EventStream;
+
+    async fn open_session(
+        &self,
+        req: Request<pb::DmaOpenRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let span = request_span("Dma.OpenSession", &req);
+        let _entered = span.enter();
+        if self.side.is_none() {
+            return Err(Status::failed_precondition(
+                "DMA sessions are off: rigd's socket has no path for a side socket",
+            ));
+        }
+        let peer = dma_peer(&req)?;
+        let device = &req.get_ref().device;
+        let ticket = self
+            .rig
+            .dma()
+            .open_session(device, peer)
+            .map_err(|e| status(&e))?;
+        let opened = pb::DmaOpened {
+            session: ticket.id.0,
+            token: ticket.token.to_vec(),
+            block_bytes: dma::BLOCK_SIZE,
+            addressing: addressing(&ticket.mode).into(),
+            quota_bytes: ticket.quota_left,
+            max_lease_blocks: dma::MAX_LEASE_BLOCKS,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let event = pb::DmaSessionEvent {
+            event: Some(pb::dma_session_event::Event::Opened(opened)),
+        };
+        tx.try_send(Ok(event))
+            .map_err(|_| Status::internal("a new stream's channel is full"))?;
+        tracing::debug!(session = ticket.id.0, device, "DMA session opened");
+        let rig = Arc::clone(&self.rig);
+        let (mut ended, mut stopping) = (ticket.ended, self.stopping.clone());
+        let id = ticket.id;
+        tokio::spawn(async move {
+            tokio::select! {
+                () = tx.closed() => {}
+                () = until_true(&mut ended) => {}
+                () = until_true(&mut stopping) => {}
+            }
+            // Dropping `tx` ends the stream.
+            end_session(rig, id).await;
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn status(
+        &self,
+        req: Request<pb::DmaStatusRequest>,
+    ) -> Result<Response<pb::DmaStatusReply>, Status> {
+        let span = request_span("Dma.Status", &req);
+        let _entered = span.enter();
+        let uid = Peer::of(&req)
+            .map(|p| p.uid)
+            .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
+        let viewer = (uid != 0).then_some(uid);
+        Ok(Response::new(status_reply(self.rig.dma().status(viewer))))
+    }
+}
+
+/// Completes once `rx` holds `true` (or its sender is gone).
+async fn until_true(rx: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: drop it here, not in a `select!`.
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Reclaims a session's leases off the async threads (an IOMMU unmap per lease).
+async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
+    let reclaimed = tokio::task::spawn_blocking(move || rig.dma().close_session(id)).await;
+    match reclaimed {
+        Ok(n) => tracing::debug!(session = id.0, leases = n, "DMA session ended"),
+        Err(e) => tracing::error!(session = id.0, "reclaiming a session failed: {e}"),
+    }
+}
+
+fn dma_peer<T>(req: &Request<T>) -> Result<dma::Peer, Status> {
+    match Peer::of(req) {
+        Some(Peer {
+            uid,
+            pid: Some(pid),
+            ..
+        }) => Ok(dma::Peer { uid, pid }),
+        _ => Err(Status::permission_denied(
+            "DMA sessions need the peer's credentials (uid and pid) from SO_PEERCRED",
+        )),
+    }
+}
+
+fn addressing(mode: &PoolMode) -> pb::DmaAddressing {
+    match mode {
+        PoolMode::Host => pb::DmaAddressing::None,
+        PoolMode::Sysfs => pb::DmaAddressing::Physical,
+        PoolMode::Vfio(_) => pb::DmaAddressing::Iova,
+    }
+}
+
+fn addressing_of(mode: &str) -> pb::DmaAddressing {
+    match mode {
+        "sysfs" => pb::DmaAddressing::Physical,
+        "vfio" => pb::DmaAddressing::Iova,
+        _ => pb::DmaAddressing::None,
+    }
+}
+
+fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
+    pb::DmaStatusReply {
+        pools: s
+            .pools
+            .into_iter()
+            .map(|p| pb::DmaPool {
+                addressing: addressing_of(p.mode).into(),
+                name: p.name,
+                block_bytes: dma::BLOCK_SIZE,
+                target_blocks: p.target_blocks,
+                free_blocks: p.free_blocks,
+                leased_blocks: p.leased_blocks,
+                quarantined_blocks: p.quarantined_blocks,
+                pinning_blocks: p.pinning_blocks,
+                pin_gib_per_s: p.pin_gib_per_s.unwrap_or(0.0),
+                problem: p.problem.unwrap_or_default(),
+            })
+            .collect(),
+        clients: s
+            .clients
+            .into_iter()
+            .map(|c| pb::DmaClient {
+                session: c.session.0,
+                uid: c.uid,
+                pid: c.pid,
+                device: c.pool,
+                leases: c.leases,
+                bytes: c.bytes,
+                claimed: c.claimed,
+            })
+            .collect(),
+        quota_per_uid_bytes: s.quota.per_uid_bytes,
+        quota_per_device_bytes: s.quota.per_device_bytes,
+    }
+}
+
+/// The gRPC status for a DMA error: its code, and the chain on one line. (`status.rs`
+/// picks codes for `Rig` errors; DMA errors reach gRPC only here.)
+pub fn status(e: &DmaError) -> Status {
+    let msg = error_line(e);
+    match code(e) {
+        pb::DmaErrorCode::ZeroSize
+        | pb::DmaErrorCode::Misaligned
+        | pb::DmaErrorCode::Oversized
+        | pb::DmaErrorCode::Protocol => Status::invalid_argument(msg),
+        pb::DmaErrorCode::Quota | pb::DmaErrorCode::Exhausted => Status::resource_exhausted(msg),
+        pb::DmaErrorCode::NotContiguous => Status::failed_precondition(msg),
+        pb::DmaErrorCode::UnknownLease => Status::not_found(msg),
+        pb::DmaErrorCode::BadSession => Status::permission_denied(msg),
+        pb::DmaErrorCode::Unspecified | pb::DmaErrorCode::Internal => match e {
+            DmaError::NoPool { .. } => Status::not_found(msg),
+            _ => Status::internal(msg),
+        },
+    }
+}
+
+/// The side socket's code for a DMA error.
+pub fn code(e: &DmaError) -> pb::DmaErrorCode {
+    use pb::DmaErrorCode as C;
+    match e {
+        DmaError::ZeroSize => C::ZeroSize,
+        DmaError::Misaligned { .. } => C::Misaligned,
+        DmaError::Oversized { .. } => C::Oversized,
+        DmaError::Quota { .. } => C::Quota,
+        DmaError::Exhausted { .. } => C::Exhausted,
+        DmaError::NotContiguous { .. } => C::NotContiguous,
+        DmaError::UnknownLease { .. } => C::UnknownLease,
+        DmaError::BadSession { .. } => C::BadSession,
+        _ => C::Internal,
+    }
+}

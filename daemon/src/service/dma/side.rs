@@ -1,0 +1,298 @@
+//! The side socket: `SOCK_SEQPACKET` at `<rigd socket>.fd`, one `DmaSideRequest` or
+//! `DmaSideReply` per packet, a lease's block descriptors attached to its reply.
+//!
+//! A connection first claims a session (token from `OpenSession`, same uid and pid);
+//! then it leases and releases, one request and one reply at a time. Its EOF ends the
+//! session. Errors a client causes go back in the reply and are logged at debug.
+
+use std::{
+    ffi::OsString,
+    fs, io,
+    os::{
+        fd::{AsFd, OwnedFd},
+        unix::fs::{FileTypeExt, MetadataExt, PermissionsExt},
+    },
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use prost::Message;
+use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+use tokio::{
+    io::{Interest, unix::AsyncFd},
+    sync::watch,
+    task::JoinSet,
+    time::Instant,
+};
+
+use super::{code, end_session, until_true};
+use crate::{
+    dma::{self, DmaError, Grant, LeaseId, SessionId},
+    rig::{Rig, error_line},
+    service::ServiceError,
+    sys::scm,
+};
+
+/// How long a lease waits for blocks that are being pinned before it reports the pool
+/// exhausted.
+// TIMEOUT: a refill pins one 2 MiB block in well under a millisecond; 2 s covers a
+// pool still in its initial fill on a busy machine.
+const LEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Requests are a few dozen bytes; anything longer is malformed.
+const MAX_REQUEST: usize = 256;
+
+/// The side socket's file; removed on drop if it is still the one bound here.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    ino: u64,
+}
+
+impl SocketFile {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// `<main>.fd`.
+pub fn path_beside(main: &Path) -> PathBuf {
+    let mut p = OsString::from(main.as_os_str());
+    p.push(".fd");
+    PathBuf::from(p)
+}
+
+/// Binds the side socket beside `main`, replacing a stale one, with `main`'s owner,
+/// group and mode (so the group that may use rigd may use DMA).
+///
+/// # Errors
+/// [`ServiceError::SideSocket`].
+pub fn bind_beside(main: &Path) -> Result<(SocketFile, AsyncFd<OwnedFd>), ServiceError> {
+    let path = path_beside(main);
+    let err = |source| ServiceError::SideSocket {
+        path: path.clone(),
+        source,
+    };
+    if let Ok(m) = fs::symlink_metadata(&path) {
+        // rigd's main socket is bound (no other rigd serves it), so this one is stale.
+        if !m.file_type().is_socket() {
+            return Err(err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "exists and is not a socket; refusing to replace it",
+            )));
+        }
+        fs::remove_file(&path).map_err(err)?;
+    }
+    let fd = scm::listen(&path).map_err(err)?;
+    let meta = fs::metadata(main).map_err(err)?;
+    std::os::unix::fs::chown(&path, Some(meta.uid()), Some(meta.gid())).map_err(err)?;
+    fs::set_permissions(&path, fs::Permissions::from_mode(meta.mode() & 0o777)).map_err(err)?;
+    let ino = fs::symlink_metadata(&path).map_err(err)?.ino();
+    let listener = scm::register(fd).map_err(err)?;
+    Ok((SocketFile { path, ino }, listener))
+}
+
+/// Accepts side connections until `stopping`; each runs in its own task, aborted when
+/// this one is.
+pub async fn serve(listener: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.async_io(Interest::READABLE, |l| scm::accept(l)) => match accepted {
+                Ok(fd) => match scm::register(fd) {
+                    Ok(conn) => {
+                        conns.spawn(connection(conn, Arc::clone(&rig), stopping.clone()));
+                    }
+                    Err(e) => tracing::warn!("side socket: {e}"),
+                },
+                Err(e) => {
+                    // EMFILE and the like: back off rather than spin.
+                    tracing::warn!("side socket accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            () = until_true(&mut stopping) => break,
+        }
+    }
+}
+
+/// One client's side connection.
+async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Receiver<bool>) {
+    let Ok(cred) = scm::peer(fd.get_ref()) else {
+        return;
+    };
+    let peer = dma::Peer {
+        uid: cred.uid,
+        pid: cred.pid,
+    };
+    let span = tracing::debug_span!("dma-side", uid = cred.uid, pid = cred.pid);
+    let mut buf = vec![0u8; MAX_REQUEST];
+    let Some(first) = recv(&fd, &mut buf).await else {
+        return;
+    };
+    let (id, mut ended) = match claim(&rig, first, peer) {
+        Ok(c) => c,
+        Err(reply) => {
+            let _ = send(&fd, &reply, Vec::new()).await;
+            return;
+        }
+    };
+    let claimed = reply(Reply::Claimed(pb::DmaClaimed {}));
+    if send(&fd, &claimed, Vec::new()).await.is_err() {
+        end_session(rig, id).await;
+        return;
+    }
+    span.in_scope(|| tracing::debug!(session = id.0, "side socket claimed the session"));
+    loop {
+        tokio::select! {
+            got = recv(&fd, &mut buf) => {
+                let Some(req) = got else { break };
+                let (answer, fds) = handle(&rig, id, req).await;
+                if let Some(pb::dma_side_reply::Body::Error(e)) = &answer.body {
+                    span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
+                }
+                if send(&fd, &answer, fds).await.is_err() {
+                    break;
+                }
+            }
+            () = until_true(&mut ended) => break,
+            () = until_true(&mut stopping) => break,
+        }
+    }
+    end_session(rig, id).await;
+}
+
+type Parsed = Result<pb::DmaSideRequest, &'static str>;
+
+/// The next request, or `None` at EOF or on a socket error.
+async fn recv(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Parsed> {
+    let packet = fd
+        .async_io(Interest::READABLE, |s| scm::recv(s, buf))
+        .await
+        .ok()?;
+    if packet.len == 0 {
+        return None;
+    }
+    // Descriptors a client sends are dropped (closed) here.
+    if !packet.fds.is_empty() {
+        return Some(Err("requests carry no file descriptors"));
+    }
+    if packet.truncated {
+        return Some(Err("request too long"));
+    }
+    Some(pb::DmaSideRequest::decode(&buf[..packet.len]).map_err(|_| "malformed request"))
+}
+
+async fn send(
+    fd: &AsyncFd<OwnedFd>,
+    reply: &pb::DmaSideReply,
+    fds: Vec<OwnedFd>,
+) -> io::Result<()> {
+    let bytes = reply.encode_to_vec();
+    let borrowed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+    fd.async_io(Interest::WRITABLE, |s| scm::send(s, &bytes, &borrowed))
+        .await
+}
+
+fn reply(body: Reply) -> pb::DmaSideReply {
+    pb::DmaSideReply { body: Some(body) }
+}
+
+fn failure(code: pb::DmaErrorCode, message: String) -> pb::DmaSideReply {
+    reply(Reply::Error(pb::DmaSideError {
+        code: code.into(),
+        message,
+    }))
+}
+
+fn refused(e: &DmaError) -> pb::DmaSideReply {
+    failure(code(e), error_line(e))
+}
+
+fn claim(
+    rig: &Rig,
+    first: Parsed,
+    peer: dma::Peer,
+) -> Result<(SessionId, watch::Receiver<bool>), pb::DmaSideReply> {
+    let protocol = |m: &str| failure(pb::DmaErrorCode::Protocol, m.to_owned());
+    let req = first.map_err(protocol)?;
+    let Some(Request::Claim(c)) = req.body else {
+        return Err(protocol("the first request must claim a session"));
+    };
+    let id = SessionId(c.session);
+    let ended = rig
+        .dma()
+        .claim(id, &c.token, peer)
+        .map_err(|e| refused(&e))?;
+    Ok((id, ended))
+}
+
+async fn handle(rig: &Rig, id: SessionId, req: Parsed) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let protocol = |m: &str| {
+        (
+            failure(pb::DmaErrorCode::Protocol, m.to_owned()),
+            Vec::new(),
+        )
+    };
+    let body = match req {
+        Ok(r) => r.body,
+        Err(m) => return protocol(m),
+    };
+    match body {
+        Some(Request::Lease(l)) => match lease(rig, id, l.bytes).await {
+            Ok(g) => {
+                let leased = pb::DmaLeased {
+                    lease: g.lease.0,
+                    bytes: g.bytes,
+                    device_address: g.addr.map(dma::DeviceAddr::raw),
+                    blocks: u32::try_from(g.fds.len()).unwrap_or(u32::MAX),
+                };
+                (reply(Reply::Leased(leased)), g.fds)
+            }
+            Err(e) => (refused(&e), Vec::new()),
+        },
+        Some(Request::Release(r)) => match rig.dma().release(id, LeaseId(r.lease)) {
+            Ok(()) => (
+                reply(Reply::Released(pb::DmaReleased { lease: r.lease })),
+                Vec::new(),
+            ),
+            Err(e) => (refused(&e), Vec::new()),
+        },
+        Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
+        None => protocol("empty request"),
+    }
+}
+
+/// Leases, waiting up to [`LEASE_WAIT`] for blocks the pool is pinning right now.
+async fn lease(rig: &Rig, id: SessionId, bytes: u64) -> Result<Grant, DmaError> {
+    match rig.dma().lease(id, bytes) {
+        Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {}
+        done => return done,
+    }
+    let pool = rig.dma().session_pool(id)?;
+    let deadline = Instant::now() + LEASE_WAIT;
+    loop {
+        // Register for the wake-up before trying, so a block added in between counts.
+        let added = pool.added().notified();
+        tokio::pin!(added);
+        added.as_mut().enable();
+        match rig.dma().lease(id, bytes) {
+            Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {
+                if tokio::time::timeout_at(deadline, added).await.is_err() {
+                    return rig.dma().lease(id, bytes);
+                }
+            }
+            done => return done,
+        }
+    }
+}
