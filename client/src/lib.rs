@@ -16,6 +16,7 @@
 #![deny(unsafe_code)]
 
 mod convert;
+pub mod dma;
 pub mod model;
 pub mod take;
 

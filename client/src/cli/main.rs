@@ -1,6 +1,7 @@
 //! rigctl: rig's command line. Reaches rigd only through rig-client; local file work
 //! (`rigctl firmware`) calls rig-firmware directly.
 
+mod dma;
 mod firmware;
 mod fmt;
 mod list;
@@ -45,6 +46,11 @@ enum Cmd {
     },
     /// rigd's version and API.
     Version {
+        #[arg(long)]
+        json: bool,
+    },
+    /// DMA pools and what each client holds: a table, or --json.
+    Dma {
         #[arg(long)]
         json: bool,
     },
@@ -118,6 +124,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 }
             }
             Cmd::Take(cmd) => take::run(&mut client, cmd).await?,
+            Cmd::Dma { json } => {
+                let status = rig_client::dma::status(&args.socket).await?;
+                dma::print(&mut out, &status, json)?;
+            }
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }
         Ok(ExitCode::SUCCESS)

@@ -1,0 +1,697 @@
+//! DMA memory from rigd: buffers a device can reach, mapped in this process.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), rig_client::dma::DmaError> {
+//! use rig_client::dma::Session;
+//! let session = Session::open(rig_client::DEFAULT_SOCKET, "0000:03:00.0").await?;
+//! let buf = session.alloc(64 << 10, 4096).await?;
+//! buf.write(0, b"hello device")?;
+//! println!("device address {:?}, {} bytes", buf.device_address(), buf.len());
+//! session.free(buf).await?; // or just drop it
+//! # Ok(()) }
+//! ```
+//!
+//! A [`Session`] is one gRPC `Dma.OpenSession` stream plus one side-socket connection
+//! (`<socket>.fd`); rigd reclaims everything the session holds when either closes,
+//! including when the process dies. rigd lends whole 2 MiB blocks ([`Session::lease`]);
+//! [`Session::alloc`] carves buffers out of them here, with no round trip, and leases
+//! more blocks only when none has room. Handles ([`LeaseId`]) are valid in their own
+//! session only.
+//!
+//! Buffers are device-visible memory: the device (and rigd) may write them at any
+//! time, so this API gives volatile copies ([`Buffer::read`], [`Buffer::write`]) and a
+//! raw pointer, never a `&[u8]`.
+
+mod alloc;
+mod side;
+mod status;
+#[allow(unsafe_code)]
+mod sys;
+
+use std::{
+    io,
+    os::fd::OwnedFd,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use hyper_util::rt::TokioIo;
+use rig_proto::v1::{
+    self as pb, dma_client::DmaClient, dma_side_reply::Body as Reply,
+    dma_side_request::Body as Request,
+};
+use tonic::{Code, transport::Channel};
+
+pub use status::{Addressing, ClientUse, DmaStatus, PoolStatus};
+
+use crate::ClientError;
+
+/// A lease's handle, valid in the session that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub struct LeaseId(pub u64);
+
+/// Why rigd (or this library, before asking) refused a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DmaErrorKind {
+    ZeroSize,
+    /// Not a multiple of the block size, or an alignment that is not a power of two
+    /// up to the block size.
+    Misaligned,
+    /// More than one lease, or the pool, can ever hold.
+    Oversized,
+    /// Over the uid's quota, per uid or per device.
+    Quota,
+    /// No free blocks now.
+    Exhausted,
+    /// Sysfs mode: no physically contiguous run that long.
+    NotContiguous,
+    /// Not a lease of this session.
+    UnknownLease,
+    /// Unknown session, wrong token or peer.
+    BadSession,
+    Protocol,
+    Internal,
+}
+
+impl DmaErrorKind {
+    fn from_wire(code: i32) -> Self {
+        use pb::DmaErrorCode as C;
+        match C::try_from(code) {
+            Ok(C::ZeroSize) => Self::ZeroSize,
+            Ok(C::Misaligned) => Self::Misaligned,
+            Ok(C::Oversized) => Self::Oversized,
+            Ok(C::Quota) => Self::Quota,
+            Ok(C::Exhausted) => Self::Exhausted,
+            Ok(C::NotContiguous) => Self::NotContiguous,
+            Ok(C::UnknownLease) => Self::UnknownLease,
+            Ok(C::BadSession) => Self::BadSession,
+            Ok(C::Protocol) => Self::Protocol,
+            _ => Self::Internal,
+        }
+    }
+}
+
+/// What a DMA call can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum DmaError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// A typed refusal; `message` is one line for a person.
+    #[error("{message}")]
+    Refused { kind: DmaErrorKind, message: String },
+    #[error("Failed to use rigd's DMA side socket {path}")]
+    Side {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("rigd ended the DMA session")]
+    Ended,
+    #[error("Failed to map a lease's blocks")]
+    Map(#[source] io::Error),
+    #[error("Bytes {offset}..+{len} are outside the buffer")]
+    OutOfRange { offset: u64, len: u64 },
+    #[error("rigd's reply does not follow the DMA protocol: {0}")]
+    Protocol(&'static str),
+}
+
+impl DmaError {
+    /// The refusal's kind, when this is one.
+    pub fn kind(&self) -> Option<DmaErrorKind> {
+        match self {
+            Self::Refused { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    fn refused(kind: DmaErrorKind, message: impl Into<String>) -> Self {
+        Self::Refused {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A lease as this process sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseInfo {
+    pub id: LeaseId,
+    pub bytes: u64,
+    /// Where the device reaches its first byte; `None` in host mode.
+    pub device_address: Option<u64>,
+    /// Where it is mapped here.
+    pub host_address: usize,
+}
+
+#[derive(Debug)]
+struct LocalLease {
+    info: LeaseInfo,
+    region: Arc<sys::Region>,
+    fds: Vec<OwnedFd>,
+    /// `Some` for leases `alloc` carves buffers from; `None` for raw leases.
+    arena: Option<alloc::Arena>,
+}
+
+#[derive(Debug)]
+struct Local {
+    leases: Vec<LocalLease>,
+    keep_empty: usize,
+}
+
+#[derive(Debug)]
+struct Inner {
+    id: u64,
+    block: u64,
+    max_lease_blocks: u32,
+    addressing: Addressing,
+    quota: u64,
+    side: tokio::sync::Mutex<side::Side>,
+    local: Mutex<Local>,
+    /// The session's gRPC stream: dropping it ends the session.
+    _stream: Mutex<tonic::Streaming<pb::DmaSessionEvent>>,
+}
+
+impl Inner {
+    fn local(&self) -> MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Gives a buffer's space back; true when its lease is now empty.
+    fn put_back(&self, lease: LeaseId, offset: u64, size: u64) -> bool {
+        let mut local = self.local();
+        let Some(l) = local.leases.iter_mut().find(|l| l.info.id == lease) else {
+            return false;
+        };
+        l.arena.as_mut().is_some_and(|a| {
+            a.free(offset, size);
+            a.is_empty()
+        })
+    }
+}
+
+/// A DMA session on one device's pool.
+#[derive(Debug)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+/// A buffer inside a leased block: CPU address, device address, size. Dropping it
+/// returns its space to the session (no round trip).
+#[derive(Debug)]
+pub struct Buffer {
+    inner: Arc<Inner>,
+    region: Arc<sys::Region>,
+    lease: LeaseId,
+    offset: u64,
+    size: u64,
+    device: Option<u64>,
+    returned: bool,
+}
+
+impl Buffer {
+    /// Its first byte in this process. Device-visible memory: access it with volatile
+    /// or atomic operations, never through a reference.
+    pub fn as_ptr(&self) -> *mut u8 {
+        (self.region.addr() + usize::try_from(self.offset).unwrap_or(usize::MAX)) as *mut u8
+    }
+
+    /// Its first byte for the device; `None` in host mode.
+    pub fn device_address(&self) -> Option<u64> {
+        self.device.map(|d| d + self.offset)
+    }
+
+    /// Bytes asked for.
+    pub fn len(&self) -> u64 {
+        self.size
+    }
+
+    /// Always false: buffers are never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The lease it lives in, and its offset there.
+    pub fn lease(&self) -> (LeaseId, u64) {
+        (self.lease, self.offset)
+    }
+
+    fn at(&self, offset: u64, len: usize) -> Result<usize, DmaError> {
+        let out = || DmaError::OutOfRange {
+            offset,
+            len: len as u64,
+        };
+        let end = offset.checked_add(len as u64).ok_or_else(out)?;
+        if end > self.size {
+            return Err(out());
+        }
+        usize::try_from(self.offset + offset).map_err(|_| out())
+    }
+
+    /// Copies bytes out of the buffer (volatile reads).
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`].
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        let at = self.at(offset, buf.len())?;
+        self.region.read(at, buf).map_err(DmaError::Map)
+    }
+
+    /// Copies bytes into the buffer (volatile writes).
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`].
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        let at = self.at(offset, data.len())?;
+        self.region.write(at, data).map_err(DmaError::Map)
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if !self.returned {
+            self.inner.put_back(self.lease, self.offset, self.size);
+        }
+    }
+}
+
+fn rpc(s: tonic::Status) -> DmaError {
+    match s.code() {
+        Code::Unimplemented => DmaError::Client(ClientError::DaemonTooOld {
+            path: PathBuf::new(),
+            daemon: 0,
+            needed: rig_proto::API_VERSION,
+        }),
+        _ => DmaError::Client(ClientError::rpc(s)),
+    }
+}
+
+/// A gRPC channel on one connection to `path`; it does not reconnect, because a DMA
+/// session lives and dies with its connection.
+async fn channel(path: &Path) -> Result<Channel, ClientError> {
+    let stream = tokio::net::UnixStream::connect(path)
+        .await
+        .map_err(|e| crate::diagnose(path, e))?;
+    let first = Arc::new(Mutex::new(Some(stream)));
+    tonic::transport::Endpoint::from_static("http://rigd")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let taken = first.lock().unwrap_or_else(PoisonError::into_inner).take();
+            async move {
+                let s = taken.ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotConnected,
+                        "the DMA session's connection closed",
+                    )
+                })?;
+                Ok::<_, io::Error>(TokioIo::new(s))
+            }
+        }))
+        .await
+        .map_err(|source| ClientError::Channel {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+/// Pools and per-client use (all sessions for root, the caller's own otherwise).
+///
+/// # Errors
+/// [`DmaError::Client`]: connecting, or the daemon's refusal.
+pub async fn status(socket: impl AsRef<Path>) -> Result<DmaStatus, DmaError> {
+    let mut grpc = DmaClient::new(channel(socket.as_ref()).await?);
+    let reply = grpc
+        .status(pb::DmaStatusRequest {})
+        .await
+        .map_err(rpc)?
+        .into_inner();
+    Ok(reply.into())
+}
+
+impl Session {
+    /// Opens a session on `device`'s pool through rigd at `socket`.
+    ///
+    /// # Errors
+    /// [`DmaError::Client`] (no daemon, permission, no such pool: `NotFound`),
+    /// [`DmaError::Side`], [`DmaError::Refused`] when the claim is refused.
+    pub async fn open(socket: impl AsRef<Path>, device: &str) -> Result<Self, DmaError> {
+        let socket = socket.as_ref();
+        let mut grpc = DmaClient::new(channel(socket).await?);
+        let mut stream = grpc
+            .open_session(pb::DmaOpenRequest {
+                device: device.to_owned(),
+            })
+            .await
+            .map_err(rpc)?
+            .into_inner();
+        let first = stream
+            .message()
+            .await
+            .map_err(rpc)?
+            .ok_or(DmaError::Ended)?;
+        let Some(pb::dma_session_event::Event::Opened(o)) = first.event else {
+            return Err(DmaError::Protocol(
+                "the first session event is not `opened`",
+            ));
+        };
+        let side = side::Side::connect(side::path_beside(socket))?;
+        let claim = pb::DmaClaim {
+            session: o.session,
+            token: o.token,
+        };
+        match side.call(Request::Claim(claim)).await? {
+            (Reply::Claimed(_), _) => {}
+            (Reply::Error(e), _) => return Err(refusal(&e)),
+            _ => return Err(DmaError::Protocol("a claim must be answered `claimed`")),
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id: o.session,
+                block: o.block_bytes,
+                max_lease_blocks: o.max_lease_blocks,
+                addressing: Addressing::from_wire(o.addressing),
+                quota: o.quota_bytes,
+                side: tokio::sync::Mutex::new(side),
+                local: Mutex::new(Local {
+                    leases: Vec::new(),
+                    keep_empty: 1,
+                }),
+                _stream: Mutex::new(stream),
+            }),
+        })
+    }
+
+    /// The session's number (as `rigctl dma` shows it).
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// How the device reaches this session's memory.
+    pub fn addressing(&self) -> Addressing {
+        self.inner.addressing
+    }
+
+    /// The block size rigd leases in (2 MiB).
+    pub fn block_bytes(&self) -> u64 {
+        self.inner.block
+    }
+
+    /// What this uid could still lease from the pool when the session opened.
+    pub fn quota_bytes(&self) -> u64 {
+        self.inner.quota
+    }
+
+    /// How many empty single-block leases to keep for the fast path (default 1);
+    /// more are given back to rigd on the next `free`, `alloc` lease or `trim`.
+    pub fn set_keep_empty(&self, n: usize) {
+        self.inner.local().keep_empty = n;
+    }
+
+    fn check(&self, size: u64, align: u64) -> Result<(), DmaError> {
+        use DmaErrorKind as K;
+        if size == 0 {
+            return Err(DmaError::refused(
+                K::ZeroSize,
+                "A buffer of zero bytes was asked for",
+            ));
+        }
+        if !align.is_power_of_two() || align > self.inner.block {
+            return Err(DmaError::refused(
+                K::Misaligned,
+                format!(
+                    "Alignment {align} is not a power of two up to {}",
+                    self.inner.block
+                ),
+            ));
+        }
+        let max = u64::from(self.inner.max_lease_blocks) * self.inner.block;
+        if size > max {
+            return Err(DmaError::refused(
+                K::Oversized,
+                format!("{size} bytes is more than {max}, the most one lease may hold"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A buffer from blocks already leased: the fast path, no round trip. `None`
+    /// when none has room.
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`] for a zero size, a bad alignment or an oversized request.
+    pub fn try_alloc(&self, size: u64, align: u64) -> Result<Option<Buffer>, DmaError> {
+        self.check(size, align)?;
+        Ok(self.carve(size, align, None))
+    }
+
+    fn carve(&self, size: u64, align: u64, only: Option<LeaseId>) -> Option<Buffer> {
+        let mut local = self.inner.local();
+        local.leases.iter_mut().find_map(|l| {
+            if only.is_some_and(|id| id != l.info.id) {
+                return None;
+            }
+            let offset = l.arena.as_mut()?.alloc(size, align)?;
+            Some(Buffer {
+                inner: Arc::clone(&self.inner),
+                region: Arc::clone(&l.region),
+                lease: l.info.id,
+                offset,
+                size,
+                device: l.info.device_address,
+                returned: false,
+            })
+        })
+    }
+
+    /// A buffer of `size` bytes at a multiple of `align` (a power of two, up to 2 MiB):
+    /// from blocks already leased when one has room, else from a fresh lease.
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`] (size, alignment, quota, exhausted pool, no contiguous
+    /// run), [`DmaError::Side`], [`DmaError::Ended`], [`DmaError::Map`].
+    pub async fn alloc(&self, size: u64, align: u64) -> Result<Buffer, DmaError> {
+        if let Some(b) = self.try_alloc(size, align)? {
+            return Ok(b);
+        }
+        self.release_spare().await?;
+        let bytes = size.div_ceil(self.inner.block).max(1) * self.inner.block;
+        let info = self.lease_inner(bytes, true).await?;
+        self.carve(size, align, Some(info.id))
+            .ok_or(DmaError::Protocol(
+                "a fresh lease has no room for its buffer",
+            ))
+    }
+
+    /// Frees a buffer now; when its lease becomes empty and is not kept for the fast
+    /// path, gives the lease back to rigd.
+    ///
+    /// # Errors
+    /// As [`Session::release`].
+    pub async fn free(&self, mut buf: Buffer) -> Result<(), DmaError> {
+        buf.returned = true;
+        if self.inner.put_back(buf.lease, buf.offset, buf.size) {
+            self.release_spare().await?;
+        }
+        Ok(())
+    }
+
+    /// Gives back every empty lease beyond those kept for the fast path; returns how
+    /// many.
+    ///
+    /// # Errors
+    /// As [`Session::release`].
+    pub async fn trim(&self) -> Result<usize, DmaError> {
+        self.release_spare().await
+    }
+
+    async fn release_spare(&self) -> Result<usize, DmaError> {
+        let spare: Vec<LeaseId> = {
+            let local = self.inner.local();
+            let block = self.inner.block;
+            let mut kept = 0;
+            local
+                .leases
+                .iter()
+                .filter(|l| l.arena.as_ref().is_some_and(alloc::Arena::is_empty))
+                .filter(|l| {
+                    let keep = l.info.bytes == block && kept < local.keep_empty;
+                    kept += usize::from(keep);
+                    !keep
+                })
+                .map(|l| l.info.id)
+                .collect()
+        };
+        for id in &spare {
+            self.release(*id).await?;
+        }
+        Ok(spare.len())
+    }
+
+    /// Leases `bytes` (a multiple of the block size, which rigd checks) as one lease,
+    /// mapped here and not used by `alloc`. Kept until [`Session::release`].
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`] with rigd's reason, [`DmaError::Side`],
+    /// [`DmaError::Ended`], [`DmaError::Map`].
+    pub async fn lease(&self, bytes: u64) -> Result<LeaseInfo, DmaError> {
+        self.lease_inner(bytes, false).await
+    }
+
+    async fn lease_inner(&self, bytes: u64, carve: bool) -> Result<LeaseInfo, DmaError> {
+        let (reply, fds) = {
+            let side = self.inner.side.lock().await;
+            side.call(Request::Lease(pb::DmaLease { bytes })).await?
+        };
+        let l = match reply {
+            Reply::Leased(l) => l,
+            Reply::Error(e) => return Err(refusal(&e)),
+            _ => return Err(DmaError::Protocol("a lease must be answered `leased`")),
+        };
+        if fds.len() != usize::try_from(l.blocks).unwrap_or(usize::MAX) || fds.is_empty() {
+            return Err(DmaError::Protocol(
+                "a lease's reply must carry one descriptor per block",
+            ));
+        }
+        let block =
+            usize::try_from(self.inner.block).map_err(|_| DmaError::Protocol("block size"))?;
+        let region = sys::Region::map(&fds, block).map_err(DmaError::Map)?;
+        let info = LeaseInfo {
+            id: LeaseId(l.lease),
+            bytes: l.bytes,
+            device_address: l.device_address,
+            host_address: region.addr(),
+        };
+        self.inner.local().leases.push(LocalLease {
+            info,
+            region: Arc::new(region),
+            fds,
+            arena: carve.then(|| alloc::Arena::new(l.bytes)),
+        });
+        Ok(info)
+    }
+
+    /// Gives a lease back to rigd. Its mapping here goes first; buffers still in it
+    /// keep their address but read zeros from then on. A handle that is not this
+    /// session's is sent anyway and refused by rigd ([`DmaErrorKind::UnknownLease`]).
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`], [`DmaError::Side`], [`DmaError::Ended`].
+    pub async fn release(&self, id: LeaseId) -> Result<(), DmaError> {
+        drop(self.take_local(id));
+        let side = self.inner.side.lock().await;
+        match side
+            .call(Request::Release(pb::DmaRelease { lease: id.0 }))
+            .await?
+        {
+            (Reply::Released(_), _) => Ok(()),
+            (Reply::Error(e), _) => Err(refusal(&e)),
+            _ => Err(DmaError::Protocol("a release must be answered `released`")),
+        }
+    }
+
+    fn take_local(&self, id: LeaseId) -> Option<LocalLease> {
+        let mut local = self.inner.local();
+        let i = local.leases.iter().position(|l| l.info.id == id)?;
+        Some(local.leases.swap_remove(i))
+    }
+
+    /// The leases this session holds.
+    pub fn leases(&self) -> Vec<LeaseInfo> {
+        self.inner.local().leases.iter().map(|l| l.info).collect()
+    }
+
+    /// Second descriptors of a lease's blocks (sealed hugetlb memfds, one per block),
+    /// e.g. to hand to another API. `None` for a lease this session does not hold.
+    ///
+    /// # Errors
+    /// dup(2) failures.
+    pub fn lease_fds(&self, id: LeaseId) -> io::Result<Option<Vec<OwnedFd>>> {
+        let local = self.inner.local();
+        let Some(l) = local.leases.iter().find(|l| l.info.id == id) else {
+            return Ok(None);
+        };
+        l.fds
+            .iter()
+            .map(OwnedFd::try_clone)
+            .collect::<io::Result<_>>()
+            .map(Some)
+    }
+
+    /// Volatile read of a lease's bytes.
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`] (`UnknownLease`), [`DmaError::OutOfRange`].
+    pub fn read_lease(&self, id: LeaseId, offset: u64, buf: &mut [u8]) -> Result<(), DmaError> {
+        self.with_region(id, offset, buf.len(), |r, at| r.read(at, buf))
+    }
+
+    /// Volatile write into a lease.
+    ///
+    /// # Errors
+    /// [`DmaError::Refused`] (`UnknownLease`), [`DmaError::OutOfRange`].
+    pub fn write_lease(&self, id: LeaseId, offset: u64, data: &[u8]) -> Result<(), DmaError> {
+        self.with_region(id, offset, data.len(), |r, at| r.write(at, data))
+    }
+
+    fn with_region(
+        &self,
+        id: LeaseId,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&sys::Region, usize) -> io::Result<()>,
+    ) -> Result<(), DmaError> {
+        let region = {
+            let local = self.inner.local();
+            let l = local
+                .leases
+                .iter()
+                .find(|l| l.info.id == id)
+                .ok_or_else(|| {
+                    DmaError::refused(
+                        DmaErrorKind::UnknownLease,
+                        format!("Lease {} is not held here", id.0),
+                    )
+                })?;
+            let out = DmaError::OutOfRange {
+                offset,
+                len: len as u64,
+            };
+            if offset
+                .checked_add(len as u64)
+                .is_none_or(|e| e > l.info.bytes)
+            {
+                return Err(out);
+            }
+            Arc::clone(&l.region)
+        };
+        let at = usize::try_from(offset).map_err(|_| DmaError::OutOfRange {
+            offset,
+            len: len as u64,
+        })?;
+        f(&region, at).map_err(DmaError::Map)
+    }
+}
+
+fn refusal(e: &pb::DmaSideError) -> DmaError {
+    DmaError::refused(DmaErrorKind::from_wire(e.code), e.message.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_side_socket_sits_beside_the_main_one() {
+        assert_eq!(
+            side::path_beside(Path::new("/run/rig/rigd.sock")),
+            Path::new("/run/rig/rigd.sock.fd")
+        );
+    }
+
+    #[test]
+    fn wire_codes_map_to_kinds_and_unknown_ones_to_internal() {
+        assert_eq!(
+            DmaErrorKind::from_wire(pb::DmaErrorCode::UnknownLease.into()),
+            DmaErrorKind::UnknownLease
+        );
+        assert_eq!(DmaErrorKind::from_wire(999), DmaErrorKind::Internal);
+    }
+}
