@@ -18,9 +18,6 @@ rc=$?
 set -e
 echo
 echo "==== inside the disposable machine (Debian, systemd, Linux $(. "$TOOLS_ENV"; echo "$KVER"), QEMU with intel-iommu)"
-echo "==== PCI functions:"
-awk '{printf "  %s  %s:%s  class %s  driver %s\n", $1, substr($2,3), substr($3,3), substr($4,3), $5}' \
-  "$OUT/results/devices.txt" 2> /dev/null || true
 grep -v '^CHECK ' "$OUT/results/demo-rigctl/log" 2> /dev/null || echo "(no output came back: see $OUT/serial.log)"
 echo
 echo "==== $(sed -n 's/^verdict=//p' "$OUT/verdict" 2> /dev/null): $(sed -n 's/^result=//p' "$OUT/verdict" 2> /dev/null) checks, boot $(sed -n 's/^seconds=//p' "$OUT/verdict" 2> /dev/null) s; run folder $OUT"

@@ -36,17 +36,36 @@ use std::path::PathBuf;
 /// silently skipping the tier.
 #[must_use]
 pub fn gate() -> bool {
-    let enabled = std::env::var("RIG_VM").is_ok_and(|v| v == "1");
-    if enabled {
-        return true;
+    let rig_vm = std::env::var("RIG_VM").ok();
+    let ci = std::env::var("CI").ok();
+    match decide(rig_vm.as_deref(), ci.as_deref()) {
+        Gate::Run => true,
+        Gate::Skip => {
+            println!("skipped: set RIG_VM=1");
+            false
+        }
+        Gate::Refuse => {
+            panic!("CI is set but RIG_VM is not 1: run the VM tier through tests/vm/run-tier.sh")
+        }
     }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty());
-    assert!(
-        !ci,
-        "CI is set but RIG_VM is not 1: run the VM tier through tests/vm/run-tier.sh"
-    );
-    println!("skipped: set RIG_VM=1");
-    false
+}
+
+/// What [`gate`] does with these values of `RIG_VM` and `CI`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Run,
+    Skip,
+    Refuse,
+}
+
+fn decide(rig_vm: Option<&str>, ci: Option<&str>) -> Gate {
+    if rig_vm == Some("1") {
+        Gate::Run
+    } else if ci.is_some_and(|v| !v.is_empty()) {
+        Gate::Refuse
+    } else {
+        Gate::Skip
+    }
 }
 
 /// `tests/vm/` in this checkout: the scripts and guest files.
@@ -60,4 +79,28 @@ pub fn vm_dir() -> PathBuf {
 pub fn cache_dir() -> PathBuf {
     std::env::var_os("RIG_VM_CACHE")
         .map_or_else(|| PathBuf::from("/var/cache/rig/vm"), PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rig_vm_1_runs_the_tier_with_or_without_ci() {
+        assert_eq!(decide(Some("1"), None), Gate::Run);
+        assert_eq!(decide(Some("1"), Some("true")), Gate::Run);
+    }
+
+    #[test]
+    fn without_rig_vm_a_developer_run_skips() {
+        assert_eq!(decide(None, None), Gate::Skip);
+        assert_eq!(decide(Some("0"), None), Gate::Skip);
+        assert_eq!(decide(None, Some("")), Gate::Skip);
+    }
+
+    #[test]
+    fn without_rig_vm_a_ci_run_fails_instead_of_skipping() {
+        assert_eq!(decide(None, Some("true")), Gate::Refuse);
+        assert_eq!(decide(Some("yes"), Some("1")), Gate::Refuse);
+    }
 }
