@@ -8,9 +8,10 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 load_tools
 
-# Modules loaded explicitly; modprobe --show-depends adds what they need.
+# Modules loaded explicitly; modprobe --show-depends adds what they need. virtio_pci is
+# built in on 6.12 but a module on 6.1 (the fallback kernel).
 # ahci and i2c-i801 bind the ICH9 functions that share one IOMMU group (take-cycle).
-MODULES=(vfio-pci vfio_iommu_type1 bochs virtio-gpu virtio_blk nvme ext4 crc32c_generic ahci i2c-i801)
+MODULES=(vfio-pci vfio_iommu_type1 bochs virtio-gpu virtio_pci virtio_blk nvme ext4 crc32c_generic ahci i2c-i801)
 LSPCI=$(command -v lspci) || die "lspci missing: run setup.sh"
 BUSYBOX=$(command -v busybox) || die "busybox missing: run setup.sh"
 

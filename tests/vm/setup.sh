@@ -7,6 +7,9 @@
 # installed are not upgraded (--no-upgrade). The kernel .deb is
 # unpacked under the cache: the host's /boot is never touched.
 #
+# RIG_VM_SUITE=bookworm skips backports (to check the fallback); packages already installed
+# from backports stay, since nothing is ever downgraded.
+#
 # Writes $RIG_VM_CACHE/tools.env (QEMU, KVER, KDIR, VMLINUZ, ...), read by the other scripts.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -44,16 +47,19 @@ t=$(date +%s.%N)
 "${APT[@]}" update -qq
 say "apt update: $(since "$t") s"
 
+SUITE=${RIG_VM_SUITE:-bookworm-backports}
 t=$(date +%s.%N)
-if "${APT[@]}" install -y -qq --no-install-recommends --no-upgrade -t bookworm-backports "${PKGS[@]}" >/dev/null; then
-  QEMU_SUITE=bookworm-backports
+if [ "$SUITE" = bookworm-backports ] &&
+  "${APT[@]}" install -y -qq --no-install-recommends --no-upgrade -t bookworm-backports "${PKGS[@]}" >/dev/null; then
+  :
 else
-  say "warning: bookworm-backports install failed; falling back to bookworm's QEMU 7.2"
+  [ "$SUITE" = bookworm-backports ] && say "warning: bookworm-backports install failed; falling back to bookworm (QEMU 7.2)"
   "${APT[@]}" install -y -qq --no-install-recommends --no-upgrade "${PKGS[@]}" >/dev/null
-  QEMU_SUITE=bookworm
 fi
 QEMU=$(command -v qemu-system-x86_64)
 QEMU_VERSION=$("$QEMU" --version | awk 'NR==1{print $4}')
+# Where the installed QEMU came from, by its Debian version (backports ones say ~bpo).
+case $(dpkg-query -W -f='${Version}' qemu-system-x86) in *bpo*) QEMU_SUITE=bookworm-backports;; *) QEMU_SUITE=bookworm;; esac
 say "apt install: $(since "$t") s (QEMU $QEMU_VERSION from $QEMU_SUITE)"
 
 # Guest kernel: the image package that linux-image-amd64 names in the chosen suite.
@@ -62,10 +68,10 @@ kernel_pkg() {
     awk -F'[ ,(]+' '/^Depends:/{for(i=2;i<=NF;i++) if ($i ~ /^linux-image-[0-9]/) {print $i; exit}}'
 }
 t=$(date +%s.%N)
-KERNEL_SUITE=bookworm-backports
-KPKG=$(kernel_pkg bookworm-backports)
+KERNEL_SUITE=$SUITE
+KPKG=$(kernel_pkg "$SUITE")
 if [ -z "$KPKG" ]; then
-  say "warning: no kernel in bookworm-backports; falling back to bookworm's 6.1"
+  [ "$SUITE" = bookworm-backports ] && say "warning: no kernel in bookworm-backports; falling back to bookworm's 6.1"
   KERNEL_SUITE=bookworm
   KPKG=$(kernel_pkg bookworm)
 fi
