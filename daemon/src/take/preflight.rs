@@ -251,7 +251,18 @@ fn disks_in_use(root: &SysfsRoot, places: &Places, bdf: Bdf) -> Vec<String> {
         let Ok(real) = fs::canonicalize(b.path()) else {
             continue;
         };
-        if !real.starts_with(&dev_dir) {
+        // NVMe multipath puts the namespace head (nvme0n1) under a virtual subsystem
+        // (devices/virtual/nvme-subsystem/nvme-subsys0/nvme0n1) whose directory links
+        // to its controllers (nvme-subsys0/nvme0 → the function's nvme/nvme0).
+        let below = |p: &Path| fs::canonicalize(p).is_ok_and(|r| r.starts_with(&dev_dir));
+        let via_subsystem = real.parent().is_some_and(|subsys| {
+            fs::read_dir(subsys).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_type().is_ok_and(|t| t.is_symlink()) && below(&e.path()))
+            })
+        });
+        if !real.starts_with(&dev_dir) && !via_subsystem {
             continue;
         }
         let name = b.file_name().to_string_lossy().into_owned();
@@ -317,7 +328,8 @@ fn console_framebuffer(root: &SysfsRoot, places: &Places, bdf: Bdf) -> Option<St
         })
         .unwrap_or(0);
     let fb = format!("fb{console_fb}");
-    let target = fs::canonicalize(root.path().join("class/graphics").join(&fb).join("device")).ok()?;
+    let target =
+        fs::canonicalize(root.path().join("class/graphics").join(&fb).join("device")).ok()?;
     if target != dev_dir {
         return None;
     }
