@@ -42,3 +42,22 @@ fn group_member_reaches_rigd_under_debian_tools_too() {
 
     out.assert_passed("socket-access");
 }
+
+#[test]
+fn the_cached_root_image_is_not_written_by_a_boot() {
+    let Some(out) = FULL.outcome() else { return };
+
+    // QEMU opens the image with snapshot=on; qemu.cmd is written just before QEMU starts.
+    let image = rig_tests::vm::cache_dir().join("full/root.ext4");
+    let image_mtime = std::fs::metadata(&image)
+        .and_then(|m| m.modified())
+        .expect("root image");
+    let boot_start = std::fs::metadata(out.dir.join("qemu.cmd"))
+        .and_then(|m| m.modified())
+        .expect("qemu.cmd");
+    assert!(
+        image_mtime < boot_start,
+        "{} changed during the boot",
+        image.display()
+    );
+}
