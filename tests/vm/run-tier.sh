@@ -1,7 +1,7 @@
 #!/bin/bash
 # The VM tier as the project's test command runs it, from a fresh Debian 12 machine:
 #   setup (apt, kernel) → guest binaries (static) → images (fast base, full root) →
-#   cargo test -p rig-tests with RIG_VM=1 (each test group boots once).
+#   host rigd/rigctl → cargo test -p rig-tests with RIG_VM=1 (each test group boots once).
 # Prints the time of each part at the end. Needs root (apt, debootstrap).
 # Env: RIG_VM_CACHE (default /var/cache/rig/vm), GUEST_TARGET_DIR (default target-guest),
 # RIG_VM_TARGET_DIR (host build of rig-tests; default: cargo's, so the test command
@@ -33,4 +33,6 @@ part guest-build "$VM_DIR/build-guest.sh"
 part fast-image "$VM_DIR/build-fast.sh"
 part full-image "$VM_DIR/build-full.sh"
 [ -n "${RIG_VM_TARGET_DIR:-}" ] && export CARGO_TARGET_DIR=$RIG_VM_TARGET_DIR
+# tests/parity_host.rs (in rig-tests too) runs the host's rigd and rigctl from this target.
+part host-build cargo build -p rigd -p rig-client
 part vm-tests env RIG_VM=1 cargo test -p rig-tests --no-fail-fast
