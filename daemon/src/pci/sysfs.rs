@@ -164,7 +164,9 @@ impl SysfsRoot {
         }
         let mut at = regs::PCI_CFG_SPACE_SIZE;
         for _ in 0..caps::MAX_CAPS {
-            if at + 4 > buf.len() || read_fully_at(&f, &mut buf[at..at + 4], at as u64).map_err(read)? < 4 {
+            if at + 4 > buf.len()
+                || read_fully_at(&f, &mut buf[at..at + 4], at as u64).map_err(read)? < 4
+            {
                 break;
             }
             let header = u32::from_le_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);

@@ -495,7 +495,11 @@ impl Taker {
     /// # Errors
     /// The step that failed; the journal keeps the device's record then, and the next
     /// start of rigd finishes the job.
-    pub fn attach(&self, mut taken: Taken, progress: Progress<'_>) -> Result<AttachReport, TakeError> {
+    pub fn attach(
+        &self,
+        mut taken: Taken,
+        progress: Progress<'_>,
+    ) -> Result<AttachReport, TakeError> {
         let mut rec = self.record_of(&taken, Phase::Attaching("stop".into()));
         self.record(&rec)?;
         let report = self.give_back(&mut taken, &mut rec, progress)?;
@@ -713,7 +717,10 @@ fn crash_point(phase: &Phase) {
         Phase::Resetting(s) => format!("resetting:{s}"),
         Phase::Attaching(s) => format!("attaching:{s}"),
     };
-    if at.to_str().is_some_and(|at| !at.is_empty() && tag.starts_with(at)) {
+    if at
+        .to_str()
+        .is_some_and(|at| !at.is_empty() && tag.starts_with(at))
+    {
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
 }
