@@ -44,6 +44,10 @@ pub fn device(d: pb::Device) -> Device {
             device: opt(id.device_name),
             subsystem: opt(id.subsystem_name),
             class: opt(id.class_name),
+            subsystem_vendor: opt(id.subsystem_vendor_name),
+            base_class: opt(id.base_class_name),
+            subclass: opt(id.subclass_name),
+            prog_if: opt(id.prog_if_name),
         },
         gpu: id.gpu.map(|g| Gpu {
             vendor: g.vendor,
@@ -306,6 +310,7 @@ fn sysfs(s: pb::Sysfs) -> Sysfs {
         resize_files: s.resize_files.into_iter().map(n8).collect(),
         upstream: s.upstream,
         boot_vga: s.boot_vga,
+        irq: (s.irq != 0).then_some(s.irq),
         missing: s.missing,
     }
 }

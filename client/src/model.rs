@@ -56,7 +56,12 @@ pub struct Names {
     pub vendor: Option<String>,
     pub device: Option<String>,
     pub subsystem: Option<String>,
+    /// The most specific of `prog_if`, `subclass` and `base_class`.
     pub class: Option<String>,
+    pub subsystem_vendor: Option<String>,
+    pub base_class: Option<String>,
+    pub subclass: Option<String>,
+    pub prog_if: Option<String>,
 }
 
 /// What a GPU or accelerator is.
@@ -347,6 +352,8 @@ pub struct Sysfs {
     /// Bridges from the parent up to the root port.
     pub upstream: Vec<String>,
     pub boot_vga: bool,
+    /// The kernel's IRQ (sysfs `irq`), which lspci shows; not the config register's.
+    pub irq: Option<u32>,
     pub missing: Vec<String>,
 }
 

@@ -53,7 +53,7 @@ pub fn bar_short(b: &Bar) -> String {
 pub fn title(d: &Device) -> String {
     let class = d.names.class.as_deref().unwrap_or("Class");
     let vendor = d.names.vendor.as_deref().unwrap_or("Unknown vendor");
-    let device = d.names.device.as_deref().unwrap_or("Unknown device");
+    let device = d.names.device.as_deref().unwrap_or("Device");
     let mut t = format!(
         "{} {class} [{:04x}]: {vendor} {device} [{:04x}:{:04x}]",
         d.bdf,

@@ -62,7 +62,7 @@ fn identity(out: &mut impl Write, d: &Device) -> io::Result<()> {
         "Subsystem",
         format!(
             "{} {}",
-            fmt::named(None, d.subsystem_vendor_id).trim_matches(['[', ']']),
+            fmt::named(d.names.subsystem_vendor.as_deref(), d.subsystem_vendor_id),
             d.names.subsystem.clone().map_or(
                 format!("[{:04x}]", d.subsystem_device_id),
                 |n| format!("{n} [{:04x}]", d.subsystem_device_id)
@@ -93,7 +93,7 @@ fn identity(out: &mut impl Write, d: &Device) -> io::Result<()> {
             format!(
                 "pin {} routed to IRQ {}",
                 (b'A' + h.interrupt_pin - 1) as char,
-                h.interrupt_line
+                d.sysfs.irq.unwrap_or(u32::from(h.interrupt_line))
             ),
         )?;
     }

@@ -12,6 +12,10 @@ use super::{
     sysfs::{Resource, SysfsRoot},
 };
 
+const IORESOURCE_IO: u64 = 0x100;
+const IORESOURCE_PREFETCH: u64 = 0x2000;
+const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+
 /// Everything rig knows about one function.
 #[derive(Debug, Clone)]
 pub struct Device {
@@ -39,8 +43,13 @@ pub struct Device {
 pub struct Names {
     pub vendor: Option<String>,
     pub device: Option<String>,
+    pub subsystem_vendor: Option<String>,
     pub subsystem: Option<String>,
+    /// The most specific of prog-if, subclass and base class.
     pub class: Option<String>,
+    pub base_class: Option<String>,
+    pub subclass: Option<String>,
+    pub prog_if: Option<String>,
 }
 
 /// A BAR: the register's view merged with the kernel's assignment from `resource`.
@@ -90,6 +99,8 @@ pub struct SysfsFacts {
     pub resize_files: Vec<u8>,
     pub upstream: Vec<Bdf>,
     pub boot_vga: bool,
+    /// The kernel's IRQ for the function (`irq`), not the config register's.
+    pub irq: Option<u32>,
     /// Attributes every function on a current kernel has, absent here.
     pub missing: Vec<&'static str>,
 }
@@ -242,6 +253,10 @@ fn names(ids: &PciIds, h: &Header) -> Names {
         .or_else(|| ids.subclass(base, sub))
         .or_else(|| ids.class(base));
     Names {
+        subsystem_vendor: ids.vendor(h.subsystem_vendor_id).map(str::to_owned),
+        base_class: ids.class(base).map(str::to_owned),
+        subclass: ids.subclass(base, sub).map(str::to_owned),
+        prog_if: ids.prog_if(base, sub, prog).map(str::to_owned),
         vendor: ids.vendor(h.vendor_id).map(str::to_owned),
         device: ids.device(h.vendor_id, h.device_id).map(str::to_owned),
         subsystem: ids
@@ -290,6 +305,7 @@ fn read_facts(root: &SysfsRoot, bdf: Bdf) -> Result<SysfsFacts, PciError> {
         .map(|s| s.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
     let boot_vga = root.read_attr(bdf, "boot_vga")?.is_some_and(|s| s == "1");
+    let irq = root.read_attr(bdf, "irq")?.and_then(|s| s.parse().ok());
     Ok(SysfsFacts {
         driver: root.link_name(bdf, "driver"),
         driver_override,
@@ -307,6 +323,7 @@ fn read_facts(root: &SysfsRoot, bdf: Bdf) -> Result<SysfsFacts, PciError> {
         resize_files: root.resize_files(bdf),
         upstream: root.upstream(bdf),
         boot_vga,
+        irq,
         missing,
     })
 }
@@ -341,6 +358,23 @@ fn merge_bars(
             if raw == 0 && res.start == 0 && res.size() == 0 {
                 return None;
             }
+            // A register that reads zero for a region the kernel assigned (hidden or
+            // virtual BARs): take the kind from the kernel's flags, as lspci does
+            // (include/linux/ioport.h IORESOURCE_IO/MEM/PREFETCH/MEM_64).
+            let reg = if raw == 0 && res.start != 0 {
+                header::BarRegister {
+                    kind: if res.flags & IORESOURCE_IO != 0 {
+                        BarKind::Io
+                    } else {
+                        BarKind::Memory
+                    },
+                    is_64bit: res.flags & IORESOURCE_MEM_64 != 0,
+                    prefetchable: res.flags & IORESOURCE_PREFETCH != 0,
+                    ..reg
+                }
+            } else {
+                reg
+            };
             let decode_bit = match reg.kind {
                 BarKind::Memory => PCI_COMMAND_MEMORY,
                 BarKind::Io => PCI_COMMAND_IO,

@@ -25,6 +25,10 @@ pub fn device(d: &Device) -> pb::Device {
             device_name: d.names.device.clone().unwrap_or_default(),
             subsystem_name: d.names.subsystem.clone().unwrap_or_default(),
             class_name: d.names.class.clone().unwrap_or_default(),
+            subsystem_vendor_name: d.names.subsystem_vendor.clone().unwrap_or_default(),
+            base_class_name: d.names.base_class.clone().unwrap_or_default(),
+            subclass_name: d.names.subclass.clone().unwrap_or_default(),
+            prog_if_name: d.names.prog_if.clone().unwrap_or_default(),
             gpu: d.gpu.as_ref().map(|g| pb::Gpu {
                 vendor: match g.vendor {
                     GpuVendor::Nvidia => "nvidia",
@@ -342,6 +346,7 @@ fn sysfs(d: &Device) -> pb::Sysfs {
         resize_files: s.resize_files.iter().map(|&n| n.into()).collect(),
         upstream: s.upstream.iter().map(ToString::to_string).collect(),
         boot_vga: s.boot_vga,
+        irq: s.irq.unwrap_or(0),
         missing: s.missing.iter().map(|m| (*m).to_owned()).collect(),
     }
 }
