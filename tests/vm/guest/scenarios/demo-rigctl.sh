@@ -1,6 +1,7 @@
-# rig-vm: kind=inspect timeout=120
+# rig-vm: kind=takeover timeout=150
 # The README's demo: systemd starts rigd from the repo's unit, then rigctl shows the
-# emulated devices and the stand-in GPU (bochs-display at 00:03.0), as a user would.
+# emulated devices and the stand-in GPU (bochs-display at 00:03.0), as a user would,
+# takes that GPU from bochs-drm to vfio-pci and gives it back.
 add_users
 systemctl daemon-reload
 show() { echo; echo "\$ $*"; "$@"; }
@@ -18,4 +19,9 @@ check "alice (group rig) reaches rigd" [ $? = 0 ]
 echo; echo "\$ su bob -c 'rigctl version'      # bob is not in group rig"
 as_user bob rigctl version
 check "bob is refused" [ $? != 0 ]
+show rigctl detach 0000:00:03.0 --mode vfio
+check "rigctl detach 0000:00:03.0 (to vfio-pci)" [ "$(drv_of 0000:00:03.0)" = vfio-pci ]
+show rigctl status
+show rigctl attach 0000:00:03.0
+check "rigctl attach 0000:00:03.0 (back to bochs-drm)" [ "$(drv_of 0000:00:03.0)" = bochs-drm ]
 systemctl stop rigd.socket rigd.service
