@@ -1153,6 +1153,7 @@ mod tests {
                 device: Some("GH100 [H200 SXM 141GB]".to_owned()),
                 subsystem: None,
                 class: Some("3D controller".to_owned()),
+                ..Names::default()
             },
             gpu: None,
             config_access: ConfigAccess {
