@@ -186,6 +186,12 @@ impl FakeSysfs {
             .map(|(s, e, f)| format!("0x{s:016x} 0x{e:016x} 0x{f:016x}\n"))
             .collect();
         fs::write(dir.join("resource"), text)?;
+        // resourceN of each memory region (IORESOURCE_MEM), sparse, as big as the BAR.
+        for (i, (s, e, f)) in d.resources.iter().enumerate().take(6) {
+            if f & 0x200 != 0 && e > s {
+                fs::File::create(dir.join(format!("resource{i}")))?.set_len(e - s + 1)?;
+            }
+        }
         let ids = [("vendor", 0usize, 2usize), ("device", 2, 2)];
         for (name, at, len) in ids {
             let v = d.config[at..at + len]

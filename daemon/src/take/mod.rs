@@ -18,6 +18,7 @@
 //! Kernel ABI: Documentation/ABI/testing/sysfs-bus-pci; ReBAR: PCIe Base 6.0 §7.8.6;
 //! VFIO: include/uapi/linux/vfio.h. Not here: decoding (`pci`), ioctls (`sys::vfio`).
 
+pub mod bars;
 pub mod journal;
 pub mod preflight;
 mod recover;
@@ -171,6 +172,8 @@ pub struct Taken {
     /// What `--force` overrode.
     pub overrode: Vec<String>,
     pub resize: Option<ResizeReport>,
+    /// The memory BARs, mapped into rigd (dropped before `vfio`: fields drop in order).
+    pub bars: Vec<bars::MappedBar>,
     pub vfio: Option<VfioHold>,
     _lock: Flock<File>,
 }
@@ -350,6 +353,7 @@ impl Taker {
             group_members,
             overrode,
             resize: None,
+            bars: Vec::new(),
             vfio: None,
             _lock: lock,
         };
@@ -415,6 +419,8 @@ impl Taker {
                 let group = group.ok_or(TakeError::NoIommuGroup { bdf })?;
                 progress(&format!("open VFIO group {group}"));
                 t.vfio = Some(self.open_vfio(bdf, &group)?);
+                progress("map BARs through VFIO regions");
+                t.bars = bars::map_vfio(bdf, t.vfio.as_ref().expect("just opened"))?;
             }
             Mode::Sysfs => {
                 rec.phase = Phase::Detaching("enable".into());
@@ -423,6 +429,8 @@ impl Taker {
                 self.sysfs
                     .enable(bdf, true)
                     .map_err(self.step(bdf, "enable the function"))?;
+                progress("map BARs through resourceN");
+                t.bars = bars::map_sysfs(bdf, self.root())?;
             }
         }
         rec.phase = Phase::Held;
@@ -525,6 +533,8 @@ impl Taker {
             Phase::Resizing(format!("BAR{}", bar.map_or("?".into(), |b| b.to_string()))),
         );
         self.record(&rec)?;
+        // The kernel moves BARs as it resizes: drop the maps, make them again after.
+        t.bars.clear();
         if t.mode == Mode::Vfio {
             t.vfio = None;
             progress("release vfio-pci for the resize");
@@ -539,6 +549,10 @@ impl Taker {
                 .ok_or(TakeError::NoIommuGroup { bdf })?;
             t.vfio = Some(self.open_vfio(bdf, &group)?);
         }
+        t.bars = match &t.vfio {
+            Some(v) => bars::map_vfio(bdf, v)?,
+            None => bars::map_sysfs(bdf, self.root())?,
+        };
         rec.phase = Phase::Held;
         self.record(&rec)?;
         let report = result?;
@@ -633,6 +647,7 @@ impl Taker {
         // Close the VFIO device before unbinding vfio-pci: its remove waits for every
         // open device fd, so unbinding while rig holds one never returns (seen in the
         // disposable machine). Closing also makes vfio-pci restore and reset the device.
+        t.bars.clear();
         t.vfio = None;
         let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
         members.push((bdf, t.original_driver.clone()));

@@ -91,6 +91,7 @@ pub(super) fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, T
             .collect(),
         overrode: Vec::new(),
         resize: None,
+        bars: Vec::new(),
         vfio: None,
         _lock: lock,
     })
@@ -106,9 +107,13 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
                 .root()
                 .link_name(bdf, "iommu_group")
                 .ok_or(TakeError::NoIommuGroup { bdf })?;
-            t.vfio = Some(taker.open_vfio(bdf, &group)?);
+            let v = taker.open_vfio(bdf, &group)?;
+            t.bars = super::bars::map_vfio(bdf, &v)?;
+            t.vfio = Some(v);
         }
-        Mode::Sysfs if driver.is_none() => {}
+        Mode::Sysfs if driver.is_none() => {
+            t.bars = super::bars::map_sysfs(bdf, taker.sysfs.root())?;
+        }
         _ => {
             return Err(TakeError::WrongDriver {
                 bdf,
