@@ -12,6 +12,7 @@ $RIG detach $B --mode vfio > "$FILES/detach-vfio.txt" 2>&1
 check "detach $B (vfio) succeeds" [ $? = 0 ]
 check "$B is bound to vfio-pci" [ "$(drv_of $B)" = vfio-pci ]
 check "driver_override is vfio-pci" grep -qx vfio-pci /sys/bus/pci/devices/$B/driver_override
+check "rigd maps the BAR through the VFIO device" grep -q 'vfio-device' /proc/$RIGD_PID/maps
 # A second rigd (own socket and journal) meets the first one's flock on config.
 mkdir -p /tmp/rig2
 printf '[server]\nsocket = "/tmp/rig2/s"\n[paths]\nstate_dir = "/tmp/rig2/state"\n' > /tmp/rig2/rigd.toml
@@ -36,6 +37,7 @@ $RIG detach $B --mode sysfs > "$FILES/detach-sysfs.txt" 2>&1
 check "detach $B (sysfs) succeeds" [ $? = 0 ]
 check "$B has no driver in sysfs mode" [ "$(drv_of $B)" = none ]
 check "$B is enabled" grep -qx 1 /sys/bus/pci/devices/$B/enable
+check "rigd maps the BAR through resource0" grep -q "$B/resource0" /proc/$RIGD_PID/maps
 # A client turns on DMA; the give-back must turn it off.
 printf '\007' | dd of=/sys/bus/pci/devices/$B/config bs=1 seek=4 conv=notrunc 2>/dev/null
 check "bus mastering is on while held (set by a client)" bus_master $B
