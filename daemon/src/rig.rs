@@ -127,6 +127,9 @@ impl Rig {
         let (held, outcomes) = take::recover(&self.taker);
         let mut devices = lock(&self.devices);
         for t in held {
+            if let Err(e) = self.create_pool(&t) {
+                tracing::warn!("no DMA pool for re-adopted {}: {}", t.bdf, error_line(&e));
+            }
             devices.insert(t.bdf, Arc::new(Mutex::new(Some(t))));
         }
         let lines: Vec<String> = outcomes
@@ -229,7 +232,12 @@ impl Rig {
                 return Err(TakeError::AlreadyHeld { bdf, mode: t.mode }.into());
             }
             let t = self.taker.detach(bdf, &opts, progress)?;
-            let view = self.view(&t);
+            let mut view = self.view(&t);
+            if let Err(e) = self.create_pool(&t) {
+                // Taking a device does not need DMA memory; say why there is none.
+                view.overrode
+                    .push(format!("no DMA pool for {bdf}: {}", error_line(&e)));
+            }
             *slot = Some(t);
             Ok(view)
         })
@@ -246,9 +254,44 @@ impl Rig {
     ) -> Result<AttachReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
         self.with_slot(bdf, |slot| match slot.take() {
-            Some(t) => Ok(self.taker.attach(t, progress)?),
+            Some(t) => {
+                // The device stops mastering the bus before its pool's memory is
+                // unmapped and freed (seed: a device keeps writing what it was given).
+                self.taker.stop_bus_master(bdf)?;
+                self.drop_pool(bdf);
+                Ok(self.taker.attach(t, progress)?)
+            }
             None => Ok(self.taker.attach_journaled(bdf, progress)?),
         })
+    }
+
+    /// Makes the DMA pool of a device rig now holds: IOVA through its VFIO container,
+    /// or physical addresses in sysfs mode.
+    fn create_pool(&self, t: &Taken) -> Result<(), RigError> {
+        let mode = match &t.vfio {
+            Some(v) => {
+                let iommu = crate::sys::vfio::VfioIommu::new(Arc::clone(&v.container)).map_err(
+                    |source| TakeError::Step {
+                        bdf: t.bdf,
+                        step: "read the IOMMU's ranges",
+                        source,
+                    },
+                )?;
+                dma::PoolMode::Vfio(Arc::new(iommu))
+            }
+            None => dma::PoolMode::Sysfs,
+        };
+        self.dma
+            .create_configured(&t.bdf.to_string(), mode)
+            .map_err(|e| RigError::BadRequest(error_line(&e)))?;
+        Ok(())
+    }
+
+    fn drop_pool(&self, bdf: Bdf) {
+        match self.dma.remove(&bdf.to_string()) {
+            Ok(()) | Err(dma::DmaError::NoPool { .. }) => {}
+            Err(e) => tracing::warn!("{}", error_line(&e)),
+        }
     }
 
     /// Resets a held device.
@@ -321,6 +364,7 @@ impl Rig {
                     group_members: Vec::new(),
                     overrode: Vec::new(),
                     resize: None,
+                    warnings: Vec::new(),
                 }),
             }
         }
@@ -341,6 +385,7 @@ impl Rig {
             group_members: t.group_members.iter().map(|(b, _)| *b).collect(),
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
+            warnings: Vec::new(),
         }
     }
 
@@ -397,6 +442,8 @@ pub struct HeldView {
     pub overrode: Vec<String>,
     /// The resize made while taking it, if any.
     pub resize: Option<ResizeReport>,
+    /// What the operation that made this view wants the user to know.
+    pub warnings: Vec<String>,
 }
 
 fn load_ids(path: &Path) -> (PciIds, Option<String>) {

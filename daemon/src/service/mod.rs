@@ -143,6 +143,7 @@ impl RigApi for Service {
             let opts = take::detach_options(&r)?;
             let v = rig.detach(&r.bdf, opts, progress)?;
             let mut warnings = v.overrode.clone();
+            warnings.extend(v.warnings.iter().cloned());
             warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
             Ok(pb::Outcome {
                 resize: v.resize.as_ref().map(take::resize_outcome),

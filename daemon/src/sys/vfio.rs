@@ -383,3 +383,51 @@ impl Device {
         Ok(())
     }
 }
+
+/// A container as DMA pools see it: the IOMMU behind a device held through VFIO.
+/// `take` makes one when it holds a device in vfio mode; the device's pool maps and
+/// unmaps its blocks through it.
+#[derive(Debug)]
+pub struct VfioIommu {
+    container: std::sync::Arc<Container>,
+    info: IommuInfo,
+}
+
+impl VfioIommu {
+    /// Reads the IOMMU's page sizes and IOVA ranges once.
+    ///
+    /// # Errors
+    /// VFIO_IOMMU_GET_INFO's errno.
+    pub fn new(container: std::sync::Arc<Container>) -> io::Result<Self> {
+        let info = container.iommu_info()?;
+        Ok(Self { container, info })
+    }
+}
+
+impl crate::dma::IommuMap for VfioIommu {
+    fn iova_ranges(&self) -> Vec<std::ops::RangeInclusive<u64>> {
+        self.info.ranges.iter().map(|&(s, e)| s..=e).collect()
+    }
+
+    fn page_sizes(&self) -> u64 {
+        self.info.page_sizes
+    }
+
+    unsafe fn map(
+        &self,
+        iova: crate::dma::Iova,
+        host: crate::dma::HostVa,
+        len: u64,
+    ) -> Result<(), crate::dma::DmaError> {
+        // SAFETY: the caller keeps `host..host+len` mapped until `unmap` of the same
+        // range returns (this trait method's contract), which is what map_dma needs.
+        unsafe { self.container.map_dma(iova.0, host.0, len) }
+            .map_err(|source| crate::dma::DmaError::Map { iova, len, source })
+    }
+
+    fn unmap(&self, iova: crate::dma::Iova, len: u64) -> Result<(), crate::dma::DmaError> {
+        self.container
+            .unmap_dma(iova.0, len)
+            .map_err(|source| crate::dma::DmaError::Unmap { iova, len, source })
+    }
+}

@@ -153,7 +153,8 @@ impl Default for DetachOptions {
 /// which makes vfio-pci clear bus mastering and reset the function.
 #[derive(Debug)]
 pub struct VfioHold {
-    pub container: vfio::Container,
+    /// Shared with the device's DMA pool, which maps through it (`sys::vfio::VfioIommu`).
+    pub container: Arc<vfio::Container>,
     pub group: vfio::Group,
     pub device: vfio::Device,
     pub group_name: String,
@@ -478,7 +479,7 @@ impl Taker {
             .device(&bdf.to_string())
             .map_err(self.step(bdf, "open the VFIO device"))?;
         Ok(VfioHold {
-            container,
+            container: Arc::new(container),
             group: g,
             device,
             group_name: group.to_owned(),
