@@ -217,3 +217,31 @@ async fn too_few_hugepages_is_one_error_naming_vm_nr_hugepages() {
     assert!(msg.contains("raise vm.nr_hugepages by 3"), "{msg}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_holding_every_free_hugepage_refills_from_the_blocks_it_retires() {
+    let Some(_pages) = hugepages(4) else { return };
+    // The pool takes every available page: each refill must reuse a retired block's.
+    let available = rigd::dma::hugepages::Hugepages::new(std::path::Path::new("/sys"))
+        .read_available()
+        .expect("counters");
+    let blocks = u32::try_from(available).expect("small");
+    let server = Server::start(64 << 20).await;
+    server.pool("host", PoolMode::Host, blocks, Backing::Huge2M);
+    let session = Session::open(&server.socket, "host").await.expect("open");
+    session.set_keep_empty(0);
+    for _ in 0..50 {
+        let b = session.alloc(4096, 4096).await.expect("a fresh lease each time");
+        session.free(b).await.expect("released at once");
+    }
+    let pool = server.rig.dma().pool("host").expect("pool");
+    let filled = blocking({
+        let pool = Arc::clone(&pool);
+        move || pool.wait_pinned(Duration::from_secs(10))
+    })
+    .await;
+    let s = pool.status();
+    assert!(filled, "{s:?}");
+    assert_eq!((s.free_blocks, s.problem), (blocks, None));
+    server.stop().await;
+}

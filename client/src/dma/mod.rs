@@ -11,9 +11,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A [`Session`] is one gRPC `Dma.OpenSession` stream plus one side-socket connection
-//! (`<socket>.fd`); rigd reclaims everything the session holds when either closes,
-//! including when the process dies. rigd lends whole 2 MiB blocks ([`Session::lease`]);
+//! A [`Session`] is opened with gRPC (`Dma.OpenSession`) and lives on one side-socket
+//! connection (`<socket>.fd`); rigd reclaims everything the session holds when that
+//! connection closes, including when the process dies. rigd lends whole 2 MiB blocks ([`Session::lease`]);
 //! [`Session::alloc`] carves buffers out of them here, with no round trip, and leases
 //! more blocks only when none has room. Handles ([`LeaseId`]) are valid in their own
 //! session only.
@@ -167,8 +167,6 @@ struct Inner {
     quota: u64,
     side: tokio::sync::Mutex<side::Side>,
     local: Mutex<Local>,
-    /// The session's gRPC stream: dropping it ends the session.
-    _stream: Mutex<tonic::Streaming<pb::DmaSessionEvent>>,
 }
 
 impl Inner {
@@ -317,13 +315,39 @@ async fn channel(path: &Path) -> Result<Channel, ClientError> {
 /// # Errors
 /// [`DmaError::Client`]: connecting, or the daemon's refusal.
 pub async fn status(socket: impl AsRef<Path>) -> Result<DmaStatus, DmaError> {
-    let mut grpc = DmaClient::new(channel(socket.as_ref()).await?);
-    let reply = grpc
-        .status(pb::DmaStatusRequest {})
-        .await
-        .map_err(rpc)?
-        .into_inner();
-    Ok(reply.into())
+    Monitor::connect(socket).await?.status().await
+}
+
+/// A connection for repeated `Dma.Status` calls (a watcher, a benchmark).
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    grpc: DmaClient<Channel>,
+}
+
+impl Monitor {
+    /// Connects to rigd at `socket`.
+    ///
+    /// # Errors
+    /// [`DmaError::Client`].
+    pub async fn connect(socket: impl AsRef<Path>) -> Result<Self, DmaError> {
+        Ok(Self {
+            grpc: DmaClient::new(channel(socket.as_ref()).await?),
+        })
+    }
+
+    /// Pools and per-client use now.
+    ///
+    /// # Errors
+    /// [`DmaError::Client`] with the daemon's refusal.
+    pub async fn status(&mut self) -> Result<DmaStatus, DmaError> {
+        let reply = self
+            .grpc
+            .status(pb::DmaStatusRequest {})
+            .await
+            .map_err(rpc)?
+            .into_inner();
+        Ok(reply.into())
+    }
 }
 
 impl Session {
@@ -335,23 +359,15 @@ impl Session {
     pub async fn open(socket: impl AsRef<Path>, device: &str) -> Result<Self, DmaError> {
         let socket = socket.as_ref();
         let mut grpc = DmaClient::new(channel(socket).await?);
-        let mut stream = grpc
+        let o = grpc
             .open_session(pb::DmaOpenRequest {
                 device: device.to_owned(),
             })
             .await
             .map_err(rpc)?
             .into_inner();
-        let first = stream
-            .message()
-            .await
-            .map_err(rpc)?
-            .ok_or(DmaError::Ended)?;
-        let Some(pb::dma_session_event::Event::Opened(o)) = first.event else {
-            return Err(DmaError::Protocol(
-                "the first session event is not `opened`",
-            ));
-        };
+        // The session lives on the side connection; the gRPC one closes when `grpc`
+        // drops at the end of this function.
         let side = side::Side::connect(side::path_beside(socket))?;
         let claim = pb::DmaClaim {
             session: o.session,
@@ -374,7 +390,6 @@ impl Session {
                     leases: Vec::new(),
                     keep_empty: 1,
                 }),
-                _stream: Mutex::new(stream),
             }),
         })
     }

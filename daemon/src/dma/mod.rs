@@ -197,6 +197,10 @@ pub enum DmaError {
     NoPool { name: String },
     #[error("A DMA pool for device `{name}` already exists")]
     PoolExists { name: String },
+    #[error(
+        "uid {uid} has {limit} DMA sessions opened and not yet claimed; claim or close them first"
+    )]
+    TooManyPending { uid: u32, limit: usize },
     #[error("Session {session}: {why}")]
     BadSession {
         session: SessionId,

@@ -19,7 +19,7 @@ use super::{
     BLOCK_SIZE, Backing, DeviceAddr, DmaError, IommuMap, Iova, IovaAllocator, LeaseId, PhysAddr,
     PoolMode, block::Block,
 };
-use crate::rig::error_line;
+use crate::{rig::error_line, sys::sched};
 
 /// What a pool is made of.
 #[derive(Debug, Clone)]
@@ -178,12 +178,13 @@ impl Pool {
         &self.shared.added
     }
 
-    /// Waits until nothing is left to pin, or `timeout` passes; true when filled.
+    /// Waits until nothing is left to pin (blocks that failed to pin included), or
+    /// `timeout` passes; true when filled.
     pub fn wait_pinned(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             let st = self.shared.state();
-            if st.deficit == 0 && st.in_flight == 0 && st.retire.is_empty() {
+            if st.deficit == 0 && st.in_flight == 0 && st.failed == 0 && st.retire.is_empty() {
                 return true;
             }
             drop(st);
@@ -414,7 +415,7 @@ impl Pool {
             free_blocks: count(st.free.len()),
             leased_blocks: count(st.leases.values().map(|l| l.blocks.len()).sum()),
             quarantined_blocks: count(st.quarantine.len()),
-            pinning_blocks: st.deficit + st.in_flight,
+            pinning_blocks: st.deficit + st.in_flight + st.failed,
             pin_gib_per_s: st.fill_rate,
             problem: st.problem.clone(),
         }
@@ -529,17 +530,42 @@ fn for_each_piece(
     Ok(())
 }
 
+/// The first wait before pinning again blocks that failed to pin; it doubles up to
+/// [`RETRY_MAX`].
+// TIMEOUT: hugepages come back when another program frees them, which nothing signals;
+// 50 ms first keeps a brief shortage brief, 5 s at most keeps a lasting one cheap.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 /// The pinner: fills the pool, then retires what comes back and refills.
 fn pinner(shared: &Shared) {
     let mut initial = true;
+    let mut backoff = RETRY_FIRST;
     loop {
         let retire = {
             let mut st = shared.state();
             while !st.stop && st.retire.is_empty() && st.deficit == 0 {
-                st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+                if st.failed == 0 {
+                    st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+                    continue;
+                }
+                // Blocks failed to pin (hugepages ran out): try again later, as other
+                // programs may give pages back without telling us.
+                let (next, waited) = shared
+                    .work
+                    .wait_timeout(st, backoff)
+                    .unwrap_or_else(PoisonError::into_inner);
+                st = next;
+                if waited.timed_out() {
+                    st.deficit += std::mem::take(&mut st.failed);
+                    backoff = (backoff * 2).min(RETRY_MAX);
+                }
             }
             if st.stop {
                 return;
+            }
+            if st.failed == 0 {
+                backoff = RETRY_FIRST;
             }
             std::mem::take(&mut st.retire)
         };
@@ -547,6 +573,13 @@ fn pinner(shared: &Shared) {
         retire.into_iter().for_each(Block::retire);
         let threads = if initial { shared.pin_threads } else { 1 };
         fill(shared, threads, initial);
+        if initial {
+            // From now on pinning only replaces returned blocks: background work that
+            // must not delay the lease and release requests running beside it.
+            if let Err(e) = sched::set_this_thread_nice(sched::BACKGROUND_NICE) {
+                tracing::debug!(pool = %shared.name, "refills keep normal priority: {e}");
+            }
+        }
         initial = false;
     }
 }
@@ -580,14 +613,18 @@ fn fill(shared: &Shared, threads: usize, initial: bool) {
 fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, report: bool) {
     let physical = matches!(shared.mode, PoolMode::Sysfs);
     loop {
-        {
+        let retire = {
             let mut st = shared.state();
             if st.stop || st.deficit == 0 {
                 return;
             }
             st.deficit -= 1;
             st.in_flight += 1;
-        }
+            std::mem::take(&mut st.retire)
+        };
+        // Blocks released while this fill runs go first: their pages are what the next
+        // pin needs when the kernel has no spare ones.
+        retire.into_iter().for_each(Block::retire);
         let pinned = Block::pin(shared.backing, physical);
         let mut st = shared.state();
         st.in_flight -= 1;

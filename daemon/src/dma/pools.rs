@@ -30,9 +30,10 @@ pub struct SessionTicket {
     pub mode: PoolMode,
     /// Bytes the opener's uid may still lease from this pool.
     pub quota_left: u64,
-    /// Becomes `true` when the session ends, whoever ends it.
-    pub ended: watch::Receiver<bool>,
 }
+
+/// Sessions one uid may have opened and not yet claimed.
+pub const MAX_PENDING: usize = 16;
 
 /// A granted lease.
 #[derive(Debug)]
@@ -133,6 +134,7 @@ impl Pools {
     /// # Errors
     /// [`DmaError::Config`], and as [`Pools::create`].
     pub fn start(&self) -> Result<(), DmaError> {
+        raise_nofile();
         let blocks = self.configured_blocks()?;
         // One check for all host pools, so the error counts every missing page.
         let all = u64::from(blocks) * self.config.host_pools.len() as u64;
@@ -286,8 +288,19 @@ impl Pools {
     pub fn open_session(&self, name: &str, peer: Peer) -> Result<SessionTicket, DmaError> {
         let pool = self.pool(name)?;
         let token = session::new_token()?;
-        let (tx, ended) = watch::channel(false);
+        let (tx, _) = watch::channel(false);
         let mut s = lock(&self.sessions);
+        let pending = s
+            .map
+            .values()
+            .filter(|v| v.peer.uid == peer.uid && !v.claimed)
+            .count();
+        if pending >= MAX_PENDING {
+            return Err(DmaError::TooManyPending {
+                uid: peer.uid,
+                limit: MAX_PENDING,
+            });
+        }
         s.next_session += 1;
         let id = SessionId(s.next_session);
         let (uid_held, pool_held) = s.held(peer.uid, name);
@@ -312,8 +325,17 @@ impl Pools {
             token,
             mode: pool.mode().clone(),
             quota_left,
-            ended,
         })
+    }
+
+    /// Drops a session nobody claimed; true when it did. A claimed session stays.
+    pub fn expire_unclaimed(&self, id: SessionId) -> bool {
+        let mut s = lock(&self.sessions);
+        if s.map.get(&id).is_some_and(|v| !v.claimed) {
+            s.map.remove(&id);
+            return true;
+        }
+        false
     }
 
     /// Claims a session from the side socket: right token, same uid and pid as its
@@ -524,6 +546,21 @@ impl Pools {
 impl Drop for Pools {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Raises the soft descriptor limit to the hard one: each DMA session holds two
+/// sockets and each block a memfd, so a thousand clients pass systemd's default 1024.
+fn raise_nofile() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!("Failed to raise RLIMIT_NOFILE from {soft} to {hard}: {e}");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("Failed to read RLIMIT_NOFILE: {e}"),
     }
 }
 

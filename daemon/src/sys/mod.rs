@@ -5,6 +5,7 @@ pub mod iommu;
 pub mod memfd;
 pub mod mman;
 pub mod pagemap;
+pub mod sched;
 pub mod scm;
 pub mod sysfs;
 pub mod systemd;

@@ -238,3 +238,23 @@ fn contiguous_runs_are_found_or_the_longest_is_reported() {
     let top = [u64::MAX - (G - 1), 0];
     assert_eq!(contiguous_run(top.into_iter(), 2), Err(1));
 }
+
+#[test]
+fn blocks_that_failed_to_pin_are_tried_again_later() {
+    let p = pool(PoolMode::Host, 2);
+    {
+        let mut st = p.shared.state();
+        // As if one refill had failed: one block short, nothing else to do.
+        let (_, b) = st.free.pop_first().expect("a block");
+        b.retire();
+        st.failed = 1;
+    }
+    p.shared.work.notify_all();
+    assert_eq!(p.status().pinning_blocks, 1, "counted as still to pin");
+    assert!(
+        p.wait_pinned(Duration::from_secs(5)),
+        "retried after the back-off"
+    );
+    assert_eq!(p.status().free_blocks, 2);
+}
+

@@ -185,3 +185,29 @@ fn pool_size_must_be_whole_blocks() {
         .expect_err("not whole blocks");
     assert!(e.to_string().starts_with("dma.pool_bytes:"), "{e}");
 }
+
+#[test]
+fn an_unclaimed_session_expires_and_a_claimed_one_does_not() {
+    let p = pools(8 * G, 8 * G, &[("gpu0", 1)]);
+    let lost = p.open_session("gpu0", ALICE).expect("open");
+    let kept = session(&p, "gpu0", ALICE);
+    assert!(p.expire_unclaimed(lost.id));
+    assert!(!p.expire_unclaimed(kept));
+    assert!(matches!(
+        p.claim(lost.id, &lost.token, ALICE),
+        Err(DmaError::BadSession { .. })
+    ));
+    p.lease(kept, G).expect("the claimed one works");
+}
+
+#[test]
+fn a_uid_may_leave_only_so_many_sessions_unclaimed() {
+    let p = pools(8 * G, 8 * G, &[("gpu0", 1)]);
+    for _ in 0..MAX_PENDING {
+        p.open_session("gpu0", ALICE).expect("open");
+    }
+    let e = p.open_session("gpu0", ALICE).expect_err("one too many");
+    assert!(matches!(e, DmaError::TooManyPending { .. }), "{e}");
+    p.open_session("gpu0", BOB)
+        .expect("another uid is not affected");
+}
