@@ -1,6 +1,10 @@
 #!/bin/bash
 # Builds the full flavour's root image: a debootstrap'd Debian bookworm with systemd, udev,
-# kmod and pciutils, as a 1 GiB ext4 file (sparse). It stays generic: no kernel modules
+# kmod and pciutils, as a 1 GiB ext4 file (sparse). Also the rebind tools rig is
+# benchmarked against (scenario bench-rebind): driverctl, and dpdk-devbind.py alone, taken
+# out of Debian's dpdk .deb (the package would bring all of python3 and a boot-time
+# dpdk.service), with python3-minimal and iproute2 (it runs `ip -o route`) for it. It
+# stays generic: no kernel modules
 # (the initramfs brings them), no rig files (boot.sh's payload installs them into the
 # snapshot at each boot). Cached as $RIG_VM_CACHE/full/root-<hash>.ext4, keyed on this
 # script, with root.ext4 pointing at it; rebuilt when missing or when this recipe changes.
@@ -10,7 +14,7 @@ set -euo pipefail
 need_root build-full.sh
 load_tools
 
-PACKAGES=systemd-sysv,udev,kmod,pciutils
+PACKAGES=systemd-sysv,udev,kmod,pciutils,driverctl,python3-minimal,iproute2
 HASH=$(recipe_hash "$0" "$PACKAGES")
 OUT=$RIG_VM_CACHE/full
 IMG=$OUT/root-$HASH.ext4
@@ -26,6 +30,14 @@ trap 'rm -rf "$R" "$IMG.tmp"' EXIT
 debootstrap --variant=minbase --include="$PACKAGES" bookworm "$R" "$MIRROR" > "$OUT/debootstrap.log" 2>&1 ||
   { tail -n 20 "$OUT/debootstrap.log" >&2; die "debootstrap failed (log: $OUT/debootstrap.log)"; }
 say "full root: debootstrap $(since "$t") s"
+
+# dpdk-devbind.py from Debian's dpdk .deb, and the version it came from.
+D=$(mktemp -d "$R/tmp/dpdk.XXXXXX")
+(cd "$D" && apt-get -q -o APT::Sandbox::User=root download dpdk > /dev/null) || die "apt-get download dpdk failed"
+dpkg-deb -x "$D"/dpdk_*.deb "$D/x"
+install -m 0755 "$D/x/usr/bin/dpdk-devbind.py" "$R/usr/local/bin/dpdk-devbind.py"
+dpkg-deb -f "$D"/dpdk_*.deb Version > "$R/usr/local/share/dpdk-devbind.version"
+rm -rf "$D"
 
 echo rig-guest > "$R/etc/hostname"
 # The initramfs mounts the root read-write; nothing else to mount.
