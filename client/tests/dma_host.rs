@@ -231,7 +231,10 @@ async fn a_pool_holding_every_free_hugepage_refills_from_the_blocks_it_retires()
     let session = Session::open(&server.socket, "host").await.expect("open");
     session.set_keep_empty(0);
     for _ in 0..50 {
-        let b = session.alloc(4096, 4096).await.expect("a fresh lease each time");
+        let b = session
+            .alloc(4096, 4096)
+            .await
+            .expect("a fresh lease each time");
         session.free(b).await.expect("released at once");
     }
     let pool = server.rig.dma().pool("host").expect("pool");

@@ -61,6 +61,7 @@ impl IovaAllocator {
         page_sizes: u64,
         granule: u64,
     ) -> Result<Self, IovaError> {
+        // PANIC: callers pass BLOCK_SIZE; every alignment below relies on a power of two.
         assert!(granule.is_power_of_two(), "granule is a power of two");
         // The smallest page size is the lowest set bit; it divides the granule when it
         // is no larger (both are powers of two).

@@ -524,6 +524,7 @@ fn for_each_piece(
             usize::try_from(within).map_err(|_| out())?,
             usize::try_from(piece).map_err(|_| out())?,
         );
+        // PANIC: `at < end <= size`, so `index < blocks.len()`.
         f(&leased.blocks[index], within, piece).map_err(|_| out())?;
         at += piece as u64;
     }

@@ -257,4 +257,3 @@ fn blocks_that_failed_to_pin_are_tried_again_later() {
     );
     assert_eq!(p.status().free_blocks, 2);
 }
-
