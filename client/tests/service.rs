@@ -129,9 +129,10 @@ impl Server {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        tokio::time::timeout(Duration::from_secs(5), &mut self.task)
+        // rigd gives open connections 5 s after the signal (service::GRACE).
+        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
             .await
-            .expect("server stops within 5 s")
+            .expect("server stops within 10 s")
             .expect("server task");
         assert!(!self.socket.exists(), "socket removed at shutdown");
     }
@@ -401,4 +402,16 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
         .expect_err("not held");
     assert!(e.to_string().contains("not held by rig"), "{e}");
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_hangs_up_does_not_keep_rigd_from_stopping() {
+    let server = Server::start(tree).await;
+    // A connection that never says anything and never closes.
+    let _silent = std::os::unix::net::UnixStream::connect(&server.socket).expect("connect");
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    client.list_devices(true).await.expect("list");
+    let start = std::time::Instant::now();
+    server.stop().await;
+    assert!(start.elapsed() < Duration::from_secs(8), "stopped after {:?}", start.elapsed());
 }

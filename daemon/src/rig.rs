@@ -307,7 +307,15 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
-            Ok(self.taker.reset_held(t, method, progress)?)
+            let report = self.taker.reset_held(t, method, progress)?;
+            // Seed: memory a device without an IOMMU reached stays reserved until the
+            // device is reset; now it has been, so its pool may reuse those blocks.
+            if let Err(e) = self.dma.device_reset(&bdf.to_string())
+                && !matches!(e, dma::DmaError::NoPool { .. })
+            {
+                tracing::warn!("{}", error_line(&e));
+            }
+            Ok(report)
         })
     }
 

@@ -206,7 +206,7 @@ pub enum DmaError {
         session: SessionId,
         why: &'static str,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Hugepages(#[from] HugepageError),
     #[error("Failed to {step} a DMA block")]
     Block {

@@ -77,14 +77,35 @@ pub async fn run(
         .map_err(ServiceError::Reflection)?;
     // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
     let dma = dma::Dma::start(&rig, &listener)?;
-    tonic::transport::Server::builder()
+    // tonic's graceful shutdown waits for every connection to close, and an idle client
+    // may never close its own: after the signal, in-flight requests get GRACE, then the
+    // server stops regardless.
+    let (stopping_tx, mut stopping) = tokio::sync::watch::channel(false);
+    let signal = async move {
+        shutdown.await;
+        let _ = stopping_tx.send(true);
+    };
+    let serve = tonic::transport::Server::builder()
         .add_service(RigServer::new(Service { rig }))
         .add_service(dma.service())
         .add_service(reflection)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(shutdown))
-        .await
-        .map_err(ServiceError::Serve)
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(signal));
+    tokio::select! {
+        served = serve => served.map_err(ServiceError::Serve),
+        () = async {
+            let _ = stopping.wait_for(|s| *s).await;
+            tokio::time::sleep(GRACE).await;
+        } => {
+            tracing::warn!("connections still open {} s after the stop signal; stopping anyway", GRACE.as_secs());
+            Ok(())
+        }
+    }
 }
+
+/// How long a stopping rigd waits for open connections.
+// TIMEOUT: requests are short (a take-over step is bounded by its unbind timeout, 10 s
+// by default, and is not cancelled by this); 5 s lets replies in flight finish.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Service {
     rig: Arc<Rig>,
