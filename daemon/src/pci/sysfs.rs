@@ -136,6 +136,20 @@ impl SysfsRoot {
         Ok((bytes, size))
     }
 
+    /// Reads config bytes at `offset` into `buf`; returns how many the file gave.
+    ///
+    /// # Errors
+    /// [`PciError::Read`] when the file cannot be opened or read.
+    pub fn read_config_at(&self, bdf: Bdf, offset: u64, buf: &mut [u8]) -> Result<usize, PciError> {
+        let path = self.device_dir(bdf).join("config");
+        let read = |source| PciError::Read {
+            path: path.clone(),
+            source,
+        };
+        let f = fs::File::open(&path).map_err(read)?;
+        read_fully_at(&f, buf, offset).map_err(read)
+    }
+
     /// The config bytes the decoders use, read sparsely: the first 256 bytes, then only
     /// the header and registers of each extended capability, the rest left zero.
     /// Returns the buffer (the function's full size), how many bytes a full read would

@@ -123,6 +123,17 @@ impl PciSysfs for RealSysfs {
     }
 
     fn modprobe(&self, module: &str, reload: bool) -> io::Result<()> {
+        // A loaded module has /sys/module/<name> (dashes as underscores): spare the
+        // ~13 ms of a modprobe that would load nothing (measured in the QEMU guest).
+        let loaded = self
+            .root
+            .path()
+            .join("module")
+            .join(module.replace('-', "_"))
+            .exists();
+        if loaded && !reload {
+            return Ok(());
+        }
         let run = |args: &[&str]| -> io::Result<()> {
             let out = std::process::Command::new("modprobe").args(args).output()?;
             if out.status.success() {

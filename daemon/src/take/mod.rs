@@ -230,11 +230,20 @@ impl Taker {
     /// # Errors
     /// The config read or write failing.
     pub fn stop_bus_master(&self, bdf: Bdf) -> Result<(), TakeError> {
-        let (cfg, _) = self
+        // Two bytes, not the whole space: each config dword read is a config access
+        // (an exit to the hypervisor in a VM), and this runs several times per attach.
+        let mut reg = [0u8; 2];
+        let n = self
             .root()
-            .read_config(bdf)
+            .read_config_at(bdf, 4, &mut reg)
             .map_err(|source| TakeError::Read { bdf, source })?;
-        let cmd = u16::from_le_bytes([cfg[4], cfg[5]]);
+        if n < 2 {
+            return Err(TakeError::Read {
+                bdf,
+                source: crate::pci::PciError::ShortConfig { bdf, len: 4 + n },
+            });
+        }
+        let cmd = u16::from_le_bytes(reg);
         if cmd & PCI_COMMAND_MASTER != 0 {
             let off = (cmd & !PCI_COMMAND_MASTER).to_le_bytes();
             self.sysfs
@@ -438,6 +447,18 @@ impl Taker {
         self.record(rec)?;
         progress("held");
         Ok(())
+    }
+
+    /// Makes sure the driver `d` can probe `bdf`: nothing to do when it is registered;
+    /// otherwise load the module the function's modalias names (a driver's name, such
+    /// as bochs-drm, is not its module's, bochs). Failure shows as the probe's.
+    fn load_driver(&self, bdf: Bdf, d: &str) {
+        if self.root().path().join("bus/pci/drivers").join(d).exists() {
+            return;
+        }
+        if let Ok(Some(alias)) = self.root().read_attr(bdf, "modalias") {
+            let _ = self.sysfs.modprobe(&alias, false);
+        }
     }
 
     fn bind_expect(&self, bdf: Bdf, want: &str) -> Result<(), TakeError> {
@@ -669,7 +690,7 @@ impl Taker {
                 rec.phase = Phase::Attaching(format!("probe {m}"));
                 self.record(rec)?;
                 progress(&format!("bind {m} to {d}"));
-                self.sysfs.modprobe(d, false).ok();
+                self.load_driver(m, d);
                 self.bind_expect(m, d)?;
                 if d == "amdgpu" {
                     self.kfd_check(&mut report);
