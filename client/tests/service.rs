@@ -413,5 +413,9 @@ async fn a_client_that_never_hangs_up_does_not_keep_rigd_from_stopping() {
     client.list_devices(true).await.expect("list");
     let start = std::time::Instant::now();
     server.stop().await;
-    assert!(start.elapsed() < Duration::from_secs(8), "stopped after {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(8),
+        "stopped after {:?}",
+        start.elapsed()
+    );
 }
