@@ -9,7 +9,7 @@ cd "$REPO_DIR"
 CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --profile guest --target x86_64-unknown-linux-gnu \
   -p rigd -p rig-client -p rig-tests --bins
-for b in rigd rigctl rig-vm-guard; do
+for b in rigd rigctl rig-vm-guard rig-dma-probe; do
   [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
 done
-say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard | tr '\n' ' ')"
+say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard rig-dma-probe | tr '\n' ' ')"

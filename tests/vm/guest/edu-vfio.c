@@ -6,6 +6,8 @@
 //   edu-vfio dma BDF               map a buffer, DMA RAM -> edu -> RAM, compare the bytes;
 //                                  unmap, DMA again, check the IOMMU blocked the write;
 //                                  VFIO_DEVICE_RESET when the device offers it.
+//   edu-vfio phys-dma BDF ADDR     through resource0 (rig's sysfs mode): DMA to and from the
+//                                  physical address ADDR (a rig client's buffer).
 //   edu-vfio bar-write BDF BAR TEXT  write TEXT at offset 0 of BAR (ivshmem: the host reads it).
 //
 // Output is one "CHECK ok: ..." or "CHECK FAIL: ..." line per step (the guest runner counts
@@ -183,13 +185,43 @@ static int cmd_bar_write(const char *bdf, unsigned index, const char *text) {
   return 0;
 }
 
+// phys-dma BDF ADDR: edu held driverless by rig (sysfs mode, no IOMMU translation):
+// map resource0, turn on bus mastering, DMA 256 bytes from physical ADDR into edu and
+// back out to ADDR + 0x1000, then turn bus mastering off again. ADDR is a client's
+// buffer as rig reported its device address; the client checks the bytes.
+static int cmd_phys_dma(const char *bdf, uint64_t addr) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/resource0", bdf);
+  int fd = open(path, O_RDWR | O_SYNC);
+  check(fd >= 0, "open resource0");
+  if (fd < 0) return 1;
+  void *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  check(p != MAP_FAILED, "mmap resource0");
+  if (p == MAP_FAILED) return 1;
+  bar = p;
+  snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/config", bdf);
+  int cfg = open(path, O_RDWR);
+  uint16_t cmd = 0;
+  check(cfg >= 0 && pread(cfg, &cmd, 2, 4) == 2, "read the command register");
+  cmd |= 0x6;
+  check(pwrite(cfg, &cmd, 2, 4) == 2, "command register: memory and bus master on");
+  check((rd32(EDU_IDENT) & 0xff) == 0xed, "edu answers through resource0");
+  check(edu_dma(addr, EDU_DMA_BUFFER, 256, 0) == 0, "edu DMA from the client's buffer (physical)");
+  check(edu_dma(EDU_DMA_BUFFER, addr + 0x1000, 256, 1) == 0, "edu DMA into the client's buffer + 0x1000 (physical)");
+  cmd &= (uint16_t)~0x4;
+  check(pwrite(cfg, &cmd, 2, 4) == 2, "bus master off again");
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && !strcmp(argv[1], "dma")) {
     cmd_dma(argv[2]);
+  } else if (argc == 4 && !strcmp(argv[1], "phys-dma")) {
+    cmd_phys_dma(argv[2], strtoull(argv[3], NULL, 0));
   } else if (argc == 5 && !strcmp(argv[1], "bar-write")) {
     cmd_bar_write(argv[2], (unsigned)atoi(argv[3]), argv[4]);
   } else {
-    fprintf(stderr, "usage: %s dma BDF | bar-write BDF BAR TEXT\n", argv[0]);
+    fprintf(stderr, "usage: %s dma BDF | phys-dma BDF ADDR | bar-write BDF BAR TEXT\n", argv[0]);
     return 2;
   }
   return failures > 100 ? 100 : failures;
