@@ -184,23 +184,20 @@ impl Rig {
         })
     }
 
-    /// The slot of `bdf`, locked for one operation; `Busy` if another is under way.
-    fn slot(&self, bdf: Bdf) -> Result<(Slot, bool), RigError> {
-        let slot = Arc::clone(lock(&self.devices).entry(bdf).or_default());
-        let busy = slot.try_lock().is_err();
-        Ok((slot, busy))
-    }
-
+    /// Runs `f` on the slot of `bdf` under its lock; `Busy` if another operation holds
+    /// it. A slot left empty is forgotten.
     fn with_slot<R>(
         &self,
         bdf: Bdf,
         f: impl FnOnce(&mut Option<Taken>) -> Result<R, RigError>,
     ) -> Result<R, RigError> {
-        let (slot, busy) = self.slot(bdf)?;
-        if busy {
-            return Err(RigError::Busy { bdf });
-        }
-        let mut guard = slot.try_lock().map_err(|_| RigError::Busy { bdf })?;
+        let slot = Arc::clone(lock(&self.devices).entry(bdf).or_default());
+        let mut guard = match slot.try_lock() {
+            Ok(g) => g,
+            // As `lock`: the journal, not the mutex, says what state a device is in.
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(RigError::Busy { bdf }),
+        };
         let result = f(&mut guard);
         let empty = guard.is_none();
         drop(guard);

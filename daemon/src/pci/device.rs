@@ -425,9 +425,11 @@ fn link_budget(root: &SysfsRoot, dev: &Device) -> LinkBudget {
     let mut hops = vec![hop_from(dev.bdf, dev.express(), &dev.sysfs)];
     for &up in &dev.sysfs.upstream {
         // The PCIe capability lies in the first 256 bytes: read no more.
-        let Ok((cfg, _, _)) = root.read_config_sparse(up) else {
+        let mut cfg = vec![0u8; PCI_CFG_SPACE_SIZE];
+        let Ok(n) = root.read_config_at(up, 0, &mut cfg) else {
             continue;
         };
+        cfg.truncate(n);
         let express = header::parse_header(&cfg)
             .and_then(|h| h.capabilities_pointer)
             .and_then(|p| {
