@@ -18,6 +18,7 @@
 mod convert;
 pub mod dma;
 pub mod model;
+pub mod regs;
 pub mod take;
 
 use std::{
@@ -31,6 +32,7 @@ use rig_proto::v1::{self as pb, rig_client::RigClient};
 use tonic::{Code, transport::Channel};
 
 pub use model::*;
+pub use regs::RegAddr;
 pub use take::{DetachRequest, HeldDevice, Outcome, ResizeOutcome, Status, Step};
 
 /// Where rigd listens unless told otherwise.

@@ -125,6 +125,15 @@ impl Server {
         }
     }
 
+    /// A file of a fake function's sysfs directory.
+    fn device_file(&self, bdf: &str, name: &str) -> std::path::PathBuf {
+        self._dir
+            .path()
+            .join("sys/bus/pci/devices")
+            .join(bdf)
+            .join(name)
+    }
+
     async fn stop(mut self) {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
@@ -401,6 +410,125 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
         .await
         .expect_err("not held");
     assert!(e.to_string().contains("not held by rig"), "{e}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn registers_of_a_held_device_are_read_and_written_and_bad_accesses_refused() {
+    let server = Server::start(tree).await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    let gpu = "0000:03:00.0";
+    let at = |bar, offset| rig_client::RegAddr { bar, offset };
+    let code = |e: &ClientError| match e {
+        ClientError::Rpc { code, .. } => *code,
+        other => panic!("not an RPC error: {other:?}"),
+    };
+
+    // Not held: a driver owns its registers.
+    let e = client
+        .read_bar(gpu, at(0, 0), 32, 1)
+        .await
+        .expect_err("not held");
+    assert_eq!(code(&e), Code::FailedPrecondition, "{e}");
+    let e = client
+        .set_bus_master(gpu, true)
+        .await
+        .expect_err("not held");
+    assert!(e.to_string().contains("not held by rig"), "{e}");
+
+    let req = rig_client::DetachRequest {
+        bdf: gpu.into(),
+        mode: Some("sysfs".into()),
+        ..Default::default()
+    };
+    client.detach(&req, &mut |_| {}).await.expect("detach");
+
+    client
+        .write_bar(gpu, at(0, 0x80), 64, 0x1122_3344_5566_7788)
+        .await
+        .expect("write 64");
+    client
+        .write_bar(gpu, at(2, 0x3f_ffff_fff8), 8, 0xa5)
+        .await
+        .expect("write the last byte-aligned register of the 256 GiB BAR2");
+    let v = client
+        .read_bar(gpu, at(0, 0x80), 32, 2)
+        .await
+        .expect("read");
+    assert_eq!(v, [0x5566_7788, 0x1122_3344]);
+    assert_eq!(
+        client
+            .read_bar(gpu, at(2, 0x3f_ffff_fff8), 8, 1)
+            .await
+            .expect("read"),
+        [0xa5]
+    );
+    // The bytes reached the BAR (the fake's resource0 file), little-endian.
+    let bar0 = std::fs::read(server.device_file(gpu, "resource0")).expect("resource0");
+    assert_eq!(bar0[0x80..0x88], 0x1122_3344_5566_7788u64.to_le_bytes());
+
+    for (what, call, want) in [
+        (
+            "misaligned",
+            client.read_bar(gpu, at(0, 0x82), 32, 1).await,
+            Code::InvalidArgument,
+        ),
+        (
+            "past the end",
+            client.read_bar(gpu, at(0, 16 << 20), 8, 1).await,
+            Code::InvalidArgument,
+        ),
+        (
+            "run past the end",
+            client.read_bar(gpu, at(0, (16 << 20) - 8), 32, 3).await,
+            Code::InvalidArgument,
+        ),
+        (
+            "too many",
+            client.read_bar(gpu, at(0, 0), 32, 4097).await,
+            Code::InvalidArgument,
+        ),
+        (
+            "24 bits",
+            client.read_bar(gpu, at(0, 0), 24, 1).await,
+            Code::InvalidArgument,
+        ),
+        (
+            "an unmapped BAR",
+            client.read_bar(gpu, at(1, 0), 32, 1).await,
+            Code::FailedPrecondition,
+        ),
+    ] {
+        let e = call.expect_err(what);
+        assert_eq!(code(&e), want, "{what}: {e}");
+    }
+    let e = client
+        .read_bar(gpu, at(4, 0), 32, 1)
+        .await
+        .expect_err("BAR4");
+    assert!(e.to_string().contains("(mapped: BAR0, BAR2)"), "{e}");
+    let e = client
+        .write_bar(gpu, at(0, 0x90), 16, 0x1_0000)
+        .await
+        .expect_err("too wide");
+    assert!(
+        e.to_string().contains("does not fit a 16-bit access"),
+        "{e}"
+    );
+    // Nothing refused was written.
+    let after = std::fs::read(server.device_file(gpu, "resource0")).expect("resource0");
+    assert_eq!(bar0, after);
+
+    // Bus mastering: on through rigd, off again at give-back.
+    let command = || {
+        let c = std::fs::read(server.device_file(gpu, "config")).expect("config");
+        u16::from_le_bytes([c[4], c[5]])
+    };
+    assert!(!client.set_bus_master(gpu, true).await.expect("on"));
+    assert_eq!(command() & 0x4, 0x4);
+    assert!(client.set_bus_master(gpu, true).await.expect("again"));
+    client.attach(gpu, &mut |_| {}).await.expect("attach");
+    assert_eq!(command() & 0x4, 0, "give-back clears bus mastering");
     server.stop().await;
 }
 

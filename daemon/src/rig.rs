@@ -16,7 +16,10 @@ use crate::{
     config::{self, Config},
     dma,
     pci::{self, Bdf, BdfError, Device, PciError, SysfsRoot, ids::PciIds},
-    sys::sysfs::{PciSysfs, RealSysfs},
+    sys::{
+        mmio::Width,
+        sysfs::{PciSysfs, RealSysfs},
+    },
     take::{
         self, AttachReport, BarSize, DetachOptions, Journal, ResetMethod, ResetReport,
         ResizeReport, TakeError, Taken, Taker, preflight::Places,
@@ -332,6 +335,67 @@ impl Rig {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
             let r = self.taker.resize_held(t, Some(bar), size, progress)?;
             Ok((r, self.view(t)))
+        })
+    }
+
+    /// Reads `count` consecutive registers of a held device's BAR.
+    ///
+    /// # Errors
+    /// A malformed address, a busy device, one rig does not hold, or a refused access.
+    pub fn read_bar(
+        &self,
+        bdf: &str,
+        bar: u32,
+        offset: u64,
+        width: Width,
+        count: u32,
+    ) -> Result<Vec<u64>, RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            let values = t.read_bar(bar, offset, width, count)?;
+            tracing::trace!(%bdf, bar, offset, ?values, "BAR read");
+            Ok(values)
+        })
+    }
+
+    /// Writes one register of a held device's BAR.
+    ///
+    /// # Errors
+    /// As [`Rig::read_bar`].
+    pub fn write_bar(
+        &self,
+        bdf: &str,
+        bar: u32,
+        offset: u64,
+        width: Width,
+        value: u64,
+    ) -> Result<(), RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            t.write_bar(bar, offset, width, value)?;
+            tracing::trace!(%bdf, bar, offset, value, "BAR write");
+            Ok(())
+        })
+    }
+
+    /// Turns a held device's bus mastering on or off; returns whether it was on. Only
+    /// held devices: a driver owns the command register of the others. Give-back,
+    /// shutdown and the next start's recovery clear it again (seed: bus mastering
+    /// outlives the process that turned it on).
+    ///
+    /// # Errors
+    /// A malformed address, a busy device, one rig does not hold, or the config write.
+    pub fn set_bus_master(&self, bdf: &str, on: bool) -> Result<bool, RigError> {
+        let bdf: Bdf = bdf.parse()?;
+        self.with_slot(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            let was_on = self.taker.set_bus_master(bdf, on)?;
+            if was_on != on {
+                tracing::info!(%bdf, mode = %t.mode, "bus mastering {}", if on { "on" } else { "off" });
+            }
+            Ok(was_on)
         })
     }
 

@@ -5,6 +5,7 @@ mod dma;
 mod firmware;
 mod fmt;
 mod list;
+mod regs;
 mod show;
 mod take;
 
@@ -59,6 +60,17 @@ enum Cmd {
     Firmware(firmware::FirmwareCmd),
     #[command(flatten)]
     Take(take::TakeCmd),
+    /// Read or write registers of a held device's BAR (root or the admin group).
+    #[command(subcommand)]
+    Mmio(regs::MmioCmd),
+    /// Turn a held device's bus mastering on or off (root or the admin group).
+    Master {
+        bdf: String,
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -124,6 +136,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 }
             }
             Cmd::Take(cmd) => take::run(&mut client, cmd).await?,
+            Cmd::Mmio(cmd) => regs::mmio(&mut client, cmd).await?,
+            Cmd::Master { bdf, state, json } => {
+                regs::master(&mut client, &bdf, state == "on", json).await?;
+            }
             Cmd::Dma { json } => {
                 let status = rig_client::dma::status(&args.socket).await?;
                 dma::print(&mut out, &status, json)?;

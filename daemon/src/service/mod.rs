@@ -137,6 +137,17 @@ impl Service {
     }
 }
 
+/// The caller of an admin request, from its peer credentials (authorised by `Rig`).
+fn admin_caller<T>(req: &Request<T>) -> Result<crate::rig::Caller, Status> {
+    let peer = Peer::of(req)
+        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))?;
+    Ok(crate::rig::Caller {
+        uid: peer.uid,
+        gid: peer.gid,
+        pid: peer.pid,
+    })
+}
+
 fn request_span<T>(method: &'static str, req: &Request<T>) -> tracing::Span {
     let peer = Peer::of(req);
     tracing::debug_span!(
@@ -265,6 +276,55 @@ impl RigApi for Service {
             devices: views.iter().map(take::held).collect(),
             recovered,
         }))
+    }
+
+    async fn read_bar(
+        &self,
+        req: Request<pb::ReadBarRequest>,
+    ) -> Result<Response<pb::ReadBarReply>, Status> {
+        let caller = admin_caller(&req)?;
+        let r = req.get_ref().clone();
+        let values = self
+            .blocking("ReadBar", &req, move |rig| {
+                let width = take::width(r.width_bits)?;
+                rig.authorize_admin(caller)
+                    .and_then(|()| rig.read_bar(&r.bdf, r.bar, r.offset, width, r.count.max(1)))
+                    .map_err(|e| status::from_rig(&e))
+            })
+            .await?;
+        Ok(Response::new(pb::ReadBarReply { values }))
+    }
+
+    async fn write_bar(
+        &self,
+        req: Request<pb::WriteBarRequest>,
+    ) -> Result<Response<pb::WriteBarReply>, Status> {
+        let caller = admin_caller(&req)?;
+        let r = req.get_ref().clone();
+        self.blocking("WriteBar", &req, move |rig| {
+            let width = take::width(r.width_bits)?;
+            rig.authorize_admin(caller)
+                .and_then(|()| rig.write_bar(&r.bdf, r.bar, r.offset, width, r.value))
+                .map_err(|e| status::from_rig(&e))
+        })
+        .await?;
+        Ok(Response::new(pb::WriteBarReply {}))
+    }
+
+    async fn set_bus_master(
+        &self,
+        req: Request<pb::SetBusMasterRequest>,
+    ) -> Result<Response<pb::SetBusMasterReply>, Status> {
+        let caller = admin_caller(&req)?;
+        let r = req.get_ref().clone();
+        let was_on = self
+            .blocking("SetBusMaster", &req, move |rig| {
+                rig.authorize_admin(caller)
+                    .and_then(|()| rig.set_bus_master(&r.bdf, r.on))
+                    .map_err(|e| status::from_rig(&e))
+            })
+            .await?;
+        Ok(Response::new(pb::SetBusMasterReply { was_on }))
     }
 
     async fn version(

@@ -20,6 +20,7 @@ pub fn from_rig(e: &RigError) -> Status {
         RigError::Busy { .. } | RigError::Take(TakeError::Locked { .. }) => Status::aborted(msg),
         RigError::Take(t) => match t {
             TakeError::UnbindTimeout { .. } => Status::deadline_exceeded(msg),
+            TakeError::Mmio { .. } => Status::invalid_argument(msg),
             TakeError::Resize(ResizeError::Unsupported { .. })
             | TakeError::Resize(ResizeError::BarNotResizable { .. }) => {
                 Status::invalid_argument(msg)
@@ -30,6 +31,7 @@ pub fn from_rig(e: &RigError) -> Status {
             | TakeError::ForeignVfio { .. }
             | TakeError::NotViable { .. }
             | TakeError::NoIommuGroup { .. }
+            | TakeError::NoBar { .. }
             | TakeError::Resize(_)
             | TakeError::Reset(_) => Status::failed_precondition(msg),
             _ => Status::internal(msg),

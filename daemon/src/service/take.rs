@@ -8,9 +8,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::{Peer, convert, request_span, status};
+use super::{admin_caller, convert, request_span, status};
 use crate::{
-    rig::{Caller, HeldView, Rig, RigError},
+    rig::{HeldView, Rig, RigError},
+    sys::mmio::Width,
     take::{BarSize, DetachOptions, Mode, ResetMethod, ResizeReport},
 };
 
@@ -24,13 +25,7 @@ pub fn stream<T>(
     work: impl FnOnce(&Rig, &mut dyn FnMut(&str)) -> Result<pb::Outcome, RigError> + Send + 'static,
 ) -> Result<Response<ProgressStream>, Status> {
     let span = request_span(method, req);
-    let peer = Peer::of(req)
-        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))?;
-    let caller = Caller {
-        uid: peer.uid,
-        gid: peer.gid,
-        pid: peer.pid,
-    };
+    let caller = admin_caller(req)?;
     rig.authorize_admin(caller)
         .map_err(|e| status::from_rig(&e))?;
     let (tx, rx) = mpsc::channel(64);
@@ -89,6 +84,18 @@ pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> 
         force: r.force,
         timeout: std::time::Duration::from_secs(r.timeout_s.into()),
     })
+}
+
+/// An access width from the request's bits (0: 32, the common register).
+pub fn width(bits: u32) -> Result<Width, Status> {
+    match bits {
+        0 => Ok(Width::W32),
+        b => Width::from_bits(b).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "a register access is 8, 16, 32 or 64 bits, not {b}"
+            ))
+        }),
+    }
 }
 
 pub fn reset_method(s: &str) -> Result<ResetMethod, RigError> {

@@ -4,6 +4,7 @@
 pub mod iommu;
 pub mod memfd;
 pub mod mman;
+pub mod mmio;
 pub mod pagemap;
 pub mod sched;
 pub mod scm;

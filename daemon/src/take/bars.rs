@@ -1,19 +1,24 @@
 //! Maps a held device's memory BARs into rigd: through VFIO regions (vfio mode) or the
-//! sysfs `resourceN` files (sysfs mode). The maps are what later stages lend to
-//! clients; holding them here proves the BARs are reachable the moment rig holds the
-//! device. Mapping reserves address space only: a 256 GiB VRAM BAR costs no memory.
+//! sysfs `resourceN` files (sysfs mode). Holding them here proves the BARs are
+//! reachable the moment rig holds the device, and serves an admin's register reads and
+//! writes (`rigctl mmio`). Mapping reserves address space only: a 256 GiB VRAM BAR
+//! costs no memory.
 //!
-//! Access goes through volatile reads and writes only (seed: "arm64 Device memory
-//! faults on the accesses memcpy makes"), so this module hands out no slices.
+//! Access goes through `sys::mmio`'s volatile reads and writes only (seed: "arm64
+//! Device memory faults on the accesses memcpy makes"), so this module hands out no
+//! slices.
 
 use std::fs::File;
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::MmapOptions;
 
-use super::{TakeError, VfioHold};
+use super::{TakeError, Taken, VfioHold};
 use crate::{
     pci::{Bdf, SysfsRoot},
-    sys::vfio::VFIO_REGION_INFO_FLAG_MMAP,
+    sys::{
+        mmio::{Mmio, Width},
+        vfio::VFIO_REGION_INFO_FLAG_MMAP,
+    },
 };
 
 /// One mapped BAR.
@@ -21,13 +26,88 @@ use crate::{
 pub struct MappedBar {
     pub index: u8,
     pub size: u64,
-    map: MmapRaw,
+    pub regs: Mmio,
 }
 
-impl MappedBar {
-    /// The mapping's address in rigd (for the lending stages).
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.map.as_mut_ptr()
+/// The most registers one read returns.
+pub const MAX_READ_COUNT: u32 = 4096;
+
+impl Taken {
+    fn mapped_bar(&self, bar: u32) -> Result<&MappedBar, TakeError> {
+        self.bars
+            .iter()
+            .find(|b| u32::from(b.index) == bar)
+            .ok_or_else(|| TakeError::NoBar {
+                bdf: self.bdf,
+                bar,
+                mapped: self.bars.iter().map(|b| b.index).collect(),
+            })
+    }
+
+    /// Reads `count` consecutive registers of `width` from `offset` in BAR `bar`.
+    /// Every access is checked before the first one is made.
+    ///
+    /// # Errors
+    /// [`TakeError::NoBar`] for a BAR rig has not mapped, [`TakeError::Mmio`] for an
+    /// access outside it, misaligned, or a count of 0 or above [`MAX_READ_COUNT`].
+    pub fn read_bar(
+        &self,
+        bar: u32,
+        offset: u64,
+        width: Width,
+        count: u32,
+    ) -> Result<Vec<u64>, TakeError> {
+        let b = self.mapped_bar(bar)?;
+        let refuse = |source| TakeError::Mmio {
+            bdf: self.bdf,
+            bar: b.index,
+            source,
+        };
+        if count == 0 || count > MAX_READ_COUNT {
+            return Err(refuse(crate::sys::mmio::MmioError::Count {
+                count,
+                max: MAX_READ_COUNT,
+            }));
+        }
+        // The last access decides whether all fit (they are contiguous).
+        let last = (u64::from(count) - 1)
+            .checked_mul(width.bytes())
+            .and_then(|d| offset.checked_add(d))
+            .ok_or(crate::sys::mmio::MmioError::OutOfRange {
+                offset,
+                width,
+                len: b.regs.len(),
+            })
+            .map_err(refuse)?;
+        b.regs.check(last, width).map_err(refuse)?;
+        (0..u64::from(count))
+            .map(|i| {
+                b.regs
+                    .read(offset + i * width.bytes(), width)
+                    .map_err(refuse)
+            })
+            .collect()
+    }
+
+    /// Writes one register of `width` at `offset` in BAR `bar`.
+    ///
+    /// # Errors
+    /// As [`Taken::read_bar`], and a value wider than the access.
+    pub fn write_bar(
+        &self,
+        bar: u32,
+        offset: u64,
+        width: Width,
+        value: u64,
+    ) -> Result<(), TakeError> {
+        let b = self.mapped_bar(bar)?;
+        b.regs
+            .write(offset, width, value)
+            .map_err(|source| TakeError::Mmio {
+                bdf: self.bdf,
+                bar: b.index,
+                source,
+            })
     }
 }
 
@@ -101,5 +181,9 @@ fn map(bdf: Bdf, file: &File, index: u8, offset: u64, size: u64) -> Result<Mappe
             step: "map a BAR",
             source,
         })?;
-    Ok(MappedBar { index, size, map })
+    Ok(MappedBar {
+        index,
+        size,
+        regs: Mmio::new(map),
+    })
 }

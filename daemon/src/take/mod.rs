@@ -42,7 +42,7 @@ pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{
     pci::{Bdf, SysfsRoot},
-    sys::{sysfs::PciSysfs, vfio},
+    sys::{mmio::MmioError, sysfs::PciSysfs, vfio},
 };
 use preflight::{Concern, Places};
 
@@ -108,12 +108,31 @@ pub enum TakeError {
         #[source]
         source: journal::JournalError,
     },
+    #[error("{bdf} has no memory BAR {bar} mapped by rig (mapped: {})", bar_list(.mapped))]
+    NoBar { bdf: Bdf, bar: u32, mapped: Vec<u8> },
+    #[error("Refused a register access to BAR{bar} of {bdf}")]
+    Mmio {
+        bdf: Bdf,
+        bar: u8,
+        #[source]
+        source: MmioError,
+    },
     #[error("Failed to read {bdf}")]
     Read {
         bdf: Bdf,
         #[source]
         source: crate::pci::PciError,
     },
+}
+
+fn bar_list(bars: &[u8]) -> String {
+    if bars.is_empty() {
+        return "none".into();
+    }
+    bars.iter()
+        .map(|b| format!("BAR{b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn list(c: &[Concern]) -> String {
@@ -230,6 +249,15 @@ impl Taker {
     /// # Errors
     /// The config read or write failing.
     pub fn stop_bus_master(&self, bdf: Bdf) -> Result<(), TakeError> {
+        self.set_bus_master(bdf, false).map(|_| ())
+    }
+
+    /// Sets or clears the command register's bus-master bit; returns whether it was set.
+    /// Writes only when the bit changes.
+    ///
+    /// # Errors
+    /// The config read or write failing.
+    pub fn set_bus_master(&self, bdf: Bdf, on: bool) -> Result<bool, TakeError> {
         // Two bytes, not the whole space: each config dword read is a config access
         // (an exit to the hypervisor in a VM), and this runs several times per attach.
         let mut reg = [0u8; 2];
@@ -244,13 +272,25 @@ impl Taker {
             });
         }
         let cmd = u16::from_le_bytes(reg);
-        if cmd & PCI_COMMAND_MASTER != 0 {
-            let off = (cmd & !PCI_COMMAND_MASTER).to_le_bytes();
+        let was_on = cmd & PCI_COMMAND_MASTER != 0;
+        if was_on != on {
+            let new = if on {
+                cmd | PCI_COMMAND_MASTER
+            } else {
+                cmd & !PCI_COMMAND_MASTER
+            };
             self.sysfs
-                .write_config(bdf, 4, &off)
-                .map_err(self.step(bdf, "clear bus mastering"))?;
+                .write_config(bdf, 4, &new.to_le_bytes())
+                .map_err(self.step(
+                    bdf,
+                    if on {
+                        "set bus mastering"
+                    } else {
+                        "clear bus mastering"
+                    },
+                ))?;
         }
-        Ok(())
+        Ok(was_on)
     }
 
     /// Unbinds in a worker thread, so a driver that never returns (a holder keeps the
