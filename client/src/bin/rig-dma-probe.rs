@@ -6,7 +6,8 @@
 //! `ready session=N lease=L offset=O device=D|-`. Then it answers commands on stdin,
 //! one line each: `read OFF LEN` (prints hex), `write OFF HEX` (prints `ok`),
 //! `truncate` (ftruncate(0) on the lease's first block; prints `ok` or the errno),
-//! `quit`.
+//! `free` (frees the buffer and gives its lease back to rigd, which unmaps it from the
+//! device; prints `ok`; `read`/`write` then answer `freed`), `quit`.
 
 use std::{
     io::{self, BufRead, Write},
@@ -46,12 +47,13 @@ fn main() -> ExitCode {
 
 async fn run(socket: &str, device: &str, bytes: u64) -> Result<(), Box<dyn std::error::Error>> {
     let session = Session::open(socket, device).await?;
-    let buf = session.alloc(bytes, 4096).await?;
-    buf.write(0, b"probe")?;
-    let (lease, offset) = buf.lease();
-    let device = buf
+    let b = session.alloc(bytes, 4096).await?;
+    b.write(0, b"probe")?;
+    let (lease, offset) = b.lease();
+    let device = b
         .device_address()
         .map_or_else(|| "-".to_owned(), |d| format!("{d:#x}"));
+    let mut buf = Some(b);
     let mut out = io::stdout().lock();
     writeln!(
         out,
@@ -63,13 +65,24 @@ async fn run(socket: &str, device: &str, bytes: u64) -> Result<(), Box<dyn std::
     for line in io::stdin().lock().lines() {
         let line = line?;
         let words: Vec<&str> = line.split_whitespace().collect();
-        let reply = match words.as_slice() {
-            ["read", off, len] => read(&buf, off, len)?,
-            ["write", off, hex] => {
-                buf.write(off.parse()?, &unhex(hex)?)?;
+        let reply = match (words.as_slice(), buf.as_ref()) {
+            (["read" | "write", ..], None) => "freed".to_owned(),
+            (["read", off, len], Some(b)) => read(b, off, len)?,
+            (["write", off, hex], Some(b)) => {
+                b.write(off.parse()?, &unhex(hex)?)?;
                 "ok".to_owned()
             }
-            ["truncate"] => {
+            (["free"], _) => {
+                if let Some(b) = buf.take() {
+                    session.free(b).await?;
+                    // `free` keeps an emptied block for the fast path; give it back.
+                    if session.lease_fds(lease)?.is_some() {
+                        session.release(lease).await?;
+                    }
+                }
+                "ok".to_owned()
+            }
+            (["truncate"], _) => {
                 let fds = session.lease_fds(lease)?.ok_or("lease not held")?;
                 let fd = fds.first().ok_or("no descriptor")?;
                 match nix::unistd::ftruncate(fd, 0) {
@@ -77,7 +90,7 @@ async fn run(socket: &str, device: &str, bytes: u64) -> Result<(), Box<dyn std::
                     Err(e) => format!("{e:?}"),
                 }
             }
-            ["quit"] => break,
+            (["quit"], _) => break,
             _ => format!("unknown command: {line}"),
         };
         writeln!(out, "{reply}")?;
