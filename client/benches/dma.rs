@@ -92,6 +92,10 @@ fn main() -> Result<(), BoxError> {
         .collect();
     println!("CPUs allowed: {allowed:?}\n");
     pinning(allowed.len())?;
+    // `cargo bench -p rig-client --bench dma -- pinning`: the first table only.
+    if std::env::args().any(|a| a == "pinning") {
+        return Ok(());
+    }
     // Everything after runs on one CPU, rigd and the clients it spawns included: on this
     // kind of VM, cross-CPU wake-ups would dominate the round trips.
     let last = *allowed.last().ok_or("no CPU")?;
