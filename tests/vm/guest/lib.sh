@@ -95,7 +95,8 @@ dmesg_wait() {
 }
 
 # Take-over scenarios: rigd with sysfs mode allowed and its journal in /var/lib/rig.
-# Extra environment for rigd (e.g. RIG_CRASH_AT=held) goes in $RIGD_ENV.
+# Extra environment for rigd (e.g. RIG_CRASH_AT=held) goes in $RIGD_ENV, extra config
+# sections in $RIGD_TOML.
 start_rigd_take() {
   mkdir -p /etc/rig /var/lib/rig
   cat > /etc/rig/rigd-take.toml <<TOML
@@ -106,6 +107,7 @@ state_dir = "/var/lib/rig"
 [take]
 allow_sysfs_mode = true
 unbind_timeout_s = 5
+${RIGD_TOML:-}
 TOML
   rm -f "$RIG_SOCK"
   env $RIGD_ENV rigd --config /etc/rig/rigd-take.toml >> "$FILES/rigd.log" 2>&1 &
@@ -113,6 +115,46 @@ TOML
   i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
   [ -S "$RIG_SOCK" ]
 }
+# DMA scenarios: 8 hugepages, and rigd makes a 4 MiB pool for each device it takes.
+start_rigd_dma() {
+  echo 8 > /proc/sys/vm/nr_hugepages
+  RIGD_TOML="[dma]
+pool_bytes = 4194304" start_rigd_take
+}
+stop_rigd_dma() { stop_rigd; echo 0 > /proc/sys/vm/nr_hugepages; }
+
+# A DMA client in a process of its own (rig-dma-probe), fed through a FIFO.
+# probe_start DEVICE BYTES: starts it, sets $PROBE_ADDR (its buffer's device address).
+# probe CMD...: sends one command, sets $PROBE_REPLY to its answer. probe_quit: ends it.
+probe_start() {
+  rm -f /tmp/probe.in; mkfifo /tmp/probe.in
+  # Made before the probe starts: its redirections open only once the FIFO has a writer.
+  : > /tmp/probe.out
+  rig-dma-probe "$RIG_SOCK" "$1" "$2" < /tmp/probe.in > /tmp/probe.out 2> "$FILES/probe.err" &
+  PROBE=$!
+  exec 3> /tmp/probe.in
+  PROBE_LINES=1
+  probe_wait
+  PROBE_ADDR=$(sed -n '1s/.*device=\(0x[0-9a-f]*\).*/\1/p' /tmp/probe.out)
+}
+probe_wait() {
+  i=0
+  while [ "$(wc -l < /tmp/probe.out)" -lt $PROBE_LINES ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+}
+probe() {
+  echo "$*" >&3
+  PROBE_LINES=$((PROBE_LINES + 1))
+  probe_wait
+  PROBE_REPLY=$(sed -n "${PROBE_LINES}p" /tmp/probe.out)
+}
+probe_quit() { echo quit >&3; exec 3>&-; wait $PROBE; cp /tmp/probe.out "$FILES/probe.out"; }
+# pattern MUL ADD: 256 bytes in hex, byte i being (i * MUL + ADD) & 255.
+pattern() {
+  p=""; i=0
+  while [ $i -lt 256 ]; do p="$p$(printf %02x $(((i * $1 + $2) & 255)))"; i=$((i + 1)); done
+  echo "$p"
+}
+
 # Bit 2 (bus master) of a function's command register, read from config space.
 bus_master() { [ $(( $(od -An -tu1 -j4 -N1 "/sys/bus/pci/devices/$1/config") & 4 )) != 0 ]; }
 no_bus_master() { ! bus_master "$1"; }
