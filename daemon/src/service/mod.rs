@@ -24,7 +24,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
 use tracing::Instrument;
 
-use crate::rig::Rig;
+use crate::rig::{Rig, RigError};
 
 /// Who sent a request, from the socket's peer credentials.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +146,27 @@ fn admin_caller<T>(req: &Request<T>) -> Result<crate::rig::Caller, Status> {
         gid: peer.gid,
         pid: peer.pid,
     })
+}
+
+impl Service {
+    /// As `blocking`, for a request only root or the admin group may make.
+    async fn admin<T, R>(
+        &self,
+        method: &'static str,
+        req: &Request<T>,
+        work: impl FnOnce(&Rig) -> Result<R, RigError> + Send + 'static,
+    ) -> Result<R, Status>
+    where
+        R: Send + 'static,
+    {
+        let caller = admin_caller(req)?;
+        self.blocking(method, req, move |rig| {
+            rig.authorize_admin(caller)
+                .and_then(|()| work(rig))
+                .map_err(|e| status::from_rig(&e))
+        })
+        .await
+    }
 }
 
 fn request_span<T>(method: &'static str, req: &Request<T>) -> tracing::Span {
@@ -282,14 +303,11 @@ impl RigApi for Service {
         &self,
         req: Request<pb::ReadBarRequest>,
     ) -> Result<Response<pb::ReadBarReply>, Status> {
-        let caller = admin_caller(&req)?;
         let r = req.get_ref().clone();
         let values = self
-            .blocking("ReadBar", &req, move |rig| {
+            .admin("ReadBar", &req, move |rig| {
                 let width = take::width(r.width_bits)?;
-                rig.authorize_admin(caller)
-                    .and_then(|()| rig.read_bar(&r.bdf, r.bar, r.offset, width, r.count.max(1)))
-                    .map_err(|e| status::from_rig(&e))
+                rig.read_bar(&r.bdf, r.bar, r.offset, width, r.count.max(1))
             })
             .await?;
         Ok(Response::new(pb::ReadBarReply { values }))
@@ -299,13 +317,10 @@ impl RigApi for Service {
         &self,
         req: Request<pb::WriteBarRequest>,
     ) -> Result<Response<pb::WriteBarReply>, Status> {
-        let caller = admin_caller(&req)?;
         let r = req.get_ref().clone();
-        self.blocking("WriteBar", &req, move |rig| {
+        self.admin("WriteBar", &req, move |rig| {
             let width = take::width(r.width_bits)?;
-            rig.authorize_admin(caller)
-                .and_then(|()| rig.write_bar(&r.bdf, r.bar, r.offset, width, r.value))
-                .map_err(|e| status::from_rig(&e))
+            rig.write_bar(&r.bdf, r.bar, r.offset, width, r.value)
         })
         .await?;
         Ok(Response::new(pb::WriteBarReply {}))
@@ -315,13 +330,10 @@ impl RigApi for Service {
         &self,
         req: Request<pb::SetBusMasterRequest>,
     ) -> Result<Response<pb::SetBusMasterReply>, Status> {
-        let caller = admin_caller(&req)?;
         let r = req.get_ref().clone();
         let was_on = self
-            .blocking("SetBusMaster", &req, move |rig| {
-                rig.authorize_admin(caller)
-                    .and_then(|()| rig.set_bus_master(&r.bdf, r.on))
-                    .map_err(|e| status::from_rig(&e))
+            .admin("SetBusMaster", &req, move |rig| {
+                rig.set_bus_master(&r.bdf, r.on)
             })
             .await?;
         Ok(Response::new(pb::SetBusMasterReply { was_on }))

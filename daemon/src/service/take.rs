@@ -87,11 +87,11 @@ pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> 
 }
 
 /// An access width from the request's bits (0: 32, the common register).
-pub fn width(bits: u32) -> Result<Width, Status> {
+pub fn width(bits: u32) -> Result<Width, RigError> {
     match bits {
         0 => Ok(Width::W32),
         b => Width::from_bits(b).ok_or_else(|| {
-            Status::invalid_argument(format!(
+            RigError::BadRequest(format!(
                 "a register access is 8, 16, 32 or 64 bits, not {b}"
             ))
         }),
