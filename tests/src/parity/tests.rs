@@ -1,6 +1,6 @@
 use rig_client::{ConfigAccess, Express, Header, LinkBudget, Names, RebarEntry, Sysfs};
 
-use super::*;
+use super::{lspci::parse_region, *};
 
 /// Shaped like the H200 (docs/h200.md), in the format pciutils 3.9 prints.
 const GPU: &str = "\
