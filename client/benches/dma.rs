@@ -1,6 +1,7 @@
 //! DMA figures for docs/BENCHMARKS.md, side by side in one run (issue 6):
 //!
-//! 1. Pinning a pool (GiB/s) against memset of the same size, 1 and 2 threads.
+//! 1. Pinning a pool (GiB/s) against memset of the same size and the kernel's own
+//!    hugetlb clearing, on 1 thread and on one per allowed CPU.
 //! 2. Through the client library against a real rigd process: alloc + free of 64 KiB
 //!    on the fast path (inside a leased block) and with a fresh block lease each time,
 //!    next to a raw `SOCK_SEQPACKET` round trip and a gRPC unary call.
@@ -118,9 +119,9 @@ fn pinning(cpus: usize) -> Result<(), BoxError> {
         bytes / MIB
     );
     println!(
-        "| threads | rig pool pin GiB/s | kernel hugetlb fault-in GiB/s | memset GiB/s | pin / memset | pin / kernel |"
+        "| threads | rig pool pin GiB/s | kernel hugetlb clearing (fallocate) GiB/s | kernel hugetlb fault-in (MAP_POPULATE) GiB/s | memset GiB/s | pin / memset | pin / kernel clearing |"
     );
-    println!("| --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     let len = usize::try_from(bytes)?;
     let mut buf = vec![0u8; len];
     buf.fill(1); // fault it in: memset below measures bandwidth, not page faults
@@ -132,6 +133,7 @@ fn pinning(cpus: usize) -> Result<(), BoxError> {
         let mut pin = Vec::new();
         let mut set = Vec::new();
         let mut kernel = Vec::new();
+        let mut populate = Vec::new();
         for round in 0..5u8 {
             let start = Instant::now();
             let pool = Pool::start(
@@ -163,16 +165,18 @@ fn pinning(cpus: usize) -> Result<(), BoxError> {
             });
             std::hint::black_box(&buf);
             set.push(start.elapsed());
-            kernel.push(fault_in(bytes, threads)?);
+            kernel.push(kernel_clear(bytes, threads, Clear::Allocate)?);
+            populate.push(kernel_clear(bytes, threads, Clear::Populate)?);
         }
         let gib = |d: Duration| bytes as f64 / d.as_secs_f64() / f64::from(1u32 << 30);
-        let (p, m, k) = (
+        let (p, m, k, f) = (
             gib(stats_median(pin)),
             gib(stats_median(set)),
             gib(stats_median(kernel)),
+            gib(stats_median(populate)),
         );
         println!(
-            "| {threads} | {p:.2} | {k:.2} | {m:.2} | {:.0}% | {:.0}% |",
+            "| {threads} | {p:.2} | {k:.2} | {f:.2} | {m:.2} | {:.0}% | {:.0}% |",
             100.0 * p / m,
             100.0 * p / k
         );
@@ -181,10 +185,22 @@ fn pinning(cpus: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The kernel's own rate: `bytes` of hugetlb memfd faulted in by one mmap per thread
-/// (`MAP_POPULATE`), with none of the pool's per-block work.
-fn fault_in(bytes: u64, threads: usize) -> Result<Duration, BoxError> {
-    use rigd::sys::{memfd, mman::Mapping};
+/// How [`kernel_clear`] makes the kernel clear hugetlb pages.
+#[derive(Clone, Copy)]
+enum Clear {
+    /// fallocate(2) of the file: what the pool does, outside the mmap lock.
+    Allocate,
+    /// One `MAP_POPULATE` mmap of the file: every thread's fault-in under one mm.
+    Populate,
+}
+
+/// The kernel's own rate: `bytes` of hugetlb memfd cleared, one file per thread, with
+/// none of the pool's per-block work.
+fn kernel_clear(bytes: u64, threads: usize, how: Clear) -> Result<Duration, BoxError> {
+    use rigd::sys::{
+        memfd,
+        mman::{Fill, Mapping},
+    };
     let part = bytes / threads as u64;
     let files = (0..threads)
         .map(|_| {
@@ -198,7 +214,12 @@ fn fault_in(bytes: u64, threads: usize) -> Result<Duration, BoxError> {
     let maps = std::thread::scope(|sc| {
         let handles: Vec<_> = files
             .iter()
-            .map(|fd| sc.spawn(move || Mapping::shared(fd, len, true)))
+            .map(|fd| {
+                sc.spawn(move || match how {
+                    Clear::Allocate => memfd::allocate(fd, part).map(|()| None),
+                    Clear::Populate => Mapping::shared(fd, len, Fill::Populate).map(Some),
+                })
+            })
             .collect();
         handles
             .into_iter()

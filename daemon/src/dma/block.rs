@@ -10,7 +10,7 @@ use std::{fmt, io, os::fd::OwnedFd};
 use super::{BLOCK_SIZE, DmaError, HostVa, PhysAddr};
 use crate::sys::{
     memfd::{self, Backing},
-    mman::Mapping,
+    mman::{Fill, Mapping},
     pagemap::{self, Entry, PAGE_SIZE},
 };
 
@@ -19,9 +19,9 @@ use crate::sys::{
 pub enum BlockStep {
     Create,
     Size,
+    Allocate,
     Seal,
     Map,
-    Lock,
     Pagemap,
     Share,
 }
@@ -31,9 +31,9 @@ impl fmt::Display for BlockStep {
         f.write_str(match self {
             Self::Create => "create the memfd of",
             Self::Size => "size",
+            Self::Allocate => "allocate the pages of",
             Self::Seal => "seal",
-            Self::Map => "map and fault in",
-            Self::Lock => "lock",
+            Self::Map => "map, fault in and lock",
             Self::Pagemap => "read the physical address of",
             Self::Share => "duplicate the descriptor of",
         })
@@ -54,23 +54,29 @@ pub(crate) struct Block {
 }
 
 impl Block {
-    /// Makes a block: memfd, size, seals, map with every page faulted in, lock; with
-    /// `physical`, reads and checks its physical address.
+    /// Makes a block: memfd, size, pages allocated (and so cleared), seals, a locked
+    /// map with every page mapped; with `physical`, reads and checks its physical address.
     ///
     /// # Errors
-    /// [`DmaError::Block`] naming the failed step (mmap's `ENOMEM` when hugepages run
-    /// out), [`DmaError::NoPhysicalAddress`], [`DmaError::NotHuge`].
+    /// [`DmaError::Block`] naming the failed step (fallocate's `ENOSPC` when hugepages
+    /// run out), [`DmaError::NoPhysicalAddress`], [`DmaError::NotHuge`].
     pub fn pin(backing: Backing, physical: bool) -> Result<Self, DmaError> {
         let file = memfd::create(c"rig-dma", backing).map_err(step(BlockStep::Create))?;
         memfd::set_len(&file, BLOCK_SIZE).map_err(step(BlockStep::Size))?;
+        // The kernel clears the pages here, outside this process's mmap lock: pin
+        // workers clear in parallel. Faulting them in through `MAP_POPULATE` instead
+        // made every worker's mmap and mlock wait for the others' clearing (on the
+        // 16-CPU H200 host, 16 workers pinned no faster than one).
+        memfd::allocate(&file, BLOCK_SIZE).map_err(step(BlockStep::Allocate))?;
         memfd::add_seals(&file, memfd::block_seals()).map_err(step(BlockStep::Seal))?;
         let len = usize::try_from(BLOCK_SIZE).expect("2 MiB fits a usize");
-        let map = Mapping::shared(&file, len, true).map_err(step(BlockStep::Map))?;
-        if backing == Backing::Huge2M {
-            // Shmem blocks are for tests without hugepages: no lock, so they also work
-            // under a small RLIMIT_MEMLOCK.
-            map.lock().map_err(step(BlockStep::Lock))?;
-        }
+        // Shmem blocks are for tests without hugepages: not locked, so they also work
+        // under a small RLIMIT_MEMLOCK.
+        let fill = match backing {
+            Backing::Huge2M => Fill::Locked,
+            Backing::Shmem => Fill::Populate,
+        };
+        let map = Mapping::shared(&file, len, fill).map_err(step(BlockStep::Map))?;
         let mut block = Self {
             map,
             file,
@@ -173,7 +179,7 @@ mod tests {
         assert_eq!(u64::try_from(st.st_size).expect("size"), BLOCK_SIZE);
         assert_eq!(memfd::seals(b.fd()).expect("seals"), memfd::block_seals());
         let other = b.share().expect("dup");
-        let view = Mapping::shared(&other, 4096, false).expect("second mapping");
+        let view = Mapping::shared(&other, 4096, Fill::Lazy).expect("second mapping");
         b.write(100, b"abc").expect("write");
         let mut got = [0u8; 3];
         view.read(100, &mut got).expect("read");
@@ -186,7 +192,7 @@ mod tests {
         b.write(0, b"secret").expect("write");
         let kept = b.share().expect("a client's copy");
         b.retire();
-        let view = Mapping::shared(&kept, 4096, false).expect("map the kept file");
+        let view = Mapping::shared(&kept, 4096, Fill::Lazy).expect("map the kept file");
         let mut got = [0xffu8; 6];
         view.read(0, &mut got).expect("read");
         assert_eq!(got, [0; 6], "the punched page reads as a fresh zero page");

@@ -1,5 +1,5 @@
 //! Anonymous files for DMA blocks: memfd_create(2), their size, file seals
-//! (fcntl(2) `F_ADD_SEALS`, `F_GET_SEALS`) and hole punching (fallocate(2)).
+//! (fcntl(2) `F_ADD_SEALS`, `F_GET_SEALS`), allocation and hole punching (fallocate(2)).
 //!
 //! Everything here goes through nix's safe wrappers; the file is the kernel interface's
 //! one home, as `sys/` keeps one file per interface.
@@ -51,6 +51,20 @@ pub fn create(name: &CStr, backing: Backing) -> io::Result<OwnedFd> {
 pub fn set_len(fd: impl AsFd, len: u64) -> io::Result<()> {
     let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     Ok(ftruncate(fd, len)?)
+}
+
+/// Allocates (and so clears) every page of `[0, len)` now (fallocate(2), mode 0).
+///
+/// Unlike faulting the pages in through a mapping (`MAP_POPULATE`), this never takes the
+/// process's mmap lock: threads that allocate different files clear in parallel, where
+/// populating mappings would queue behind each other's mmap and mlock.
+///
+/// # Errors
+/// `ENOSPC` (hugetlbfs: no free hugepages) or `ENOMEM`.
+pub fn allocate(fd: impl AsFd, len: u64) -> io::Result<()> {
+    let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    fallocate(fd, FallocateFlags::empty(), 0, len)?;
+    Ok(())
 }
 
 /// Adds `seals` (fcntl(2) `F_ADD_SEALS`).

@@ -1,4 +1,4 @@
-//! Memory mappings of DMA blocks: mmap(2), mlock(2), munmap(2).
+//! Memory mappings of DMA blocks: mmap(2) (locked with `MAP_LOCKED`), munmap(2).
 //!
 //! A [`Mapping`] is device-visible memory: a device, a client process and rigd may all
 //! write it at any time, so no `&`/`&mut` into it ever exists; access goes through the
@@ -6,7 +6,19 @@
 
 use std::{io, num::NonZeroUsize, os::fd::AsFd, ptr::NonNull};
 
-use nix::sys::mman::{MapFlags, ProtFlags, mlock, mmap, munmap};
+use nix::sys::mman::{MapFlags, ProtFlags, mmap, munmap};
+
+/// How a new mapping's pages are faulted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// On first access.
+    Lazy,
+    /// Now (`MAP_POPULATE`); for pages not yet in the file, this allocates and clears them.
+    Populate,
+    /// Now, and locked in memory (`MAP_POPULATE | MAP_LOCKED`): one call, one take of
+    /// the process's mmap lock for writing, where mmap(2) then mlock(2) take it twice.
+    Locked,
+}
 
 /// A shared read-write mapping of a whole file, unmapped on drop.
 #[derive(Debug)]
@@ -23,18 +35,21 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// Maps `len` bytes of `fd` shared and read-write; with `populate`, the kernel
-    /// faults every page in now (`MAP_POPULATE`), which allocates and clears them.
+    /// Maps `len` bytes of `fd` shared and read-write, its pages faulted in as `fill`
+    /// says.
     ///
     /// # Errors
     /// The errno of mmap(2): `ENOMEM` when hugetlb pages run out, `EINVAL` for a
-    /// length the file's page size does not divide.
-    pub fn shared(fd: impl AsFd, len: usize, populate: bool) -> io::Result<Self> {
+    /// length the file's page size does not divide, `EAGAIN` for [`Fill::Locked`]
+    /// past `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`.
+    pub fn shared(fd: impl AsFd, len: usize, fill: Fill) -> io::Result<Self> {
         let len = NonZeroUsize::new(len).ok_or(io::ErrorKind::InvalidInput)?;
-        let mut flags = MapFlags::MAP_SHARED;
-        if populate {
-            flags |= MapFlags::MAP_POPULATE;
-        }
+        let flags = MapFlags::MAP_SHARED
+            | match fill {
+                Fill::Lazy => MapFlags::empty(),
+                Fill::Populate => MapFlags::MAP_POPULATE,
+                Fill::Locked => MapFlags::MAP_POPULATE | MapFlags::MAP_LOCKED,
+            };
         // SAFETY: a fresh mapping at an address the kernel picks (no MAP_FIXED), so no
         // existing memory is replaced; `fd` is a valid open file for the call; the
         // result is checked by nix and owned by the returned `Mapping`, which unmaps it
@@ -50,17 +65,6 @@ impl Mapping {
             )
         }?;
         Ok(Self { ptr, len })
-    }
-
-    /// Locks the mapping's pages in memory (mlock(2)).
-    ///
-    /// # Errors
-    /// `ENOMEM`/`EPERM` past `RLIMIT_MEMLOCK` without `CAP_IPC_LOCK`.
-    pub fn lock(&self) -> io::Result<()> {
-        // SAFETY: the range is exactly this live mapping; mlock only changes how the
-        // kernel treats the pages, and its result is checked.
-        unsafe { mlock(self.ptr, self.len.get()) }?;
-        Ok(())
     }
 
     /// The mapping's start in this process.
@@ -138,8 +142,8 @@ mod tests {
     fn two_mappings_of_one_file_see_each_others_writes() {
         let fd = memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
         memfd::set_len(&fd, 8192).expect("size");
-        let a = Mapping::shared(&fd, 8192, true).expect("map a");
-        let b = Mapping::shared(&fd, 8192, false).expect("map b");
+        let a = Mapping::shared(&fd, 8192, Fill::Populate).expect("map a");
+        let b = Mapping::shared(&fd, 8192, Fill::Lazy).expect("map b");
         a.write(4000, b"hello").expect("write");
         let mut got = [0u8; 5];
         b.read(4000, &mut got).expect("read");
@@ -150,7 +154,7 @@ mod tests {
     fn access_past_the_end_is_refused() {
         let fd = memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
         memfd::set_len(&fd, 4096).expect("size");
-        let m = Mapping::shared(&fd, 4096, false).expect("map");
+        let m = Mapping::shared(&fd, 4096, Fill::Lazy).expect("map");
         let past = m.write(4095, b"xy").expect_err("one byte past the end");
         assert_eq!(past.kind(), io::ErrorKind::InvalidInput);
         let wrap = m
