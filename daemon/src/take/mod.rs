@@ -808,8 +808,17 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Config bytes as lowercase hex, for the journal. Two table lookups a byte: the
+/// `format!` per byte this replaces took 2.5 ms for 256 bytes in the disposable
+/// machine's TCG guest, on every detach and attach (a GPU's config is 4 KiB).
 pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * b.len());
+    for x in b {
+        s.push(char::from(DIGITS[usize::from(x >> 4)]));
+        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    s
 }
 
 pub(crate) fn unhex(s: &str) -> Vec<u8> {
