@@ -118,11 +118,7 @@ pub fn held(v: &HeldView) -> pb::HeldDevice {
         original_driver: v.original_driver.clone().unwrap_or_default(),
         state: v.state.clone(),
         since_unix: v.since,
-        bars: v
-            .device
-            .as_ref()
-            .map(|d| convert::device(d).bars)
-            .unwrap_or_default(),
+        bars: v.bars.iter().map(convert::bar).collect(),
         group_members: v.group_members.iter().map(ToString::to_string).collect(),
         overrode: v.overrode.clone(),
     }
