@@ -83,16 +83,18 @@ impl ClientError {
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: RigClient<Channel>,
-    version: Version,
+    path: PathBuf,
 }
 
 impl Client {
-    /// Connects to the daemon on `path` and checks that it speaks this client's API.
+    /// Connects to the daemon on `path`. It asks nothing yet: a daemon older than
+    /// a method this client calls answers `Unimplemented`, which becomes
+    /// [`ClientError::DaemonTooOld`] (a Version round trip before every command
+    /// cost each `rigctl` call ~5 ms in the disposable machine).
     ///
     /// # Errors
     /// [`ClientError::NoDaemon`], [`ClientError::NotListening`],
-    /// [`ClientError::PermissionDenied`], [`ClientError::DaemonTooOld`], or the
-    /// transport error.
+    /// [`ClientError::PermissionDenied`], or the transport error.
     pub async fn connect(path: impl AsRef<Path>) -> Result<Self, ClientError> {
         let path = path.as_ref().to_owned();
         let stream = tokio::net::UnixStream::connect(&path)
@@ -119,35 +121,53 @@ impl Client {
                 path: path.clone(),
                 source,
             })?;
-        let mut inner = RigClient::new(channel);
-        let reply = inner
-            .version(pb::VersionRequest {})
-            .await
-            .map_err(|s| match s.code() {
-                Code::Unimplemented => ClientError::DaemonTooOld {
-                    path: path.clone(),
-                    daemon: 0,
-                    needed: rig_proto::API_VERSION,
-                },
-                _ => ClientError::rpc(s),
-            })?
-            .into_inner();
-        if reply.api_version < rig_proto::API_VERSION {
-            return Err(ClientError::DaemonTooOld {
-                path,
-                daemon: reply.api_version,
-                needed: rig_proto::API_VERSION,
-            });
-        }
         Ok(Self {
-            inner,
-            version: convert::version(reply),
+            inner: RigClient::new(channel),
+            path,
         })
     }
 
-    /// The daemon's version, as it said at connect time.
-    pub fn version(&self) -> &Version {
-        &self.version
+    /// The daemon's version and API, after checking that it speaks this client's.
+    ///
+    /// # Errors
+    /// [`ClientError::DaemonTooOld`], or [`ClientError::Rpc`].
+    pub async fn version(&mut self) -> Result<Version, ClientError> {
+        let reply = match self.inner.version(pb::VersionRequest {}).await {
+            Ok(r) => r.into_inner(),
+            // Versions came with API 1: a daemon without them is older.
+            Err(s) if s.code() == Code::Unimplemented => return Err(self.too_old(0)),
+            Err(s) => return Err(ClientError::rpc(s)),
+        };
+        if reply.api_version < rig_proto::API_VERSION {
+            return Err(self.too_old(reply.api_version));
+        }
+        Ok(convert::version(reply))
+    }
+
+    fn too_old(&self, daemon: u32) -> ClientError {
+        ClientError::DaemonTooOld {
+            path: self.path.clone(),
+            daemon,
+            needed: rig_proto::API_VERSION,
+        }
+    }
+
+    /// A reply's message, or the error its status means: a method the daemon lacks
+    /// (`Unimplemented`) means a daemon older than this client, which is then asked
+    /// which API it speaks.
+    pub(crate) async fn reply<T>(
+        &mut self,
+        r: Result<tonic::Response<T>, tonic::Status>,
+    ) -> Result<T, ClientError> {
+        match r {
+            Ok(r) => Ok(r.into_inner()),
+            Err(s) if s.code() == Code::Unimplemented => Err(match self.version().await {
+                Ok(v) if v.api >= rig_proto::API_VERSION => ClientError::rpc(s),
+                Ok(v) => self.too_old(v.api),
+                Err(e) => e,
+            }),
+            Err(s) => Err(ClientError::rpc(s)),
+        }
     }
 
     /// Every PCI function the daemon sees (GPUs and accelerators first), or only GPUs.
@@ -155,12 +175,11 @@ impl Client {
     /// # Errors
     /// [`ClientError::Rpc`] with the daemon's reason.
     pub async fn list_devices(&mut self, gpus_only: bool) -> Result<Listing, ClientError> {
-        let reply = self
+        let r = self
             .inner
             .list_devices(pb::ListDevicesRequest { gpus_only })
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+            .await;
+        let reply = self.reply(r).await?;
         Ok(Listing {
             devices: reply.devices.into_iter().map(convert::device).collect(),
             problems: reply.problems,
@@ -173,14 +192,13 @@ impl Client {
     /// [`ClientError::Rpc`]: `InvalidArgument` for a malformed address, `NotFound` for
     /// a function that does not exist.
     pub async fn device(&mut self, bdf: &str) -> Result<Device, ClientError> {
-        let reply = self
+        let r = self
             .inner
             .get_device(pb::GetDeviceRequest {
                 bdf: bdf.to_owned(),
             })
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+            .await;
+        let reply = self.reply(r).await?;
         Ok(convert::device(reply))
     }
 }

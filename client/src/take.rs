@@ -164,12 +164,8 @@ impl Client {
             force: r.force,
             timeout_s: r.timeout_s.unwrap_or(0),
         };
-        let s = self
-            .inner
-            .detach(req)
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+        let r = self.inner.detach(req).await;
+        let s = self.reply(r).await?;
         follow(s, on_step).await
     }
 
@@ -185,12 +181,8 @@ impl Client {
         let req = pb::AttachRequest {
             bdf: bdf.to_owned(),
         };
-        let s = self
-            .inner
-            .attach(req)
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+        let r = self.inner.attach(req).await;
+        let s = self.reply(r).await?;
         follow(s, on_step).await
     }
 
@@ -208,12 +200,8 @@ impl Client {
             bdf: bdf.to_owned(),
             method: method.to_owned(),
         };
-        let s = self
-            .inner
-            .reset(req)
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+        let r = self.inner.reset(req).await;
+        let s = self.reply(r).await?;
         follow(s, on_step).await
     }
 
@@ -233,12 +221,8 @@ impl Client {
             bar: bar.into(),
             size: size.to_owned(),
         };
-        let s = self
-            .inner
-            .resize(req)
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+        let r = self.inner.resize(req).await;
+        let s = self.reply(r).await?;
         follow(s, on_step).await
     }
 
@@ -247,12 +231,8 @@ impl Client {
     /// # Errors
     /// [`ClientError::Rpc`].
     pub async fn status(&mut self) -> Result<Status, ClientError> {
-        let r = self
-            .inner
-            .status(pb::StatusRequest {})
-            .await
-            .map_err(ClientError::rpc)?
-            .into_inner();
+        let r = self.inner.status(pb::StatusRequest {}).await;
+        let r = self.reply(r).await?;
         Ok(Status {
             devices: r.devices.into_iter().map(held).collect(),
             recovered: r.recovered,

@@ -151,7 +151,7 @@ impl Server {
 async fn list_puts_gpus_first_with_names_identity_and_bottleneck() {
     let server = Server::start(tree).await;
     let mut client = Client::connect(&server.socket).await.expect("connect");
-    assert_eq!(client.version().api, 1);
+    assert_eq!(client.version().await.expect("version").api, 1);
     let listing = client.list_devices(false).await.expect("list");
     let bdfs: Vec<_> = listing.devices.iter().map(|d| d.bdf.as_str()).collect();
     assert_eq!(

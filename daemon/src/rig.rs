@@ -429,7 +429,7 @@ impl Rig {
                     original_driver: None,
                     state: "busy".into(),
                     since: 0,
-                    device: None,
+                    bars: Vec::new(),
                     group_members: Vec::new(),
                     overrode: Vec::new(),
                     resize: None,
@@ -450,8 +450,9 @@ impl Rig {
                 .since
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            // Only the BARs are shown: the sparse read spares a GPU 4 KiB of config reads.
-            device: pci::device::inspect_summary(&self.sysfs, &self.ids, t.bdf).ok(),
+            // Only the BARs are shown: read them alone (a sparse config read, `resource`),
+            // not the attributes, names and upstream walk of a full summary.
+            bars: pci::device::read_bars(&self.sysfs, t.bdf).unwrap_or_default(),
             group_members: t.group_members.iter().map(|(b, _)| *b).collect(),
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
@@ -506,8 +507,8 @@ pub struct HeldView {
     pub original_driver: Option<String>,
     pub state: String,
     pub since: u64,
-    /// The device as it reads now (BAR sizes after a resize).
-    pub device: Option<Device>,
+    /// The BARs as they read now (sizes after a resize); empty if unreadable.
+    pub bars: Vec<pci::device::Bar>,
     pub group_members: Vec<Bdf>,
     pub overrode: Vec<String>,
     /// The resize made while taking it, if any.

@@ -118,9 +118,9 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 show::print(&mut out, &device, json, hex)?;
             }
             Cmd::Version { json } => {
-                let v = client.version();
+                let v = client.version().await?;
                 if json {
-                    serde_json::to_writer_pretty(&mut out, v)?;
+                    serde_json::to_writer_pretty(&mut out, &v)?;
                     use std::io::Write;
                     writeln!(out)?;
                 } else {

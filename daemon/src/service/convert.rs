@@ -97,7 +97,7 @@ fn window(w: &Window) -> pb::Window {
     }
 }
 
-fn bar(b: &Bar) -> pb::Bar {
+pub fn bar(b: &Bar) -> pb::Bar {
     pb::Bar {
         index: b.index.into(),
         kind: match b.kind {

@@ -24,12 +24,13 @@ pub mod preflight;
 mod recover;
 mod reset;
 pub mod resize;
+mod unbind;
 
 use std::{
     fs::File,
     io,
     path::PathBuf,
-    sync::{Arc, mpsc},
+    sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -293,21 +294,13 @@ impl Taker {
         Ok(was_on)
     }
 
-    /// Unbinds in a worker thread, so a driver that never returns (a holder keeps the
-    /// GPU) cannot wedge rigd; the thread is left behind in the kernel then.
+    /// Unbinds on a worker thread ([`unbind`]), so a driver that never returns (a holder
+    /// keeps the GPU) cannot wedge rigd; the thread is left behind in the kernel then.
     fn unbind(&self, bdf: Bdf, driver: &str, timeout: Duration) -> Result<(), TakeError> {
-        let (tx, rx) = mpsc::channel();
-        let sysfs = Arc::clone(&self.sysfs);
-        let d = driver.to_owned();
-        std::thread::Builder::new()
-            .name(format!("unbind {bdf}"))
-            .spawn(move || {
-                let _ = tx.send(sysfs.unbind(bdf, &d));
-            })
-            .map_err(self.step(bdf, "start the unbind worker"))?;
-        match rx.recv_timeout(timeout) {
+        match unbind::run(&self.sysfs, bdf, driver, timeout) {
             Ok(r) => r.map_err(self.step(bdf, "unbind the driver")),
-            Err(_) => Err(TakeError::UnbindTimeout {
+            Err(unbind::Unbind::Spawn(e)) => Err(self.step(bdf, "start the unbind worker")(e)),
+            Err(unbind::Unbind::TimedOut) => Err(TakeError::UnbindTimeout {
                 bdf,
                 driver: driver.to_owned(),
                 timeout,
@@ -808,8 +801,17 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// Config bytes as lowercase hex, for the journal. Two table lookups a byte: the
+/// `format!` per byte this replaces took 2.5 ms for 256 bytes in the disposable
+/// machine's TCG guest, on every detach and attach (a GPU's config is 4 KiB).
 pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(2 * b.len());
+    for x in b {
+        s.push(char::from(DIGITS[usize::from(x >> 4)]));
+        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
+    }
+    s
 }
 
 pub(crate) fn unhex(s: &str) -> Vec<u8> {

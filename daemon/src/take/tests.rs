@@ -550,3 +550,18 @@ fn recovery_of_an_empty_journal_does_nothing() {
     assert!(calls(&w).is_empty());
     let _ = Path::new("unused");
 }
+
+#[test]
+fn config_bytes_round_trip_through_hex() {
+    let all: Vec<u8> = (0..=255).collect();
+
+    let text = hex(&all);
+
+    assert_eq!(text.len(), 512);
+    assert!(
+        text.starts_with("000102") && text.ends_with("fdfeff"),
+        "{text}"
+    );
+    assert_eq!(unhex(&text), all);
+    assert_eq!(hex(&[]), "");
+}

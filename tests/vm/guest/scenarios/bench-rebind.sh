@@ -85,8 +85,9 @@ done
 echo "loop: $(( (${EPOCHREALTIME/./} - start) / 1000000 )) s for $N cycles of 3 tools plus a warm-up"
 
 # The parts of a cycle alone, alternating, 10 each (µs): a fork+exec, a modprobe of a
-# loaded module (rigd runs 2 per detach and 1 per attach), rigctl's process and one RPC,
-# bash and python3 starting, and the kernel's own rebind done from bash builtins.
+# loaded module (driverctl's set-override runs one; rigd skips loaded modules), rigctl's
+# process alone (--version: no runtime, no connection) and with one RPC, bash and python3
+# starting, and the kernel's own rebind done from bash builtins.
 floor() {
   local what=$1 t0 t1; shift
   t0=${EPOCHREALTIME/./}; "$@" > /dev/null 2>&1; t1=${EPOCHREALTIME/./}
@@ -120,6 +121,7 @@ for i in $(seq 1 10); do
   udevadm settle --timeout=30
   floor exec-true /bin/true
   floor modprobe-loaded modprobe vfio-pci
+  floor rigctl-version-flag rigctl --version
   floor rigctl-status rigctl --socket "$SOCK" status
   floor bash-c-true bash -c true
   floor python3-c-pass python3 -c pass
@@ -132,22 +134,32 @@ for i in $(seq 1 10); do
   udevadm settle --timeout=30
 done
 # rigd's own steps, timed inside python3 (its start not counted): a journal record as
-# take/journal.rs writes it (file fsync + rename + directory fsync) on the same disk, the
-# same without the two fsyncs, and the preflight's walk of /proc/*/fd (stat of every fd;
-# python, so an upper bound for rigd's).
+# take/journal.rs writes it (the file read, the record written in place into the other
+# slot, one fdatasync) on the same disk, the same without the fdatasync, the record as the
+# journal wrote it before (temp file, fsync, rename, directory fsync), and the
+# preflight's walk of /proc/*/fd (stat of every fd; python, so an upper bound for rigd's).
 python3 - <<'PY' >> "$FILES/floors.tsv"
 import os, sys, time
 def timed(what, f):
     for _ in range(10):
         t = time.perf_counter(); f(); print(what, round((time.perf_counter() - t) * 1e6))
+D = "/var/lib/rig-bench"
+os.makedirs(D, exist_ok=True)
+with open(f"{D}/bench.journal", "wb") as f:  # two 4 KiB slots, made once and synced
+    f.write(bytes(8192)); os.fsync(f.fileno())
+slot = [0]
 def record(sync):
-    os.makedirs("/var/lib/rig-bench", exist_ok=True)
-    with open("/var/lib/rig-bench/bench.json.tmp", "wb") as f:
-        f.write(b"x" * 1200)
-        if sync: os.fsync(f.fileno())
-    os.rename("/var/lib/rig-bench/bench.json.tmp", "/var/lib/rig-bench/bench.json")
-    if sync:
-        d = os.open("/var/lib/rig-bench", os.O_RDONLY); os.fsync(d); os.close(d)
+    fd = os.open(f"{D}/bench.journal", os.O_RDWR)
+    os.read(fd, 8192)
+    slot[0] ^= 1
+    os.pwrite(fd, b"x" * 1200, 4096 * slot[0])
+    if sync: os.fdatasync(fd)
+    os.close(fd)
+def record_renamed():
+    with open(f"{D}/bench.json.tmp", "wb") as f:
+        f.write(b"x" * 1200); os.fsync(f.fileno())
+    os.rename(f"{D}/bench.json.tmp", f"{D}/bench.json")
+    d = os.open(D, os.O_RDONLY); os.fsync(d); os.close(d)
 fds = []
 def walk():
     fds.clear()
@@ -160,7 +172,8 @@ def walk():
             except OSError: pass
 timed("journal-record", lambda: record(True))
 timed("journal-record-nofsync", lambda: record(False))
-os.remove("/var/lib/rig-bench/bench.json")
+timed("journal-record-renamed", record_renamed)
+for f in ("bench.journal", "bench.json"): os.remove(f"{D}/{f}")
 timed("proc-fd-walk-python", walk)
 print(f"processes {len(set(fds))} with {len(fds)} open fds", file=sys.stderr)
 PY
