@@ -146,7 +146,13 @@ fn libc_makedev(major: u64, minor: u64) -> u64 {
 fn device_nodes(root: &SysfsRoot, places: &Places, bdf: Bdf, driver: Option<&str>) -> Vec<Node> {
     let mut nodes = Vec::new();
     if let Ok(entries) = fs::read_dir(root.device_dir(bdf).join("drm")) {
-        for e in entries.flatten() {
+        // Since the DRM control minor went away (Linux 6.8), the kernel keeps a
+        // `controlD<64+n>` symlink to `card<n>` for old userspace; it has no /dev node, so
+        // only the real directories name a node.
+        for e in entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        {
             let name = e.file_name().to_string_lossy().into_owned();
             if let Some(rdev) = fs::read_to_string(e.path().join("dev"))
                 .ok()
@@ -371,6 +377,25 @@ mod tests {
         assert_eq!(libc_makedev(195, 255), 0xc3ff);
         assert_eq!(dev_number("259:1\n"), Some(libc_makedev(259, 1)));
         assert_eq!(dev_number("nope"), None);
+    }
+
+    #[test]
+    fn drm_nodes_are_the_card_and_render_directories_not_the_control_compat_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = SysfsRoot::new(dir.path());
+        let bdf: Bdf = "0000:00:03.0".parse().expect("bdf");
+        let drm = root.device_dir(bdf).join("drm");
+        for (name, dev) in [("card2", "226:2"), ("renderD128", "226:128")] {
+            fs::create_dir_all(drm.join(name)).expect("node dir");
+            fs::write(drm.join(name).join("dev"), format!("{dev}\n")).expect("dev");
+        }
+        std::os::unix::fs::symlink("card2", drm.join("controlD66")).expect("compat link");
+        let mut paths: Vec<String> = device_nodes(&root, &Places::default(), bdf, None)
+            .into_iter()
+            .map(|n| n.path)
+            .collect();
+        paths.sort();
+        assert_eq!(paths, ["/dev/dri/card2", "/dev/dri/renderD128"]);
     }
 
     #[test]
