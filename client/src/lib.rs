@@ -154,7 +154,8 @@ impl Client {
 
     /// A reply's message, or the error its status means: a method the daemon lacks
     /// (`Unimplemented`) means a daemon older than this client, which is then asked
-    /// which API it speaks.
+    /// which API it speaks; one that speaks this API but predates the method (methods
+    /// are added within an API) is named with its version.
     pub(crate) async fn reply<T>(
         &mut self,
         r: Result<tonic::Response<T>, tonic::Status>,
@@ -162,7 +163,14 @@ impl Client {
         match r {
             Ok(r) => Ok(r.into_inner()),
             Err(s) if s.code() == Code::Unimplemented => Err(match self.version().await {
-                Ok(v) if v.api >= rig_proto::API_VERSION => ClientError::rpc(s),
+                Ok(v) if v.api >= rig_proto::API_VERSION => ClientError::Rpc {
+                    code: s.code(),
+                    message: format!(
+                        "rigd {} does not offer this call: it is older than this client (rig-client {})",
+                        v.daemon,
+                        env!("CARGO_PKG_VERSION")
+                    ),
+                },
                 Ok(v) => self.too_old(v.api),
                 Err(e) => e,
             }),

@@ -48,20 +48,6 @@ pub fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
-/// Names the RPC when rigd predates it.
-fn rpc(method: &str) -> impl Fn(tonic::Status) -> ClientError + '_ {
-    move |s| {
-        if s.code() == tonic::Code::Unimplemented {
-            ClientError::Rpc {
-                code: s.code(),
-                message: format!("this rigd does not offer {method}: it is older than rigctl"),
-            }
-        } else {
-            ClientError::rpc(s)
-        }
-    }
-}
-
 impl Client {
     /// Reads `count` consecutive registers of `width_bits` (8, 16, 32 or 64) from `at`.
     ///
@@ -83,13 +69,8 @@ impl Client {
             width_bits,
             count,
         };
-        Ok(self
-            .inner
-            .read_bar(req)
-            .await
-            .map_err(rpc("ReadBar"))?
-            .into_inner()
-            .values)
+        let r = self.inner.read_bar(req).await;
+        Ok(self.reply(r).await?.values)
     }
 
     /// Writes one register of `width_bits` at `at`.
@@ -110,7 +91,8 @@ impl Client {
             width_bits,
             value,
         };
-        self.inner.write_bar(req).await.map_err(rpc("WriteBar"))?;
+        let r = self.inner.write_bar(req).await;
+        self.reply(r).await?;
         Ok(())
     }
 
@@ -124,13 +106,8 @@ impl Client {
             bdf: bdf.to_owned(),
             on,
         };
-        Ok(self
-            .inner
-            .set_bus_master(req)
-            .await
-            .map_err(rpc("SetBusMaster"))?
-            .into_inner()
-            .was_on)
+        let r = self.inner.set_bus_master(req).await;
+        Ok(self.reply(r).await?.was_on)
     }
 }
 
