@@ -105,8 +105,8 @@ impl Server {
         let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
             .expect("tokio listener");
         let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport", "vfio-pci"]);
-        let (rig, warning) = Rig::with_sysfs(&config, Arc::new(kernel));
-        assert_eq!(warning, None);
+        let (rig, warnings) = Rig::with_sysfs(&config, Arc::new(kernel));
+        assert!(warnings.is_empty(), "{warnings:?}");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let shutdown = async {

@@ -5,8 +5,11 @@ use std::{path::PathBuf, process::ExitCode, sync::Arc};
 use clap::Parser;
 use rigd::{
     config::{self, Config},
-    rig::{Rig, error_line},
-    service,
+    rig::Rig,
+    service::{
+        self,
+        status::{error_line, recovered_line},
+    },
 };
 use tracing_subscriber::EnvFilter;
 
@@ -31,8 +34,8 @@ fn main() -> ExitCode {
     match run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once: the subscriber writes to stderr, which is also what systemd logs.
             tracing::error!("{}", error_line(e.as_ref()));
-            eprintln!("rigd: {}", error_line(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -63,14 +66,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .as_deref()
         .map(|g| config::resolve_group(g, &config.paths.group_file))
         .transpose()?;
-    let (rig, warning) = Rig::new(&config);
-    if let Some(w) = warning {
-        tracing::warn!("{w}");
+    let (rig, warnings) = Rig::new(&config);
+    for w in &warnings {
+        tracing::warn!("{}", error_line(w));
     }
     // Before serving: stop any device a crashed rigd left mastering the bus, then
     // re-adopt or give back what the journal says it held.
-    for line in rig.recover() {
-        tracing::info!("recovered {line}");
+    for r in rig.recover().iter() {
+        tracing::info!("recovered {}", recovered_line(r));
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -7,15 +7,17 @@
 
 use std::{
     collections::BTreeMap,
-    path::Path,
     sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
 use crate::{
-    config::{self, Config},
-    dma,
-    pci::{self, Bdf, BdfError, Device, PciError, SysfsRoot, ids::PciIds},
+    config::{self, Config, ConfigError},
+    dma::{self, DmaError},
+    pci::{
+        self, Bdf, BdfError, Device, PciError, SysfsRoot,
+        ids::{IdsError, PciIds},
+    },
     sys::{
         mmio::Width,
         sysfs::{PciSysfs, RealSysfs},
@@ -35,6 +37,8 @@ pub enum RigError {
     Pci(#[from] PciError),
     #[error(transparent)]
     Take(#[from] TakeError),
+    #[error(transparent)]
+    Dma(#[from] DmaError),
     #[error("Another operation on {bdf} is under way; try again when it ends")]
     Busy { bdf: Bdf },
     #[error("Only root or members of the admin group{} may take, reset or give back devices (you are uid {uid})", .group.as_deref().map(|g| format!(" `{g}`")).unwrap_or_default())]
@@ -55,7 +59,7 @@ pub struct Rig {
     devices: Mutex<BTreeMap<Bdf, Slot>>,
     admin_group: Option<(String, u32)>,
     unbind_timeout: Duration,
-    recovered: Mutex<Vec<String>>,
+    recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
 }
@@ -74,29 +78,43 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A listing: the functions that could be read, and one line per function that could not.
+/// A listing: the functions that could be read, and why each other one could not.
 #[derive(Debug, Default)]
 pub struct Listing {
     pub devices: Vec<Device>,
-    pub problems: Vec<String>,
+    pub problems: Vec<PciError>,
+}
+
+/// What rigd starts without, and goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum StartWarning {
+    #[error("Device names will be missing (install Debian's pci.ids)")]
+    NoNames(#[source] IdsError),
+    #[error("Only root may take devices")]
+    NoAdminGroup(#[source] ConfigError),
 }
 
 impl Rig {
-    /// Builds the state from the configuration. A missing pci.ids is not fatal: names
-    /// are then absent, and the returned warning says why.
-    pub fn new(config: &Config) -> (Self, Option<String>) {
+    /// Builds the state from the configuration. A missing pci.ids or admin group is not
+    /// fatal: names are then absent, or only root is an admin, and the returned
+    /// warnings say why.
+    pub fn new(config: &Config) -> (Self, Vec<StartWarning>) {
         let sysfs = RealSysfs::new(SysfsRoot::new(&config.paths.sysfs));
         Self::with_sysfs(config, Arc::new(sysfs))
     }
 
     /// As [`Rig::new`], writing sysfs through `sysfs` (tests pass a `FakeKernel`).
-    pub fn with_sysfs(config: &Config, sysfs: Arc<dyn PciSysfs>) -> (Self, Option<String>) {
-        let (ids, mut warning) = load_ids(&config.paths.pci_ids);
+    pub fn with_sysfs(config: &Config, sysfs: Arc<dyn PciSysfs>) -> (Self, Vec<StartWarning>) {
+        let mut warnings = Vec::new();
+        let ids = PciIds::load(&config.paths.pci_ids).unwrap_or_else(|e| {
+            warnings.push(StartWarning::NoNames(e));
+            PciIds::empty()
+        });
         let admin_group = config.server.admin_group.as_deref().and_then(|g| {
             match config::resolve_group(g, &config.paths.group_file) {
                 Ok(gid) => Some((g.to_owned(), gid)),
                 Err(e) => {
-                    warning = Some(format!("{}; only root may take devices", error_line(&e)));
+                    warnings.push(StartWarning::NoAdminGroup(e));
                     None
                 }
             }
@@ -118,40 +136,27 @@ impl Rig {
             devices: Mutex::new(BTreeMap::new()),
             admin_group,
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
-            recovered: Mutex::new(Vec::new()),
+            recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
         };
-        (rig, warning)
+        (rig, warnings)
     }
 
     /// Settles what the journal says rig held before this start: stops bus mastering,
-    /// re-adopts or rolls back. Returns one line per device, for the log.
-    pub fn recover(&self) -> Vec<String> {
+    /// re-adopts or rolls back. Returns what happened to each device; `status` shows
+    /// the same.
+    pub fn recover(&self) -> Arc<[take::Recovered]> {
         let (held, outcomes) = take::recover(&self.taker);
         let mut devices = lock(&self.devices);
         for t in held {
             if let Err(e) = self.create_pool(&t) {
-                tracing::warn!("no DMA pool for re-adopted {}: {}", t.bdf, error_line(&e));
+                tracing::warn!(bdf = %t.bdf, error = &e as &dyn std::error::Error, "no DMA pool for a re-adopted device");
             }
             devices.insert(t.bdf, Arc::new(Mutex::new(Some(t))));
         }
-        let lines: Vec<String> = outcomes
-            .iter()
-            .map(|o| match o {
-                take::Recovered::Readopted { bdf, mode } => {
-                    format!("{bdf}: re-adopted ({mode} mode)")
-                }
-                take::Recovered::RolledBack { bdf, driver, from } => format!(
-                    "{bdf}: given back to {} (was at: {from})",
-                    driver.as_deref().unwrap_or("no driver")
-                ),
-                take::Recovered::Failed { bdf, reason } => {
-                    format!("{bdf}: left as it is: {reason}")
-                }
-            })
-            .collect();
-        lock(&self.recovered).clone_from(&lines);
-        lines
+        let outcomes: Arc<[take::Recovered]> = outcomes.into();
+        *lock(&self.recovered) = Arc::clone(&outcomes);
+        outcomes
     }
 
     /// Refuses a caller who is neither root nor in the admin group (primary or
@@ -233,11 +238,8 @@ impl Rig {
             }
             let t = self.taker.detach(bdf, &opts, progress)?;
             let mut view = self.view(&t);
-            if let Err(e) = self.create_pool(&t) {
-                // Taking a device does not need DMA memory; say why there is none.
-                view.overrode
-                    .push(format!("no DMA pool for {bdf}: {}", error_line(&e)));
-            }
+            // Taking a device does not need DMA memory; the view says why there is none.
+            view.no_pool = self.create_pool(&t).err().map(Arc::new);
             *slot = Some(t);
             Ok(view)
         })
@@ -281,16 +283,16 @@ impl Rig {
             }
             None => dma::PoolMode::Sysfs,
         };
-        self.dma
-            .create_configured(&t.bdf.to_string(), mode)
-            .map_err(|e| RigError::BadRequest(error_line(&e)))?;
+        self.dma.create_configured(&t.bdf.to_string(), mode)?;
         Ok(())
     }
 
     fn drop_pool(&self, bdf: Bdf) {
         match self.dma.remove(&bdf.to_string()) {
             Ok(()) | Err(dma::DmaError::NoPool { .. }) => {}
-            Err(e) => tracing::warn!("{}", error_line(&e)),
+            Err(e) => {
+                tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "DMA pool not removed")
+            }
         }
     }
 
@@ -313,7 +315,7 @@ impl Rig {
             if let Err(e) = self.dma.device_reset(&bdf.to_string())
                 && !matches!(e, dma::DmaError::NoPool { .. })
             {
-                tracing::warn!("{}", error_line(&e));
+                tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "DMA pool not told of the reset");
             }
             Ok(report)
         })
@@ -408,13 +410,13 @@ impl Rig {
             if let Some(t) = lock(&slot).as_ref()
                 && let Err(e) = self.taker.stop_bus_master(t.bdf)
             {
-                tracing::warn!("{}", error_line(&e));
+                tracing::warn!(bdf = %t.bdf, error = &e as &dyn std::error::Error, "bus mastering left on at shutdown");
             }
         }
     }
 
     /// What rig holds now, and what the last start recovered.
-    pub fn status(&self) -> (Vec<HeldView>, Vec<String>) {
+    pub fn status(&self) -> (Vec<HeldView>, Arc<[take::Recovered]>) {
         let slots: Vec<(Bdf, Slot)> = lock(&self.devices)
             .iter()
             .map(|(b, s)| (*b, Arc::clone(s)))
@@ -433,11 +435,11 @@ impl Rig {
                     group_members: Vec::new(),
                     overrode: Vec::new(),
                     resize: None,
-                    warnings: Vec::new(),
+                    no_pool: None,
                 }),
             }
         }
-        (views, lock(&self.recovered).clone())
+        (views, Arc::clone(&lock(&self.recovered)))
     }
 
     fn view(&self, t: &Taken) -> HeldView {
@@ -456,7 +458,7 @@ impl Rig {
             group_members: t.group_members.iter().map(|(b, _)| *b).collect(),
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
-            warnings: Vec::new(),
+            no_pool: None,
         }
     }
 
@@ -482,7 +484,7 @@ impl Rig {
             match pci::device::inspect_summary(&self.sysfs, &self.ids, bdf) {
                 Ok(d) if gpus_only && !d.is_gpu() => {}
                 Ok(d) => listing.devices.push(d),
-                Err(e) => listing.problems.push(error_line(&e)),
+                Err(e) => listing.problems.push(e),
             }
         }
         listing.devices.sort_by_key(|d| (!d.is_gpu(), d.bdf));
@@ -513,37 +515,15 @@ pub struct HeldView {
     pub overrode: Vec<String>,
     /// The resize made while taking it, if any.
     pub resize: Option<ResizeReport>,
-    /// What the operation that made this view wants the user to know.
-    pub warnings: Vec<String>,
-}
-
-fn load_ids(path: &Path) -> (PciIds, Option<String>) {
-    match PciIds::load(path) {
-        Ok(ids) => (ids, None),
-        Err(e) => (
-            PciIds::empty(),
-            Some(format!(
-                "{}; device names will be missing (install Debian's pci.ids)",
-                error_line(&e)
-            )),
-        ),
-    }
-}
-
-/// An error and its causes on one line, joined by ": ".
-pub fn error_line(e: &dyn std::error::Error) -> String {
-    let mut line = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        line.push_str(": ");
-        line.push_str(&c.to_string());
-        cause = c.source();
-    }
-    line
+    /// Why the device has no DMA pool, when the detach that made this view could not
+    /// make one (the device is held all the same).
+    pub no_pool: Option<Arc<RigError>>,
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn rig_with_admin(dir: &Path) -> Rig {

@@ -2,13 +2,14 @@
 # Builds what runs inside the guest, statically (no musl target can be downloaded here,
 # so it is glibc with crt-static, which gives a static-pie): rigd, rigctl and the
 # guard, into $GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest/. A separate target folder
-# keeps this off the lock of the host build.
+# keeps this off the lock of the host build. The guest's rigd is a test build: feature
+# crash-points lets the take-crash scenario kill it after a chosen journal record.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
 CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --profile guest --target x86_64-unknown-linux-gnu \
-  -p rigd -p rig-client -p rig-tests --bins
+  -p rigd -p rig-client -p rig-tests --bins --features rigd/crash-points
 for b in rigd rigctl rig-vm-guard rig-dma-probe; do
   [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
 done

@@ -58,7 +58,7 @@ pub struct ClientUse {
 }
 
 /// Pools and sessions at one moment.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct DmaStatus {
     pub pools: Vec<PoolStatus>,
     pub clients: Vec<ClientUse>,

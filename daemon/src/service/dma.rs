@@ -25,7 +25,8 @@ use tonic::{Request, Response, Status};
 use super::{Peer, ServiceError, request_span};
 use crate::{
     dma::{self, DmaError, PoolMode},
-    rig::{Rig, error_line},
+    rig::Rig,
+    service::status::error_line,
 };
 
 /// How long an opened session waits for its claim on the side socket.
@@ -235,7 +236,11 @@ fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
                 quarantined_blocks: p.quarantined_blocks,
                 pinning_blocks: p.pinning_blocks,
                 pin_gib_per_s: p.pin_gib_per_s.unwrap_or(0.0),
-                problem: p.problem.unwrap_or_default(),
+                problem: p
+                    .problem
+                    .as_deref()
+                    .map(|e| error_line(e))
+                    .unwrap_or_default(),
             })
             .collect(),
         clients: s

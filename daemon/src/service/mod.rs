@@ -10,7 +10,7 @@
 mod convert;
 pub mod dma;
 pub mod socket;
-mod status;
+pub mod status;
 mod take;
 
 use std::{future::Future, sync::Arc};
@@ -196,7 +196,13 @@ impl RigApi for Service {
             let opts = take::detach_options(&r)?;
             let v = rig.detach(&r.bdf, opts, progress)?;
             let mut warnings = v.overrode.clone();
-            warnings.extend(v.warnings.iter().cloned());
+            warnings.extend(v.no_pool.as_ref().map(|e| {
+                format!(
+                    "no DMA pool for {}: {}",
+                    v.bdf,
+                    status::error_line(e.as_ref())
+                )
+            }));
             warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
             Ok(pb::Outcome {
                 resize: v.resize.as_ref().map(take::resize_outcome),
@@ -225,7 +231,7 @@ impl RigApi for Service {
                     "{bdf} is back with {}",
                     r.driver.as_deref().unwrap_or("no driver (it had none)")
                 ),
-                warnings: r.warnings,
+                warnings: r.warnings.iter().map(|w| status::error_line(w)).collect(),
                 reset_method: r.reset.unwrap_or_default(),
                 driver: r.driver.unwrap_or_default(),
                 ..pb::Outcome::default()
@@ -295,7 +301,7 @@ impl RigApi for Service {
             .await?;
         Ok(Response::new(pb::StatusReply {
             devices: views.iter().map(take::held).collect(),
-            recovered,
+            recovered: recovered.iter().map(status::recovered_line).collect(),
         }))
     }
 
@@ -361,7 +367,11 @@ impl RigApi for Service {
                 let listing = rig.list(gpus_only).map_err(|e| status::from_rig(&e))?;
                 Ok(pb::ListDevicesReply {
                     devices: listing.devices.iter().map(convert::device).collect(),
-                    problems: listing.problems,
+                    problems: listing
+                        .problems
+                        .iter()
+                        .map(|e| status::error_line(e))
+                        .collect(),
                 })
             })
             .await?;

@@ -104,7 +104,7 @@ pub fn stream<T>(
                 }
                 Err(e) => {
                     // A requested operation failed: error level (STYLE's policy).
-                    tracing::error!("{}", crate::rig::error_line(&e));
+                    tracing::error!("{}", super::status::error_line(&e));
                     Err(status::from_rig(&e))
                 }
             };

@@ -36,8 +36,8 @@ use std::{
 
 use nix::fcntl::{Flock, FlockArg};
 
-pub use journal::{Journal, Mode, Phase, Record};
-pub use recover::{Recovered, recover};
+pub use journal::{AttachStep, DetachStep, Journal, Mode, Phase, Record, ResizeStep, SavedConfig};
+pub use recover::{RecoverError, Recovered, recover};
 pub use reset::{ResetMethod, ResetReport};
 pub use resize::{BarSize, ResizeError, ResizeReport};
 
@@ -187,7 +187,7 @@ pub struct Taken {
     pub mode: Mode,
     pub original_driver: Option<String>,
     pub since: SystemTime,
-    pub saved_config: Vec<u8>,
+    pub saved_config: SavedConfig,
     /// Other group members taken with it, with their drivers.
     pub group_members: Vec<(Bdf, Option<String>)>,
     /// What `--force` overrode.
@@ -203,11 +203,29 @@ pub struct Taken {
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
 
 /// What a give-back did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct AttachReport {
     pub driver: Option<String>,
     pub reset: Option<String>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<AttachWarning>,
+}
+
+/// What went wrong in a give-back that still gave the device back.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachWarning {
+    #[error("{bdf} has no reset method; given back without a reset")]
+    NoReset { bdf: Bdf },
+    /// A device its driver can still take is better off with it than with no one.
+    #[error(transparent)]
+    Reset(reset::ResetError),
+    #[error("KFD refused processes after the rebind; amdgpu was reloaded")]
+    KfdReloaded,
+    #[error("KFD refuses processes after the rebind and reloading amdgpu failed")]
+    KfdReloadFailed(#[source] io::Error),
+    #[error(
+        "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
+    )]
+    KfdInUse { users: usize },
 }
 
 /// Does take-overs against one sysfs (real or fake).
@@ -231,13 +249,11 @@ impl Taker {
     }
 
     fn record(&self, t: &Record) -> Result<(), TakeError> {
-        self.journal.write(t).map_err(|source| TakeError::Journal {
-            bdf: t
-                .address()
-                .unwrap_or_else(|_| Bdf::new(0, 0, 0, 0).expect("0:0.0 is valid")),
-            source,
-        })?;
-        crash_point(&t.phase);
+        self.journal
+            .write(t)
+            .map_err(|source| TakeError::Journal { bdf: t.bdf, source })?;
+        #[cfg(feature = "crash-points")]
+        crash_point(t.phase);
         Ok(())
     }
 
@@ -362,6 +378,11 @@ impl Taker {
             .root()
             .read_config(bdf)
             .map_err(|source| TakeError::Read { bdf, source })?;
+        let len = saved_config.len();
+        let saved_config = SavedConfig::new(saved_config).map_err(|_| TakeError::Read {
+            bdf,
+            source: crate::pci::PciError::ShortConfig { bdf, len },
+        })?;
         let group_members: Vec<(Bdf, Option<String>)> = if opts.entire_group {
             preflight::group_members_bound(self.root(), bdf)
                 .into_iter()
@@ -371,16 +392,13 @@ impl Taker {
             Vec::new()
         };
         let mut rec = Record {
-            bdf: bdf.to_string(),
+            bdf,
             mode: opts.mode,
             original_driver: driver.clone(),
-            phase: Phase::Detaching("unbind".into()),
+            phase: Phase::Detaching(DetachStep::Unbind),
             since: now(),
-            saved_config: hex(&saved_config),
-            group_members: group_members
-                .iter()
-                .map(|(b, d)| (b.to_string(), d.clone()))
-                .collect(),
+            saved_config: saved_config.clone(),
+            group_members: group_members.clone(),
         };
         self.record(&rec)?;
         if let Some(d) = &driver {
@@ -430,19 +448,19 @@ impl Taker {
             Mode::Vfio => "vfio-pci",
             Mode::Sysfs => SYSFS_MODE_OVERRIDE,
         };
-        rec.phase = Phase::Detaching("driver_override".into());
+        rec.phase = Phase::Detaching(DetachStep::DriverOverride);
         self.record(rec)?;
         self.sysfs
             .set_driver_override(bdf, Some(over))
             .map_err(self.step(bdf, "set driver_override"))?;
         if opts.bar_size != BarSize::Keep {
-            rec.phase = Phase::Resizing("detach".into());
+            rec.phase = Phase::Resizing(ResizeStep::Detach);
             self.record(rec)?;
             t.resize = Some(resize::resize(self, bdf, None, opts.bar_size, progress)?);
         }
         match opts.mode {
             Mode::Vfio => {
-                rec.phase = Phase::Detaching("bind vfio-pci".into());
+                rec.phase = Phase::Detaching(DetachStep::BindVfio);
                 self.record(rec)?;
                 progress("load vfio-pci, bind it");
                 // vfio_iommu_type1 is not a dependency of vfio-pci: without it a
@@ -466,7 +484,7 @@ impl Taker {
                 t.bars = bars::map_vfio(bdf, t.vfio.as_ref().expect("just opened"))?;
             }
             Mode::Sysfs => {
-                rec.phase = Phase::Detaching("enable".into());
+                rec.phase = Phase::Detaching(DetachStep::Enable);
                 self.record(rec)?;
                 progress("enable the function (driverless)");
                 self.sysfs
@@ -563,7 +581,7 @@ impl Taker {
         mut taken: Taken,
         progress: Progress<'_>,
     ) -> Result<AttachReport, TakeError> {
-        let mut rec = self.record_of(&taken, Phase::Attaching("stop".into()));
+        let mut rec = self.record_of(&taken, Phase::Attaching(AttachStep::Stop));
         self.record(&rec)?;
         let report = self.give_back(&mut taken, &mut rec, progress)?;
         drop(taken);
@@ -583,10 +601,7 @@ impl Taker {
         progress: Progress<'_>,
     ) -> Result<ResizeReport, TakeError> {
         let bdf = t.bdf;
-        let mut rec = self.record_of(
-            t,
-            Phase::Resizing(format!("BAR{}", bar.map_or("?".into(), |b| b.to_string()))),
-        );
+        let mut rec = self.record_of(t, Phase::Resizing(ResizeStep::Bar(bar)));
         self.record(&rec)?;
         // The kernel moves BARs as it resizes: drop the maps, make them again after.
         t.bars.clear();
@@ -625,7 +640,7 @@ impl Taker {
         method: ResetMethod,
         progress: Progress<'_>,
     ) -> Result<ResetReport, TakeError> {
-        let mut rec = self.record_of(t, Phase::Resetting(format!("{method:?}").to_lowercase()));
+        let mut rec = self.record_of(t, Phase::Resetting(method));
         self.record(&rec)?;
         let result = reset::reset(self, t, method, progress);
         rec.phase = Phase::Held;
@@ -646,17 +661,17 @@ impl Taker {
         let (records, _) = self.journal.load();
         let r = records
             .into_iter()
-            .find(|r| r.address().ok() == Some(bdf))
+            .find(|r| r.bdf == bdf)
             .ok_or(TakeError::NotHeld { bdf })?;
         let mut t = recover::taken_from(self, bdf, &r)?;
-        let mut rec = self.record_of(&t, Phase::Attaching("stop".into()));
+        let mut rec = self.record_of(&t, Phase::Attaching(AttachStep::Stop));
         self.record(&rec)?;
         self.give_back(&mut t, &mut rec, progress)
     }
 
     pub(crate) fn record_of(&self, t: &Taken, phase: Phase) -> Record {
         Record {
-            bdf: t.bdf.to_string(),
+            bdf: t.bdf,
             mode: t.mode,
             original_driver: t.original_driver.clone(),
             phase,
@@ -664,12 +679,8 @@ impl Taker {
                 .since
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            saved_config: hex(&t.saved_config),
-            group_members: t
-                .group_members
-                .iter()
-                .map(|(b, d)| (b.to_string(), d.clone()))
-                .collect(),
+            saved_config: t.saved_config.clone(),
+            group_members: t.group_members.clone(),
         }
     }
 
@@ -684,20 +695,18 @@ impl Taker {
         let mut report = AttachReport::default();
         progress("stop bus mastering");
         self.stop_bus_master(bdf)?;
-        rec.phase = Phase::Attaching("reset".into());
+        rec.phase = Phase::Attaching(AttachStep::Reset);
         self.record(rec)?;
         match reset::reset(self, t, ResetMethod::Auto, &mut *progress) {
             Ok(r) => report.reset = Some(r.method),
             // No method at all (no FLR, PM, or bus reset) is common on root-bus
             // devices; the driver re-initialises the function at probe.
             Err(reset::ResetError::NoMethod { .. }) => {
-                report.warnings.push(format!(
-                    "{bdf} has no reset method; given back without a reset"
-                ));
+                report.warnings.push(AttachWarning::NoReset { bdf });
             }
             // A device its driver can still take is better off with it than with no
             // one: say what failed and go on.
-            Err(e) => report.warnings.push(crate::rig::error_line(&e)),
+            Err(e) => report.warnings.push(AttachWarning::Reset(e)),
         }
         // Close the VFIO device before unbinding vfio-pci: its remove waits for every
         // open device fd, so unbinding while rig holds one never returns (seen in the
@@ -707,7 +716,7 @@ impl Taker {
         let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
         members.push((bdf, t.original_driver.clone()));
         for (m, original) in members {
-            rec.phase = Phase::Attaching(format!("unbind {m}"));
+            rec.phase = Phase::Attaching(AttachStep::Unbind(m));
             self.record(rec)?;
             if let Some(cur) = self.driver(m) {
                 if Some(&cur) == original.as_ref() {
@@ -720,7 +729,7 @@ impl Taker {
                 .set_driver_override(m, None)
                 .map_err(self.step(m, "clear driver_override"))?;
             if let Some(d) = &original {
-                rec.phase = Phase::Attaching(format!("probe {m}"));
+                rec.phase = Phase::Attaching(AttachStep::Probe(m));
                 self.record(rec)?;
                 progress(&format!("bind {m} to {d}"));
                 self.load_driver(m, d);
@@ -732,7 +741,7 @@ impl Taker {
         }
         report.driver = t.original_driver.clone();
         self.journal
-            .remove(&rec.bdf)
+            .remove(rec.bdf)
             .map_err(|source| TakeError::Journal { bdf, source })?;
         progress("given back");
         Ok(report)
@@ -755,41 +764,32 @@ impl Taker {
             })
             .unwrap_or(0);
         if users <= 1 {
-            match self.sysfs.modprobe("amdgpu", true) {
-                Ok(()) => report
-                    .warnings
-                    .push("KFD refused processes after the rebind; amdgpu was reloaded".into()),
-                Err(e) => report.warnings.push(format!(
-                    "KFD refuses processes after the rebind and reloading amdgpu failed: {e}"
-                )),
-            }
+            report
+                .warnings
+                .push(match self.sysfs.modprobe("amdgpu", true) {
+                    Ok(()) => AttachWarning::KfdReloaded,
+                    Err(e) => AttachWarning::KfdReloadFailed(e),
+                });
         } else {
-            report.warnings.push(format!(
-                "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
-            ));
+            report.warnings.push(AttachWarning::KfdInUse { users });
         }
     }
 }
 
-/// Fault injection for the crash tests (tests/vm, scenario take-crash): when the
-/// environment variable `RIG_CRASH_AT` is a prefix of the phase just journaled
-/// ("detaching:unbind", "held", "attaching:probe", …), rigd sends itself SIGKILL: the
-/// record is on disk and the step not done, exactly as a `kill -9` at that point leaves
-/// it. Unset, this is one environment lookup per journaled step.
-fn crash_point(phase: &Phase) {
+/// Fault injection for the crash tests (tests/vm, scenario take-crash), compiled only
+/// into test builds (feature `crash-points`, which tests/vm/build-guest.sh turns on;
+/// never the shipped rigd): when the environment variable `RIG_CRASH_AT` is a prefix of
+/// the phase just journaled ("detaching:unbind", "held", "attaching:probe", …), rigd
+/// sends itself SIGKILL: the record is on disk and the step not done, exactly as a
+/// `kill -9` at that point leaves it.
+#[cfg(feature = "crash-points")]
+fn crash_point(phase: Phase) {
     let Some(at) = std::env::var_os("RIG_CRASH_AT") else {
         return;
     };
-    let tag = match phase {
-        Phase::Detaching(s) => format!("detaching:{s}"),
-        Phase::Held => "held".to_owned(),
-        Phase::Resizing(s) => format!("resizing:{s}"),
-        Phase::Resetting(s) => format!("resetting:{s}"),
-        Phase::Attaching(s) => format!("attaching:{s}"),
-    };
     if at
         .to_str()
-        .is_some_and(|at| !at.is_empty() && tag.starts_with(at))
+        .is_some_and(|at| !at.is_empty() && phase.to_string().starts_with(at))
     {
         let _ = nix::sys::signal::kill(nix::unistd::getpid(), nix::sys::signal::Signal::SIGKILL);
     }
@@ -801,23 +801,5 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Config bytes as lowercase hex, for the journal. Two table lookups a byte: the
-/// `format!` per byte this replaces took 2.5 ms for 256 bytes in the disposable
-/// machine's TCG guest, on every detach and attach (a GPU's config is 4 KiB).
-pub(crate) fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(2 * b.len());
-    for x in b {
-        s.push(char::from(DIGITS[usize::from(x >> 4)]));
-        s.push(char::from(DIGITS[usize::from(x & 0xf)]));
-    }
-    s
-}
-
-pub(crate) fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .filter_map(|i| u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
-}
 #[cfg(test)]
 mod tests;

@@ -7,71 +7,82 @@
 
 use std::time::SystemTime;
 
-use super::{Mode, Phase, Record, TakeError, Taken, Taker, unhex};
-use crate::{pci::Bdf, rig::error_line};
+use super::{AttachReport, AttachStep, Mode, Phase, Record, TakeError, Taken, Taker, journal};
+use crate::pci::Bdf;
 
 /// What happened to one journaled device.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Recovered {
     /// Held again, as before the restart.
-    Readopted { bdf: String, mode: Mode },
+    Readopted { bdf: Bdf, mode: Mode },
     /// Given back to its driver (or left driverless if it had none).
     RolledBack {
-        bdf: String,
-        driver: Option<String>,
-        from: String,
+        bdf: Bdf,
+        /// The phase the record was in.
+        from: Phase,
+        report: AttachReport,
+        /// Why a device journaled as held could not be held again (`None`: it was
+        /// not held, so rollback was the plan).
+        readopt: Option<TakeError>,
     },
     /// Could not be handled; the record stays for the next start.
-    Failed { bdf: String, reason: String },
+    Failed(RecoverError),
+}
+
+/// Why recovery left a device as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    #[error(transparent)]
+    Journal(#[from] journal::JournalError),
+    #[error("{bdf} is gone from sysfs; its record is kept")]
+    Gone { bdf: Bdf },
+    #[error("Failed to give {bdf} back after the restart (it was at: {from})")]
+    RollBack {
+        bdf: Bdf,
+        from: Phase,
+        /// Why it could not be held again, when it was journaled as held.
+        readopt: Option<Box<TakeError>>,
+        #[source]
+        source: TakeError,
+    },
 }
 
 /// Reads the journal and settles every device in it.
 pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
     let (records, errors) = taker.journal.load();
     let mut outcomes: Vec<Recovered> = errors
-        .iter()
-        .map(|e| Recovered::Failed {
-            bdf: "?".into(),
-            reason: error_line(e),
-        })
+        .into_iter()
+        .map(|e| Recovered::Failed(e.into()))
         .collect();
     let mut held = Vec::new();
     // Pass 1: stop every device from mastering the bus, before anything slow.
     for r in &records {
-        if let Ok(bdf) = r.address()
-            && taker.sysfs.root().exists(bdf)
-            && taker.sysfs.root().link_name(bdf, "driver") != r.original_driver
+        if taker.sysfs.root().exists(r.bdf)
+            && taker.sysfs.root().link_name(r.bdf, "driver") != r.original_driver
         {
-            let _ = taker.stop_bus_master(bdf);
+            let _ = taker.stop_bus_master(r.bdf);
         }
     }
     // Pass 2: re-adopt or roll back.
     for r in records {
-        let Ok(bdf) = r.address() else {
-            outcomes.push(Recovered::Failed {
-                bdf: r.bdf.clone(),
-                reason: "not a PCI address".into(),
-            });
-            continue;
-        };
+        let bdf = r.bdf;
         if !taker.sysfs.root().exists(bdf) {
-            outcomes.push(Recovered::Failed {
-                bdf: r.bdf.clone(),
-                reason: "the device is gone from sysfs; record kept".into(),
-            });
+            outcomes.push(Recovered::Failed(RecoverError::Gone { bdf }));
             continue;
         }
-        let readopted = (r.phase == Phase::Held).then(|| readopt(taker, bdf, &r));
-        match readopted {
-            Some(Ok(t)) => {
-                outcomes.push(Recovered::Readopted {
-                    bdf: r.bdf.clone(),
-                    mode: r.mode,
-                });
-                held.push(t);
+        let readopt = if r.phase == Phase::Held {
+            match readopt(taker, bdf, &r) {
+                Ok(t) => {
+                    outcomes.push(Recovered::Readopted { bdf, mode: r.mode });
+                    held.push(t);
+                    continue;
+                }
+                Err(e) => Some(e),
             }
-            Some(Err(_)) | None => outcomes.push(rollback(taker, bdf, &r)),
-        }
+        } else {
+            None
+        };
+        outcomes.push(rollback(taker, &r, readopt));
     }
     (held, outcomes)
 }
@@ -83,12 +94,8 @@ pub(super) fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, T
         mode: r.mode,
         original_driver: r.original_driver.clone(),
         since: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(r.since),
-        saved_config: unhex(&r.saved_config),
-        group_members: r
-            .group_members
-            .iter()
-            .filter_map(|(b, d)| Some((b.parse().ok()?, d.clone())))
-            .collect(),
+        saved_config: r.saved_config.clone(),
+        group_members: r.group_members.clone(),
         overrode: Vec::new(),
         resize: None,
         bars: Vec::new(),
@@ -125,26 +132,24 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
     Ok(t)
 }
 
-fn rollback(taker: &Taker, bdf: Bdf, r: &Record) -> Recovered {
-    let from = match &r.phase {
-        Phase::Detaching(s) | Phase::Attaching(s) | Phase::Resizing(s) | Phase::Resetting(s) => {
-            s.clone()
-        }
-        Phase::Held => "held (could not re-adopt)".into(),
-    };
+fn rollback(taker: &Taker, r: &Record, readopt: Option<TakeError>) -> Recovered {
+    let bdf = r.bdf;
     let result = taken_from(taker, bdf, r).and_then(|mut t| {
-        let mut rec = taker.record_of(&t, Phase::Attaching("recover".into()));
+        let mut rec = taker.record_of(&t, Phase::Attaching(AttachStep::Recover));
         taker.give_back(&mut t, &mut rec, &mut |_| {})
     });
     match result {
         Ok(report) => Recovered::RolledBack {
-            bdf: r.bdf.clone(),
-            driver: report.driver,
-            from,
+            bdf,
+            from: r.phase,
+            report,
+            readopt,
         },
-        Err(e) => Recovered::Failed {
-            bdf: r.bdf.clone(),
-            reason: error_line(&e),
-        },
+        Err(source) => Recovered::Failed(RecoverError::RollBack {
+            bdf,
+            from: r.phase,
+            readopt: readopt.map(Box::new),
+            source,
+        }),
     }
 }

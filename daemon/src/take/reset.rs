@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use super::{Progress, TakeError, Taken, Taker};
+use super::{Progress, TakeError, Taken, Taker, journal::CONFIG_HEADER_LEN};
 use crate::{pci::Bdf, sys::vfio::VFIO_DEVICE_FLAGS_RESET};
 
 /// Which reset to use.
@@ -76,6 +76,10 @@ pub enum ResetError {
         "Config space of {bdf} did not read back as saved after the reset (offsets {offsets:?})"
     )]
     Restore { bdf: Bdf, offsets: Vec<u16> },
+    #[error(
+        "The config saved before resetting {bdf} holds {len} bytes, too few to restore its header from"
+    )]
+    ShortSaved { bdf: Bdf, len: usize },
     #[error("Failed to read or write {bdf}'s config around the reset")]
     Config {
         bdf: Bdf,
@@ -105,15 +109,21 @@ pub fn reset(
         source: Box::new(e),
     };
     taker.stop_bus_master(bdf).map_err(config_err)?;
-    // The registers checked after the reset all lie in the 64-byte header: read only it.
+    // The registers checked after the reset all lie in the 64-byte header: read only
+    // it, and refuse a short read rather than compare (and restore from) part of it.
     let read = || {
-        let mut header = vec![0u8; 64];
+        let mut header = vec![0u8; CONFIG_HEADER_LEN];
         let n = taker
             .sysfs
             .root()
             .read_config_at(bdf, 0, &mut header)
             .map_err(|source| config_err(TakeError::Read { bdf, source }))?;
-        header.truncate(n);
+        if n < CONFIG_HEADER_LEN {
+            return Err(config_err(TakeError::Read {
+                bdf,
+                source: crate::pci::PciError::ShortConfig { bdf, len: n },
+            }));
+        }
         Ok(header)
     };
     let saved = read()?;
@@ -207,7 +217,13 @@ fn restore(
         return Ok(Vec::new());
     }
     for &(o, l) in &bad {
-        let bytes = &saved[usize::from(o)..usize::from(o + l)];
+        let bytes =
+            saved
+                .get(usize::from(o)..usize::from(o + l))
+                .ok_or(ResetError::ShortSaved {
+                    bdf,
+                    len: saved.len(),
+                })?;
         taker
             .sysfs
             .write_config(bdf, u64::from(o), bytes)

@@ -9,7 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::*;
+use super::{
+    journal::{hex, parse_hex},
+    *,
+};
 use crate::{
     sys::sysfs::FakeKernel,
     testing::{FakeDevice, FakeSysfs},
@@ -282,7 +285,7 @@ fn a_hanging_unbind_times_out_without_wedging_the_caller() {
     let (records, _) = w.taker.journal.load();
     assert_eq!(
         records[0].phase,
-        Phase::Detaching("unbind".into()),
+        Phase::Detaching(DetachStep::Unbind),
         "the journal says where it stopped"
     );
 }
@@ -501,12 +504,15 @@ fn after_a_crash_a_held_device_is_readopted_with_bus_mastering_stopped() {
     let start = Instant::now();
     let (held, outcomes) = recover(&w.taker);
     assert!(start.elapsed() < Duration::from_secs(1));
-    assert_eq!(
-        outcomes,
-        [Recovered::Readopted {
-            bdf: GPU.into(),
-            mode: Mode::Sysfs
-        }]
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [Recovered::Readopted {
+                bdf: b,
+                mode: Mode::Sysfs
+            }] if *b == bdf(GPU)
+        ),
+        "{outcomes:?}"
     );
     assert_eq!(command(&w, GPU) & PCI_COMMAND_MASTER, 0);
     let t = held.into_iter().next().expect("held again");
@@ -524,19 +530,23 @@ fn after_a_crash_mid_detach_the_device_goes_back_to_its_driver() {
         .expect("detach");
     let mut rec = w
         .taker
-        .record_of(&t, Phase::Detaching("driver_override".into()));
-    rec.phase = Phase::Detaching("driver_override".into());
+        .record_of(&t, Phase::Detaching(DetachStep::DriverOverride));
+    rec.phase = Phase::Detaching(DetachStep::DriverOverride);
     w.taker.journal.write(&rec).expect("write");
     drop(t);
     let (held, outcomes) = recover(&w.taker);
     assert!(held.is_empty());
-    assert_eq!(
-        outcomes,
-        [Recovered::RolledBack {
-            bdf: GPU.into(),
-            driver: Some("nvidia".into()),
-            from: "driver_override".into()
-        }]
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [Recovered::RolledBack {
+                bdf: b,
+                from: Phase::Detaching(DetachStep::DriverOverride),
+                report,
+                readopt: None,
+            }] if *b == bdf(GPU) && report.driver.as_deref() == Some("nvidia")
+        ),
+        "{outcomes:?}"
     );
     assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
     assert!(w.taker.journal.load().0.is_empty());
@@ -552,6 +562,38 @@ fn recovery_of_an_empty_journal_does_nothing() {
 }
 
 #[test]
+fn a_reset_that_reads_a_short_config_refuses_before_touching_the_device() {
+    let w = world(&[gpu()]);
+    let t = w
+        .taker
+        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    let config = w.taker.sysfs.root().device_dir(bdf(GPU)).join("config");
+    fs::File::options()
+        .write(true)
+        .open(&config)
+        .and_then(|f| f.set_len(40))
+        .expect("shorten the fake config");
+    let before = calls(&w).len();
+
+    let e = reset::reset(&w.taker, &t, ResetMethod::Bus, &mut |_| {}).expect_err("short");
+
+    assert!(
+        matches!(
+            &e,
+            reset::ResetError::Config { source, .. }
+                if matches!(**source, TakeError::Read { source: crate::pci::PciError::ShortConfig { len: 40, .. }, .. })
+        ),
+        "{e:?}"
+    );
+    assert!(
+        !calls(&w)[before..].iter().any(|c| c.starts_with("reset")),
+        "no reset was written: {:?}",
+        &calls(&w)[before..]
+    );
+}
+
+#[test]
 fn config_bytes_round_trip_through_hex() {
     let all: Vec<u8> = (0..=255).collect();
 
@@ -562,6 +604,6 @@ fn config_bytes_round_trip_through_hex() {
         text.starts_with("000102") && text.ends_with("fdfeff"),
         "{text}"
     );
-    assert_eq!(unhex(&text), all);
+    assert_eq!(parse_hex(&text), Ok(all));
     assert_eq!(hex(&[]), "");
 }

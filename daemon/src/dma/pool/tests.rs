@@ -181,6 +181,32 @@ fn blocks_whose_unmap_failed_are_never_lent_again() {
 }
 
 #[test]
+fn blocks_whose_unmap_failed_outlive_their_pool_and_the_others_are_freed() {
+    let iommu = Arc::new(FakeIommu::typical());
+    let p = Pool::start(
+        "outlives",
+        PoolSpec {
+            mode: PoolMode::Vfio(iommu.clone()),
+            blocks: 3,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        },
+    )
+    .expect("start");
+    assert!(p.wait_pinned(Duration::from_secs(10)));
+    p.lease(LeaseId(1), 1).expect("lease");
+    p.lease(LeaseId(2), 1).expect("lease");
+    iommu.fail_next_unmap(libc::EIO);
+    p.release(LeaseId(1)).expect("release");
+
+    drop(p);
+
+    assert_eq!(orphaned_blocks("outlives"), 1, "the stuck block is kept");
+    // Lease 2, still out when the pool went, was unmapped and freed.
+    assert_eq!(iommu.mapped().len(), 1, "only the stuck mapping is left");
+}
+
+#[test]
 fn an_iommu_without_room_for_a_block_refuses_the_pool() {
     let tiny = Arc::new(FakeIommu::new(vec![0..=0xfff], 0x1000));
     let e = Pool::start(

@@ -29,8 +29,9 @@ use tokio::{
 use super::{code, end_session, until_true};
 use crate::{
     dma::{self, DmaError, Grant, LeaseId, SessionId},
-    rig::{Rig, error_line},
+    rig::Rig,
     service::ServiceError,
+    service::status::error_line,
     sys::scm,
 };
 

@@ -24,67 +24,14 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use serde::{Deserialize, Serialize};
+mod record;
+
+pub use record::{
+    AttachStep, CONFIG_HEADER_LEN, DetachStep, HexError, Mode, Phase, RawPhase, RawRecord, Record,
+    RecordError, ResizeStep, SavedConfig, hex, parse_hex,
+};
 
 use crate::pci::Bdf;
-
-/// How a device is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Bound to vfio-pci; DMA confined by the IOMMU.
-    Vfio,
-    /// Left driverless and driven through sysfs `resourceN`; DMA is unconfined.
-    Sysfs,
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Vfio => "vfio",
-            Self::Sysfs => "sysfs",
-        })
-    }
-}
-
-/// Where a device is in its life with rig. The step names say what is about to be
-/// done (written before it is done).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "phase", content = "step")]
-pub enum Phase {
-    Detaching(String),
-    Held,
-    Resizing(String),
-    Resetting(String),
-    Attaching(String),
-}
-
-/// One device's record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Record {
-    pub bdf: String,
-    pub mode: Mode,
-    /// The driver to give the device back to; `None` if it had none.
-    pub original_driver: Option<String>,
-    pub phase: Phase,
-    /// Seconds since the epoch when rig took it.
-    pub since: u64,
-    /// The config space as it was before rig touched it (hex), for restores.
-    pub saved_config: String,
-    /// Other functions of its IOMMU group taken with it (`--entire-group`), with
-    /// their drivers.
-    pub group_members: Vec<(String, Option<String>)>,
-}
-
-impl Record {
-    /// The device's address.
-    ///
-    /// # Errors
-    /// When the record was edited into something that is not an address.
-    pub fn address(&self) -> Result<Bdf, crate::pci::BdfError> {
-        self.bdf.parse()
-    }
-}
 
 /// Why the journal could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +53,12 @@ pub enum JournalError {
         path: PathBuf,
         #[source]
         source: serde_json::Error,
+    },
+    #[error("Journal record {path} is refused")]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: RecordError,
     },
     #[error("Journal file {path} holds no intact record")]
     Damaged { path: PathBuf },
@@ -189,7 +142,7 @@ impl Journal {
         }
     }
 
-    fn path(&self, bdf: &str) -> PathBuf {
+    fn path(&self, bdf: Bdf) -> PathBuf {
         self.dir.join(format!("{bdf}.{EXT}"))
     }
 
@@ -205,23 +158,23 @@ impl Journal {
     /// # Errors
     /// [`JournalError::Write`]; the caller must not do the step then.
     pub fn write(&self, record: &Record) -> Result<(), JournalError> {
-        let text =
-            serde_json::to_vec(record).map_err(|e| self.write_error()(io::Error::other(e)))?;
-        self.put(&record.bdf, &text, true)
+        let text = serde_json::to_vec(&RawRecord::from(record))
+            .map_err(|e| self.write_error()(io::Error::other(e)))?;
+        self.put(record.bdf, &text, true)
     }
 
     /// Forgets a device that is back with its driver: an empty record, synced.
     ///
     /// # Errors
     /// [`JournalError::Write`].
-    pub fn remove(&self, bdf: &str) -> Result<(), JournalError> {
+    pub fn remove(&self, bdf: Bdf) -> Result<(), JournalError> {
         self.put(bdf, &[], false)
     }
 
     /// Writes `record` into the slot that does not hold the latest intact record, or
     /// makes the file (when `create`) if it is missing, holds no intact record, or has
     /// slots too small for `record`.
-    fn put(&self, bdf: &str, record: &[u8], create: bool) -> Result<(), JournalError> {
+    fn put(&self, bdf: Bdf, record: &[u8], create: bool) -> Result<(), JournalError> {
         let err = self.write_error();
         let path = self.path(bdf);
         let mut f = match OpenOptions::new().read(true).write(true).open(&path) {
@@ -268,12 +221,12 @@ impl Journal {
     }
 
     /// Every record of a device not given back, sorted by address; a file without an
-    /// intact record, or with a malformed one, is an error naming it (recovery then
-    /// refuses to guess about that device).
+    /// intact record, or with a malformed or untrustworthy one, is an error naming it
+    /// (recovery then refuses to guess about that device).
     ///
     /// # Errors
-    /// [`JournalError::Read`], [`JournalError::Damaged`], [`JournalError::Malformed`] or
-    /// [`JournalError::OldFormat`], one per bad file.
+    /// [`JournalError::Read`], [`JournalError::Damaged`], [`JournalError::Malformed`],
+    /// [`JournalError::Invalid`] or [`JournalError::OldFormat`], one per bad file.
     pub fn load(&self) -> (Vec<Record>, Vec<JournalError>) {
         let mut records = Vec::new();
         let mut errors = Vec::new();
@@ -309,13 +262,16 @@ impl Journal {
             match parse_latest(&bytes) {
                 None => errors.push(JournalError::Damaged { path }),
                 Some((_, _, [])) => {}
-                Some((_, _, text)) => match serde_json::from_slice::<Record>(text) {
-                    Ok(r) => records.push(r),
+                Some((_, _, text)) => match serde_json::from_slice::<RawRecord>(text) {
+                    Ok(raw) => match Record::try_from(raw) {
+                        Ok(r) => records.push(r),
+                        Err(source) => errors.push(JournalError::Invalid { path, source }),
+                    },
                     Err(source) => errors.push(JournalError::Malformed { path, source }),
                 },
             }
         }
-        records.sort_by(|a, b| a.bdf.cmp(&b.bdf));
+        records.sort_by_key(|r| r.bdf);
         (records, errors)
     }
 }
@@ -326,14 +282,18 @@ mod tests {
 
     use super::*;
 
-    fn record(bdf: &str, phase: Phase) -> Record {
+    fn bdf(s: &str) -> Bdf {
+        s.parse().expect("test address")
+    }
+
+    fn record(at: &str, phase: Phase) -> Record {
         Record {
-            bdf: bdf.to_owned(),
+            bdf: bdf(at),
             mode: Mode::Vfio,
             original_driver: Some("bochs-drm".to_owned()),
             phase,
             since: 1,
-            saved_config: "00".repeat(64),
+            saved_config: SavedConfig::new(vec![0; 64]).expect("64 bytes"),
             group_members: Vec::new(),
         }
     }
@@ -346,20 +306,30 @@ mod tests {
     fn records_round_trip_and_rewrites_replace_them() {
         let dir = tempfile::tempdir().expect("tempdir");
         let j = Journal::new(dir.path());
-        j.write(&record("0000:00:03.0", Phase::Detaching("unbind".into())))
-            .expect("write");
+        j.write(&record(
+            "0000:00:03.0",
+            Phase::Detaching(DetachStep::Unbind),
+        ))
+        .expect("write");
         j.write(&record("0000:00:03.0", Phase::Held))
             .expect("rewrite");
-        j.write(&record("0000:00:02.0", Phase::Attaching("probe".into())))
-            .expect("write");
+        j.write(&record(
+            "0000:00:02.0",
+            Phase::Attaching(AttachStep::Probe(bdf("0000:00:02.0"))),
+        ))
+        .expect("write");
         let (records, errors) = j.load();
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(records.len(), 2);
-        assert_eq!(records[0].phase, Phase::Attaching("probe".into()));
+        assert_eq!(
+            records[0].phase,
+            Phase::Attaching(AttachStep::Probe(bdf("0000:00:02.0")))
+        );
         assert_eq!(records[1].phase, Phase::Held);
-        j.remove("0000:00:03.0").expect("remove");
-        j.remove("0000:00:03.0").expect("removing twice is fine");
-        j.remove("0000:00:09.0")
+        j.remove(bdf("0000:00:03.0")).expect("remove");
+        j.remove(bdf("0000:00:03.0"))
+            .expect("removing twice is fine");
+        j.remove(bdf("0000:00:09.0"))
             .expect("removing what was never written is fine");
         assert_eq!(j.load().0.len(), 1);
         assert!(!file(dir.path(), "0000:00:09.0").exists());
@@ -370,21 +340,27 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let j = Journal::new(dir.path());
         let path = file(dir.path(), "0000:00:03.0");
-        j.write(&record("0000:00:03.0", Phase::Detaching("unbind".into())))
-            .expect("write");
+        j.write(&record(
+            "0000:00:03.0",
+            Phase::Detaching(DetachStep::Unbind),
+        ))
+        .expect("write");
         let made = fs::metadata(&path).expect("made");
 
-        for phase in [Phase::Held, Phase::Attaching("stop".into())] {
+        for phase in [Phase::Held, Phase::Attaching(AttachStep::Stop)] {
             j.write(&record("0000:00:03.0", phase)).expect("write");
         }
-        j.remove("0000:00:03.0").expect("remove");
-        j.write(&record("0000:00:03.0", Phase::Detaching("unbind".into())))
-            .expect("taken again");
+        j.remove(bdf("0000:00:03.0")).expect("remove");
+        j.write(&record(
+            "0000:00:03.0",
+            Phase::Detaching(DetachStep::Unbind),
+        ))
+        .expect("taken again");
 
         let now = fs::metadata(&path).expect("still there");
         assert_eq!((now.ino(), now.len()), (made.ino(), made.len()));
         assert_eq!(made.len() % (2 * BLOCK as u64), 0);
-        assert_eq!(j.load().0[0].phase, Phase::Detaching("unbind".into()));
+        assert_eq!(j.load().0[0].phase, Phase::Detaching(DetachStep::Unbind));
     }
 
     #[test]
@@ -392,8 +368,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let j = Journal::new(dir.path());
         let path = file(dir.path(), "0000:00:03.0");
-        j.write(&record("0000:00:03.0", Phase::Detaching("unbind".into())))
-            .expect("write");
+        j.write(&record(
+            "0000:00:03.0",
+            Phase::Detaching(DetachStep::Unbind),
+        ))
+        .expect("write");
         j.write(&record("0000:00:03.0", Phase::Held))
             .expect("write");
         // The "held" record went into slot 1: tear its last bytes.
@@ -406,12 +385,15 @@ mod tests {
 
         let (records, errors) = j.load();
         assert!(errors.is_empty(), "{errors:?}");
-        assert_eq!(records[0].phase, Phase::Detaching("unbind".into()));
+        assert_eq!(records[0].phase, Phase::Detaching(DetachStep::Unbind));
 
         // The next record replaces the torn one, not the intact one.
-        j.write(&record("0000:00:03.0", Phase::Attaching("recover".into())))
-            .expect("write");
-        assert_eq!(j.load().0[0].phase, Phase::Attaching("recover".into()));
+        j.write(&record(
+            "0000:00:03.0",
+            Phase::Attaching(AttachStep::Recover),
+        ))
+        .expect("write");
+        assert_eq!(j.load().0[0].phase, Phase::Attaching(AttachStep::Recover));
         let bytes = fs::read(&path).expect("read");
         assert_eq!(
             parse_latest(&bytes).map(|(slot, seq, _)| (slot, seq)),
@@ -425,8 +407,8 @@ mod tests {
         let j = Journal::new(dir.path());
         j.write(&record("0000:00:03.0", Phase::Held))
             .expect("write");
-        let mut big = record("0000:00:03.0", Phase::Resizing("BAR2".into()));
-        big.saved_config = "ab".repeat(4096);
+        let mut big = record("0000:00:03.0", Phase::Resizing(ResizeStep::Bar(Some(2))));
+        big.saved_config = SavedConfig::new(vec![0xab; 4096]).expect("4 KiB");
 
         j.write(&big).expect("write");
 
@@ -469,6 +451,86 @@ mod tests {
         assert!(
             lines[2].contains("0000:00:07.0.journal is malformed"),
             "{lines:?}"
+        );
+    }
+
+    /// Writes `text` as the one intact record of `<name>.journal`.
+    fn plant(dir: &Path, name: &str, text: &str) {
+        let devices = dir.join("devices");
+        fs::create_dir_all(&devices).expect("dir");
+        let mut bytes = vec![0u8; 4 * BLOCK];
+        let slot = encode_slot(1, text.as_bytes());
+        bytes[..slot.len()].copy_from_slice(&slot);
+        fs::write(devices.join(format!("{name}.journal")), bytes).expect("write");
+    }
+
+    #[test]
+    fn bad_hex_a_short_config_and_a_bad_address_are_refused_by_type_and_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let j = Journal::new(dir.path());
+        let good = RawRecord::from(&record("0000:00:03.0", Phase::Held));
+        let with = |f: &dyn Fn(&mut RawRecord)| {
+            let mut r = good.clone();
+            f(&mut r);
+            serde_json::to_string(&r).expect("json")
+        };
+        // One bad digit in the middle: skipping it would shift every later byte.
+        plant(
+            dir.path(),
+            "0000:00:04.0",
+            &with(&|r| {
+                r.bdf = "0000:00:04.0".into();
+                r.saved_config.replace_range(64..65, "z");
+            }),
+        );
+        plant(
+            dir.path(),
+            "0000:00:05.0",
+            &with(&|r| {
+                r.bdf = "0000:00:05.0".into();
+                r.saved_config.truncate(2 * 40);
+            }),
+        );
+        plant(
+            dir.path(),
+            "0000:00:06.0",
+            &with(&|r| r.bdf = "0000:00:6.0.1".into()),
+        );
+        j.write(&record("0000:00:03.0", Phase::Held))
+            .expect("write");
+
+        let (records, errors) = j.load();
+
+        assert_eq!(
+            records.iter().map(|r| r.bdf).collect::<Vec<_>>(),
+            [bdf("0000:00:03.0")]
+        );
+        let mut refused: Vec<(String, RecordError)> = errors
+            .into_iter()
+            .map(|e| match e {
+                JournalError::Invalid { path, source } => (
+                    path.file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned(),
+                    source,
+                ),
+                other => panic!("not a refusal: {other}"),
+            })
+            .collect();
+        refused.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(refused[0].0, "0000:00:04.0.journal");
+        assert_eq!(
+            refused[0].1,
+            RecordError::Hex(HexError::Digit { at: 64, found: 'z' })
+        );
+        assert_eq!(refused[1].0, "0000:00:05.0.journal");
+        assert_eq!(refused[1].1, RecordError::ShortConfig { len: 40 });
+        assert_eq!(refused[2].0, "0000:00:06.0.journal");
+        assert!(
+            matches!(refused[2].1, RecordError::Address(_)),
+            "{:?}",
+            refused[2].1
         );
     }
 
