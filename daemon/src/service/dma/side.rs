@@ -28,7 +28,7 @@ use tokio::{
 
 use super::{code, end_session, until_true};
 use crate::{
-    dma::{self, DmaError, Grant, LeaseId, SessionId},
+    dma::{self, DmaError, Grant, LeaseId, PoolMode, SessionId},
     rig::Rig,
     service::ServiceError,
     service::status::error_line,
@@ -238,7 +238,7 @@ fn claim(
     Ok((id, ended))
 }
 
-async fn handle(rig: &Rig, id: SessionId, req: Parsed) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+async fn handle(rig: &Arc<Rig>, id: SessionId, req: Parsed) -> (pb::DmaSideReply, Vec<OwnedFd>) {
     let protocol = |m: &str| {
         (
             failure(pb::DmaErrorCode::Protocol, m.to_owned()),
@@ -262,21 +262,46 @@ async fn handle(rig: &Rig, id: SessionId, req: Parsed) -> (pb::DmaSideReply, Vec
             }
             Err(e) => (refused(&e), Vec::new()),
         },
-        Some(Request::Release(r)) => match rig.dma().release(id, LeaseId(r.lease)) {
-            Ok(()) => (
-                reply(Reply::Released(pb::DmaReleased { lease: r.lease })),
-                Vec::new(),
-            ),
-            Err(e) => (refused(&e), Vec::new()),
-        },
+        Some(Request::Release(r)) => {
+            match off_workers(rig, id, move |rig| rig.dma().release(id, LeaseId(r.lease))).await {
+                Ok(()) => (
+                    reply(Reply::Released(pb::DmaReleased { lease: r.lease })),
+                    Vec::new(),
+                ),
+                Err(e) => (refused(&e), Vec::new()),
+            }
+        }
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }
 }
 
+/// Runs a lease or release of session `id` on a blocking thread when its pool maps
+/// through an IOMMU: each is a VFIO ioctl per lease, which can sleep in the kernel
+/// (IOMMU page-table work, a TLB flush) for far longer than an async worker may be
+/// held. Host and sysfs pools make no ioctl and run inline, where they cost a lock.
+async fn off_workers<T: Send + 'static>(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    f: impl FnOnce(&Rig) -> Result<T, DmaError> + Send + 'static,
+) -> Result<T, DmaError> {
+    let iommu = rig
+        .dma()
+        .session_pool(id)
+        .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_)));
+    if !iommu {
+        return f(rig);
+    }
+    let rig = Arc::clone(rig);
+    tokio::task::spawn_blocking(move || f(&rig))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
 /// Leases, waiting up to [`LEASE_WAIT`] for blocks the pool is pinning right now.
-async fn lease(rig: &Rig, id: SessionId, bytes: u64) -> Result<Grant, DmaError> {
-    match rig.dma().lease(id, bytes) {
+async fn lease(rig: &Arc<Rig>, id: SessionId, bytes: u64) -> Result<Grant, DmaError> {
+    let try_lease = || off_workers(rig, id, move |rig| rig.dma().lease(id, bytes));
+    match try_lease().await {
         Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {}
         done => return done,
     }
@@ -287,10 +312,10 @@ async fn lease(rig: &Rig, id: SessionId, bytes: u64) -> Result<Grant, DmaError> 
         let added = pool.added().notified();
         tokio::pin!(added);
         added.as_mut().enable();
-        match rig.dma().lease(id, bytes) {
+        match try_lease().await {
             Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {
                 if tokio::time::timeout_at(deadline, added).await.is_err() {
-                    return rig.dma().lease(id, bytes);
+                    return try_lease().await;
                 }
             }
             done => return done,
