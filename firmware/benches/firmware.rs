@@ -13,7 +13,7 @@
 //! Run: `RIG_FIRMWARE_ROOT=/var/cache/rig/firmware/lib/firmware taskset -c 1 \
 //!       cargo bench -p rig-firmware --bench firmware`
 //! Without RIG_FIRMWARE_ROOT it uses synthetic images of the same sizes.
-#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+#![expect(clippy::unwrap_used, clippy::cast_possible_truncation)]
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -217,7 +217,10 @@ fn main() {
 }
 
 /// A read-only map of `path`, made afresh.
-#[allow(unsafe_code)]
+#[expect(
+    unsafe_code,
+    reason = "memmap2 maps are unsafe: the bench alone reads the file while mapped"
+)]
 fn map(path: &Path, populate: bool) -> memmap2::Mmap {
     let file = std::fs::File::open(path).unwrap();
     let mut opts = memmap2::MmapOptions::new();

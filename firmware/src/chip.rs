@@ -304,7 +304,7 @@ impl FromStr for IpVersion {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -400,7 +400,7 @@ pub fn flags_string(flags: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used, clippy::cast_possible_truncation)]
     use super::*;
     use crate::fixture::{Class, ElfBuilder};
 

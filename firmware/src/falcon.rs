@@ -565,7 +565,7 @@ fn parse_riscv<S: ReadAt + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture;
 

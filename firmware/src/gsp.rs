@@ -338,7 +338,7 @@ impl FmcImage {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture::{self, Class, ElfBuilder};
 

@@ -458,7 +458,7 @@ pub fn parse_image<S: ReadAt + ?Sized>(path: &Path, src: &S) -> Result<Image, Fi
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
 
     #[test]

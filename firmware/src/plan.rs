@@ -387,7 +387,7 @@ fn plan_amd(ips: &[IpVersion], root: &Path) -> Plan {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture;
 

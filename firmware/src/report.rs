@@ -282,7 +282,7 @@ fn serde_plain_name(block: crate::amd::Block) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture;
 

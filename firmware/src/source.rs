@@ -554,7 +554,7 @@ fn zstd_frames<R: io::BufRead>(input: &mut R, out: &mut Capped) -> io::Result<()
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -466,7 +466,7 @@ pub fn stage_psp<S: ReadAt + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used, clippy::cast_possible_truncation)]
     use super::*;
     use crate::fixture;
 

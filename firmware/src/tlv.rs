@@ -266,7 +266,7 @@ fn read_signatures<S: ReadAt + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture;
 

@@ -4,7 +4,7 @@
 //!
 //! Needs `RIG_FIRMWARE_ROOT` (see `scripts/fetch-debian-firmware.sh`); skips without it,
 //! fails without it when `CI` is set.
-#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+#![expect(clippy::unwrap_used, clippy::cast_possible_truncation)]
 
 mod common;
 

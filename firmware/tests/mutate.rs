@@ -5,7 +5,7 @@
 //! Mutations are applied through an overlay [`ReadAt`], so the 24-38 MB GSP-RM images are not
 //! copied per case. Real files need `RIG_FIRMWARE_ROOT`; without it only the fixtures run
 //! (and CI fails, as in the other real-file tests).
-#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+#![expect(clippy::unwrap_used, clippy::cast_possible_truncation)]
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! The ELF section index equals `readelf -S -W` (GNU binutils) for the same files: every
 //! GSP-RM image Debian ships, and the hand-made ELF32/ELF64 fixtures.
-#![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+#![expect(clippy::unwrap_used)]
 
 mod common;
 

@@ -332,7 +332,7 @@ fn print_plan(out: &mut impl Write, p: &Plan, json: bool) -> Result<(), BoxError
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
 
     fn fake_device(root: &Path, bdf: &str, vendor: &str, device: &str) {

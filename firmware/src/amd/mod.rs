@@ -421,7 +421,7 @@ pub fn common_header<S: ReadAt + ?Sized>(src: &S) -> Result<CommonHeader, AmdErr
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::cast_possible_truncation)]
+    #![expect(clippy::unwrap_used)]
     use super::*;
     use crate::fixture;
 
