@@ -15,6 +15,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod channel;
 mod convert;
 pub mod dma;
 pub mod model;

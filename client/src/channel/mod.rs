@@ -1,0 +1,27 @@
+//! NVIDIA channel mechanics that a client runs on its own, with no call to rigd: the
+//! Hopper pushbuffer words (`method`), the GPFIFO ring and its entries (`ring`), where
+//! commands go in the pushbuffer (`pushbuf`), and the 64-bit timeline (`timeline`).
+//!
+//! Flow: a client's submission is `pushbuf::Pushbuffer::reserve` → `method` words
+//! written into the reserved words → `Pushbuffer::close` → `ring::entry` written at
+//! `ring::Ring::push`'s slot → store fence → GP_PUT in USERD → the doorbell (the work
+//! submit token at `ring::USERMODE_NOTIFY_CHANNEL_PENDING` of the usermode page) (seed:
+//! "Before a doorbell: fence, publish, read back, ring"; host-memory rings need no
+//! read-back). Every piece here is pure arithmetic with the seed's rules as checks,
+//! so each is tested without a GPU; the memory they describe is leased from rigd
+//! (`dma`), and the channel that ties them to a real ring, USERD and doorbell comes
+//! with rigd's RM-served channels (issue 11), which lives beside `take` in the daemon.
+//!
+//! References: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/`
+//! clc56f.h, clc86f.h, clc8b5.h, clc361.h; shared/reference/nvidia-rm.md §1 and §3;
+//! shared/seeds/gpu-hardware-notes.txt, NVIDIA section.
+
+pub mod method;
+pub mod pushbuf;
+pub mod ring;
+pub mod timeline;
+
+pub use method::{MethodError, Subchannel};
+pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
+pub use ring::{Ring, RingError};
+pub use timeline::{Timeline, TimelineError};
