@@ -16,4 +16,6 @@ pub mod service;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod take;
+#[cfg(any(test, feature = "fakes"))]
 pub mod testing;
+pub mod vfio;

@@ -26,6 +26,7 @@ use crate::{
         self, AttachReport, BarSize, DetachOptions, Journal, ResetMethod, ResetReport,
         ResizeReport, TakeError, Taken, Taker, preflight::Places,
     },
+    vfio::{RealVfio, Vfio},
 };
 
 /// What a request to `Rig` can fail with.
@@ -105,6 +106,16 @@ impl Rig {
 
     /// As [`Rig::new`], writing sysfs through `sysfs` (tests pass a `FakeKernel`).
     pub fn with_sysfs(config: &Config, sysfs: Arc<dyn PciSysfs>) -> (Self, Vec<StartWarning>) {
+        let vfio = RealVfio::new(config.paths.dev.join("vfio"));
+        Self::with_kernel(config, sysfs, Arc::new(vfio))
+    }
+
+    /// As [`Rig::with_sysfs`], opening VFIO through `vfio` (tests pass a `FakeVfio`).
+    pub fn with_kernel(
+        config: &Config,
+        sysfs: Arc<dyn PciSysfs>,
+        vfio: Arc<dyn Vfio>,
+    ) -> (Self, Vec<StartWarning>) {
         let mut warnings = Vec::new();
         let ids = PciIds::load(&config.paths.pci_ids).unwrap_or_else(|e| {
             warnings.push(StartWarning::NoNames(e));
@@ -126,7 +137,7 @@ impl Rig {
                 proc_root: config.paths.proc.clone(),
                 dev_root: config.paths.dev.clone(),
             },
-            dev_vfio: config.paths.dev.join("vfio"),
+            vfio,
             allow_sysfs_mode: config.take.allow_sysfs_mode,
         };
         let rig = Self {
@@ -234,7 +245,11 @@ impl Rig {
         }
         self.with_slot(bdf, |slot| {
             if let Some(t) = slot.as_ref() {
-                return Err(TakeError::AlreadyHeld { bdf, mode: t.mode }.into());
+                return Err(TakeError::AlreadyHeld {
+                    bdf,
+                    mode: t.mode(),
+                }
+                .into());
             }
             let t = self.taker.detach(bdf, &opts, progress)?;
             let mut view = self.view(&t);
@@ -270,15 +285,11 @@ impl Rig {
     /// Makes the DMA pool of a device rig now holds: IOVA through its VFIO container,
     /// or physical addresses in sysfs mode.
     fn create_pool(&self, t: &Taken) -> Result<(), RigError> {
-        let mode = match &t.vfio {
+        let mode = match t.hold.vfio() {
             Some(v) => {
-                let iommu = crate::sys::vfio::VfioIommu::new(Arc::clone(&v.container)).map_err(
-                    |source| TakeError::Step {
-                        bdf: t.bdf,
-                        step: "read the IOMMU's ranges",
-                        source,
-                    },
-                )?;
+                let iommu = v
+                    .iommu()
+                    .map_err(|source| TakeError::Vfio { bdf: t.bdf, source })?;
                 dma::PoolMode::Vfio(Arc::new(iommu))
             }
             None => dma::PoolMode::Sysfs,
@@ -395,7 +406,7 @@ impl Rig {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let was_on = self.taker.set_bus_master(bdf, on)?;
             if was_on != on {
-                tracing::info!(%bdf, mode = %t.mode, "bus mastering {}", if on { "on" } else { "off" });
+                tracing::info!(%bdf, mode = %t.mode(), "bus mastering {}", if on { "on" } else { "off" });
             }
             Ok(was_on)
         })
@@ -445,7 +456,7 @@ impl Rig {
     fn view(&self, t: &Taken) -> HeldView {
         HeldView {
             bdf: t.bdf,
-            mode: Some(t.mode),
+            mode: Some(t.mode()),
             original_driver: t.original_driver.clone(),
             state: "held".into(),
             since: t

@@ -22,10 +22,12 @@
 //!
 //! References: memfd_create(2), fcntl(2) file seals, Documentation/admin-guide/mm/
 //! {hugetlbpage,pagemap}.rst, include/uapi/linux/vfio.h (`VFIO_IOMMU_MAP_DMA`,
-//! `VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE`). Not here: the VFIO container (`take`,
-//! `sys::vfio`), which implements [`IommuMap`]; the wire protocol (`service::dma`).
+//! `VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE`). Not here: the VFIO container (`vfio`, whose
+//! `vfio::Iommu` implements [`IommuMap`]); the wire protocol (`service::dma`).
 
 mod block;
+#[cfg(any(test, feature = "fakes"))]
+mod fake;
 pub mod hugepages;
 mod iova;
 mod pool;
@@ -41,10 +43,10 @@ pub use pool::{Lent, Pool, PoolSpec, PoolStatus};
 pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
 pub use session::{LeaseId, Peer, SessionId};
 
-pub use crate::sys::{
-    iommu::{FakeIommu, IommuCall},
-    memfd::Backing,
-};
+#[cfg(any(test, feature = "fakes"))]
+pub use fake::{FakeIommu, IommuCall};
+
+pub use crate::sys::memfd::Backing;
 
 /// The size of a block: one 2 MiB hugepage.
 pub const BLOCK_SIZE: u64 = 2 << 20;
@@ -92,8 +94,8 @@ impl DeviceAddr {
     }
 }
 
-/// Maps host memory for a device: implemented by take's VFIO container, and by
-/// [`FakeIommu`] in tests.
+/// Maps host memory for a device: implemented by `vfio::Iommu` (a VFIO container),
+/// and by `FakeIommu` in tests.
 #[expect(
     unsafe_code,
     reason = "map's caller owes the mapping's lifetime; the one call is in dma::pool"

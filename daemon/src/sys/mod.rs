@@ -1,7 +1,12 @@
 //! The only module with `unsafe`: one file per kernel interface, each call a small safe
 //! wrapper whose `// SAFETY:` says why it holds.
+//!
+//! Lowest layer: `sys` imports nothing from `take`, `vfio`, `dma`, `rig`, `service` or
+//! any other stage that calls it (it names functions by `pci`'s address types, `Bdf`
+//! and `SysfsRoot`); the traits over it (`vfio::Vfio`, `dma::IommuMap`) live with
+//! their stages. Fakes of
+//! kernel interfaces (`sysfs::FakeKernel`) exist only in tests and the `fakes` feature.
 
-pub mod iommu;
 pub mod memfd;
 pub mod mman;
 pub mod mmio;

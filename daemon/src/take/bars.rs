@@ -1,5 +1,5 @@
-//! Maps a held device's memory BARs into rigd: through VFIO regions (vfio mode) or the
-//! sysfs `resourceN` files (sysfs mode). Holding them here proves the BARs are
+//! Maps a held device's memory BARs into rigd: through VFIO regions (vfio mode, from a
+//! `vfio::Hold`'s device) or the sysfs `resourceN` files (sysfs mode). Holding them here proves the BARs are
 //! reachable the moment rig holds the device, and serves an admin's register reads and
 //! writes (`rigctl mmio`). Mapping reserves address space only: a 256 GiB VRAM BAR
 //! costs no memory.
@@ -12,13 +12,11 @@ use std::fs::File;
 
 use memmap2::MmapOptions;
 
-use super::{TakeError, Taken, VfioHold};
+use super::{TakeError, Taken};
 use crate::{
     pci::{Bdf, SysfsRoot},
-    sys::{
-        mmio::{Mmio, Width},
-        vfio::VFIO_REGION_INFO_FLAG_MMAP,
-    },
+    sys::mmio::{Mmio, Width},
+    vfio,
 };
 
 /// One mapped BAR.
@@ -34,13 +32,13 @@ pub const MAX_READ_COUNT: u32 = 4096;
 
 impl Taken {
     fn mapped_bar(&self, bar: u32) -> Result<&MappedBar, TakeError> {
-        self.bars
-            .iter()
+        let bars = self.hold.bars();
+        bars.iter()
             .find(|b| u32::from(b.index) == bar)
             .ok_or_else(|| TakeError::NoBar {
                 bdf: self.bdf,
                 bar,
-                mapped: self.bars.iter().map(|b| b.index).collect(),
+                mapped: bars.iter().map(|b| b.index).collect(),
             })
     }
 
@@ -111,22 +109,20 @@ impl Taken {
     }
 }
 
-/// Maps every mappable memory BAR of a device held through VFIO.
+/// Maps every mappable memory BAR of a device held through VFIO (regions 0–5 of the
+/// device fd, `VFIO_PCI_BAR0_REGION_INDEX`…).
 ///
 /// # Errors
-/// [`TakeError::Step`] naming the BAR whose region could not be read or mapped.
-pub fn map_vfio(bdf: Bdf, v: &VfioHold) -> Result<Vec<MappedBar>, TakeError> {
+/// [`TakeError::Vfio`] for a region that could not be read, [`TakeError::Step`] for one
+/// that could not be mapped.
+pub fn map_vfio(bdf: Bdf, v: &vfio::Hold) -> Result<Vec<MappedBar>, TakeError> {
     let mut out = Vec::new();
     for index in 0u8..6 {
         let r = v
             .device
             .region(index.into())
-            .map_err(|source| TakeError::Step {
-                bdf,
-                step: "read a VFIO region",
-                source,
-            })?;
-        if r.size == 0 || r.flags & VFIO_REGION_INFO_FLAG_MMAP == 0 {
+            .map_err(|source| TakeError::Vfio { bdf, source })?;
+        if r.size == 0 || !r.mappable() {
             continue;
         }
         out.push(map(bdf, v.device.file(), index, r.offset, r.size)?);

@@ -1,8 +1,11 @@
 //! Moves a PCI function from its host driver to rig (vfio-pci, or driverless "sysfs"
 //! mode), resizes its BARs, resets it, and gives it back.
 //!
-//! Flow: `pci` (read-only) → `take` → `sys::vfio` / `sys::sysfs`. [`Taker::detach`]
-//! returns a [`Taken`]; [`Taker::attach`] consumes it: the only way home.
+//! Flow: `pci` (read-only) → `take` → `vfio` (vfio mode) / `sys::sysfs`.
+//! [`Taker::detach`] returns a [`Taken`]; [`Taker::attach`] consumes it: the only way
+//! home. A `Taken` holds either a [`VfioHold`] (the VFIO container, group and device,
+//! and the BARs mapped through its regions) or a [`SysfsHold`] (the BARs mapped through
+//! `resourceN`): one [`Hold`], from which the journal's [`Mode`] is derived.
 //!
 //! State and locks: a `Taken` holds an flock on the function's sysfs `config` for as
 //! long as rig holds it (seed, "flock locks a function's sysfs config file": kernfs has
@@ -16,7 +19,8 @@
 //! process").
 //!
 //! Kernel ABI: Documentation/ABI/testing/sysfs-bus-pci; ReBAR: PCIe Base 6.0 §7.8.6;
-//! VFIO: include/uapi/linux/vfio.h. Not here: decoding (`pci`), ioctls (`sys::vfio`).
+//! VFIO: include/uapi/linux/vfio.h. Not here: decoding (`pci`), VFIO objects and their
+//! ioctls (`vfio`, `sys::vfio`), DMA pools (`dma`, made by `rig.rs` from the hold).
 
 pub mod bars;
 pub mod journal;
@@ -29,7 +33,6 @@ mod unbind;
 use std::{
     fs::File,
     io,
-    path::PathBuf,
     sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
@@ -43,7 +46,8 @@ pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{
     pci::{Bdf, SysfsRoot},
-    sys::{mmio::MmioError, sysfs::PciSysfs, vfio},
+    sys::{mmio::MmioError, sysfs::PciSysfs},
+    vfio::{self, Vfio, VfioError},
 };
 use preflight::{Concern, Places};
 
@@ -99,6 +103,12 @@ pub enum TakeError {
         "{bdf} has no IOMMU group: vfio mode needs an IOMMU (try --mode sysfs where the config allows it)"
     )]
     NoIommuGroup { bdf: Bdf },
+    #[error("Failed to {} for {bdf}", .source.step())]
+    Vfio {
+        bdf: Bdf,
+        #[source]
+        source: VfioError,
+    },
     #[error(transparent)]
     Resize(#[from] resize::ResizeError),
     #[error(transparent)]
@@ -169,22 +179,70 @@ impl Default for DetachOptions {
     }
 }
 
-/// What a device held in vfio mode keeps open. Dropping it closes the device fd,
-/// which makes vfio-pci clear bus mastering and reset the function.
+/// A device held in vfio mode: its BARs mapped through the VFIO regions, and the VFIO
+/// objects. Fields drop in order: the maps go before the device fd closes, and closing
+/// it makes vfio-pci clear bus mastering and reset the function.
 #[derive(Debug)]
 pub struct VfioHold {
-    /// Shared with the device's DMA pool, which maps through it (`sys::vfio::VfioIommu`).
-    pub container: Arc<vfio::Container>,
-    pub group: vfio::Group,
-    pub device: vfio::Device,
-    pub group_name: String,
+    pub bars: Vec<bars::MappedBar>,
+    pub vfio: vfio::Hold,
+}
+
+/// A device held driverless: its BARs mapped through `resourceN`.
+#[derive(Debug)]
+pub struct SysfsHold {
+    pub bars: Vec<bars::MappedBar>,
+}
+
+/// What rig has open on a device it holds.
+#[derive(Debug)]
+pub enum Hold {
+    Vfio(VfioHold),
+    Sysfs(SysfsHold),
+    /// Nothing open, in the given mode: from the journal before the device is opened
+    /// again, during a resize or give-back, or after a reopen failed (the device is
+    /// still rig's and can be given back).
+    Released(Mode),
+}
+
+impl Hold {
+    /// The mode the journal records.
+    pub fn mode(&self) -> Mode {
+        match self {
+            Self::Vfio(_) => Mode::Vfio,
+            Self::Sysfs(_) => Mode::Sysfs,
+            Self::Released(m) => *m,
+        }
+    }
+
+    /// The mapped BARs (none when released).
+    pub fn bars(&self) -> &[bars::MappedBar] {
+        match self {
+            Self::Vfio(v) => &v.bars,
+            Self::Sysfs(s) => &s.bars,
+            Self::Released(_) => &[],
+        }
+    }
+
+    /// The VFIO objects, in vfio mode while open.
+    pub fn vfio(&self) -> Option<&vfio::Hold> {
+        match self {
+            Self::Vfio(v) => Some(&v.vfio),
+            Self::Sysfs(_) | Self::Released(_) => None,
+        }
+    }
+
+    /// Closes what is open (maps first, then the VFIO device, group and container),
+    /// keeping the mode.
+    pub fn release(&mut self) {
+        *self = Self::Released(self.mode());
+    }
 }
 
 /// A device rig holds. Only [`Taker::detach`] and [`recover`] make one.
 #[derive(Debug)]
 pub struct Taken {
     pub bdf: Bdf,
-    pub mode: Mode,
     pub original_driver: Option<String>,
     pub since: SystemTime,
     pub saved_config: SavedConfig,
@@ -193,10 +251,16 @@ pub struct Taken {
     /// What `--force` overrode.
     pub overrode: Vec<String>,
     pub resize: Option<ResizeReport>,
-    /// The memory BARs, mapped into rigd (dropped before `vfio`: fields drop in order).
-    pub bars: Vec<bars::MappedBar>,
-    pub vfio: Option<VfioHold>,
+    /// What is open on the device (dropped before the lock: fields drop in order).
+    pub hold: Hold,
     _lock: Flock<File>,
+}
+
+impl Taken {
+    /// The mode rig holds the device in.
+    pub fn mode(&self) -> Mode {
+        self.hold.mode()
+    }
 }
 
 /// Progress of a long operation, one line per step.
@@ -234,8 +298,8 @@ pub struct Taker {
     pub sysfs: Arc<dyn PciSysfs>,
     pub journal: Journal,
     pub places: Places,
-    /// `/dev/vfio` (configurable for tests).
-    pub dev_vfio: PathBuf,
+    /// VFIO: `vfio::RealVfio` on the configured `/dev/vfio`, `vfio::FakeVfio` in tests.
+    pub vfio: Arc<dyn Vfio>,
     pub allow_sysfs_mode: bool,
 }
 
@@ -407,15 +471,13 @@ impl Taker {
         }
         let mut taken = Taken {
             bdf,
-            mode: opts.mode,
             original_driver: driver,
             since: SystemTime::now(),
             saved_config,
             group_members,
             overrode,
             resize: None,
-            bars: Vec::new(),
-            vfio: None,
+            hold: Hold::Released(opts.mode),
             _lock: lock,
         };
         match self.finish_detach(&mut taken, &mut rec, opts, group, progress) {
@@ -479,9 +541,7 @@ impl Taker {
                 self.bind_expect(bdf, "vfio-pci")?;
                 let group = group.ok_or(TakeError::NoIommuGroup { bdf })?;
                 progress(&format!("open VFIO group {group}"));
-                t.vfio = Some(self.open_vfio(bdf, &group)?);
-                progress("map BARs through VFIO regions");
-                t.bars = bars::map_vfio(bdf, t.vfio.as_ref().expect("just opened"))?;
+                t.hold = Hold::Vfio(self.open_vfio(bdf, &group, progress)?);
             }
             Mode::Sysfs => {
                 rec.phase = Phase::Detaching(DetachStep::Enable);
@@ -491,7 +551,9 @@ impl Taker {
                     .enable(bdf, true)
                     .map_err(self.step(bdf, "enable the function"))?;
                 progress("map BARs through resourceN");
-                t.bars = bars::map_sysfs(bdf, self.root())?;
+                t.hold = Hold::Sysfs(SysfsHold {
+                    bars: bars::map_sysfs(bdf, self.root())?,
+                });
             }
         }
         rec.phase = Phase::Held;
@@ -527,35 +589,21 @@ impl Taker {
         Ok(())
     }
 
-    /// Opens the VFIO container, group and device, refusing a non-viable group.
-    pub(crate) fn open_vfio(&self, bdf: Bdf, group: &str) -> Result<VfioHold, TakeError> {
-        let container =
-            vfio::Container::open(&self.dev_vfio).map_err(self.step(bdf, "open /dev/vfio/vfio"))?;
-        let g = vfio::Group::open(&self.dev_vfio, group)
-            .map_err(self.step(bdf, "open the VFIO group"))?;
-        if !g
-            .viable()
-            .map_err(self.step(bdf, "read the VFIO group status"))?
-        {
-            return Err(TakeError::NotViable {
-                bdf,
-                group: group.to_owned(),
-            });
-        }
-        g.set_container(&container)
-            .map_err(self.step(bdf, "attach the group to a container"))?;
-        container
-            .set_iommu()
-            .map_err(self.step(bdf, "select the type1v2 IOMMU"))?;
-        let device = g
-            .device(&bdf.to_string())
-            .map_err(self.step(bdf, "open the VFIO device"))?;
-        Ok(VfioHold {
-            container: Arc::new(container),
-            group: g,
-            device,
-            group_name: group.to_owned(),
-        })
+    /// Opens the VFIO container, group and device (refusing a non-viable group) and
+    /// maps the BARs through the device's regions.
+    pub(crate) fn open_vfio(
+        &self,
+        bdf: Bdf,
+        group: &str,
+        progress: Progress<'_>,
+    ) -> Result<VfioHold, TakeError> {
+        let v = vfio::open(self.vfio.as_ref(), bdf, group).map_err(|e| match e {
+            VfioError::NotViable { group } => TakeError::NotViable { bdf, group },
+            source => TakeError::Vfio { bdf, source },
+        })?;
+        progress("map BARs through VFIO regions");
+        let bars = bars::map_vfio(bdf, &v)?;
+        Ok(VfioHold { bars, vfio: v })
     }
 
     fn lock(&self, bdf: Bdf) -> Result<Flock<File>, TakeError> {
@@ -604,24 +652,25 @@ impl Taker {
         let mut rec = self.record_of(t, Phase::Resizing(ResizeStep::Bar(bar)));
         self.record(&rec)?;
         // The kernel moves BARs as it resizes: drop the maps, make them again after.
-        t.bars.clear();
-        if t.mode == Mode::Vfio {
-            t.vfio = None;
+        let mode = t.mode();
+        t.hold.release();
+        if mode == Mode::Vfio {
             progress("release vfio-pci for the resize");
             self.unbind(bdf, "vfio-pci", DetachOptions::default().timeout)?;
         }
         let result = resize::resize(self, bdf, bar, size, progress);
-        if t.mode == Mode::Vfio {
-            self.bind_expect(bdf, "vfio-pci")?;
-            let group = self
-                .root()
-                .link_name(bdf, "iommu_group")
-                .ok_or(TakeError::NoIommuGroup { bdf })?;
-            t.vfio = Some(self.open_vfio(bdf, &group)?);
-        }
-        t.bars = match &t.vfio {
-            Some(v) => bars::map_vfio(bdf, v)?,
-            None => bars::map_sysfs(bdf, self.root())?,
+        t.hold = match mode {
+            Mode::Vfio => {
+                self.bind_expect(bdf, "vfio-pci")?;
+                let group = self
+                    .root()
+                    .link_name(bdf, "iommu_group")
+                    .ok_or(TakeError::NoIommuGroup { bdf })?;
+                Hold::Vfio(self.open_vfio(bdf, &group, &mut |_| {})?)
+            }
+            Mode::Sysfs => Hold::Sysfs(SysfsHold {
+                bars: bars::map_sysfs(bdf, self.root())?,
+            }),
         };
         rec.phase = Phase::Held;
         self.record(&rec)?;
@@ -672,7 +721,7 @@ impl Taker {
     pub(crate) fn record_of(&self, t: &Taken, phase: Phase) -> Record {
         Record {
             bdf: t.bdf,
-            mode: t.mode,
+            mode: t.mode(),
             original_driver: t.original_driver.clone(),
             phase,
             since: t
@@ -711,8 +760,7 @@ impl Taker {
         // Close the VFIO device before unbinding vfio-pci: its remove waits for every
         // open device fd, so unbinding while rig holds one never returns (seen in the
         // disposable machine). Closing also makes vfio-pci restore and reset the device.
-        t.bars.clear();
-        t.vfio = None;
+        t.hold.release();
         let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
         members.push((bdf, t.original_driver.clone()));
         for (m, original) in members {
@@ -803,3 +851,5 @@ fn now() -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vfio_tests;

@@ -3,7 +3,8 @@
 //! First, within the first second: bus mastering off on every journaled device that is
 //! not back with its driver (seed: a GPU without an IOMMU keeps writing after its
 //! process dies). Then each device is re-adopted when it is cleanly held (same mode,
-//! flock re-taken, VFIO reopened), or rolled back to its original driver.
+//! flock re-taken, VFIO reopened through `taker.vfio` and its BARs mapped again), or
+//! rolled back to its original driver.
 
 use std::time::SystemTime;
 
@@ -91,15 +92,13 @@ pub(super) fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, T
     let lock = taker.lock(bdf)?;
     Ok(Taken {
         bdf,
-        mode: r.mode,
         original_driver: r.original_driver.clone(),
         since: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(r.since),
         saved_config: r.saved_config.clone(),
         group_members: r.group_members.clone(),
         overrode: Vec::new(),
         resize: None,
-        bars: Vec::new(),
-        vfio: None,
+        hold: super::Hold::Released(r.mode),
         _lock: lock,
     })
 }
@@ -114,12 +113,12 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
                 .root()
                 .link_name(bdf, "iommu_group")
                 .ok_or(TakeError::NoIommuGroup { bdf })?;
-            let v = taker.open_vfio(bdf, &group)?;
-            t.bars = super::bars::map_vfio(bdf, &v)?;
-            t.vfio = Some(v);
+            t.hold = super::Hold::Vfio(taker.open_vfio(bdf, &group, &mut |_| {})?);
         }
         Mode::Sysfs if driver.is_none() => {
-            t.bars = super::bars::map_sysfs(bdf, taker.sysfs.root())?;
+            t.hold = super::Hold::Sysfs(super::SysfsHold {
+                bars: super::bars::map_sysfs(bdf, taker.sysfs.root())?,
+            });
         }
         _ => {
             return Err(TakeError::WrongDriver {

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::{Progress, TakeError, Taken, Taker, journal::CONFIG_HEADER_LEN};
-use crate::{pci::Bdf, sys::vfio::VFIO_DEVICE_FLAGS_RESET};
+use crate::pci::Bdf;
 
 /// Which reset to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,18 +128,17 @@ pub fn reset(
     };
     let saved = read()?;
     let start = Instant::now();
-    let vfio_reset = t.vfio.as_ref().filter(|v| {
-        v.device
-            .info()
-            .is_ok_and(|i| i.flags & VFIO_DEVICE_FLAGS_RESET != 0)
-    });
+    let vfio_reset = t
+        .hold
+        .vfio()
+        .filter(|v| v.device.info().is_ok_and(|i| i.can_reset()));
     let name = match (method, vfio_reset) {
         (ResetMethod::Auto, Some(v)) => {
             progress("reset through VFIO_DEVICE_RESET");
-            v.device.reset().map_err(|source| ResetError::Failed {
+            v.device.reset().map_err(|e| ResetError::Failed {
                 bdf,
                 method: "vfio".into(),
-                source,
+                source: std::io::Error::other(e),
             })?;
             "vfio".to_owned()
         }

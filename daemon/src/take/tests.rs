@@ -1,5 +1,6 @@
-//! The take-over state machine against a fake kernel (`sys::sysfs::FakeKernel`).
-//! Real-kernel runs of the same paths are in the disposable machine (tests/vm).
+//! The take-over state machine against a fake kernel (`sys::sysfs::FakeKernel`) and a
+//! fake VFIO (`vfio::FakeVfio`); vfio mode's own cases are in `vfio_tests`. Real-kernel
+//! runs of the same paths are in the disposable machine (tests/vm).
 
 use std::{
     fs,
@@ -14,19 +15,21 @@ use super::{
     *,
 };
 use crate::{
-    sys::sysfs::FakeKernel,
+    sys::sysfs::{FakeKernel, SysfsCall},
     testing::{FakeDevice, FakeSysfs},
+    vfio::{FakeVfio, VfioStep},
 };
 
-const GPU: &str = "0000:03:00.0";
+pub(super) const GPU: &str = "0000:03:00.0";
 
-struct World {
-    dir: tempfile::TempDir,
-    kernel: FakeKernel,
-    taker: Taker,
+pub(super) struct World {
+    pub(super) dir: tempfile::TempDir,
+    pub(super) kernel: FakeKernel,
+    pub(super) vfio: FakeVfio,
+    pub(super) taker: Taker,
 }
 
-fn gpu() -> FakeDevice {
+pub(super) fn gpu() -> FakeDevice {
     FakeDevice::new(GPU, 0x10de, 0x2335, 0x030200)
         .with_bar64(0, 0xa000_0000, 16 << 20, false)
         .with_bar64(2, 0x1_0000_0000, 256 << 20, true)
@@ -43,7 +46,7 @@ fn gpu() -> FakeDevice {
         .with_attr("reset_method", "flr bus")
 }
 
-fn world(devices: &[FakeDevice]) -> World {
+pub(super) fn world(devices: &[FakeDevice]) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeSysfs::new(&dir.path().join("sys")).expect("fake sysfs");
     for d in devices {
@@ -56,6 +59,7 @@ fn world(devices: &[FakeDevice]) -> World {
         fake.root(),
         &["nvidia", "vfio-pci", "snd_hda_intel", "bochs-drm"],
     );
+    let vfio = FakeVfio::new(&kernel);
     let taker = Taker {
         sysfs: Arc::new(kernel.clone()),
         journal: Journal::new(&dir.path().join("state")),
@@ -63,13 +67,18 @@ fn world(devices: &[FakeDevice]) -> World {
             proc_root: dir.path().join("proc"),
             dev_root: dir.path().join("dev"),
         },
-        dev_vfio: dir.path().join("dev/vfio"),
+        vfio: Arc::new(vfio.clone()),
         allow_sysfs_mode: true,
     };
-    World { dir, kernel, taker }
+    World {
+        dir,
+        kernel,
+        vfio,
+        taker,
+    }
 }
 
-fn bdf(s: &str) -> Bdf {
+pub(super) fn bdf(s: &str) -> Bdf {
     s.parse().expect("valid")
 }
 
@@ -80,7 +89,7 @@ fn sysfs_opts() -> DetachOptions {
     }
 }
 
-fn driver(w: &World, b: &str) -> Option<String> {
+pub(super) fn driver(w: &World, b: &str) -> Option<String> {
     w.taker.sysfs.root().link_name(bdf(b), "driver")
 }
 
@@ -89,7 +98,7 @@ fn command(w: &World, b: &str) -> u16 {
     u16::from_le_bytes([c[4], c[5]])
 }
 
-fn calls(w: &World) -> Vec<String> {
+pub(super) fn calls(w: &World) -> Vec<SysfsCall> {
     w.kernel.calls.lock().expect("calls").clone()
 }
 
@@ -132,17 +141,29 @@ fn sysfs_take_unbinds_overrides_enables_and_give_back_rebinds_without_bus_master
         "journal forgets a device given back"
     );
     let c = calls(&w);
-    let pos = |p: &str| {
+    let pos = |what: &str, p: &dyn Fn(&SysfsCall) -> bool| {
         c.iter()
-            .position(|x| x.starts_with(p))
-            .unwrap_or_else(|| panic!("{p} in {c:?}"))
+            .position(p)
+            .unwrap_or_else(|| panic!("{what} in {c:?}"))
     };
-    assert!(pos("unbind") < pos("driver_override 0000:03:00.0 rig-none"));
-    assert!(
-        pos("config 0000:03:00.0 +0x4") < pos("reset"),
-        "bus master off before the reset: {c:?}"
+    let unbind = pos("unbind", &|x| matches!(x, SysfsCall::Unbind { .. }));
+    let over = pos("driver_override rig-none", &|x| {
+        *x == SysfsCall::DriverOverride {
+            bdf: bdf(GPU),
+            driver: Some(SYSFS_MODE_OVERRIDE.into()),
+        }
+    });
+    let config = pos(
+        "config +0x4",
+        &|x| matches!(x, SysfsCall::WriteConfig { bdf: b, offset: 4, .. } if *b == bdf(GPU)),
     );
-    assert!(pos("reset") < pos("probe"));
+    let reset = pos("reset", &|x| {
+        matches!(x, SysfsCall::Reset { .. } | SysfsCall::ResetMethods { .. })
+    });
+    let probe = pos("probe", &|x| matches!(x, SysfsCall::Probe { .. }));
+    assert!(unbind < over);
+    assert!(config < reset, "bus master off before the reset: {c:?}");
+    assert!(reset < probe);
 }
 
 #[test]
@@ -235,8 +256,9 @@ fn a_group_member_bound_to_a_host_driver_blocks_vfio_and_entire_group_takes_it_t
     );
     assert!(e.to_string().contains("--entire-group"), "{e}");
 
-    // With --entire-group both go to vfio-pci; this fake has no /dev/vfio, so opening the
-    // group fails and both must be back with their own drivers afterwards.
+    // With --entire-group both go to vfio-pci; this machine has no /dev/vfio, so opening
+    // the container fails and both must be back with their own drivers afterwards.
+    w.vfio.fail(VfioStep::OpenContainer, libc::ENOENT);
     let whole = DetachOptions {
         entire_group: true,
         ..DetachOptions::default()
@@ -248,12 +270,17 @@ fn a_group_member_bound_to_a_host_driver_blocks_vfio_and_entire_group_takes_it_t
     assert!(e.to_string().contains("open /dev/vfio/vfio"), "{e}");
     let c = calls(&w);
     assert!(
-        c.iter().any(|x| x == "unbind 0000:03:00.1 snd_hda_intel"),
+        c.contains(&SysfsCall::Unbind {
+            bdf: bdf("0000:03:00.1"),
+            driver: "snd_hda_intel".into()
+        }),
         "{c:?}"
     );
     assert!(
-        c.iter()
-            .any(|x| x == "driver_override 0000:03:00.1 vfio-pci"),
+        c.contains(&SysfsCall::DriverOverride {
+            bdf: bdf("0000:03:00.1"),
+            driver: Some("vfio-pci".into())
+        }),
         "{c:?}"
     );
     assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
@@ -349,7 +376,11 @@ fn a_driverless_device_is_taken_and_given_back_driverless() {
         .taker
         .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
         .expect("detach");
-    assert!(!calls(&w).iter().any(|c| c.starts_with("unbind")));
+    assert!(
+        !calls(&w)
+            .iter()
+            .any(|c| matches!(c, SysfsCall::Unbind { .. }))
+    );
     let r = w.taker.attach(t, &mut |_| {}).expect("attach");
     assert_eq!(r.driver, None);
     assert_eq!(driver(&w, GPU), None);
@@ -419,7 +450,10 @@ fn a_resize_refused_for_any_other_reason_keeps_the_size_and_stops() {
         .detach(bdf(GPU), &opts, &mut |_| {})
         .expect_err("EBUSY");
     assert!(e.to_string().contains("refused to resize BAR2"), "{e}");
-    let resizes = calls(&w).iter().filter(|c| c.starts_with("resize")).count();
+    let resizes = calls(&w)
+        .iter()
+        .filter(|c| matches!(c, SysfsCall::Resize { .. }))
+        .count();
     assert_eq!(resizes, 1, "no smaller size tried after EBUSY");
     assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"), "given back");
 }
@@ -558,6 +592,7 @@ fn recovery_of_an_empty_journal_does_nothing() {
     let (held, outcomes) = recover(&w.taker);
     assert!(held.is_empty() && outcomes.is_empty());
     assert!(calls(&w).is_empty());
+    assert!(w.vfio.calls().is_empty());
     let _ = Path::new("unused");
 }
 
@@ -587,7 +622,9 @@ fn a_reset_that_reads_a_short_config_refuses_before_touching_the_device() {
         "{e:?}"
     );
     assert!(
-        !calls(&w)[before..].iter().any(|c| c.starts_with("reset")),
+        !calls(&w)[before..]
+            .iter()
+            .any(|c| matches!(c, SysfsCall::Reset { .. })),
         "no reset was written: {:?}",
         &calls(&w)[before..]
     );

@@ -93,7 +93,7 @@ fn spawn(first: Job) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::{
-        sys::sysfs::FakeKernel,
+        sys::sysfs::{FakeKernel, SysfsCall},
         testing::{FakeDevice, FakeSysfs},
     };
 
@@ -124,7 +124,10 @@ mod tests {
         );
         let calls = calls.lock().expect("calls");
         assert!(
-            calls.contains(&"unbind 0000:04:00.0 nvidia".to_owned()),
+            calls.contains(&SysfsCall::Unbind {
+                bdf: b.bdf,
+                driver: "nvidia".into()
+            }),
             "{calls:?}"
         );
     }

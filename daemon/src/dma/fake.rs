@@ -1,8 +1,11 @@
-//! A fake IOMMU for tests: records every map and unmap, answers as a device would
-//! see memory (`translate`), and fails the next call with a scripted errno.
+//! A fake IOMMU for tests (feature `fakes`; never in the shipped rigd): records every
+//! map and unmap as an [`IommuCall`], answers as a device would see memory
+//! (`translate`), and fails the next call with a scripted errno.
 //!
-//! The real implementation is take's VFIO container (`VFIO_IOMMU_MAP_DMA`); both
-//! implement [`crate::dma::IommuMap`].
+//! It lives beside the trait it fakes: [`IommuMap`] is `dma`'s, and `dma`'s own tests
+//! use it, which they could not if it sat in `vfio` (a layer above). The real
+//! implementation is `vfio::Iommu`, over a VFIO container; `vfio::FakeVfio`'s
+//! containers map through one of these.
 
 use std::{
     collections::BTreeMap,
@@ -163,6 +166,10 @@ impl IommuMap for FakeIommu {
 }
 
 #[cfg(test)]
+#[expect(
+    unsafe_code,
+    reason = "IommuMap::map is unsafe; the fake touches no memory"
+)]
 mod tests {
     use super::*;
 
