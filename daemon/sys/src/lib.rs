@@ -20,7 +20,10 @@
 #![deny(unsafe_code)]
 
 pub mod memfd;
-#[expect(unsafe_code, reason = "mmap(2)/munmap(2) and volatile access to the mapping")]
+#[expect(
+    unsafe_code,
+    reason = "mmap(2)/munmap(2) and volatile access to the mapping"
+)]
 pub mod mman;
 #[expect(
     unsafe_code,
