@@ -171,6 +171,19 @@ pub fn seals(fd: impl AsFd) -> io::Result<SealFlag> {
     Ok(SealFlag::from_bits_truncate(bits))
 }
 
+/// A sealed shmem memfd of `len` bytes, for this crate's tests.
+#[cfg(test)]
+pub(crate) fn sealed_for_test(len: u64) -> SealedMemfd {
+    sized_for_test(len).seal().expect("seal")
+}
+
+#[cfg(test)]
+fn sized_for_test(len: u64) -> Memfd {
+    let fd = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
+    fd.set_len(len).expect("size");
+    fd
+}
+
 /// The file's size (fstat(2) `st_size`).
 fn size(fd: impl AsFd) -> io::Result<u64> {
     let st = fstat(fd)?;
@@ -179,13 +192,7 @@ fn size(fd: impl AsFd) -> io::Result<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn sized(len: u64) -> Memfd {
-        let fd = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
-        fd.set_len(len).expect("size");
-        fd
-    }
+    use super::{sized_for_test as sized, *};
 
     #[test]
     fn sealed_memfd_refuses_truncate_growth_and_new_seals() {

@@ -240,13 +240,7 @@ fn reserve(total: NonZeroUsize, align: usize) -> io::Result<NonNull<libc::c_void
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memfd::{Backing, Memfd};
-
-    fn sealed(len: u64) -> SealedMemfd {
-        let fd = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
-        fd.set_len(len).expect("size");
-        fd.seal().expect("seal")
-    }
+    use crate::memfd::sealed_for_test as sealed;
 
     #[test]
     fn two_mappings_of_one_file_see_each_others_writes() {

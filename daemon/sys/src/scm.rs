@@ -192,7 +192,7 @@ fn own(fd: RawFd) -> OwnedFd {
 mod tests {
     use super::*;
     use crate::{
-        memfd::{Backing, Memfd, SealedMemfd},
+        memfd::{Backing, Memfd, SealedMemfd, sealed_for_test as sealed},
         mman::{Fill, Mapping},
     };
 
@@ -205,19 +205,10 @@ mod tests {
         (listener, client, server)
     }
 
-    fn sealed(len: u64) -> SealedMemfd {
-        let fd = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
-        fd.set_len(len).expect("size");
-        fd.seal().expect("seal")
-    }
-
     #[test]
     fn packets_carry_bytes_and_descriptors_and_report_the_peer() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s.fd");
-        let listener = listen(&path).expect("listen");
-        let client = connect(&path).expect("connect");
-        let server = accept(&listener).expect("accept");
+        let (_l, client, server) = pair(&dir);
         let me = peer(&server).expect("peer");
         assert_eq!(me.uid, nix::unistd::geteuid().as_raw());
         assert_eq!(me.pid, std::process::id().cast_signed());
@@ -237,10 +228,7 @@ mod tests {
     #[test]
     fn a_closed_peer_reads_as_zero_bytes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s.fd");
-        let listener = listen(&path).expect("listen");
-        let client = connect(&path).expect("connect");
-        let server = accept(&listener).expect("accept");
+        let (_l, client, server) = pair(&dir);
         drop(client);
         let p = recv(&server, &mut [0u8; 8]).expect("eof");
         assert_eq!(p.len, 0);
