@@ -200,6 +200,32 @@ async fn sysfs_mode_blocks_are_2mib_aligned_in_physical_memory_and_stay_put() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_of_three_hugetlb_blocks_is_one_2mib_aligned_run_in_the_client() {
+    let Some(_pages) = hugepages(3) else { return };
+    let server = Server::start(64 << 20).await;
+    server.pool("host", PoolMode::Host, 3, Backing::Huge2M);
+    let session = Session::open(&server.socket, "host").await.expect("open");
+    let run = session.lease(3 * BLOCK).await.expect("lease three blocks");
+    let at = u64::try_from(run.host_address).expect("an address");
+    assert_eq!(at % BLOCK, 0, "{at:#x}");
+    // Writes that straddle each block boundary land in rigd's blocks, in order.
+    for edge in [BLOCK, 2 * BLOCK] {
+        session
+            .write_lease(run.id, edge - 2, b"edge")
+            .expect("write across a boundary");
+    }
+    let pool = server.rig.dma().pool("host").expect("pool");
+    for edge in [BLOCK, 2 * BLOCK] {
+        let mut got = [0u8; 4];
+        pool.read(LeaseId(run.id.0), edge - 2, &mut got)
+            .expect("rigd reads");
+        assert_eq!(&got, b"edge");
+    }
+    drop(session);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_hugepages_is_one_error_naming_vm_nr_hugepages() {
     let Some(_pages) = hugepages(0) else { return };
     let server = Server::start(64 << 20).await;

@@ -11,6 +11,8 @@ use std::{
     time::Duration,
 };
 
+use rig_sys::scm::PeerCred;
+
 use crate::{
     config::{self, Config, ConfigError},
     dma::{self, DmaError},
@@ -63,14 +65,6 @@ pub struct Rig {
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
-}
-
-/// Who asks, for authorisation: from the socket's peer credentials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caller {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: Option<i32>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -175,24 +169,25 @@ impl Rig {
     ///
     /// # Errors
     /// [`RigError::NotAdmin`].
-    pub fn authorize_admin(&self, c: Caller) -> Result<(), RigError> {
+    pub fn authorize_admin(&self, c: PeerCred) -> Result<(), RigError> {
         if c.uid == 0 {
             return Ok(());
         }
         if let Some((_, gid)) = &self.admin_group {
-            let supplementary = c
-                .pid
-                .map(|p| self.taker.places.proc_root.join(format!("{p}/status")))
-                .and_then(|p| {
-                    let text = std::fs::read_to_string(p).ok()?;
-                    let line = text.lines().find(|l| l.starts_with("Groups:"))?;
-                    Some(
-                        line.split_whitespace()
-                            .skip(1)
-                            .filter_map(|g| g.parse::<u32>().ok())
-                            .collect::<Vec<_>>(),
-                    )
-                });
+            let status = self
+                .taker
+                .places
+                .proc_root
+                .join(format!("{}/status", c.pid));
+            let supplementary = std::fs::read_to_string(status).ok().and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("Groups:"))?;
+                Some(
+                    line.split_whitespace()
+                        .skip(1)
+                        .filter_map(|g| g.parse::<u32>().ok())
+                        .collect::<Vec<_>>(),
+                )
+            });
             if c.gid == *gid || supplementary.is_some_and(|g| g.contains(gid)) {
                 return Ok(());
             }
@@ -557,15 +552,13 @@ mod tests {
         let status = dir.path().join("proc/77");
         std::fs::create_dir_all(&status).expect("proc");
         std::fs::write(status.join("status"), "Name:\tx\nGroups:\t100 950\n").expect("status");
-        let c = |uid, gid, pid| Caller { uid, gid, pid };
-        rig.authorize_admin(c(0, 0, None)).expect("root");
-        rig.authorize_admin(c(1000, 950, None))
-            .expect("primary group");
-        rig.authorize_admin(c(1000, 100, Some(77)))
+        let c = |uid, gid, pid| PeerCred { uid, gid, pid };
+        // pid 0: a peer outside rigd's pid namespace, whose groups /proc cannot show.
+        rig.authorize_admin(c(0, 0, 0)).expect("root");
+        rig.authorize_admin(c(1000, 950, 0)).expect("primary group");
+        rig.authorize_admin(c(1000, 100, 77))
             .expect("supplementary group");
-        let e = rig
-            .authorize_admin(c(1000, 100, Some(78)))
-            .expect_err("outsider");
+        let e = rig.authorize_admin(c(1000, 100, 78)).expect_err("outsider");
         assert_eq!(
             e.to_string(),
             "Only root or members of the admin group `rigadm` may take, reset or give back devices (you are uid 1000)"

@@ -21,12 +21,15 @@
 //! Buffers are device-visible memory: the device (and rigd) may write them at any
 //! time, so this API gives volatile copies ([`Buffer::read`], [`Buffer::write`]) and a
 //! raw pointer, never a `&[u8]`.
+//!
+//! Not here: the kernel interfaces, which are `rig_sys`'s and shared with rigd —
+//! the side socket and its descriptors (`rig_sys::scm`), the seal check of every block
+//! received (`rig_sys::memfd::SealedMemfd`: an unsealed block is refused, not mapped)
+//! and the mappings (`rig_sys::mman`). This crate has no `unsafe`.
 
 mod alloc;
 mod side;
 mod status;
-#[allow(unsafe_code)]
-mod sys;
 
 use std::{
     io,
@@ -40,8 +43,13 @@ use rig_proto::v1::{
     self as pb, dma_client::DmaClient, dma_side_reply::Body as Reply,
     dma_side_request::Body as Request,
 };
+use rig_sys::{
+    memfd::SealedMemfd,
+    mman::{Fill, Mapping},
+};
 use tonic::{Code, transport::Channel};
 
+pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ClientUse, DmaStatus, PoolStatus};
 
 use crate::ClientError;
@@ -109,6 +117,10 @@ pub enum DmaError {
     Ended,
     #[error("Failed to map a lease's blocks")]
     Map(#[source] io::Error),
+    /// A block rigd sent is not a memfd sealed against shrinking and growing, so
+    /// mapping it could fault (SIGBUS) if it shrank; it is not mapped.
+    #[error("A lease's block is not a sealed memfd")]
+    Unsealed(#[source] MemfdError),
     #[error("Bytes {offset}..+{len} are outside the buffer")]
     OutOfRange { offset: u64, len: u64 },
     #[error("rigd's reply does not follow the DMA protocol: {0}")]
@@ -146,8 +158,8 @@ pub struct LeaseInfo {
 #[derive(Debug)]
 struct LocalLease {
     info: LeaseInfo,
-    region: Arc<sys::Region>,
-    fds: Vec<OwnedFd>,
+    region: Arc<Mapping>,
+    fds: Vec<SealedMemfd>,
     /// `Some` for leases `alloc` carves buffers from; `None` for raw leases.
     arena: Option<alloc::Arena>,
 }
@@ -198,7 +210,7 @@ pub struct Session {
 #[derive(Debug)]
 pub struct Buffer {
     inner: Arc<Inner>,
-    region: Arc<sys::Region>,
+    region: Arc<Mapping>,
     lease: LeaseId,
     offset: u64,
     size: u64,
@@ -567,7 +579,17 @@ impl Session {
         }
         let block =
             usize::try_from(self.inner.block).map_err(|_| DmaError::Protocol("block size"))?;
-        let region = sys::Region::map(&fds, block).map_err(DmaError::Map)?;
+        let fds = fds
+            .into_iter()
+            .map(SealedMemfd::check)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(DmaError::Unsealed)?;
+        if fds.iter().any(|f| f.len() != self.inner.block) {
+            return Err(DmaError::Protocol(
+                "a lease's blocks must be one block long each",
+            ));
+        }
+        let region = map_blocks(&fds, block).map_err(DmaError::Map)?;
         let info = LeaseInfo {
             id: LeaseId(l.lease),
             bytes: l.bytes,
@@ -625,7 +647,7 @@ impl Session {
         };
         l.fds
             .iter()
-            .map(OwnedFd::try_clone)
+            .map(|f| f.try_clone().map(OwnedFd::from))
             .collect::<io::Result<_>>()
             .map(Some)
     }
@@ -651,7 +673,7 @@ impl Session {
         id: LeaseId,
         offset: u64,
         len: usize,
-        f: impl FnOnce(&sys::Region, usize) -> io::Result<()>,
+        f: impl FnOnce(&Mapping, usize) -> io::Result<()>,
     ) -> Result<(), DmaError> {
         let region = {
             let local = self.inner.local();
@@ -682,6 +704,17 @@ impl Session {
             len: len as u64,
         })?;
         f(&region, at).map_err(DmaError::Map)
+    }
+}
+
+/// Maps a lease's blocks one after another at one `block`-aligned address, with page
+/// tables filled in (`MAP_POPULATE`).
+fn map_blocks(files: &[SealedMemfd], block: usize) -> io::Result<Mapping> {
+    match files {
+        // One block: the kernel aligns a hugetlb mapping to its page size (the block
+        // size) itself, in one mmap(2) rather than a reservation and a fixed map.
+        [one] => Mapping::shared(one, Fill::Populate),
+        _ => Mapping::shared_run(files, block, Fill::Populate),
     }
 }
 

@@ -9,9 +9,10 @@ use std::{
 
 use prost::Message;
 use rig_proto::v1 as pb;
+use rig_sys::scm;
 use tokio::io::{Interest, unix::AsyncFd};
 
-use super::{DmaError, sys};
+use super::DmaError;
 
 /// Replies are a few dozen bytes.
 const MAX_REPLY: usize = 512;
@@ -36,7 +37,7 @@ impl Side {
     /// # Errors
     /// [`DmaError::Side`].
     pub fn connect(path: PathBuf) -> Result<Self, DmaError> {
-        match sys::connect(&path) {
+        match scm::connect(&path).and_then(scm::register) {
             Ok(fd) => Ok(Self { fd, path }),
             Err(source) => Err(DmaError::Side { path, source }),
         }
@@ -57,22 +58,26 @@ impl Side {
             source,
         };
         self.fd
-            .async_io(Interest::WRITABLE, |s| sys::send(s, &bytes))
+            .async_io(Interest::WRITABLE, |s| scm::send(s, &bytes, &[]))
             .await
             .map_err(|e| match e.raw_os_error() {
                 Some(nix::libc::EPIPE | nix::libc::ECONNRESET) => DmaError::Ended,
                 _ => io(e),
             })?;
         let mut buf = [0u8; MAX_REPLY];
-        let (len, cut, fds) = self
+        let scm::Packet {
+            len,
+            truncated,
+            fds,
+        } = self
             .fd
-            .async_io(Interest::READABLE, |s| sys::recv(s, &mut buf))
+            .async_io(Interest::READABLE, |s| scm::recv(s, &mut buf))
             .await
             .map_err(io)?;
         if len == 0 {
             return Err(DmaError::Ended);
         }
-        if cut {
+        if truncated {
             return Err(DmaError::Protocol("reply too long"));
         }
         let reply = buf

@@ -7,10 +7,14 @@
 
 use std::{fmt, io, os::fd::OwnedFd};
 
+use rig_sys::{
+    memfd::{Backing, Memfd, SealedMemfd},
+    mman::{Fill, Mapping},
+};
+
 use super::{BLOCK_SIZE, DmaError, HostVa, PhysAddr};
 use crate::sys::{
-    memfd::{self, Backing},
-    mman::{Fill, Mapping},
+    memfd,
     pagemap::{self, Entry, PAGE_SIZE},
 };
 
@@ -49,7 +53,7 @@ fn step(step: BlockStep) -> impl FnOnce(io::Error) -> DmaError {
 pub(crate) struct Block {
     // Field order is drop order: unmap before closing the file.
     map: Mapping,
-    file: OwnedFd,
+    file: SealedMemfd,
     phys: Option<PhysAddr>,
 }
 
@@ -61,22 +65,21 @@ impl Block {
     /// [`DmaError::Block`] naming the failed step (fallocate's `ENOSPC` when hugepages
     /// run out), [`DmaError::NoPhysicalAddress`], [`DmaError::NotHuge`].
     pub fn pin(backing: Backing, physical: bool) -> Result<Self, DmaError> {
-        let file = memfd::create(c"rig-dma", backing).map_err(step(BlockStep::Create))?;
-        memfd::set_len(&file, BLOCK_SIZE).map_err(step(BlockStep::Size))?;
+        let file = Memfd::create(c"rig-dma", backing).map_err(step(BlockStep::Create))?;
+        file.set_len(BLOCK_SIZE).map_err(step(BlockStep::Size))?;
         // The kernel clears the pages here, outside this process's mmap lock: pin
         // workers clear in parallel. Faulting them in through `MAP_POPULATE` instead
         // made every worker's mmap and mlock wait for the others' clearing (on the
         // 16-CPU H200 host, 16 workers pinned no faster than one).
         memfd::allocate(&file, BLOCK_SIZE).map_err(step(BlockStep::Allocate))?;
-        memfd::add_seals(&file, memfd::block_seals()).map_err(step(BlockStep::Seal))?;
-        let len = usize::try_from(BLOCK_SIZE).expect("2 MiB fits a usize");
+        let file = file.seal().map_err(step(BlockStep::Seal))?;
         // Shmem blocks are for tests without hugepages: not locked, so they also work
         // under a small RLIMIT_MEMLOCK.
         let fill = match backing {
             Backing::Huge2M => Fill::Locked,
             Backing::Shmem => Fill::Populate,
         };
-        let map = Mapping::shared(&file, len, fill).map_err(step(BlockStep::Map))?;
+        let map = Mapping::shared(&file, fill).map_err(step(BlockStep::Map))?;
         let mut block = Self {
             map,
             file,
@@ -97,7 +100,7 @@ impl Block {
     pub fn read_phys(&self) -> Result<PhysAddr, DmaError> {
         let pages = usize::try_from(BLOCK_SIZE / PAGE_SIZE).expect("512 fits");
         let entries =
-            pagemap::read_entries(self.map.addr(), pages).map_err(step(BlockStep::Pagemap))?;
+            pagemap::read_entries(self.va().0, pages).map_err(step(BlockStep::Pagemap))?;
         let not_huge = || DmaError::NotHuge { va: self.va() };
         let first = match entries.first() {
             Some(Entry::Frame(pfn)) => *pfn,
@@ -117,7 +120,8 @@ impl Block {
 
     /// Where rigd maps the block.
     pub fn va(&self) -> HostVa {
-        HostVa(self.map.addr())
+        // CAST: a usize address widens losslessly to u64 on every target rigd builds for.
+        HostVa(self.map.addr() as u64)
     }
 
     /// The physical address read when the block was pinned (sysfs mode only).
@@ -136,7 +140,10 @@ impl Block {
     /// # Errors
     /// [`DmaError::Block`] (`Share`): dup(2) failed, e.g. `EMFILE`.
     pub fn share(&self) -> Result<OwnedFd, DmaError> {
-        self.file.try_clone().map_err(step(BlockStep::Share))
+        self.file
+            .try_clone()
+            .map(OwnedFd::from)
+            .map_err(step(BlockStep::Share))
     }
 
     /// Volatile read of the block's bytes at `offset`.
@@ -171,15 +178,23 @@ impl Block {
 mod tests {
     use super::*;
 
+    /// What a client does with a descriptor it received: check the seals, map it all.
+    fn client_view(fd: OwnedFd) -> Mapping {
+        let file = SealedMemfd::check(fd).expect("a sealed memfd");
+        Mapping::shared(&file, Fill::Lazy).expect("map")
+    }
+
     #[test]
     fn a_shmem_block_is_sealed_sized_and_shared_through_its_file() {
         let b = Block::pin(Backing::Shmem, false).expect("pin");
         assert!(b.phys().is_none());
         let st = nix::sys::stat::fstat(b.fd()).expect("fstat");
         assert_eq!(u64::try_from(st.st_size).expect("size"), BLOCK_SIZE);
-        assert_eq!(memfd::seals(b.fd()).expect("seals"), memfd::block_seals());
-        let other = b.share().expect("dup");
-        let view = Mapping::shared(&other, 4096, Fill::Lazy).expect("second mapping");
+        assert_eq!(
+            rig_sys::memfd::seals(b.fd()).expect("seals"),
+            rig_sys::memfd::block_seals()
+        );
+        let view = client_view(b.share().expect("dup"));
         b.write(100, b"abc").expect("write");
         let mut got = [0u8; 3];
         view.read(100, &mut got).expect("read");
@@ -192,7 +207,7 @@ mod tests {
         b.write(0, b"secret").expect("write");
         let kept = b.share().expect("a client's copy");
         b.retire();
-        let view = Mapping::shared(&kept, 4096, Fill::Lazy).expect("map the kept file");
+        let view = client_view(kept);
         let mut got = [0xffu8; 6];
         view.read(0, &mut got).expect("read");
         assert_eq!(got, [0; 6], "the punched page reads as a fresh zero page");

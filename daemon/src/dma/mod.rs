@@ -3,7 +3,8 @@
 //!
 //! Flow: `service::dma` (gRPC session + side socket) → [`Pools`] (sessions, quotas,
 //! handles) → [`Pool`] (blocks, device addresses) → `block` (one sealed hugetlb memfd,
-//! mapped, faulted and locked) → `sys::{memfd, mman, pagemap}`. Device addresses come
+//! mapped, faulted and locked) → `rig_sys::{memfd, mman}` (shared with rig-client) and
+//! `sys::{memfd, pagemap}` (rigd's own: fallocate, physical addresses). Device addresses come
 //! from the pool's [`PoolMode`]: none on the host, physical addresses from pagemap in
 //! sysfs mode, IOVA from [`IovaAllocator`] mapped through [`IommuMap`] in vfio mode.
 //!
@@ -41,12 +42,11 @@ pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
 pub use pool::{Lent, Pool, PoolSpec, PoolStatus};
 pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
-pub use session::{LeaseId, Peer, SessionId};
+pub use session::{LeaseId, SessionId};
 
 #[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeIommu, IommuCall};
-
-pub use crate::sys::memfd::Backing;
+pub use rig_sys::memfd::Backing;
 
 /// The size of a block: one 2 MiB hugepage.
 pub const BLOCK_SIZE: u64 = 2 << 20;

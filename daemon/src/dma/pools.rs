@@ -12,11 +12,12 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock},
 };
 
+use rig_sys::scm::PeerCred;
 use tokio::sync::watch;
 
 use super::{
-    BLOCK_SIZE, Backing, DeviceAddr, DmaError, LeaseId, MAX_LEASE_BLOCKS, Peer, Pool, PoolMode,
-    PoolSpec, PoolStatus, SessionId,
+    BLOCK_SIZE, Backing, DeviceAddr, DmaError, LeaseId, MAX_LEASE_BLOCKS, Pool, PoolMode, PoolSpec,
+    PoolStatus, SessionId,
     hugepages::Hugepages,
     session::{self, Session, Token},
 };
@@ -285,7 +286,7 @@ impl Pools {
     ///
     /// # Errors
     /// [`DmaError::NoPool`], [`DmaError::Token`].
-    pub fn open_session(&self, name: &str, peer: Peer) -> Result<SessionTicket, DmaError> {
+    pub fn open_session(&self, name: &str, peer: PeerCred) -> Result<SessionTicket, DmaError> {
         let pool = self.pool(name)?;
         let token = session::new_token()?;
         let (tx, _) = watch::channel(false);
@@ -347,7 +348,7 @@ impl Pools {
         &self,
         id: SessionId,
         token: &[u8],
-        peer: Peer,
+        peer: PeerCred,
     ) -> Result<watch::Receiver<bool>, DmaError> {
         let bad = |why| DmaError::BadSession { session: id, why };
         let mut s = lock(&self.sessions);
@@ -355,7 +356,7 @@ impl Pools {
         if !session::same_token(&session.token, token) {
             return Err(bad("wrong token"));
         }
-        if session.peer != peer {
+        if !session::same_opener(&session.peer, &peer) {
             return Err(bad(
                 "claimed by another process than the one that opened it",
             ));
@@ -412,7 +413,7 @@ impl Pools {
         id: SessionId,
         bytes: u64,
         blocks: u32,
-    ) -> Result<(Arc<Pool>, Peer, LeaseId), DmaError> {
+    ) -> Result<(Arc<Pool>, PeerCred, LeaseId), DmaError> {
         let mut s = lock(&self.sessions);
         let session = s.map.get(&id).ok_or(DmaError::BadSession {
             session: id,

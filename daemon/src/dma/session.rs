@@ -3,8 +3,12 @@
 //! A session's handles ([`LeaseId`]) are looked up in that session only, so a client
 //! can never name another's lease, let alone map or free it. Ids come from one
 //! counter and are never reused, so a stale handle cannot name a newer lease either.
+//! Who opened it is the kernel's word for the gRPC connection's peer (a
+//! `rig_sys::scm::PeerCred`, the one credential type of rigd and its client).
 
 use std::{collections::BTreeMap, fmt, fs::File, io::Read, path::Path};
+
+use rig_sys::scm::PeerCred;
 
 use super::DmaError;
 
@@ -26,13 +30,6 @@ impl fmt::Display for LeaseId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }
-}
-
-/// The process behind a connection (SO_PEERCRED).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
-    pub uid: u32,
-    pub pid: i32,
 }
 
 /// The bytes that claim a session on the side socket.
@@ -60,10 +57,16 @@ pub fn same_token(a: &Token, b: &[u8]) -> bool {
     b.len() == a.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// Whether `claimer` (a side socket's peer) is the process that opened the session:
+/// the same uid and pid. The gid is not part of it.
+pub fn same_opener(opener: &PeerCred, claimer: &PeerCred) -> bool {
+    opener.uid == claimer.uid && opener.pid == claimer.pid
+}
+
 /// One session's record in [`super::Pools`].
 #[derive(Debug)]
 pub(crate) struct Session {
-    pub peer: Peer,
+    pub peer: PeerCred,
     pub pool: String,
     pub token: Token,
     pub claimed: bool,
@@ -92,5 +95,18 @@ mod tests {
         assert!(same_token(&a, &a));
         assert!(!same_token(&a, &b));
         assert!(!same_token(&a, &a[..15]));
+    }
+
+    #[test]
+    fn only_the_opening_uid_and_pid_claim_a_session() {
+        let opener = PeerCred {
+            uid: 1000,
+            gid: 1000,
+            pid: 10,
+        };
+        assert!(same_opener(&opener, &opener));
+        assert!(same_opener(&opener, &PeerCred { gid: 27, ..opener }));
+        assert!(!same_opener(&opener, &PeerCred { pid: 11, ..opener }));
+        assert!(!same_opener(&opener, &PeerCred { uid: 0, ..opener }));
     }
 }

@@ -19,10 +19,11 @@ mod side;
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use rig_proto::v1::{self as pb, dma_server::DmaServer};
+use rig_sys::scm::PeerCred;
 use tokio::{net::UnixListener, sync::watch, task::JoinHandle};
 use tonic::{Request, Response, Status};
 
-use super::{Peer, ServiceError, request_span};
+use super::{ServiceError, peer_cred, request_span};
 use crate::{
     dma::{self, DmaError, PoolMode},
     rig::Rig,
@@ -169,7 +170,7 @@ impl pb::dma_server::Dma for Api {
     ) -> Result<Response<pb::DmaStatusReply>, Status> {
         let span = request_span("Dma.Status", &req);
         let _entered = span.enter();
-        let uid = Peer::of(&req)
+        let uid = peer_cred(&req)
             .map(|p| p.uid)
             .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
         let viewer = (uid != 0).then_some(uid);
@@ -192,17 +193,12 @@ async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
     }
 }
 
-fn dma_peer<T>(req: &Request<T>) -> Result<dma::Peer, Status> {
-    match Peer::of(req) {
-        Some(Peer {
-            uid,
-            pid: Some(pid),
-            ..
-        }) => Ok(dma::Peer { uid, pid }),
-        _ => Err(Status::permission_denied(
+fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {
+    peer_cred(req).ok_or_else(|| {
+        Status::permission_denied(
             "DMA sessions need the peer's credentials (uid and pid) from SO_PEERCRED",
-        )),
-    }
+        )
+    })
 }
 
 fn addressing(mode: &PoolMode) -> pb::DmaAddressing {

@@ -19,6 +19,7 @@ use rig_proto::v1::{
     self as pb,
     rig_server::{Rig as RigApi, RigServer},
 };
+use rig_sys::scm::PeerCred;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
@@ -26,23 +27,15 @@ use tracing::Instrument;
 
 use crate::rig::{Rig, RigError};
 
-/// Who sent a request, from the socket's peer credentials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: Option<i32>,
-}
-
-impl Peer {
-    fn of<T>(req: &Request<T>) -> Option<Self> {
-        let cred = req.extensions().get::<UdsConnectInfo>()?.peer_cred?;
-        Some(Self {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            pid: cred.pid(),
-        })
-    }
+/// Who sent a request: its connection's peer credentials, read by tonic at accept time.
+/// `None` without them (tokio reads `SO_PEERCRED` on Linux, which always has the pid).
+fn peer_cred<T>(req: &Request<T>) -> Option<PeerCred> {
+    let cred = req.extensions().get::<UdsConnectInfo>()?.peer_cred?;
+    Some(PeerCred {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid()?,
+    })
 }
 
 /// Why the server stopped with an error.
@@ -138,14 +131,9 @@ impl Service {
 }
 
 /// The caller of an admin request, from its peer credentials (authorised by `Rig`).
-fn admin_caller<T>(req: &Request<T>) -> Result<crate::rig::Caller, Status> {
-    let peer = Peer::of(req)
-        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))?;
-    Ok(crate::rig::Caller {
-        uid: peer.uid,
-        gid: peer.gid,
-        pid: peer.pid,
-    })
+fn admin_caller<T>(req: &Request<T>) -> Result<PeerCred, Status> {
+    peer_cred(req)
+        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))
 }
 
 impl Service {
@@ -170,13 +158,13 @@ impl Service {
 }
 
 fn request_span<T>(method: &'static str, req: &Request<T>) -> tracing::Span {
-    let peer = Peer::of(req);
+    let peer = peer_cred(req);
     tracing::debug_span!(
         "request",
         method,
         uid = peer.map(|p| p.uid),
         gid = peer.map(|p| p.gid),
-        pid = peer.and_then(|p| p.pid),
+        pid = peer.map(|p| p.pid),
     )
 }
 

@@ -1,57 +1,16 @@
-//! Anonymous files for DMA blocks: memfd_create(2), their size, file seals
-//! (fcntl(2) `F_ADD_SEALS`, `F_GET_SEALS`), allocation and hole punching (fallocate(2)).
+//! What only rigd does to a DMA block's memfd: allocating its pages now and punching
+//! them out when the block retires (fallocate(2)).
 //!
-//! Everything here goes through nix's safe wrappers; the file is the kernel interface's
-//! one home, as `sys/` keeps one file per interface.
+//! Flow: `dma::block` creates, sizes and seals the memfd with `rig_sys::memfd` (shared
+//! with rig-client, which checks the seals of what it receives), fills it with
+//! [`allocate`] before sealing and empties it with [`punch_hole`] on retirement.
+//!
+//! Everything here goes through nix's safe wrappers: no `unsafe`. Not here: memfd
+//! creation, size and seals, mappings (`rig_sys::{memfd, mman}`).
 
-use std::{
-    ffi::CStr,
-    io,
-    os::fd::{AsFd, OwnedFd},
-};
+use std::{io, os::fd::AsFd};
 
-use nix::{
-    fcntl::{FallocateFlags, FcntlArg, SealFlag, fallocate, fcntl},
-    sys::memfd::{MFdFlags, memfd_create},
-    unistd::ftruncate,
-};
-
-/// What a memfd is backed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backing {
-    /// 2 MiB hugetlbfs pages (`MFD_HUGETLB | MFD_HUGE_2MB`).
-    Huge2M,
-    /// Ordinary shmem pages; for tests that must not touch the host's hugepages.
-    Shmem,
-}
-
-/// The seals every shared block carries: no one may shrink or grow it, or change the
-/// seals. Writes and hole punching stay allowed.
-pub fn block_seals() -> SealFlag {
-    SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL
-}
-
-/// Creates a close-on-exec memfd that allows sealing.
-///
-/// # Errors
-/// The errno of memfd_create(2), e.g. `EINVAL` when hugetlb is unsupported.
-pub fn create(name: &CStr, backing: Backing) -> io::Result<OwnedFd> {
-    let mut flags = MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING;
-    if backing == Backing::Huge2M {
-        flags |= MFdFlags::MFD_HUGETLB | MFdFlags::MFD_HUGE_2MB;
-    }
-    Ok(memfd_create(name, flags)?)
-}
-
-/// Sets the file's length (ftruncate(2)).
-///
-/// # Errors
-/// `EINVAL` for a hugetlb length that is not a multiple of the page size; `EPERM` on
-/// a file sealed against the change.
-pub fn set_len(fd: impl AsFd, len: u64) -> io::Result<()> {
-    let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    Ok(ftruncate(fd, len)?)
-}
+use nix::fcntl::{FallocateFlags, fallocate};
 
 /// Allocates (and so clears) every page of `[0, len)` now (fallocate(2), mode 0).
 ///
@@ -65,24 +24,6 @@ pub fn allocate(fd: impl AsFd, len: u64) -> io::Result<()> {
     let len = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     fallocate(fd, FallocateFlags::empty(), 0, len)?;
     Ok(())
-}
-
-/// Adds `seals` (fcntl(2) `F_ADD_SEALS`).
-///
-/// # Errors
-/// `EPERM` once `F_SEAL_SEAL` is set.
-pub fn add_seals(fd: impl AsFd, seals: SealFlag) -> io::Result<()> {
-    fcntl(fd, FcntlArg::F_ADD_SEALS(seals))?;
-    Ok(())
-}
-
-/// The file's seals (fcntl(2) `F_GET_SEALS`).
-///
-/// # Errors
-/// `EINVAL` for a file that does not support sealing.
-pub fn seals(fd: impl AsFd) -> io::Result<SealFlag> {
-    let bits = fcntl(fd, FcntlArg::F_GET_SEALS)?;
-    Ok(SealFlag::from_bits_truncate(bits))
 }
 
 /// Frees the pages of `[0, len)` while keeping the size (`FALLOC_FL_PUNCH_HOLE |
@@ -104,20 +45,18 @@ pub fn punch_hole(fd: impl AsFd, len: u64) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use rig_sys::memfd::{Backing, Memfd};
+
     use super::*;
 
     #[test]
-    fn sealed_memfd_refuses_truncate_and_growth_but_not_punching() {
-        let fd = create(c"rig-test", Backing::Shmem).expect("memfd");
-        set_len(&fd, 1 << 16).expect("size");
-        add_seals(&fd, block_seals()).expect("seal");
-        assert_eq!(seals(&fd).expect("get seals"), block_seals());
-        let shrink = set_len(&fd, 0).expect_err("shrink is sealed");
-        assert_eq!(shrink.raw_os_error(), Some(libc::EPERM));
-        let grow = set_len(&fd, 1 << 17).expect_err("growth is sealed");
-        assert_eq!(grow.raw_os_error(), Some(libc::EPERM));
-        let reseal = add_seals(&fd, SealFlag::F_SEAL_WRITE).expect_err("seals are sealed");
-        assert_eq!(reseal.raw_os_error(), Some(libc::EPERM));
+    fn a_sealed_memfd_still_allows_allocating_and_punching_within_its_size() {
+        let fd = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
+        fd.set_len(1 << 16).expect("size");
+        let fd = fd.seal().expect("seal");
+        allocate(&fd, 1 << 16).expect("allocation keeps the size");
         punch_hole(&fd, 1 << 16).expect("punching keeps the size");
+        let past = allocate(&fd, 1 << 17).expect_err("growth is sealed");
+        assert_eq!(past.raw_os_error(), Some(libc::EPERM));
     }
 }

@@ -1,18 +1,18 @@
 //! The only module with `unsafe`: one file per kernel interface, each call a small safe
-//! wrapper whose `// SAFETY:` says why it holds.
+//! wrapper whose `// SAFETY:` says why it holds. The interfaces rigd shares with
+//! rig-client (memfds, mappings, SCM_RIGHTS, peer credentials) are the `rig-sys`
+//! crate's (daemon/sys); this module keeps what only rigd needs.
 //!
 //! Lowest layer: `sys` imports nothing from `take`, `vfio`, `dma`, `rig`, `service` or
 //! any other stage that calls it (it names functions by `pci`'s address types, `Bdf`
 //! and `SysfsRoot`); the traits over it (`vfio::Vfio`, `dma::IommuMap`) live with
-//! their stages. Fakes of
-//! kernel interfaces (`sysfs::FakeKernel`) exist only in tests and the `fakes` feature.
+//! their stages. Fakes of kernel interfaces (`sysfs::FakeKernel`) exist only in tests
+//! and the `fakes` feature.
 
 pub mod memfd;
-pub mod mman;
 pub mod mmio;
 pub mod pagemap;
 pub mod sched;
-pub mod scm;
 pub mod sysfs;
 pub mod systemd;
 pub mod vfio;

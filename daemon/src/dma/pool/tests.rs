@@ -2,11 +2,13 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::*;
-use crate::{
-    dma::{FakeIommu, IovaError},
-    sys::mman::{Fill, Mapping},
+use rig_sys::{
+    memfd::SealedMemfd,
+    mman::{Fill, Mapping},
 };
+
+use super::*;
+use crate::dma::{FakeIommu, IovaError};
 
 const G: u64 = BLOCK_SIZE;
 
@@ -55,7 +57,8 @@ fn a_released_lease_is_replaced_by_fresh_blocks() {
     assert!(p.wait_pinned(Duration::from_secs(10)));
     assert_eq!(p.status().free_blocks, 2);
     // The client's descriptor no longer reaches the data: the page was punched out.
-    let view = Mapping::shared(&lent.fds[0], 4096, Fill::Lazy).expect("map");
+    let kept = SealedMemfd::check(lent.fds[0].try_clone().expect("dup")).expect("sealed");
+    let view = Mapping::shared(&kept, Fill::Lazy).expect("map");
     let mut got = [0xffu8; 11];
     view.read(0, &mut got).expect("read");
     assert_eq!(got, [0; 11]);

@@ -5,8 +5,16 @@ use std::time::Duration;
 use super::*;
 
 const G: u64 = BLOCK_SIZE;
-const ALICE: Peer = Peer { uid: 1000, pid: 10 };
-const BOB: Peer = Peer { uid: 1001, pid: 11 };
+const ALICE: PeerCred = PeerCred {
+    uid: 1000,
+    gid: 1000,
+    pid: 10,
+};
+const BOB: PeerCred = PeerCred {
+    uid: 1001,
+    gid: 1001,
+    pid: 11,
+};
 
 fn pools(per_uid: u64, per_device: u64, names: &[(&str, u32)]) -> Pools {
     let config = config::Dma {
@@ -30,7 +38,7 @@ fn pools(per_uid: u64, per_device: u64, names: &[(&str, u32)]) -> Pools {
     p
 }
 
-fn session(p: &Pools, pool: &str, peer: Peer) -> SessionId {
+fn session(p: &Pools, pool: &str, peer: PeerCred) -> SessionId {
     let t = p.open_session(pool, peer).expect("open");
     p.claim(t.id, &t.token, peer).expect("claim");
     t.id
@@ -51,7 +59,7 @@ fn a_session_must_be_claimed_with_its_token_by_its_opener_once() {
             ..
         })
     ));
-    let thief = Peer { pid: 99, ..ALICE };
+    let thief = PeerCred { pid: 99, ..ALICE };
     assert!(
         matches!(
             p.claim(t.id, &t.token, thief),

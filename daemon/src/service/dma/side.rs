@@ -19,6 +19,7 @@ use std::{
 
 use prost::Message;
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+use rig_sys::scm::{self, PeerCred};
 use tokio::{
     io::{Interest, unix::AsyncFd},
     sync::watch,
@@ -32,7 +33,6 @@ use crate::{
     rig::Rig,
     service::ServiceError,
     service::status::error_line,
-    sys::scm,
 };
 
 /// How long a lease waits for blocks that are being pinned before it reports the pool
@@ -129,14 +129,10 @@ pub async fn serve(listener: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watc
 
 /// One client's side connection.
 async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Receiver<bool>) {
-    let Ok(cred) = scm::peer(fd.get_ref()) else {
+    let Ok(peer) = scm::peer(fd.get_ref()) else {
         return;
     };
-    let peer = dma::Peer {
-        uid: cred.uid,
-        pid: cred.pid,
-    };
-    let span = tracing::debug_span!("dma-side", uid = cred.uid, pid = cred.pid);
+    let span = tracing::debug_span!("dma-side", uid = peer.uid, pid = peer.pid);
     let mut buf = vec![0u8; MAX_REQUEST];
     let Some(first) = recv(&fd, &mut buf).await else {
         return;
@@ -223,7 +219,7 @@ fn refused(e: &DmaError) -> pb::DmaSideReply {
 fn claim(
     rig: &Rig,
     first: Parsed,
-    peer: dma::Peer,
+    peer: PeerCred,
 ) -> Result<(SessionId, watch::Receiver<bool>), pb::DmaSideReply> {
     let protocol = |m: &str| failure(pb::DmaErrorCode::Protocol, m.to_owned());
     let req = first.map_err(protocol)?;

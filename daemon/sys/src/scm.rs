@@ -1,8 +1,19 @@
 //! Unix `SOCK_SEQPACKET` sockets that carry file descriptors (unix(7) `SCM_RIGHTS`)
-//! and report their peer (`SO_PEERCRED`).
+//! and report their peer (`SO_PEERCRED`), and the one type for a peer's credentials.
 //!
-//! Sockets are non-blocking and close-on-exec; callers wait for readiness with tokio's
-//! `AsyncFd`. A packet is one message: its bytes and its descriptors arrive together.
+//! Flow: rigd [`listen`]s on the DMA side socket and [`accept`]s; a client
+//! [`connect`]s; both [`register`] the socket with tokio and exchange packets with
+//! [`send`] and [`recv`]. A lease's reply carries its blocks' descriptors.
+//!
+//! Invariants: sockets are non-blocking and close-on-exec; callers wait for readiness
+//! with tokio's `AsyncFd`. A packet is one message: its bytes and its descriptors arrive
+//! together, and every descriptor received is owned (closed on drop) from the moment it
+//! is installed. [`PeerCred`] is what the kernel recorded at connect time, never what
+//! a peer says.
+//!
+//! Not here: what the packets mean (`rig-proto`'s `DmaSide*` messages, encoded by
+//! `rigd::service::dma::side` and `rig_client::dma`); credentials of gRPC connections,
+//! which tonic reads and `rigd::service` turns into a [`PeerCred`].
 
 use std::{
     io::{self, IoSlice, IoSliceMut},
@@ -20,10 +31,17 @@ use nix::sys::socket::{
 /// The most descriptors one packet may carry (`SCM_MAX_FD` in include/net/scm.h).
 pub const MAX_FDS: usize = 253;
 
-/// The peer of a connected socket, as the kernel recorded it at connect time.
+/// Who is at the other end of a Unix socket, as the kernel recorded it at connect
+/// time (`struct ucred`, unix(7) `SO_PEERCRED`): what rigd authorises by (admin
+/// requests, DMA quotas) and what ties a side-socket connection to its DMA session.
+///
+/// `pid` is as the kernel reports it to this process: 0 when the peer's process is
+/// outside this process's pid namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerCred {
+    /// The peer's effective uid.
     pub uid: u32,
+    /// The peer's effective gid (its supplementary groups are not in `ucred`).
     pub gid: u32,
     pub pid: i32,
 }
@@ -173,21 +191,30 @@ fn own(fd: RawFd) -> OwnedFd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sys::memfd::{self, Backing};
+    use crate::{
+        memfd::{Backing, Memfd, SealedMemfd, sealed_for_test as sealed},
+        mman::{Fill, Mapping},
+    };
 
-    #[test]
-    fn packets_carry_bytes_and_descriptors_and_report_the_peer() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// A listener, and both ends of one connection to it.
+    fn pair(dir: &tempfile::TempDir) -> (OwnedFd, OwnedFd, OwnedFd) {
         let path = dir.path().join("s.fd");
         let listener = listen(&path).expect("listen");
         let client = connect(&path).expect("connect");
         let server = accept(&listener).expect("accept");
+        (listener, client, server)
+    }
+
+    #[test]
+    fn packets_carry_bytes_and_descriptors_and_report_the_peer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
         let me = peer(&server).expect("peer");
         assert_eq!(me.uid, nix::unistd::geteuid().as_raw());
         assert_eq!(me.pid, std::process::id().cast_signed());
 
-        let file = memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
-        memfd::set_len(&file, 4096).expect("size");
+        let file = Memfd::create(c"rig-test", Backing::Shmem).expect("memfd");
+        file.set_len(4096).expect("size");
         send(&server, b"lease", &[file.as_fd()]).expect("send");
         let mut buf = [0u8; 16];
         let p = recv(&client, &mut buf).expect("recv");
@@ -201,12 +228,97 @@ mod tests {
     #[test]
     fn a_closed_peer_reads_as_zero_bytes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("s.fd");
-        let listener = listen(&path).expect("listen");
-        let client = connect(&path).expect("connect");
-        let server = accept(&listener).expect("accept");
+        let (_l, client, server) = pair(&dir);
         drop(client);
         let p = recv(&server, &mut [0u8; 8]).expect("eof");
         assert_eq!(p.len, 0);
+    }
+
+    #[test]
+    fn sealed_blocks_cross_in_order_and_share_their_pages() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
+        let blocks = [sealed(4096), sealed(8192), sealed(12288)];
+        let fds: Vec<_> = blocks.iter().map(AsFd::as_fd).collect();
+        send(&server, b"leased", &fds).expect("send");
+        let mut buf = [0u8; 16];
+        let p = recv(&client, &mut buf).expect("recv");
+        assert_eq!(&buf[..p.len], b"leased");
+        let got: Vec<SealedMemfd> = p
+            .fds
+            .into_iter()
+            .map(|fd| SealedMemfd::check(fd).expect("still sealed"))
+            .collect();
+        let lens: Vec<u64> = got.iter().map(SealedMemfd::len).collect();
+        assert_eq!(lens, [4096, 8192, 12288]);
+        let theirs = Mapping::shared(&blocks[1], Fill::Lazy).expect("sender's map");
+        let ours = Mapping::shared(&got[1], Fill::Lazy).expect("receiver's map");
+        theirs.write(8000, b"dma").expect("write");
+        let mut seen = [0u8; 3];
+        ours.read(8000, &mut seen).expect("read");
+        assert_eq!(&seen, b"dma");
+    }
+
+    #[test]
+    fn received_descriptors_are_close_on_exec() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
+        let file = sealed(4096);
+        send(&server, b"x", &[file.as_fd()]).expect("send");
+        let p = recv(&client, &mut [0u8; 4]).expect("recv");
+        let flags = nix::fcntl::fcntl(&p.fds[0], nix::fcntl::FcntlArg::F_GETFD).expect("getfd");
+        let flags = nix::fcntl::FdFlag::from_bits_truncate(flags);
+        assert!(flags.contains(nix::fcntl::FdFlag::FD_CLOEXEC));
+    }
+
+    #[test]
+    fn more_descriptors_than_the_kernel_carries_are_refused_before_sending() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
+        let file = sealed(4096);
+        let too_many = vec![file.as_fd(); MAX_FDS + 1];
+        let e = send(&server, b"x", &too_many).expect_err("254 descriptors");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let nothing = recv(&client, &mut [0u8; 4]).expect_err("nothing was sent");
+        assert_eq!(nothing.raw_os_error(), Some(nix::libc::EAGAIN));
+        send(&server, b"x", &too_many[..MAX_FDS]).expect("253 descriptors");
+        let p = recv(&client, &mut [0u8; 4]).expect("recv");
+        assert_eq!(p.fds.len(), MAX_FDS);
+    }
+
+    #[test]
+    fn a_packet_longer_than_the_buffer_is_cut_and_says_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
+        send(&server, b"0123456789", &[]).expect("send");
+        let mut buf = [0u8; 4];
+        let p = recv(&client, &mut buf).expect("recv");
+        assert!(p.truncated);
+        assert_eq!(&buf, b"0123");
+        assert!(p.fds.is_empty());
+    }
+
+    #[tokio::test]
+    async fn registered_sockets_round_trip_a_descriptor_through_tokio() {
+        use tokio::io::Interest;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_l, client, server) = pair(&dir);
+        let (client, server) = (
+            register(client).expect("register client"),
+            register(server).expect("register server"),
+        );
+        let file = sealed(4096);
+        server
+            .async_io(Interest::WRITABLE, |s| send(s, b"ok", &[file.as_fd()]))
+            .await
+            .expect("send");
+        let mut buf = [0u8; 8];
+        let p = client
+            .async_io(Interest::READABLE, |s| recv(s, &mut buf))
+            .await
+            .expect("recv");
+        assert_eq!(&buf[..p.len], b"ok");
+        let got = SealedMemfd::check(p.fds.into_iter().next().expect("one fd")).expect("sealed");
+        assert_eq!(got.len(), 4096);
     }
 }

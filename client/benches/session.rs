@@ -1,12 +1,13 @@
-//! DMA figures for docs/BENCHMARKS.md, side by side in one run (issue 6):
+//! DMA figures for docs/BENCHMARKS.md (issue 6) through the client library against a
+//! real rigd process, side by side in one run:
 //!
-//! 1. Pinning a pool (GiB/s) against memset of the same size and the kernel's own
-//!    hugetlb clearing, on 1 thread and on one per allowed CPU.
-//! 2. Through the client library against a real rigd process: alloc + free of 64 KiB
-//!    on the fast path (inside a leased block) and with a fresh block lease each time,
-//!    next to a raw `SOCK_SEQPACKET` round trip and a gRPC unary call.
-//! 3. Time for rigd to reclaim the leases of a client killed with SIGKILL.
-//! 4. rigd's resident memory with 1,000 idle connected DMA sessions.
+//! 1. alloc + free of 64 KiB on the fast path (inside a leased block) and with a fresh
+//!    block lease each time, next to a raw `SOCK_SEQPACKET` round trip and a gRPC unary
+//!    call.
+//! 2. Time for rigd to reclaim the leases of a client killed with SIGKILL.
+//! 3. rigd's resident memory with 1,000 idle connected DMA sessions.
+//!
+//! rigd's pinning rate (no client involved) is rigd's own `pin` bench.
 //!
 //! Needs root and hugepages (it raises vm.nr_hugepages by what it uses and lowers it
 //! again), and release builds of `rigd` and `rig-dma-probe` beside this bench (or
@@ -14,7 +15,7 @@
 //!
 //! ```text
 //! cargo build --release -p rigd -p rig-client --bins
-//! taskset -c 1 cargo bench -p rig-client --bench dma
+//! taskset -c 1 cargo bench -p rig-client --bench session
 //! ```
 
 use std::{
@@ -27,13 +28,9 @@ use std::{
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
 use rig_client::dma::{Monitor, Session};
-use rigd::dma::{
-    Backing, Pool, PoolMode, PoolSpec,
-    hugepages::{Hugepages, Reservation},
-};
+use rigd::dma::hugepages::{Hugepages, Reservation};
 
 const MIB: u64 = 1 << 20;
-const PIN_BLOCKS: u32 = 128;
 const SERVE_BLOCKS: u64 = 128;
 const LEASE_BATCH: usize = 48;
 
@@ -76,7 +73,7 @@ fn main() -> Result<(), BoxError> {
         return Ok(());
     }
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("dma bench: needs root (hugepages, physical addresses); skipped");
+        eprintln!("session bench: needs root (hugepages); skipped");
         return Ok(());
     }
     raise_nofile();
@@ -92,13 +89,8 @@ fn main() -> Result<(), BoxError> {
         .filter(|c| cpus.is_set(*c).unwrap_or(false))
         .collect();
     println!("CPUs allowed: {allowed:?}\n");
-    pinning(allowed.len())?;
-    // `cargo bench -p rig-client --bench dma -- pinning`: the first table only.
-    if std::env::args().any(|a| a == "pinning") {
-        return Ok(());
-    }
-    // Everything after runs on one CPU, rigd and the clients it spawns included: on this
-    // kind of VM, cross-CPU wake-ups would dominate the round trips.
+    // Everything runs on one CPU, rigd and the clients it spawns included: on this kind
+    // of VM, cross-CPU wake-ups would dominate the round trips.
     let last = *allowed.last().ok_or("no CPU")?;
     let mut one = nix::sched::CpuSet::new();
     one.set(last)?;
@@ -108,135 +100,6 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     runtime.block_on(served(&rigd, &probe))
-}
-
-/// 1. Pinning against memset, on 1 thread and on one per allowed CPU.
-fn pinning(cpus: usize) -> Result<(), BoxError> {
-    let bytes = u64::from(PIN_BLOCKS) * 2 * MIB;
-    let _pages = Reservation::add(Hugepages::new(Path::new("/sys")), u64::from(PIN_BLOCKS))?;
-    println!(
-        "### Pinning a pool of {} MiB against memset of the same size\n",
-        bytes / MIB
-    );
-    println!(
-        "| threads | rig pool pin GiB/s | kernel hugetlb clearing (fallocate) GiB/s | kernel hugetlb fault-in (MAP_POPULATE) GiB/s | memset GiB/s | pin / memset | pin / kernel clearing |"
-    );
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    let len = usize::try_from(bytes)?;
-    let mut buf = vec![0u8; len];
-    buf.fill(1); // fault it in: memset below measures bandwidth, not page faults
-    let mut counts = vec![1usize];
-    if cpus > 1 {
-        counts.push(cpus);
-    }
-    for threads in counts {
-        let mut pin = Vec::new();
-        let mut set = Vec::new();
-        let mut kernel = Vec::new();
-        let mut populate = Vec::new();
-        for round in 0..5u8 {
-            let start = Instant::now();
-            let pool = Pool::start(
-                "bench",
-                PoolSpec {
-                    mode: PoolMode::Host,
-                    blocks: PIN_BLOCKS,
-                    backing: Backing::Huge2M,
-                    pin_threads: threads,
-                },
-            )?;
-            if !pool.wait_pinned(Duration::from_secs(60)) {
-                return Err("pool not pinned in 60 s".into());
-            }
-            pin.push(start.elapsed());
-            let s = pool.status();
-            if s.free_blocks != PIN_BLOCKS {
-                return Err(
-                    format!("pinned {} of {PIN_BLOCKS}: {:?}", s.free_blocks, s.problem).into(),
-                );
-            }
-            drop(pool);
-            let start = Instant::now();
-            let chunk = len / threads;
-            std::thread::scope(|sc| {
-                for part in buf.chunks_mut(chunk) {
-                    sc.spawn(move || part.fill(round.wrapping_add(2)));
-                }
-            });
-            std::hint::black_box(&buf);
-            set.push(start.elapsed());
-            kernel.push(kernel_clear(bytes, threads, Clear::Allocate)?);
-            populate.push(kernel_clear(bytes, threads, Clear::Populate)?);
-        }
-        let gib = |d: Duration| bytes as f64 / d.as_secs_f64() / f64::from(1u32 << 30);
-        let (p, m, k, f) = (
-            gib(stats_median(pin)),
-            gib(stats_median(set)),
-            gib(stats_median(kernel)),
-            gib(stats_median(populate)),
-        );
-        println!(
-            "| {threads} | {p:.2} | {k:.2} | {f:.2} | {m:.2} | {:.0}% | {:.0}% |",
-            100.0 * p / m,
-            100.0 * p / k
-        );
-    }
-    println!();
-    Ok(())
-}
-
-/// How [`kernel_clear`] makes the kernel clear hugetlb pages.
-#[derive(Clone, Copy)]
-enum Clear {
-    /// fallocate(2) of the file: what the pool does, outside the mmap lock.
-    Allocate,
-    /// One `MAP_POPULATE` mmap of the file: every thread's fault-in under one mm.
-    Populate,
-}
-
-/// The kernel's own rate: `bytes` of hugetlb memfd cleared, one file per thread, with
-/// none of the pool's per-block work.
-fn kernel_clear(bytes: u64, threads: usize, how: Clear) -> Result<Duration, BoxError> {
-    use rigd::sys::{
-        memfd,
-        mman::{Fill, Mapping},
-    };
-    let part = bytes / threads as u64;
-    let files = (0..threads)
-        .map(|_| {
-            let fd = memfd::create(c"rig-bench", memfd::Backing::Huge2M)?;
-            memfd::set_len(&fd, part)?;
-            Ok(fd)
-        })
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let len = usize::try_from(part)?;
-    let start = Instant::now();
-    let maps = std::thread::scope(|sc| {
-        let handles: Vec<_> = files
-            .iter()
-            .map(|fd| {
-                sc.spawn(move || match how {
-                    Clear::Allocate => memfd::allocate(fd, part).map(|()| None),
-                    Clear::Populate => Mapping::shared(fd, len, Fill::Populate).map(Some),
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| std::io::Error::other("thread panicked"))?
-            })
-            .collect::<std::io::Result<Vec<_>>>()
-    })?;
-    let took = start.elapsed();
-    drop(maps);
-    Ok(took)
-}
-
-fn stats_median(mut d: Vec<Duration>) -> Duration {
-    d.sort_unstable();
-    d[d.len() / 2]
 }
 
 struct Rigd {
@@ -253,7 +116,7 @@ impl Drop for Rigd {
         let start = Instant::now();
         while matches!(self.child.try_wait(), Ok(None)) {
             if start.elapsed() > Duration::from_secs(5) {
-                eprintln!("dma bench: rigd did not stop on SIGTERM in 5 s; killing it");
+                eprintln!("session bench: rigd did not stop on SIGTERM in 5 s; killing it");
                 let _ = self.child.kill();
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -319,7 +182,7 @@ async fn pool_full(m: &mut Monitor) -> Result<(), BoxError> {
     }
 }
 
-/// 2–4, against a rigd process.
+/// 1–3, against a rigd process.
 async fn served(rigd: &Path, probe: &Path) -> Result<(), BoxError> {
     let d = start_rigd(rigd)?;
     let mut m = Monitor::connect(&d.socket).await?;
@@ -424,7 +287,7 @@ fn raw_round_trips(n: usize) -> Result<Vec<Duration>, BoxError> {
     Ok(d)
 }
 
-/// 3. SIGKILL a client holding a lease; time until rigd shows it gone.
+/// 2. SIGKILL a client holding a lease; time until rigd shows it gone.
 async fn reclaim(socket: &Path, probe: &Path, m: &mut Monitor) -> Result<(), BoxError> {
     let mut took = Vec::new();
     for _ in 0..40 {
@@ -471,7 +334,7 @@ fn status_kib(pid: u32, key: &str) -> Result<u64, BoxError> {
         .ok_or_else(|| format!("{key} in /proc/{pid}/status").into())
 }
 
-/// 4. rigd's memory with 1,000 idle sessions.
+/// 3. rigd's memory with 1,000 idle sessions.
 async fn rss(d: &Rigd, m: &mut Monitor) -> Result<(), BoxError> {
     let pid = d.child.id();
     pool_full(m).await?;

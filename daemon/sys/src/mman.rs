@@ -1,0 +1,306 @@
+//! Shared mappings of sealed memfds: mmap(2) (optionally `MAP_POPULATE`/`MAP_LOCKED`),
+//! munmap(2).
+//!
+//! Flow: rigd maps each DMA block it pins ([`Mapping::shared`]); a client maps the
+//! blocks of a lease one after another at one aligned address ([`Mapping::shared_run`]).
+//!
+//! Invariants: a [`Mapping`] is device-visible memory — a device, a client process and
+//! rigd may all write it at any time — so no `&`/`&mut` into it ever exists; access
+//! goes through the volatile [`Mapping::read`] and [`Mapping::write`]. It maps only
+//! [`SealedMemfd`]s, in full: the file cannot shrink under it, so every byte it covers
+//! stays backed (no SIGBUS). It owns its address range and unmaps it once, on drop.
+//!
+//! Not here: which mappings are locked (`rigd::dma::block` picks [`Fill`]).
+
+use std::{io, num::NonZeroUsize, ptr::NonNull};
+
+use nix::{
+    libc,
+    sys::mman::{MapFlags, ProtFlags, mmap, mmap_anonymous, munmap},
+};
+
+use crate::memfd::SealedMemfd;
+
+/// How a new mapping's pages are faulted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fill {
+    /// On first access.
+    Lazy,
+    /// Now (`MAP_POPULATE`); for pages not yet in the file, this allocates and clears them.
+    Populate,
+    /// Now, and locked in memory (`MAP_POPULATE | MAP_LOCKED`): one call, one take of
+    /// the process's mmap lock for writing, where mmap(2) then mlock(2) take it twice.
+    Locked,
+}
+
+impl Fill {
+    fn flags(self) -> MapFlags {
+        MapFlags::MAP_SHARED
+            | match self {
+                Self::Lazy => MapFlags::empty(),
+                Self::Populate => MapFlags::MAP_POPULATE,
+                Self::Locked => MapFlags::MAP_POPULATE | MapFlags::MAP_LOCKED,
+            }
+    }
+}
+
+const RW: ProtFlags = ProtFlags::PROT_READ.union(ProtFlags::PROT_WRITE);
+
+/// A shared read-write mapping of whole sealed files, unmapped on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: NonNull<libc::c_void>,
+    len: NonZeroUsize,
+}
+
+// SAFETY: `Mapping` owns its address range (nothing else unmaps it) and only hands out
+// its address as a number; the bytes are reached through volatile reads and writes,
+// which are sound from any thread because shared memory can change under them anyway.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`: no method gives out a reference into the mapping.
+unsafe impl Sync for Mapping {}
+
+fn len_of(file: &SealedMemfd) -> io::Result<NonZeroUsize> {
+    usize::try_from(file.len())
+        .ok()
+        .and_then(NonZeroUsize::new)
+        .ok_or_else(|| io::ErrorKind::InvalidInput.into())
+}
+
+impl Mapping {
+    /// Maps all of `file` shared and read-write where the kernel chooses (a hugetlb
+    /// file is aligned to its page size), its pages faulted in as `fill` says.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an empty file; the errno of mmap(2): `ENOMEM` when hugetlb
+    /// pages run out, `EAGAIN` for [`Fill::Locked`] past `RLIMIT_MEMLOCK` without
+    /// `CAP_IPC_LOCK`.
+    pub fn shared(file: &SealedMemfd, fill: Fill) -> io::Result<Self> {
+        let len = len_of(file)?;
+        // SAFETY: a fresh mapping at an address the kernel picks (no MAP_FIXED), so no
+        // existing memory is replaced; `file` is a valid open descriptor for the call,
+        // and it is sealed at `len` bytes, so the whole range stays backed; the result
+        // is checked by nix and owned by the returned `Mapping`, which unmaps it
+        // exactly once.
+        let ptr = unsafe { mmap(None, len, RW, fill.flags(), file, 0) }?;
+        Ok(Self { ptr, len })
+    }
+
+    /// Maps each of `files` in full, one after another in order, at one range that
+    /// starts on a multiple of `align` (a power of two, e.g. the block size).
+    ///
+    /// # Errors
+    /// `InvalidInput` for no files, an empty one, one whose size `align` does not
+    /// divide, or an `align` that is not a power of two; the errno of mmap(2) or
+    /// munmap(2) (`ENOMEM`, `EINVAL` for an address the file's page size does not
+    /// divide).
+    pub fn shared_run(files: &[SealedMemfd], align: usize, fill: Fill) -> io::Result<Self> {
+        if !align.is_power_of_two() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        let mut total = 0usize;
+        for file in files {
+            let len = len_of(file)?.get();
+            if !len.is_multiple_of(align) {
+                return Err(io::ErrorKind::InvalidInput.into());
+            }
+            total = total.checked_add(len).ok_or(io::ErrorKind::InvalidInput)?;
+        }
+        let total = NonZeroUsize::new(total).ok_or(io::ErrorKind::InvalidInput)?;
+        let start = reserve(total, align)?;
+        // Owns the whole range from here: on an error below, its drop unmaps the
+        // placeholder and whatever was already mapped over it.
+        let run = Self {
+            ptr: start,
+            len: total,
+        };
+        let mut at = start.as_ptr() as usize;
+        for file in files {
+            let len = len_of(file)?;
+            // SAFETY: `[at, at + len)` lies inside the range `reserve` just made and
+            // `run` owns (a PROT_NONE placeholder or nothing yet mapped over it), so
+            // MAP_FIXED replaces only our own placeholder; `file` is valid for the
+            // call and sealed at `len` bytes, so the range stays backed; the result
+            // is checked.
+            unsafe {
+                mmap(
+                    NonZeroUsize::new(at),
+                    len,
+                    RW,
+                    fill.flags() | MapFlags::MAP_FIXED,
+                    file,
+                    0,
+                )
+            }?;
+            at += len.get();
+        }
+        Ok(run)
+    }
+
+    /// The mapping's start in this process.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// The mapping's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    /// Always false: a mapping is never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copies `buf.len()` bytes from `offset` into `buf`, one volatile read each.
+    ///
+    /// # Errors
+    /// `InvalidInput` when the range is outside the mapping.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        let base = self.at(offset, buf.len())?;
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: `at` checked that `offset + buf.len()` lies inside the mapping,
+            // which stays mapped while `self` lives; u8 has no alignment or validity
+            // requirement, and a volatile read tolerates concurrent writers.
+            *b = unsafe { base.add(i).read_volatile() };
+        }
+        Ok(())
+    }
+
+    /// Copies `data` to `offset`, one volatile write per byte.
+    ///
+    /// # Errors
+    /// `InvalidInput` when the range is outside the mapping.
+    pub fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+        let base = self.at(offset, data.len())?;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: as in `read`; the mapping is PROT_WRITE.
+            unsafe { base.add(i).write_volatile(*b) };
+        }
+        Ok(())
+    }
+
+    fn at(&self, offset: usize, len: usize) -> io::Result<*mut u8> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len.get() => {
+                // SAFETY: `offset <= len` of the mapping, so the result stays inside it
+                // (or one past its end when `len` is 0).
+                Ok(unsafe { self.ptr.as_ptr().cast::<u8>().add(offset) })
+            }
+            _ => Err(io::ErrorKind::InvalidInput.into()),
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` are exactly the range this `Mapping` owns, unmapped only
+        // here, and no reference into it exists (see the module's rule).
+        let unmapped = unsafe { munmap(self.ptr, self.len.get()) };
+        if let Err(e) = unmapped {
+            tracing::warn!("munmap of a DMA mapping failed: {e}");
+        }
+    }
+}
+
+/// Reserves `total` bytes starting on a multiple of `align` as an inaccessible
+/// placeholder (anonymous, `PROT_NONE`, `MAP_NORESERVE`), for the caller to map over.
+fn reserve(total: NonZeroUsize, align: usize) -> io::Result<NonNull<libc::c_void>> {
+    let padded = total
+        .checked_add(align)
+        .ok_or(io::ErrorKind::InvalidInput)?;
+    // SAFETY: a fresh anonymous PROT_NONE mapping where the kernel chooses, replacing
+    // nothing; its unused head and tail are unmapped below, the rest is the caller's.
+    let raw = unsafe {
+        mmap_anonymous(
+            None,
+            padded,
+            ProtFlags::PROT_NONE,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+        )
+    }?;
+    let base = raw.as_ptr() as usize;
+    let start = base.next_multiple_of(align);
+    let head = start - base;
+    let tail = padded.get() - head - total.get();
+    if head > 0 {
+        // SAFETY: `[base, start)` is the unused head of the mapping just made, which
+        // nothing else knows.
+        unsafe { munmap(raw, head) }?;
+    }
+    if tail > 0 {
+        let end = NonNull::new((start + total.get()) as *mut libc::c_void)
+            .ok_or(io::ErrorKind::InvalidInput)?;
+        // SAFETY: `[start + total, base + padded)` is the unused tail of it.
+        unsafe { munmap(end, tail) }?;
+    }
+    NonNull::new(start as *mut libc::c_void).ok_or_else(|| io::ErrorKind::InvalidInput.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memfd::sealed_for_test as sealed;
+
+    #[test]
+    fn two_mappings_of_one_file_see_each_others_writes() {
+        let fd = sealed(8192);
+        let a = Mapping::shared(&fd, Fill::Populate).expect("map a");
+        let b = Mapping::shared(&fd, Fill::Lazy).expect("map b");
+        assert_eq!(a.len(), 8192);
+        a.write(4000, b"hello").expect("write");
+        let mut got = [0u8; 5];
+        b.read(4000, &mut got).expect("read");
+        assert_eq!(&got, b"hello");
+    }
+
+    #[test]
+    fn access_past_the_end_is_refused() {
+        let fd = sealed(4096);
+        let m = Mapping::shared(&fd, Fill::Lazy).expect("map");
+        let past = m.write(4095, b"xy").expect_err("one byte past the end");
+        assert_eq!(past.kind(), io::ErrorKind::InvalidInput);
+        let wrap = m
+            .read(usize::MAX, &mut [0u8; 2])
+            .expect_err("offset overflows");
+        assert_eq!(wrap.kind(), io::ErrorKind::InvalidInput);
+        m.write(4094, b"xy").expect("last two bytes");
+    }
+
+    #[test]
+    fn an_empty_sealed_file_is_not_mapped() {
+        let e = Mapping::shared(&sealed(0), Fill::Lazy).expect_err("nothing to map");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+
+    #[test]
+    fn a_run_maps_its_files_in_order_at_an_aligned_address() {
+        const BLOCK: u64 = 1 << 21;
+        let files = [sealed(BLOCK), sealed(BLOCK), sealed(BLOCK)];
+        let block = usize::try_from(BLOCK).expect("2 MiB fits");
+        for (i, f) in files.iter().enumerate() {
+            let one = Mapping::shared(f, Fill::Lazy).expect("map one");
+            one.write(10, &[u8::try_from(i).expect("small")])
+                .expect("mark");
+        }
+        let run = Mapping::shared_run(&files, block, Fill::Populate).expect("run");
+        assert_eq!(run.addr() % block, 0);
+        assert_eq!(run.len(), 3 * block);
+        for i in 0..3 {
+            let mut got = [0xffu8];
+            run.read(i * block + 10, &mut got).expect("read");
+            assert_eq!(usize::from(got[0]), i);
+        }
+    }
+
+    #[test]
+    fn a_run_refuses_files_its_alignment_does_not_divide() {
+        let files = [sealed(1 << 21), sealed(4096)];
+        let e = Mapping::shared_run(&files, 1 << 21, Fill::Lazy).expect_err("short file");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = Mapping::shared_run(&[], 4096, Fill::Lazy).expect_err("no files");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        let e = Mapping::shared_run(&files[..1], 3 << 12, Fill::Lazy).expect_err("not 2^n");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+}
