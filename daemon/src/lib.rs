@@ -1,10 +1,25 @@
 //! rigd: takes PCI GPUs from their kernel drivers and lends them to unprivileged
 //! programs over gRPC on a Unix socket.
 //!
-//! A request moves down the stages; each calls only the one below it:
-//! `service` (gRPC, auth, proto ↔ internal) → `rig` (owns devices, sequences work) →
-//! `pci` (read-only discovery). `config` is read once at start. `sys` is the only
-//! module with `unsafe`, one file per kernel interface.
+//! A request comes in at `service` (gRPC and the DMA side socket: authorisation from
+//! peer credentials, proto ↔ internal types, errors to text and codes, the only place
+//! that makes strings of them) and goes to `rig` (owns the devices rig holds, one lock
+//! each, and the DMA pools; the only code that sequences the stages). The stages, in
+//! the order a device's data flows through them:
+//! - `pci`: read-only discovery and decoding (addresses, sysfs, config space);
+//! - `take`: host driver → vfio-pci or driverless, BAR resize, reset, give-back, with
+//!   the journal that recovery reads at start;
+//! - `vfio`: the container, group and device a vfio-mode device is held through;
+//! - `dma`: pinned hugepage pools, leases and device addresses (IOVA through
+//!   `vfio`'s IOMMU, physical in sysfs mode);
+//! - (`queue`, the rings lent to clients, comes with the queue work.)
+//!
+//! No stage imports `rig` or `service`, and no two modules import each other (`sys`
+//! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait, and
+//! `dma` knows nothing of VFIO). `config` is read once at start. `sys` is the only module with `unsafe`, one file
+//! per kernel interface; what rigd shares with rig-client (memfds, mappings,
+//! SCM_RIGHTS) is the `rig-sys` crate. `testing` and the `Fake*` kernels exist only in
+//! tests and with feature `fakes`; the crash self-kill only with `crash-points`.
 
 #![deny(unsafe_code)]
 
@@ -13,7 +28,7 @@ pub mod dma;
 pub mod pci;
 pub mod rig;
 pub mod service;
-#[allow(unsafe_code)]
+#[expect(unsafe_code, reason = "sys is the one module whose kernel interfaces need it")]
 pub mod sys;
 pub mod take;
 #[cfg(any(test, feature = "fakes"))]
