@@ -28,7 +28,10 @@ pub mod dma;
 pub mod pci;
 pub mod rig;
 pub mod service;
-#[expect(unsafe_code, reason = "sys is the one module whose kernel interfaces need it")]
+#[expect(
+    unsafe_code,
+    reason = "sys is the one module whose kernel interfaces need it"
+)]
 pub mod sys;
 pub mod take;
 #[cfg(any(test, feature = "fakes"))]

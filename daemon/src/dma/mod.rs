@@ -12,14 +12,17 @@
 //! one mutex; each [`Pool`] has its own mutex over its free, leased and quarantined
 //! blocks, and a pinner thread that fills it at start and refills it after each
 //! release. Lock order: sessions, then a pool. IOMMU map calls run under the pool's
-//! lock, never under the sessions lock.
+//! lock, never under the sessions lock, and never on an async worker: the side socket
+//! calls leases and releases of a vfio pool from a blocking thread.
 //!
 //! Invariants: a block whose descriptor left rigd is never lent again — its file is
 //! punched and closed, and a fresh file takes its place — so a client that kept a
 //! mapping or a descriptor cannot reach the next client's memory. A freed block leaves
 //! the IOMMU before its pages leave the file. In sysfs mode (no IOMMU) a leased block's
 //! pages stay with rigd until the device is reset ([`Pools::device_reset`]), because
-//! the device may still write them.
+//! the device may still write them. A block whose IOMMU unmap failed is never freed:
+//! its pool keeps it out of use, and when the pool goes it stays pinned and mapped
+//! until rigd exits.
 //!
 //! References: memfd_create(2), fcntl(2) file seals, Documentation/admin-guide/mm/
 //! {hugetlbpage,pagemap}.rst, include/uapi/linux/vfio.h (`VFIO_IOMMU_MAP_DMA`,

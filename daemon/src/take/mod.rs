@@ -23,6 +23,7 @@
 //! ioctls (`vfio`, `sys::vfio`), DMA pools (`dma`, made by `rig.rs` from the hold).
 
 pub mod bars;
+mod error;
 pub mod journal;
 pub mod preflight;
 mod recover;
@@ -39,6 +40,7 @@ use std::{
 
 use nix::fcntl::{Flock, FlockArg};
 
+pub use error::{AttachWarning, TakeError};
 pub use journal::{AttachStep, DetachStep, Journal, Mode, Phase, Record, ResizeStep, SavedConfig};
 pub use recover::{RecoverError, Recovered, recover};
 pub use reset::{ResetMethod, ResetReport};
@@ -46,112 +48,16 @@ pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{
     pci::{Bdf, SysfsRoot},
-    sys::{mmio::MmioError, sysfs::PciSysfs},
+    sys::sysfs::PciSysfs,
     vfio::{self, Vfio, VfioError},
 };
-use preflight::{Concern, Places};
+use preflight::Places;
 
 /// PCI_COMMAND bit 2 (pci_regs.h `PCI_COMMAND_MASTER`).
 const PCI_COMMAND_MASTER: u16 = 0x4;
 /// What `driver_override` says while rig holds a function in sysfs mode: no driver has
 /// this name, so nothing binds it on a rescan.
 pub const SYSFS_MODE_OVERRIDE: &str = "rig-none";
-
-/// A step that failed, naming the device and the step.
-#[derive(Debug, thiserror::Error)]
-pub enum TakeError {
-    #[error("{bdf} is already held by rig ({mode} mode)")]
-    AlreadyHeld { bdf: Bdf, mode: Mode },
-    #[error("{bdf} is not held by rig")]
-    NotHeld { bdf: Bdf },
-    #[error(
-        "Another process holds the lock on {bdf}'s config (another rigd, or a tool that honours it)"
-    )]
-    Locked { bdf: Bdf },
-    #[error("Refusing to detach {bdf}: {}", list(.concerns))]
-    Refused { bdf: Bdf, concerns: Vec<Concern> },
-    #[error(
-        "Sysfs mode is not allowed by the configuration (take.allow_sysfs_mode): DMA would be unconfined"
-    )]
-    SysfsModeNotAllowed,
-    #[error("{bdf} is already bound to vfio-pci by someone else")]
-    ForeignVfio { bdf: Bdf },
-    #[error("Failed to {step} for {bdf}")]
-    Step {
-        bdf: Bdf,
-        step: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error("Unbinding {bdf} from {driver} did not return within {} s: a process may still hold the device; rig keeps serving, the device stays in the journal", .timeout.as_secs())]
-    UnbindTimeout {
-        bdf: Bdf,
-        driver: String,
-        timeout: Duration,
-    },
-    #[error("{bdf} did not bind to {want} (driver is now {})", .got.as_deref().unwrap_or("none"))]
-    WrongDriver {
-        bdf: Bdf,
-        want: String,
-        got: Option<String>,
-    },
-    #[error(
-        "IOMMU group {group} of {bdf} is not viable: every member must be bound to vfio-pci or to nothing"
-    )]
-    NotViable { bdf: Bdf, group: String },
-    #[error(
-        "{bdf} has no IOMMU group: vfio mode needs an IOMMU (try --mode sysfs where the config allows it)"
-    )]
-    NoIommuGroup { bdf: Bdf },
-    #[error("Failed to {} for {bdf}", .source.step())]
-    Vfio {
-        bdf: Bdf,
-        #[source]
-        source: VfioError,
-    },
-    #[error(transparent)]
-    Resize(#[from] resize::ResizeError),
-    #[error(transparent)]
-    Reset(#[from] reset::ResetError),
-    #[error("Failed to write the journal before a step on {bdf}")]
-    Journal {
-        bdf: Bdf,
-        #[source]
-        source: journal::JournalError,
-    },
-    #[error("{bdf} has no memory BAR {bar} mapped by rig (mapped: {})", bar_list(.mapped))]
-    NoBar { bdf: Bdf, bar: u32, mapped: Vec<u8> },
-    #[error("Refused a register access to BAR{bar} of {bdf}")]
-    Mmio {
-        bdf: Bdf,
-        bar: u8,
-        #[source]
-        source: MmioError,
-    },
-    #[error("Failed to read {bdf}")]
-    Read {
-        bdf: Bdf,
-        #[source]
-        source: crate::pci::PciError,
-    },
-}
-
-fn bar_list(bars: &[u8]) -> String {
-    if bars.is_empty() {
-        return "none".into();
-    }
-    bars.iter()
-        .map(|b| format!("BAR{b}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn list(c: &[Concern]) -> String {
-    c.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
 
 /// Options of a detach.
 #[derive(Debug, Clone)]
@@ -272,24 +178,6 @@ pub struct AttachReport {
     pub driver: Option<String>,
     pub reset: Option<String>,
     pub warnings: Vec<AttachWarning>,
-}
-
-/// What went wrong in a give-back that still gave the device back.
-#[derive(Debug, thiserror::Error)]
-pub enum AttachWarning {
-    #[error("{bdf} has no reset method; given back without a reset")]
-    NoReset { bdf: Bdf },
-    /// A device its driver can still take is better off with it than with no one.
-    #[error(transparent)]
-    Reset(reset::ResetError),
-    #[error("KFD refused processes after the rebind; amdgpu was reloaded")]
-    KfdReloaded,
-    #[error("KFD refuses processes after the rebind and reloading amdgpu failed")]
-    KfdReloadFailed(#[source] io::Error),
-    #[error(
-        "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
-    )]
-    KfdInUse { users: usize },
 }
 
 /// Does take-overs against one sysfs (real or fake).
