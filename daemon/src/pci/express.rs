@@ -27,15 +27,8 @@ pub struct Express {
     pub v2: Option<ExpressV2>,
 }
 
-/// The "2" registers of a version 2 capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExpressV2 {
-    pub devcap2: u32,
-    pub devctl2: u16,
-    pub lnkcap2: u32,
-    pub lnkctl2: u16,
-    pub lnksta2: u16,
-}
+/// The "2" registers of a version 2 capability: the model's own type.
+pub use rig_model::ExpressV2;
 
 /// A link's speed and width.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -163,12 +163,31 @@ pub fn resize_size(s: &str) -> Result<BarSize, RigError> {
     }
 }
 
+/// A held device's mode on the wire; unspecified when the view has none (busy).
+fn take_mode(m: Option<Mode>) -> pb::TakeMode {
+    match m {
+        Some(Mode::Vfio) => pb::TakeMode::Vfio,
+        Some(Mode::Sysfs) => pb::TakeMode::Sysfs,
+        None => pb::TakeMode::Unspecified,
+    }
+}
+
+/// The view's state: `Rig` says "held" for a device at rest and "busy" while another
+/// operation holds its lock; anything else would be a new state this API lacks.
+fn held_state(state: &str) -> pb::HeldState {
+    match state {
+        "held" => pb::HeldState::Held,
+        "busy" => pb::HeldState::Busy,
+        _ => pb::HeldState::Unspecified,
+    }
+}
+
 pub fn held(v: &HeldView) -> pb::HeldDevice {
     pb::HeldDevice {
         bdf: v.bdf.to_string(),
-        mode: v.mode.map(|m| m.to_string()).unwrap_or_default(),
+        mode: take_mode(v.mode).into(),
         original_driver: v.original_driver.clone().unwrap_or_default(),
-        state: v.state.clone(),
+        state: held_state(&v.state).into(),
         since_unix: v.since,
         bars: v.bars.iter().map(convert::bar).collect(),
         group_members: v.group_members.iter().map(ToString::to_string).collect(),
@@ -211,6 +230,16 @@ mod tests {
             Some(pb::progress::Event::Step(s)) => s,
             e => panic!("not a step: {e:?}"),
         }
+    }
+
+    #[test]
+    fn held_mode_and_state_go_on_the_wire_as_enums() {
+        assert_eq!(take_mode(Some(Mode::Vfio)), pb::TakeMode::Vfio);
+        assert_eq!(take_mode(Some(Mode::Sysfs)), pb::TakeMode::Sysfs);
+        assert_eq!(take_mode(None), pb::TakeMode::Unspecified);
+        assert_eq!(held_state("held"), pb::HeldState::Held);
+        assert_eq!(held_state("busy"), pb::HeldState::Busy);
+        assert_eq!(held_state("resizing"), pb::HeldState::Unspecified);
     }
 
     #[tokio::test(start_paused = true)]

@@ -7,7 +7,9 @@
 //! resizes, so every BAR is read again afterwards. Only with no driver bound.
 
 use super::{Progress, Taker};
-use crate::pci::{self, Bdf, caps::Detail, ids::PciIds};
+use rig_model::CapDetail;
+
+use crate::pci::{self, Bdf, ids::PciIds};
 
 /// What size to ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,17 +122,16 @@ pub fn resize(
     let read = || pci::inspect(root, &ids, bdf).map_err(|source| ResizeError::Read { bdf, source });
     let dev = read()?;
     let entries: Vec<(u8, Vec<u64>, u64)> = dev
-        .ext_caps
-        .caps
+        .extended_capabilities
         .iter()
         .filter_map(|c| match &c.detail {
-            Detail::ResizableBar {
+            Some(CapDetail::ResizableBar {
                 virtual_function: false,
                 entries,
-            } => Some(
+            }) => Some(
                 entries
                     .iter()
-                    .map(|e| (e.bar, e.supported.clone(), e.current)),
+                    .map(|e| (e.bar, e.supported_sizes.clone(), e.current_size)),
             ),
             _ => None,
         })
