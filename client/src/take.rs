@@ -1,7 +1,12 @@
 //! Taking devices: detach, attach, reset, resize, status. Each long operation streams
 //! its steps; the caller sees them through a callback and gets the outcome at the end.
+//!
+//! The take-over messages are converted here, beside the calls: a held device's mode
+//! and state come as `rig.v1` enums and become [`Mode`] and [`HeldState`] (JSON
+//! "vfio"/"sysfs", "held"/"busy", as before); a value this client does not know is a
+//! typed [`ClientError::Reply`]. Its BARs use `rig-proto`'s device conversion.
 
-use rig_proto::v1 as pb;
+use rig_proto::{ConvertError, v1 as pb};
 use serde::{Deserialize, Serialize};
 use tonic::Streaming;
 
@@ -43,14 +48,52 @@ pub struct Outcome {
     pub steps: Vec<Step>,
 }
 
+/// How rig holds a device; serialised as "vfio" or "sysfs".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Bound to vfio-pci; DMA confined by the IOMMU.
+    Vfio,
+    /// Driverless, driven through sysfs `resourceN`; DMA is unconfined.
+    Sysfs,
+}
+
+impl Mode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Vfio => "vfio",
+            Self::Sysfs => "sysfs",
+        }
+    }
+}
+
+/// Where a held device is; serialised as "held" or "busy".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeldState {
+    /// Held, nothing under way.
+    Held,
+    /// Another operation on it is under way.
+    Busy,
+}
+
+impl std::fmt::Display for HeldState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Held => "held",
+            Self::Busy => "busy",
+        })
+    }
+}
+
 /// A device rig holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeldDevice {
     pub bdf: String,
-    pub mode: Option<String>,
+    /// `None` while another operation holds it (`state` is busy).
+    pub mode: Option<Mode>,
     pub original_driver: Option<String>,
-    /// "held", "busy", or the step under way.
-    pub state: String,
+    pub state: HeldState,
     pub since_unix: u64,
     pub bars: Vec<Bar>,
     pub group_members: Vec<String>,
@@ -80,24 +123,51 @@ fn opt(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-fn held(h: pb::HeldDevice) -> HeldDevice {
-    HeldDevice {
-        bdf: h.bdf,
-        mode: opt(h.mode),
-        original_driver: opt(h.original_driver),
-        state: h.state,
-        since_unix: h.since_unix,
-        bars: h.bars.into_iter().map(convert::bar).collect(),
-        group_members: h.group_members,
-        overrode: h.overrode,
+fn mode(value: i32) -> Result<Option<Mode>, ConvertError> {
+    match pb::TakeMode::try_from(value) {
+        Ok(pb::TakeMode::Vfio) => Ok(Some(Mode::Vfio)),
+        Ok(pb::TakeMode::Sysfs) => Ok(Some(Mode::Sysfs)),
+        Ok(pb::TakeMode::Unspecified) => Ok(None),
+        Err(_) => Err(ConvertError::UnknownEnum {
+            field: "HeldDevice.mode",
+            value,
+        }),
     }
 }
 
-fn outcome(o: pb::Outcome, steps: Vec<Step>, elapsed_s: f64) -> Outcome {
-    Outcome {
+fn state(value: i32) -> Result<HeldState, ConvertError> {
+    match pb::HeldState::try_from(value) {
+        Ok(pb::HeldState::Held) => Ok(HeldState::Held),
+        Ok(pb::HeldState::Busy) => Ok(HeldState::Busy),
+        Ok(pb::HeldState::Unspecified) | Err(_) => Err(ConvertError::UnknownEnum {
+            field: "HeldDevice.state",
+            value,
+        }),
+    }
+}
+
+fn held(h: pb::HeldDevice) -> Result<HeldDevice, ClientError> {
+    Ok(HeldDevice {
+        bdf: h.bdf,
+        mode: mode(h.mode)?,
+        original_driver: opt(h.original_driver),
+        state: state(h.state)?,
+        since_unix: h.since_unix,
+        bars: h
+            .bars
+            .into_iter()
+            .map(convert::bar)
+            .collect::<Result<_, _>>()?,
+        group_members: h.group_members,
+        overrode: h.overrode,
+    })
+}
+
+fn outcome(o: pb::Outcome, steps: Vec<Step>, elapsed_s: f64) -> Result<Outcome, ClientError> {
+    Ok(Outcome {
         summary: o.summary,
         warnings: o.warnings,
-        device: o.device.map(held),
+        device: o.device.map(held).transpose()?,
         resize: o.resize.map(|r| ResizeOutcome {
             bar: u8::try_from(r.bar).unwrap_or(u8::MAX),
             before: r.before,
@@ -115,7 +185,7 @@ fn outcome(o: pb::Outcome, steps: Vec<Step>, elapsed_s: f64) -> Outcome {
         driver: opt(o.driver),
         elapsed_s,
         steps,
-    }
+    })
 }
 
 /// Reads a progress stream to its end, calling `on_step` for each step.
@@ -134,7 +204,7 @@ async fn follow(
                 on_step(&step);
                 steps.push(step);
             }
-            Some(pb::progress::Event::Done(o)) => return Ok(outcome(o, steps, p.elapsed_s)),
+            Some(pb::progress::Event::Done(o)) => return outcome(o, steps, p.elapsed_s),
             None => {}
         }
     }
@@ -234,7 +304,7 @@ impl Client {
         let r = self.inner.status(pb::StatusRequest {}).await;
         let r = self.reply(r).await?;
         Ok(Status {
-            devices: r.devices.into_iter().map(held).collect(),
+            devices: r.devices.into_iter().map(held).collect::<Result<_, _>>()?,
             recovered: r.recovered,
         })
     }

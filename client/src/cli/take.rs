@@ -163,7 +163,7 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
             "{}  {}  {} mode, was {}, for {since} s; BARs {}",
             d.bdf,
             d.state,
-            d.mode.as_deref().unwrap_or("?"),
+            d.mode.map_or("?", rig_client::Mode::as_str),
             d.original_driver.as_deref().unwrap_or("driverless"),
             d.bars
                 .iter()
