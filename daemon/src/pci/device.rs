@@ -5,20 +5,21 @@
 //! Flow: `sysfs` (files) → `header`/`caps`/`express` (pure decoders) → here (merged with
 //! sysfs and pci.ids, normalised: absent is `None`, never an empty string or a -1) →
 //! `service`, which puts the model on the wire with `rig-proto`'s conversion.
-//! Not here: the decoders' register layouts (`header`, `caps`, `express`), the
-//! capability half of the assembly (`pci::model`).
+//! Not here: the decoders' register layouts (`header`, `caps`, `express`), which build
+//! the model's header, capabilities and links themselves.
 
 pub use rig_model::{Bar, Device};
-use rig_model::{BarKind, ConfigAccess, Gpu, LinkBudget, LinkHop, Names, Rom, Sysfs};
+use rig_model::{
+    BarKind, CapDetail, ConfigAccess, Express, Gpu, Link, LinkBudget, LinkHop, Names, RebarEntry,
+    Rom, Sysfs,
+};
 
 use super::{
     Bdf, PciError,
-    caps::{self, CapList, Detail},
-    express::{self, Express, Link},
-    gpu,
+    caps::{self, CapList},
+    express, gpu,
     header::{self, Header},
     ids::PciIds,
-    model,
     regs::*,
     sysfs::{Resource, SysfsRoot},
 };
@@ -52,20 +53,20 @@ struct SysfsFacts {
     missing: Vec<&'static str>,
 }
 
-/// One function on the path and the link it reports, with the speed still encoded.
+/// One function on the path and the link it reports.
 #[derive(Debug, Clone, PartialEq)]
 struct Hop {
     bdf: Bdf,
-    port_type: Option<&'static str>,
+    port_type: Option<String>,
     status: Option<Link>,
     capable: Option<Link>,
 }
 
 impl Hop {
-    /// GB/s one way on the link this hop reports, after encoding.
+    /// GB/s one way on the link this hop reports, after encoding; `None` for a speed
+    /// without a bandwidth (a reserved speed code).
     fn gbytes_per_s(&self) -> Option<f64> {
-        let l = self.status?;
-        let g = express::gbytes_per_s(l.speed_code, l.width);
+        let g = self.status.as_ref()?.gbytes_per_s;
         (g > 0.0).then_some(g)
     }
 }
@@ -161,7 +162,7 @@ fn decode(
     let facts = read_facts(root, bdf)?;
     let bars = merge_bars(&config, &header, &resources, &ext_caps, &facts.resize_files);
     let own_express = caps.caps.iter().find_map(|c| match &c.detail {
-        Detail::Express(e) => Some(e.as_ref()),
+        Some(CapDetail::Express(e)) => Some(e.as_ref()),
         _ => None,
     });
     let link = link_budget(root, bdf, own_express, &facts);
@@ -185,12 +186,12 @@ fn decode(
             size: u32::try_from(config_size).unwrap_or(u32::MAX),
             limited: config_limited(config_readable, config_size),
         },
-        header: model::header(h),
+        header: h.registers.clone(),
         bridge: h.bridge.clone(),
         bars,
         rom: rom(h, resources.get(6)),
-        capabilities: caps.caps.iter().map(model::capability).collect(),
-        extended_capabilities: ext_caps.caps.iter().map(model::capability).collect(),
+        capabilities: caps.caps,
+        extended_capabilities: ext_caps.caps,
         chain_problems: caps.problems.into_iter().chain(ext_caps.problems).collect(),
         sysfs: sysfs(facts),
         link,
@@ -314,19 +315,19 @@ fn merge_bars(
     ext_caps: &CapList,
     resize_files: &[u8],
 ) -> Vec<Bar> {
-    let rebar: Vec<&caps::RebarEntry> = ext_caps
+    let rebar: Vec<&RebarEntry> = ext_caps
         .caps
         .iter()
         .filter_map(|c| match &c.detail {
-            Detail::ResizableBar {
+            Some(CapDetail::ResizableBar {
                 virtual_function: false,
                 entries,
-            } => Some(entries.iter()),
+            }) => Some(entries.iter()),
             _ => None,
         })
         .flatten()
         .collect();
-    header::parse_bar_registers(cfg, h.header_type)
+    header::parse_bar_registers(cfg, h.registers.header_type)
         .into_iter()
         .filter_map(|reg| {
             let i = usize::from(reg.index);
@@ -369,10 +370,10 @@ fn merge_bars(
                 },
                 size: res.size(),
                 assigned: res.start != 0,
-                decode_enabled: h.command & decode_bit != 0,
+                decode_enabled: h.registers.command & decode_bit != 0,
                 is_virtual: reg.address == 0 && res.start != 0,
-                resizable_sizes: rb.map(|e| e.supported.clone()).unwrap_or_default(),
-                resizable_current: rb.map(|e| e.current),
+                resizable_sizes: rb.map(|e| e.supported_sizes.clone()).unwrap_or_default(),
+                resizable_current: rb.map(|e| e.current_size),
                 resize_file: resize_files.contains(&reg.index),
             })
         })
@@ -419,7 +420,7 @@ fn link_budget(
                     .caps
                     .into_iter()
                     .find_map(|c| match c.detail {
-                        Detail::Express(e) => Some(*e),
+                        Some(CapDetail::Express(e)) => Some(*e),
                         _ => None,
                     })
             });
@@ -461,11 +462,12 @@ fn budget(hops: &[Hop], bottleneck: Option<usize>) -> LinkBudget {
         .map(|(_, h, g)| {
             let l = h
                 .status
-                .map(|l| format!("{} x{}", express::speed_label(l.speed_code), l.width));
+                .as_ref()
+                .map(|l| format!("{} x{}", l.speed, l.width));
             format!(
                 "{} ({}) at {} = {g:.2} GB/s",
                 h.bdf,
-                h.port_type.unwrap_or("bridge"),
+                h.port_type.as_deref().unwrap_or("bridge"),
                 l.unwrap_or_default()
             )
         });
@@ -474,8 +476,8 @@ fn budget(hops: &[Hop], bottleneck: Option<usize>) -> LinkBudget {
             .iter()
             .map(|h| LinkHop {
                 bdf: h.bdf.to_string(),
-                link: h.status.map(model::link),
-                capable: h.capable.map(model::link),
+                link: h.status.clone(),
+                capable: h.capable.clone(),
             })
             .collect(),
         bottleneck_hop: any.then(|| bottleneck.and_then(|i| u32::try_from(i).ok()).unwrap_or(0)),
@@ -486,17 +488,18 @@ fn budget(hops: &[Hop], bottleneck: Option<usize>) -> LinkBudget {
 
 fn hop_from(bdf: Bdf, e: Option<&Express>, facts: &SysfsFacts) -> Hop {
     let from_sysfs = |speed: &Option<String>, width: Option<u32>| {
-        Some(Link {
-            speed_code: express::parse_sysfs_speed(speed.as_deref()?)?,
-            width: u8::try_from(width?).ok()?,
-        })
+        Some(express::link(
+            express::parse_sysfs_speed(speed.as_deref()?)?,
+            u8::try_from(width?).ok()?,
+        ))
     };
-    match e.filter(|e| e.has_link()) {
+    // A function without a link (an integrated endpoint) reports none in its capability.
+    match e.filter(|e| e.link_status.is_some()) {
         Some(e) => Hop {
             bdf,
-            port_type: Some(e.port_type_name()),
-            status: Some(e.link_status()),
-            capable: Some(e.link_capable()),
+            port_type: Some(e.port_type.clone()),
+            status: e.link_status.clone(),
+            capable: e.link_capable.clone(),
         },
         None => Hop {
             bdf,

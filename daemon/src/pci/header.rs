@@ -1,9 +1,10 @@
 //! The first 64 bytes of config space: ids, command/status, BAR registers, and a
 //! bridge's bus numbers and windows. Pure decoding; the caller reads the bytes.
 //!
-//! A bridge's windows decode straight into the model's [`Bridge`]; the rest of the
-//! header is kept here, raw, for `device` to assemble (it feeds ids, the capability
-//! walk and the ROM as well as the model's `Header`).
+//! The registers the model shows decode straight into its [`rig_model::Header`] and a
+//! bridge's windows into its [`Bridge`]; ids, the capability pointer and the ROM
+//! register are kept beside them for `device`, which puts them where the model wants
+//! them (and feeds the capability walk and the ROM from them).
 
 use rig_model::{BarKind, Bridge, Window};
 
@@ -14,19 +15,12 @@ use super::regs::*;
 pub struct Header {
     pub vendor_id: u16,
     pub device_id: u16,
-    pub command: u16,
-    pub status: u16,
     pub revision: u8,
     /// 24 bits: base class, subclass, programming interface.
     pub class_code: u32,
-    pub cache_line_size: u8,
-    pub latency_timer: u8,
-    /// Layout: 0 endpoint, 1 bridge, 2 CardBus; other values are kept as read.
-    pub header_type: u8,
-    pub multifunction: bool,
-    pub bist: u8,
-    pub interrupt_line: u8,
-    pub interrupt_pin: u8,
+    /// Command, status, layout (`header_type`: 0 endpoint, 1 bridge, 2 CardBus; other
+    /// values kept as read) and the other registers the model shows.
+    pub registers: rig_model::Header,
     pub subsystem_vendor_id: u16,
     pub subsystem_id: u16,
     /// Set when the status register says a capability list exists.
@@ -83,17 +77,19 @@ pub fn parse_header(cfg: &[u8]) -> Option<Header> {
     Some(Header {
         vendor_id: r16(PCI_VENDOR_ID),
         device_id: r16(PCI_DEVICE_ID),
-        command: r16(PCI_COMMAND),
-        status,
         revision: (class_rev & 0xff) as u8,
         class_code: class_rev >> 8,
-        cache_line_size: r8(PCI_CACHE_LINE_SIZE),
-        latency_timer: r8(PCI_LATENCY_TIMER),
-        header_type,
-        multifunction: raw_type & PCI_HEADER_TYPE_MFD != 0,
-        bist: r8(PCI_BIST),
-        interrupt_line: r8(PCI_INTERRUPT_LINE),
-        interrupt_pin: r8(PCI_INTERRUPT_PIN),
+        registers: rig_model::Header {
+            header_type,
+            multifunction: raw_type & PCI_HEADER_TYPE_MFD != 0,
+            command: r16(PCI_COMMAND),
+            status,
+            cache_line_size: r8(PCI_CACHE_LINE_SIZE),
+            latency_timer: r8(PCI_LATENCY_TIMER),
+            interrupt_line: r8(PCI_INTERRUPT_LINE),
+            interrupt_pin: r8(PCI_INTERRUPT_PIN),
+            bist: r8(PCI_BIST),
+        },
         subsystem_vendor_id: sub_vendor,
         subsystem_id: sub_id,
         capabilities_pointer,
@@ -247,8 +243,8 @@ mod tests {
         assert_eq!((h.vendor_id, h.device_id), (0x10de, 0x2335));
         assert_eq!(h.class_code, 0x030200);
         assert_eq!(h.revision, 0xa1);
-        assert!(h.multifunction);
-        assert_eq!(h.header_type, 0);
+        assert!(h.registers.multifunction);
+        assert_eq!(h.registers.header_type, 0);
         assert_eq!((h.subsystem_vendor_id, h.subsystem_id), (0x10de, 0x18bf));
         assert_eq!(h.capabilities_pointer, Some(0x40));
         assert_eq!(h.bridge, None);

@@ -1,10 +1,11 @@
 //! Read-only discovery of PCI functions: addresses, sysfs, and config-space decoding
 //! into the one model of a decoded function (`rig-model`).
 //!
-//! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes) →
-//! `model` (their output in the model's types) → `device::inspect` (one function,
-//! assembled as a [`rig_model::Device`]) → `take` reads it, `service` puts it on the
-//! wire with `rig-proto`'s conversion.
+//! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes,
+//! which build the model's header, capabilities and links themselves) →
+//! `device::inspect` (one function, assembled as a [`rig_model::Device`] with sysfs and
+//! the link budget) → `take` reads it, `service` puts it on the wire with `rig-proto`'s
+//! conversion.
 //!
 //! State: none. Every call reads sysfs afresh; `ids::PciIds` is loaded once by `Rig`.
 //! Nothing in this module writes to sysfs or hardware.
@@ -22,7 +23,6 @@ mod express;
 pub mod gpu;
 mod header;
 pub mod ids;
-mod model;
 pub mod regs;
 pub mod sysfs;
 
