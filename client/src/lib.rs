@@ -33,7 +33,10 @@ use tonic::{Code, transport::Channel};
 
 pub use model::*;
 pub use regs::RegAddr;
-pub use take::{DetachRequest, HeldDevice, HeldState, Mode, Outcome, ResizeOutcome, Status, Step};
+pub use take::{
+    ArgError, BarSize, DetachRequest, HeldDevice, HeldState, Mode, Outcome, ResetMethod,
+    ResizeOutcome, Status, Step,
+};
 
 /// Where rigd listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rig/rigd.sock";
@@ -75,6 +78,10 @@ pub enum ClientError {
         #[from]
         source: rig_proto::ConvertError,
     },
+    /// A person's text names no take-over option ("magic" for a mode); refused here,
+    /// before anything is sent.
+    #[error(transparent)]
+    Argument(#[from] ArgError),
 }
 
 impl ClientError {
