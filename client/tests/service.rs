@@ -423,18 +423,22 @@ async fn raw_client(socket: &Path) -> pb::rig_client::RigClient<tonic::transport
     pb::rig_client::RigClient::new(channel)
 }
 
-/// The first message of a take-over stream, which must be a refusal.
-async fn refusal(
+/// Asserts that a take-over's call, or the first message of its stream, is an
+/// InvalidArgument refusal whose line contains `says`.
+async fn assert_invalid(
     r: Result<tonic::Response<tonic::Streaming<pb::Progress>>, tonic::Status>,
-) -> tonic::Status {
-    match r {
+    says: &str,
+) {
+    let s = match r {
         Err(s) => s,
         Ok(stream) => stream
             .into_inner()
             .message()
             .await
             .expect_err("refused, not a step or an outcome"),
-    }
+    };
+    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+    assert!(s.message().contains(says), "{says}: {s:?}");
 }
 
 #[tokio::test]
@@ -442,43 +446,33 @@ async fn unknown_enum_numbers_from_a_newer_client_are_invalid_arguments_naming_f
     let server = Server::start(tree).await;
     let mut raw = raw_client(&server.socket).await;
     let gpu = "0000:03:00.0";
+    let bdf = gpu.to_owned();
 
-    let detach = pb::DetachRequest {
-        bdf: gpu.into(),
+    let mode = pb::DetachRequest {
+        bdf: bdf.clone(),
         mode: 99,
         ..Default::default()
     };
-    let s = refusal(raw.detach(detach).await).await;
-    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
-    assert!(s.message().contains("DetachRequest.mode = 99"), "{s:?}");
-
-    let reset = pb::ResetRequest {
-        bdf: gpu.into(),
+    assert_invalid(raw.detach(mode).await, "DetachRequest.mode = 99").await;
+    let method = pb::ResetRequest {
+        bdf: bdf.clone(),
         method: 42,
     };
-    let s = refusal(raw.reset(reset).await).await;
-    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
-    assert!(s.message().contains("ResetRequest.method = 42"), "{s:?}");
-
+    assert_invalid(raw.reset(method).await, "ResetRequest.method = 42").await;
     // A size whose choice rigd does not know arrives with none set.
     let no_choice = pb::DetachRequest {
-        bdf: gpu.into(),
+        bdf: bdf.clone(),
         bar_size: Some(pb::BarSize { size: None }),
         ..Default::default()
     };
-    let s = refusal(raw.detach(no_choice).await).await;
-    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
-    assert!(s.message().contains("DetachRequest.bar_size"), "{s:?}");
-    let keep = pb::ResizeRequest {
-        bdf: gpu.into(),
+    assert_invalid(raw.detach(no_choice).await, "DetachRequest.bar_size").await;
+    let keep = Some(pb::bar_size::Size::Keep(pb::bar_size::Keep {}));
+    let resize = pb::ResizeRequest {
+        bdf,
         bar: 2,
-        size: Some(pb::BarSize {
-            size: Some(pb::bar_size::Size::Keep(pb::bar_size::Keep {})),
-        }),
+        size: Some(pb::BarSize { size: keep }),
     };
-    let s = refusal(raw.resize(keep).await).await;
-    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
-    assert!(s.message().contains("a resize needs a size"), "{s:?}");
+    assert_invalid(raw.resize(resize).await, "a resize needs a size").await;
 
     // Nothing was taken.
     let mut client = Client::connect(&server.socket).await.expect("connect");
