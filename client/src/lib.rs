@@ -34,7 +34,10 @@ use tonic::{Code, transport::Channel};
 
 pub use model::*;
 pub use regs::RegAddr;
-pub use take::{DetachRequest, HeldDevice, Outcome, ResizeOutcome, Status, Step};
+pub use take::{
+    ArgError, BarSize, DetachRequest, HeldDevice, HeldState, Mode, Outcome, ResetMethod,
+    ResizeOutcome, Status, Step,
+};
 
 /// Where rigd listens unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/rig/rigd.sock";
@@ -69,6 +72,17 @@ pub enum ClientError {
     /// The daemon answered with an error; `message` is its one-line reason.
     #[error("{message}")]
     Rpc { code: Code, message: String },
+    /// The daemon answered with something this client cannot read: a newer or
+    /// garbled reply (the source says which field).
+    #[error("rigd sent a reply this client cannot read")]
+    Reply {
+        #[from]
+        source: rig_proto::ConvertError,
+    },
+    /// A person's text names no take-over option ("magic" for a mode); refused here,
+    /// before anything is sent.
+    #[error(transparent)]
+    Argument(#[from] ArgError),
 }
 
 impl ClientError {
@@ -190,7 +204,11 @@ impl Client {
             .await;
         let reply = self.reply(r).await?;
         Ok(Listing {
-            devices: reply.devices.into_iter().map(convert::device).collect(),
+            devices: reply
+                .devices
+                .into_iter()
+                .map(convert::device)
+                .collect::<Result<_, _>>()?,
             problems: reply.problems,
         })
     }
@@ -208,7 +226,7 @@ impl Client {
             })
             .await;
         let reply = self.reply(r).await?;
-        Ok(convert::device(reply))
+        convert::device(reply)
     }
 }
 

@@ -3,7 +3,8 @@
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use rig_client::{CapDetail, Client, ClientError};
+use rig_client::{ArgError, CapDetail, Client, ClientError, Mode};
+use rig_proto::v1 as pb;
 use rigd::{
     config::Config,
     rig::Rig,
@@ -349,7 +350,7 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
     let mut client = Client::connect(&server.socket).await.expect("connect");
     let req = rig_client::DetachRequest {
         bdf: "03:00.0".into(),
-        mode: Some("sysfs".into()),
+        mode: Some(Mode::Sysfs),
         ..Default::default()
     };
     let mut seen = Vec::new();
@@ -372,30 +373,23 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
     let d = client.device("03:00.0").await.expect("show");
     assert_eq!(d.sysfs.driver, None);
 
-    // Taking it twice, or an unknown mode, gets one clear line and changes nothing.
+    // Taking it twice gets one clear line and changes nothing; an unknown mode is
+    // refused by the client with one clear line before anything is sent (a number
+    // rigd does not know is refused by rigd: see `unknown_enum_numbers_...`).
     let e = client.detach(&req, &mut |_| {}).await.expect_err("twice");
     assert!(
         e.to_string().contains("already held by rig (sysfs mode)"),
         "{e}"
     );
-    let bad = rig_client::DetachRequest {
-        mode: Some("magic".into()),
-        ..req.clone()
-    };
-    let e = client
-        .detach(&bad, &mut |_| {})
-        .await
-        .expect_err("bad mode");
+    let e = ClientError::from("magic".parse::<Mode>().expect_err("bad mode"));
     assert!(
-        matches!(
-            &e,
-            ClientError::Rpc {
-                code: Code::InvalidArgument,
-                ..
-            }
-        ),
+        matches!(&e, ClientError::Argument(ArgError::Mode(m)) if m == "magic"),
         "{e:?}"
     );
+    assert_eq!(e.to_string(), "unknown mode `magic` (vfio or sysfs)");
+    let status = client.status().await.expect("status");
+    assert_eq!(status.devices.len(), 1);
+    assert_eq!(status.devices[0].mode, Some(Mode::Sysfs));
 
     let out = client
         .attach("0000:03:00.0", &mut |_| {})
@@ -410,6 +404,81 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
         .await
         .expect_err("not held");
     assert!(e.to_string().contains("not held by rig"), "{e}");
+    server.stop().await;
+}
+
+/// A raw `rig.v1` client on the server's socket: what a newer client looks like.
+async fn raw_client(socket: &Path) -> pb::rig_client::RigClient<tonic::transport::Channel> {
+    let socket = socket.to_owned();
+    let channel = tonic::transport::Endpoint::from_static("http://rigd")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let socket = socket.clone();
+            async move {
+                let s = tokio::net::UnixStream::connect(socket).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(s))
+            }
+        }))
+        .await
+        .expect("channel");
+    pb::rig_client::RigClient::new(channel)
+}
+
+/// Asserts that a take-over's call, or the first message of its stream, is an
+/// InvalidArgument refusal whose line contains `says`.
+async fn assert_invalid(
+    r: Result<tonic::Response<tonic::Streaming<pb::Progress>>, tonic::Status>,
+    says: &str,
+) {
+    let s = match r {
+        Err(s) => s,
+        Ok(stream) => stream
+            .into_inner()
+            .message()
+            .await
+            .expect_err("refused, not a step or an outcome"),
+    };
+    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+    assert!(s.message().contains(says), "{says}: {s:?}");
+}
+
+#[tokio::test]
+async fn unknown_enum_numbers_from_a_newer_client_are_invalid_arguments_naming_field_and_number() {
+    let server = Server::start(tree).await;
+    let mut raw = raw_client(&server.socket).await;
+    let gpu = "0000:03:00.0";
+    let bdf = gpu.to_owned();
+
+    let mode = pb::DetachRequest {
+        bdf: bdf.clone(),
+        mode: 99,
+        ..Default::default()
+    };
+    assert_invalid(raw.detach(mode).await, "DetachRequest.mode = 99").await;
+    let method = pb::ResetRequest {
+        bdf: bdf.clone(),
+        method: 42,
+    };
+    assert_invalid(raw.reset(method).await, "ResetRequest.method = 42").await;
+    // A size whose choice rigd does not know arrives with none set.
+    let no_choice = pb::DetachRequest {
+        bdf: bdf.clone(),
+        bar_size: Some(pb::BarSize { size: None }),
+        ..Default::default()
+    };
+    assert_invalid(raw.detach(no_choice).await, "DetachRequest.bar_size").await;
+    let keep = Some(pb::bar_size::Size::Keep(pb::bar_size::Keep {}));
+    let resize = pb::ResizeRequest {
+        bdf,
+        bar: 2,
+        size: Some(pb::BarSize { size: keep }),
+    };
+    assert_invalid(raw.resize(resize).await, "a resize needs a size").await;
+
+    // Nothing was taken.
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    assert!(client.status().await.expect("status").devices.is_empty());
+    let d = client.device(gpu).await.expect("show");
+    assert_eq!(d.sysfs.driver.as_deref(), Some("nvidia"));
     server.stop().await;
 }
 
@@ -438,7 +507,7 @@ async fn registers_of_a_held_device_are_read_and_written_and_bad_accesses_refuse
 
     let req = rig_client::DetachRequest {
         bdf: gpu.into(),
-        mode: Some("sysfs".into()),
+        mode: Some(Mode::Sysfs),
         ..Default::default()
     };
     client.detach(&req, &mut |_| {}).await.expect("detach");

@@ -493,7 +493,10 @@ impl Rig {
                 Err(e) => listing.problems.push(e),
             }
         }
-        listing.devices.sort_by_key(|d| (!d.is_gpu(), d.bdf));
+        // By address as a `Bdf` (not as text: a domain past ffff prints wider).
+        listing
+            .devices
+            .sort_by_cached_key(|d| (!d.is_gpu(), d.bdf.parse::<Bdf>().ok()));
         Ok(listing)
     }
 

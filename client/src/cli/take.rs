@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use clap::Subcommand;
-use rig_client::{Client, DetachRequest, Outcome, Status, Step};
+use rig_client::{BarSize, Client, DetachRequest, Mode, Outcome, ResetMethod, Status, Step};
 
 use crate::{BoxError, fmt};
 
@@ -14,10 +14,10 @@ pub enum TakeCmd {
         bdf: String,
         /// vfio (IOMMU-confined) or sysfs (driverless; only where the config allows it).
         #[arg(long, default_value = "vfio")]
-        mode: String,
+        mode: Mode,
         /// keep, max, or a size such as 256M or 32G.
         #[arg(long, default_value = "keep")]
-        bar_size: String,
+        bar_size: BarSize,
         /// Also take the other members of its IOMMU group.
         #[arg(long)]
         entire_group: bool,
@@ -41,7 +41,7 @@ pub enum TakeCmd {
         bdf: String,
         /// auto, flr, pm, or bus.
         #[arg(long, default_value = "auto")]
-        method: String,
+        method: ResetMethod,
         #[arg(long)]
         json: bool,
     },
@@ -50,7 +50,7 @@ pub enum TakeCmd {
         bdf: String,
         bar: u8,
         /// max, or a size such as 32G.
-        size: String,
+        size: BarSize,
         #[arg(long)]
         json: bool,
     },
@@ -101,10 +101,8 @@ pub async fn run(client: &mut Client, cmd: TakeCmd) -> Result<(), BoxError> {
             client.detach(&req, &mut show).await?
         }
         TakeCmd::Attach { bdf, .. } => client.attach(&bdf, &mut show).await?,
-        TakeCmd::Reset { bdf, method, .. } => client.reset(&bdf, &method, &mut show).await?,
-        TakeCmd::Resize { bdf, bar, size, .. } => {
-            client.resize(&bdf, bar, &size, &mut show).await?
-        }
+        TakeCmd::Reset { bdf, method, .. } => client.reset(&bdf, method, &mut show).await?,
+        TakeCmd::Resize { bdf, bar, size, .. } => client.resize(&bdf, bar, size, &mut show).await?,
     };
     print_outcome(&outcome, json)
 }
@@ -163,7 +161,7 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
             "{}  {}  {} mode, was {}, for {since} s; BARs {}",
             d.bdf,
             d.state,
-            d.mode.as_deref().unwrap_or("?"),
+            d.mode.map_or("?", rig_client::Mode::as_str),
             d.original_driver.as_deref().unwrap_or("driverless"),
             d.bars
                 .iter()

@@ -1,157 +1,54 @@
-//! Capability lists: the standard list from 0x34 and the extended list from 0x100.
+//! Capability lists: the standard list from 0x34 and the extended list from 0x100,
+//! decoded straight into the model's [`Capability`] and [`CapDetail`].
+//!
+//! Flow: `device` hands the config bytes here → the walks name each capability as the
+//! specs (and lspci) do and decode the registers of those rig knows in depth → `device`
+//! puts the lists in the [`rig_model::Device`]. Pure: no I/O.
 //!
 //! Walks are bounded: a pointer into the header, past the readable bytes, or back to an
 //! offset already seen is reported in `CapList::problems` and not followed. An id the
-//! decoder does not know is kept with its offset (and version), never dropped.
+//! decoder does not know is kept with its offset (and version), never dropped; one whose
+//! registers run past the readable bytes keeps its name with " (truncated)".
 //! Register layouts: PCI Local Bus 3.0 §6.7, PCI Express Base 6.0 chapter 7.
+//! Not here: the PCI Express capability's registers (`express`), the model's types
+//! (`rig-model`).
+
+use rig_model::{CapDetail, Capability, RebarEntry, SrIov};
 
 use super::{express, regs::*};
 
-/// One capability, standard or extended.
+/// What the decoder made of one capability's registers, before it is named.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Capability {
-    pub offset: u16,
-    pub id: u16,
-    /// Extended capabilities only; 0 for standard ones.
-    pub version: u8,
-    pub extended: bool,
-    pub detail: Detail,
+enum Decoded {
+    /// Known or unknown, nothing decoded beyond the header.
+    Header,
+    /// The registers run past the bytes that could be read.
+    Truncated,
+    Detail(CapDetail),
 }
 
-impl Capability {
-    /// The capability's name, as the specs (and lspci) call it; "Unknown" otherwise.
-    pub fn name(&self) -> &'static str {
-        if self.extended {
-            ext_cap_name(self.id)
-        } else {
-            cap_name(self.id)
-        }
+impl From<Option<CapDetail>> for Decoded {
+    /// A decoder's `None` means a register it needs could not be read.
+    fn from(d: Option<CapDetail>) -> Self {
+        d.map_or(Self::Truncated, Self::Detail)
     }
 }
 
-/// What the decoder could read out of a capability's registers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Detail {
-    /// Known or unknown, nothing decoded beyond the header.
-    None,
-    /// The registers run past the bytes that could be read.
-    Truncated,
-    PowerManagement(PowerManagement),
-    Msi(Msi),
-    MsiX(MsiX),
-    Express(Box<express::Express>),
-    VendorSpecific {
-        length: u8,
-    },
-    BridgeSubsystem {
-        vendor_id: u16,
-        device_id: u16,
-    },
-    Aer(Aer),
-    SerialNumber(u64),
-    PowerBudget {
-        data_select: u8,
-        data: u32,
-        system_allocated: bool,
-    },
-    Vsec {
-        id: u16,
-        rev: u8,
-        length: u16,
-    },
-    Acs {
-        capability: u16,
-        control: u16,
-    },
-    Ari {
-        capability: u16,
-        control: u16,
-    },
-    SrIov(SrIov),
-    ResizableBar {
-        virtual_function: bool,
-        entries: Vec<RebarEntry>,
-    },
-    Ltr {
-        max_snoop_ns: u64,
-        max_no_snoop_ns: u64,
-    },
-    Dvsec {
-        vendor_id: u16,
-        revision: u8,
-        length: u16,
-        id: u16,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PowerManagement {
-    pub version: u8,
-    pub d1: bool,
-    pub d2: bool,
-    pub pme_support: u8,
-    pub aux_current_ma: u16,
-    pub power_state: u8,
-    pub no_soft_reset: bool,
-    pub pme_enabled: bool,
-    pub pme_status: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Msi {
-    pub enabled: bool,
-    pub vectors_capable: u32,
-    pub vectors_enabled: u32,
-    pub is_64bit: bool,
-    pub per_vector_masking: bool,
-    pub address: u64,
-    pub data: u16,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MsiX {
-    pub enabled: bool,
-    pub function_masked: bool,
-    pub table_size: u16,
-    pub table_bar: u8,
-    pub table_offset: u32,
-    pub pba_bar: u8,
-    pub pba_offset: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Aer {
-    pub uncorrectable_status: u32,
-    pub uncorrectable_mask: u32,
-    pub uncorrectable_severity: u32,
-    pub correctable_status: u32,
-    pub correctable_mask: u32,
-    pub capabilities_control: u32,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SrIov {
-    pub capability: u32,
-    pub control: u16,
-    pub status: u16,
-    pub initial_vfs: u16,
-    pub total_vfs: u16,
-    pub num_vfs: u16,
-    pub first_vf_offset: u16,
-    pub vf_stride: u16,
-    pub vf_device_id: u16,
-    pub supported_page_sizes: u32,
-    pub system_page_size: u32,
-    pub vf_bars: [u32; 6],
-}
-
-/// One BAR of a Resizable BAR capability.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RebarEntry {
-    pub bar: u8,
-    /// Sizes in bytes, ascending.
-    pub supported: Vec<u64>,
-    pub current: u64,
+/// The model's capability: a truncated one keeps its name with " (truncated)" and
+/// carries no detail.
+fn capability(offset: usize, id: u16, version: u8, name: &str, decoded: Decoded) -> Capability {
+    let (name, detail) = match decoded {
+        Decoded::Header => (name.to_owned(), None),
+        Decoded::Truncated => (format!("{name} (truncated)"), None),
+        Decoded::Detail(d) => (name.to_owned(), Some(d)),
+    };
+    Capability {
+        offset: offset16(offset),
+        id,
+        version,
+        name,
+        detail,
+    }
 }
 
 /// A walked list and what was wrong with it.
@@ -191,13 +88,14 @@ pub fn parse_standard(cfg: &[u8], first: u8) -> CapList {
                 .push(format!("capability at {ptr:#04x} reads 0xff; chain broken"));
             break;
         }
-        list.caps.push(Capability {
-            offset: offset16(ptr),
-            id: u16::from(id),
-            version: 0,
-            extended: false,
-            detail: decode_standard(cfg, ptr, id),
-        });
+        let id16 = u16::from(id);
+        list.caps.push(capability(
+            ptr,
+            id16,
+            0,
+            cap_name(id16),
+            decode_standard(cfg, ptr, id),
+        ));
         ptr = usize::from(next & !3);
     }
     list
@@ -227,13 +125,13 @@ pub fn parse_extended(cfg: &[u8]) -> CapList {
         seen[ptr / 4] = true;
         let id = (header & 0xffff) as u16;
         let version = ((header >> 16) & 0xf) as u8;
-        list.caps.push(Capability {
-            offset: offset16(ptr),
+        list.caps.push(capability(
+            ptr,
             id,
             version,
-            extended: true,
-            detail: decode_extended(cfg, ptr, id),
-        });
+            ext_cap_name(id),
+            decode_extended(cfg, ptr, id),
+        ));
         let next = ((header >> 20) & 0xffc) as usize;
         if next == 0 {
             break;
@@ -278,29 +176,29 @@ fn offset16(ptr: usize) -> u16 {
     u16::try_from(ptr).unwrap_or(u16::MAX)
 }
 
-fn decode_standard(cfg: &[u8], at: usize, id: u8) -> Detail {
-    let d = match id {
+fn decode_standard(cfg: &[u8], at: usize, id: u8) -> Decoded {
+    match id {
         PCI_CAP_ID_PM => decode_pm(cfg, at),
         PCI_CAP_ID_MSI => decode_msi(cfg, at),
         PCI_CAP_ID_MSIX => decode_msix(cfg, at),
-        PCI_CAP_ID_EXP => express::parse(cfg, at).map(|e| Detail::Express(Box::new(e))),
-        PCI_CAP_ID_VNDR => r8(cfg, at + 2).map(|length| Detail::VendorSpecific { length }),
-        PCI_CAP_ID_SSVID => Some(Detail::BridgeSubsystem {
+        PCI_CAP_ID_EXP => express::parse(cfg, at).map(|e| CapDetail::Express(Box::new(e))),
+        PCI_CAP_ID_VNDR => r8(cfg, at + 2).map(|length| CapDetail::VendorSpecific { length }),
+        PCI_CAP_ID_SSVID => Some(CapDetail::BridgeSubsystem {
             vendor_id: r16(cfg, at + 4).unwrap_or(0),
             device_id: r16(cfg, at + 6).unwrap_or(0),
         })
         .filter(|_| cfg.len() >= at + 8),
-        _ => return Detail::None,
-    };
-    d.unwrap_or(Detail::Truncated)
+        _ => return Decoded::Header,
+    }
+    .into()
 }
 
-fn decode_pm(cfg: &[u8], at: usize) -> Option<Detail> {
+fn decode_pm(cfg: &[u8], at: usize) -> Option<CapDetail> {
     let pmc = r16(cfg, at + PCI_PM_PMC)?;
     let ctrl = r16(cfg, at + PCI_PM_CTRL)?;
     // Aux current: PMC bits 8:6 index 0, 55, 100, 160, 220, 270, 320, 375 mA.
     const AUX_MA: [u16; 8] = [0, 55, 100, 160, 220, 270, 320, 375];
-    Some(Detail::PowerManagement(PowerManagement {
+    Some(CapDetail::PowerManagement {
         version: (pmc & 7) as u8,
         d1: pmc & 0x0200 != 0,
         d2: pmc & 0x0400 != 0,
@@ -310,10 +208,10 @@ fn decode_pm(cfg: &[u8], at: usize) -> Option<Detail> {
         no_soft_reset: ctrl & 0x0008 != 0,
         pme_enabled: ctrl & 0x0100 != 0,
         pme_status: ctrl & 0x8000 != 0,
-    }))
+    })
 }
 
-fn decode_msi(cfg: &[u8], at: usize) -> Option<Detail> {
+fn decode_msi(cfg: &[u8], at: usize) -> Option<CapDetail> {
     let flags = r16(cfg, at + PCI_MSI_FLAGS)?;
     let is_64bit = flags & PCI_MSI_FLAGS_64BIT != 0;
     let lo = r32(cfg, at + PCI_MSI_ADDRESS_LO)?;
@@ -325,7 +223,7 @@ fn decode_msi(cfg: &[u8], at: usize) -> Option<Detail> {
     } else {
         (0, r16(cfg, at + PCI_MSI_DATA_32)?)
     };
-    Some(Detail::Msi(Msi {
+    Some(CapDetail::Msi {
         enabled: flags & PCI_MSI_FLAGS_ENABLE != 0,
         vectors_capable: 1 << ((flags & PCI_MSI_FLAGS_QMASK) >> 1),
         vectors_enabled: 1 << ((flags & PCI_MSI_FLAGS_QSIZE) >> 4),
@@ -333,14 +231,14 @@ fn decode_msi(cfg: &[u8], at: usize) -> Option<Detail> {
         per_vector_masking: flags & PCI_MSI_FLAGS_MASKBIT != 0,
         address: (u64::from(hi) << 32) | u64::from(lo),
         data,
-    }))
+    })
 }
 
-fn decode_msix(cfg: &[u8], at: usize) -> Option<Detail> {
+fn decode_msix(cfg: &[u8], at: usize) -> Option<CapDetail> {
     let flags = r16(cfg, at + PCI_MSIX_FLAGS)?;
     let table = r32(cfg, at + PCI_MSIX_TABLE)?;
     let pba = r32(cfg, at + PCI_MSIX_PBA)?;
-    Some(Detail::MsiX(MsiX {
+    Some(CapDetail::MsiX {
         enabled: flags & PCI_MSIX_FLAGS_ENABLE != 0,
         function_masked: flags & PCI_MSIX_FLAGS_MASKALL != 0,
         table_size: (flags & PCI_MSIX_FLAGS_QSIZE) + 1,
@@ -348,37 +246,37 @@ fn decode_msix(cfg: &[u8], at: usize) -> Option<Detail> {
         table_offset: table & !PCI_MSIX_TABLE_BIR,
         pba_bar: (pba & PCI_MSIX_TABLE_BIR) as u8,
         pba_offset: pba & !PCI_MSIX_TABLE_BIR,
-    }))
+    })
 }
 
-fn decode_extended(cfg: &[u8], at: usize, id: u16) -> Detail {
-    let d = match id {
+fn decode_extended(cfg: &[u8], at: usize, id: u16) -> Decoded {
+    match id {
         PCI_EXT_CAP_ID_ERR => decode_aer(cfg, at),
         PCI_EXT_CAP_ID_DSN => {
             let lo = r32(cfg, at + 4);
             let hi = r32(cfg, at + 8);
             lo.zip(hi)
-                .map(|(lo, hi)| Detail::SerialNumber((u64::from(hi) << 32) | u64::from(lo)))
+                .map(|(lo, hi)| serial_number((u64::from(hi) << 32) | u64::from(lo)))
         }
         PCI_EXT_CAP_ID_PWR => (|| {
             let select = r8(cfg, at + PCI_PWR_DSR)?;
             let data = r32(cfg, at + PCI_PWR_DATA)?;
             let cap = r8(cfg, at + PCI_PWR_CAP)?;
-            Some(Detail::PowerBudget {
+            Some(CapDetail::PowerBudget {
                 data_select: select,
                 data,
                 system_allocated: cap & 1 != 0,
             })
         })(),
-        PCI_EXT_CAP_ID_VNDR => r32(cfg, at + 4).map(|h| Detail::Vsec {
-            id: (h & 0xffff) as u16,
-            rev: ((h >> 16) & 0xf) as u8,
+        PCI_EXT_CAP_ID_VNDR => r32(cfg, at + 4).map(|h| CapDetail::Vsec {
+            vsec_id: (h & 0xffff) as u16,
+            vsec_rev: ((h >> 16) & 0xf) as u8,
             length: (h >> 20) as u16,
         }),
         PCI_EXT_CAP_ID_ACS => {
             r16(cfg, at + 4)
                 .zip(r16(cfg, at + 6))
-                .map(|(capability, control)| Detail::Acs {
+                .map(|(capability, control)| CapDetail::Acs {
                     capability,
                     control,
                 })
@@ -386,9 +284,11 @@ fn decode_extended(cfg: &[u8], at: usize, id: u16) -> Detail {
         PCI_EXT_CAP_ID_ARI => {
             r16(cfg, at + 4)
                 .zip(r16(cfg, at + 6))
-                .map(|(capability, control)| Detail::Ari {
+                .map(|(capability, control)| CapDetail::Ari {
                     capability,
                     control,
+                    // The ARI capability register's Next Function Number, bits 15:8.
+                    next_function: (capability >> 8) as u8,
                 })
         }
         PCI_EXT_CAP_ID_SRIOV => decode_sriov(cfg, at),
@@ -396,42 +296,55 @@ fn decode_extended(cfg: &[u8], at: usize, id: u16) -> Detail {
         PCI_EXT_CAP_ID_VF_REBAR => decode_rebar(cfg, at, true),
         PCI_EXT_CAP_ID_LTR => r16(cfg, at + PCI_LTR_MAX_SNOOP_LAT)
             .zip(r16(cfg, at + PCI_LTR_MAX_NOSNOOP_LAT))
-            .map(|(s, n)| Detail::Ltr {
+            .map(|(s, n)| CapDetail::Ltr {
                 max_snoop_ns: ltr_ns(s),
                 max_no_snoop_ns: ltr_ns(n),
             }),
-        PCI_EXT_CAP_ID_DVSEC => {
-            r32(cfg, at + 4)
-                .zip(r16(cfg, at + 8))
-                .map(|(h1, id)| Detail::Dvsec {
-                    vendor_id: (h1 & 0xffff) as u16,
-                    revision: ((h1 >> 16) & 0xf) as u8,
-                    length: (h1 >> 20) as u16,
-                    id,
-                })
-        }
-        _ => return Detail::None,
-    };
-    d.unwrap_or(Detail::Truncated)
+        PCI_EXT_CAP_ID_DVSEC => r32(cfg, at + 4)
+            .zip(r16(cfg, at + 8))
+            .map(|(h1, dvsec_id)| CapDetail::Dvsec {
+                vendor_id: (h1 & 0xffff) as u16,
+                revision: ((h1 >> 16) & 0xf) as u8,
+                length: (h1 >> 20) as u16,
+                dvsec_id,
+            }),
+        _ => return Decoded::Header,
+    }
+    .into()
 }
 
-fn decode_aer(cfg: &[u8], at: usize) -> Option<Detail> {
-    Some(Detail::Aer(Aer {
+/// The serial number with the text lspci prints: its bytes high to low, dash-separated.
+fn serial_number(serial: u64) -> CapDetail {
+    CapDetail::SerialNumber {
+        serial,
+        text: serial
+            .to_be_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join("-"),
+    }
+}
+
+fn decode_aer(cfg: &[u8], at: usize) -> Option<CapDetail> {
+    let capabilities_control = r32(cfg, at + PCI_ERR_CAP)?;
+    Some(CapDetail::Aer {
         uncorrectable_status: r32(cfg, at + PCI_ERR_UNCOR_STATUS)?,
         uncorrectable_mask: r32(cfg, at + PCI_ERR_UNCOR_MASK)?,
         uncorrectable_severity: r32(cfg, at + PCI_ERR_UNCOR_SEVER)?,
         correctable_status: r32(cfg, at + PCI_ERR_COR_STATUS)?,
         correctable_mask: r32(cfg, at + PCI_ERR_COR_MASK)?,
-        capabilities_control: r32(cfg, at + PCI_ERR_CAP)?,
-    }))
+        capabilities_control,
+        // PCI_ERR_CAP_FEP: bits 4:0 of the capabilities and control register.
+        first_error_pointer: (capabilities_control & 0x1f) as u8,
+    })
 }
 
-fn decode_sriov(cfg: &[u8], at: usize) -> Option<Detail> {
-    let mut vf_bars = [0u32; 6];
-    for (i, bar) in vf_bars.iter_mut().enumerate() {
-        *bar = r32(cfg, at + PCI_SRIOV_BAR + 4 * i)?;
-    }
-    Some(Detail::SrIov(SrIov {
+fn decode_sriov(cfg: &[u8], at: usize) -> Option<CapDetail> {
+    let vf_bars = (0..6)
+        .map(|i| r32(cfg, at + PCI_SRIOV_BAR + 4 * i))
+        .collect::<Option<Vec<u32>>>()?;
+    Some(CapDetail::SrIov(Box::new(SrIov {
         capability: r32(cfg, at + PCI_SRIOV_CAP)?,
         control: r16(cfg, at + PCI_SRIOV_CTRL)?,
         status: r16(cfg, at + PCI_SRIOV_STATUS)?,
@@ -444,12 +357,12 @@ fn decode_sriov(cfg: &[u8], at: usize) -> Option<Detail> {
         supported_page_sizes: r32(cfg, at + PCI_SRIOV_SUP_PGSIZE)?,
         system_page_size: r32(cfg, at + PCI_SRIOV_SYS_PGSIZE)?,
         vf_bars,
-    }))
+    })))
 }
 
 /// Decodes a (VF) Resizable BAR capability: one capability/control pair per BAR, the
 /// count in the first control register (PCIe Base 6.0 §7.8.6).
-fn decode_rebar(cfg: &[u8], at: usize, virtual_function: bool) -> Option<Detail> {
+fn decode_rebar(cfg: &[u8], at: usize, virtual_function: bool) -> Option<CapDetail> {
     let first_ctrl = r32(cfg, at + PCI_REBAR_CTRL)?;
     let count = ((first_ctrl & PCI_REBAR_CTRL_NBAR_MASK) >> 5).clamp(1, 6);
     let mut entries = Vec::with_capacity(count as usize);
@@ -458,11 +371,11 @@ fn decode_rebar(cfg: &[u8], at: usize, virtual_function: bool) -> Option<Detail>
         let ctrl = r32(cfg, at + PCI_REBAR_CTRL + 8 * i)?;
         entries.push(RebarEntry {
             bar: (ctrl & PCI_REBAR_CTRL_BAR_IDX) as u8,
-            supported: rebar_sizes(cap, ctrl),
-            current: rebar_size_bytes((ctrl & PCI_REBAR_CTRL_BAR_SIZE) >> 8),
+            supported_sizes: rebar_sizes(cap, ctrl),
+            current_size: rebar_size_bytes((ctrl & PCI_REBAR_CTRL_BAR_SIZE) >> 8),
         });
     }
-    Some(Detail::ResizableBar {
+    Some(CapDetail::ResizableBar {
         virtual_function,
         entries,
     })

@@ -1,12 +1,24 @@
 //! One PCI function, fully described: config space decoded, sysfs facts, names, and
-//! the link budget up to its root port.
+//! the link budget up to its root port, assembled into the one model of a decoded
+//! function, [`rig_model::Device`].
+//!
+//! Flow: `sysfs` (files) → `header`/`caps`/`express` (pure decoders) → here (merged with
+//! sysfs and pci.ids, normalised: absent is `None`, never an empty string or a -1) →
+//! `service`, which puts the model on the wire with `rig-proto`'s conversion.
+//! Not here: the decoders' register layouts (`header`, `caps`, `express`), which build
+//! the model's header, capabilities and links themselves.
+
+pub use rig_model::{Bar, Device};
+use rig_model::{
+    BarKind, CapDetail, ConfigAccess, Express, Gpu, Link, LinkBudget, LinkHop, Names, RebarEntry,
+    Rom, Sysfs,
+};
 
 use super::{
     Bdf, PciError,
-    caps::{self, CapList, Detail},
-    express::{self, Express, Link},
-    gpu::{self, GpuIdentity},
-    header::{self, BarKind, Header},
+    caps::{self, CapList},
+    express, gpu,
+    header::{self, Header},
     ids::PciIds,
     regs::*,
     sysfs::{Resource, SysfsRoot},
@@ -16,163 +28,61 @@ const IORESOURCE_IO: u64 = 0x100;
 const IORESOURCE_PREFETCH: u64 = 0x2000;
 const IORESOURCE_MEM_64: u64 = 0x0010_0000;
 
-/// Everything rig knows about one function.
-#[derive(Debug, Clone)]
-pub struct Device {
-    pub bdf: Bdf,
-    pub header: Header,
-    /// The config bytes that were read: all of them for [`inspect`], none for
-    /// [`inspect_summary`] (which reads only what the decoders need).
-    pub config: Vec<u8>,
-    /// How many config bytes this process may read (64 unprivileged).
-    pub config_readable: usize,
-    /// The size of the function's config space (256 or 4096).
-    pub config_size: usize,
-    pub names: Names,
-    pub gpu: Option<GpuIdentity>,
-    pub bars: Vec<Bar>,
-    pub rom: Option<Rom>,
-    pub caps: CapList,
-    pub ext_caps: CapList,
-    pub sysfs: SysfsFacts,
-    pub link: LinkBudget,
-}
-
-/// Names from pci.ids; `None` where the database has none.
-#[derive(Debug, Clone, Default)]
-pub struct Names {
-    pub vendor: Option<String>,
-    pub device: Option<String>,
-    pub subsystem_vendor: Option<String>,
-    pub subsystem: Option<String>,
-    /// The most specific of prog-if, subclass and base class.
-    pub class: Option<String>,
-    pub base_class: Option<String>,
-    pub subclass: Option<String>,
-    pub prog_if: Option<String>,
-}
-
-/// A BAR: the register's view merged with the kernel's assignment from `resource`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Bar {
-    pub index: u8,
-    pub kind: BarKind,
-    pub is_64bit: bool,
-    pub prefetchable: bool,
-    pub address: u64,
-    pub size: u64,
-    pub assigned: bool,
-    pub decode_enabled: bool,
-    /// The kernel has a region for it but the register reads zero.
-    pub is_virtual: bool,
-    /// Sizes this BAR may take, from a Resizable BAR capability; empty if none.
-    pub resizable: Vec<u64>,
-    pub resizable_current: Option<u64>,
-    pub resize_file: bool,
-}
-
-/// The expansion ROM.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rom {
-    pub address: u64,
-    pub size: u64,
-    pub enabled: bool,
-    pub assigned: bool,
-}
-
-/// Attributes sysfs gives beside config space.
+/// Attributes sysfs gives beside config space, as read (before they join the model).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SysfsFacts {
-    pub driver: Option<String>,
-    pub driver_override: Option<String>,
-    pub iommu_group: Option<String>,
-    pub iommu_group_members: Vec<Bdf>,
-    pub reset_methods: Vec<String>,
-    pub numa_node: Option<i32>,
-    pub local_cpulist: Option<String>,
-    pub current_link_speed: Option<String>,
-    pub current_link_width: Option<u32>,
-    pub max_link_speed: Option<String>,
-    pub max_link_width: Option<u32>,
-    pub enabled: Option<bool>,
-    pub power_state: Option<String>,
-    pub resize_files: Vec<u8>,
-    pub upstream: Vec<Bdf>,
-    pub boot_vga: bool,
+struct SysfsFacts {
+    driver: Option<String>,
+    driver_override: Option<String>,
+    iommu_group: Option<String>,
+    iommu_group_members: Vec<Bdf>,
+    reset_methods: Vec<String>,
+    numa_node: Option<i32>,
+    local_cpulist: Option<String>,
+    current_link_speed: Option<String>,
+    current_link_width: Option<u32>,
+    max_link_speed: Option<String>,
+    max_link_width: Option<u32>,
+    enabled: Option<bool>,
+    power_state: Option<String>,
+    resize_files: Vec<u8>,
+    upstream: Vec<Bdf>,
+    boot_vga: bool,
     /// The kernel's IRQ for the function (`irq`), not the config register's.
-    pub irq: Option<u32>,
+    irq: Option<u32>,
     /// Attributes every function on a current kernel has, absent here.
-    pub missing: Vec<&'static str>,
-}
-
-/// The links from a function up to its root port, and the narrowest of them.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct LinkBudget {
-    pub hops: Vec<LinkHop>,
-    /// Index into `hops` of the slowest link, if any hop has one.
-    pub bottleneck: Option<usize>,
+    missing: Vec<&'static str>,
 }
 
 /// One function on the path and the link it reports.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LinkHop {
-    pub bdf: Bdf,
-    pub port_type: Option<&'static str>,
-    pub status: Option<Link>,
-    pub capable: Option<Link>,
+struct Hop {
+    bdf: Bdf,
+    port_type: Option<String>,
+    status: Option<Link>,
+    capable: Option<Link>,
 }
 
-impl LinkHop {
-    /// GB/s one way on the link this hop reports, after encoding.
-    pub fn gbytes_per_s(&self) -> Option<f64> {
-        let l = self.status?;
-        let g = express::gbytes_per_s(l.speed_code, l.width);
+impl Hop {
+    /// GB/s one way on the link this hop reports, after encoding; `None` for a speed
+    /// without a bandwidth (a reserved speed code).
+    fn gbytes_per_s(&self) -> Option<f64> {
+        let g = self.status.as_ref()?.gbytes_per_s;
         (g > 0.0).then_some(g)
     }
 }
 
-impl LinkBudget {
-    /// The bottleneck's bandwidth when it is upstream of the device and slower than the
-    /// device's own link: the case the seed's R9700 shows (32 GT/s to its switch,
-    /// PCIe 3.0 x16 above it, so host copies stop at 15.75 GB/s).
-    pub fn limited_upstream(&self) -> Option<(&LinkHop, f64)> {
-        let b = self.bottleneck?;
-        let own = self.hops.first()?.gbytes_per_s()?;
-        let hop = self.hops.get(b)?;
-        let g = hop.gbytes_per_s()?;
-        (b > 0 && g < own).then_some((hop, g))
-    }
-
-    /// The slowest hop's bandwidth.
-    pub fn bottleneck_gbytes_per_s(&self) -> Option<f64> {
-        self.hops.get(self.bottleneck?)?.gbytes_per_s()
-    }
+/// Why config space was not fully readable, if it was not.
+fn config_limited(readable: usize, size: usize) -> Option<String> {
+    (readable < size).then(|| {
+        format!(
+            "only {readable} of {size} bytes of config space were readable: the rest needs CAP_SYS_ADMIN (run as root, or ask rigd)"
+        )
+    })
 }
 
-impl Device {
-    /// The PCI Express capability, if the function has one.
-    pub fn express(&self) -> Option<&Express> {
-        self.caps.caps.iter().find_map(|c| match &c.detail {
-            Detail::Express(e) => Some(e.as_ref()),
-            _ => None,
-        })
-    }
-
-    /// Whether this is a GPU or accelerator (class 0x03xx or 0x12xx).
-    pub fn is_gpu(&self) -> bool {
-        gpu::is_gpu_class(self.header.class_code)
-    }
-
-    /// Why config space was not fully readable, if it was not.
-    pub fn config_limited(&self) -> Option<String> {
-        (self.config_readable < self.config_size).then(|| {
-            format!(
-                "only {} of {} bytes of config space were readable: the rest needs CAP_SYS_ADMIN (run as root, or ask rigd)",
-                self.config_readable,
-                self.config_size
-            )
-        })
-    }
+/// `Some` only for a non-empty value: the model's absent is `None`, never "".
+fn present(s: Option<String>) -> Option<String> {
+    s.filter(|s| !s.is_empty())
 }
 
 /// Reads and decodes one function.
@@ -249,28 +159,69 @@ fn decode(
     };
     let ext_caps = caps::parse_extended(&config);
     let resources = root.read_resources(bdf)?;
-    let sysfs = read_facts(root, bdf)?;
-    let bars = merge_bars(&config, &header, &resources, &ext_caps, &sysfs.resize_files);
-    let rom = rom(&header, resources.get(6));
-    let names = names(ids, &header);
-    let gpu = gpu::identify(header.vendor_id, header.device_id, header.class_code);
-    let mut dev = Device {
-        bdf,
-        header,
-        config,
-        config_readable,
-        config_size,
-        names,
-        gpu,
+    let facts = read_facts(root, bdf)?;
+    let bars = merge_bars(&config, &header, &resources, &ext_caps, &facts.resize_files);
+    let own_express = caps.caps.iter().find_map(|c| match &c.detail {
+        Some(CapDetail::Express(e)) => Some(e.as_ref()),
+        _ => None,
+    });
+    let link = link_budget(root, bdf, own_express, &facts);
+    let h = &header;
+    Ok(Device {
+        bdf: bdf.to_string(),
+        vendor_id: h.vendor_id,
+        device_id: h.device_id,
+        subsystem_vendor_id: h.subsystem_vendor_id,
+        subsystem_device_id: h.subsystem_id,
+        revision: h.revision,
+        class_code: h.class_code,
+        names: names(ids, h),
+        gpu: gpu::identify(h.vendor_id, h.device_id, h.class_code).map(|g| Gpu {
+            vendor: g.vendor,
+            chip: g.chip.to_owned(),
+            family: g.family.to_owned(),
+        }),
+        config_access: ConfigAccess {
+            readable: u32::try_from(config_readable).unwrap_or(u32::MAX),
+            size: u32::try_from(config_size).unwrap_or(u32::MAX),
+            limited: config_limited(config_readable, config_size),
+        },
+        header: h.registers.clone(),
+        bridge: h.bridge.clone(),
         bars,
-        rom,
-        caps,
-        ext_caps,
-        sysfs,
-        link: LinkBudget::default(),
-    };
-    dev.link = link_budget(root, &dev);
-    Ok(dev)
+        rom: rom(h, resources.get(6)),
+        capabilities: caps.caps,
+        extended_capabilities: ext_caps.caps,
+        chain_problems: caps.problems.into_iter().chain(ext_caps.problems).collect(),
+        sysfs: sysfs(facts),
+        link,
+        config,
+    })
+}
+
+fn sysfs(f: SysfsFacts) -> Sysfs {
+    Sysfs {
+        driver: present(f.driver),
+        driver_override: present(f.driver_override),
+        iommu_group: present(f.iommu_group),
+        iommu_group_members: f.iommu_group_members.iter().map(Bdf::to_string).collect(),
+        reset_methods: f.reset_methods,
+        // sysfs says -1 for "no NUMA node": absent, not a node.
+        numa_node: f.numa_node.filter(|&n| n >= 0),
+        local_cpulist: present(f.local_cpulist),
+        current_link_speed: present(f.current_link_speed),
+        current_link_width: f.current_link_width.filter(|&w| w != 0),
+        max_link_speed: present(f.max_link_speed),
+        max_link_width: f.max_link_width.filter(|&w| w != 0),
+        enabled: f.enabled.unwrap_or(false),
+        power_state: present(f.power_state),
+        resize_files: f.resize_files,
+        upstream: f.upstream.iter().map(Bdf::to_string).collect(),
+        boot_vga: f.boot_vga,
+        // IRQ 0 is "none assigned" (lspci shows no IRQ line for it).
+        irq: f.irq.filter(|&i| i != 0),
+        missing: f.missing.iter().map(|m| (*m).to_owned()).collect(),
+    }
 }
 
 fn names(ids: &PciIds, h: &Header) -> Names {
@@ -279,14 +230,15 @@ fn names(ids: &PciIds, h: &Header) -> Names {
         .prog_if(base, sub, prog)
         .or_else(|| ids.subclass(base, sub))
         .or_else(|| ids.class(base));
+    let own = |s: Option<&str>| present(s.map(str::to_owned));
     Names {
-        subsystem_vendor: ids.vendor(h.subsystem_vendor_id).map(str::to_owned),
-        base_class: ids.class(base).map(str::to_owned),
-        subclass: ids.subclass(base, sub).map(str::to_owned),
-        prog_if: ids.prog_if(base, sub, prog).map(str::to_owned),
-        vendor: ids.vendor(h.vendor_id).map(str::to_owned),
-        device: ids.device(h.vendor_id, h.device_id).map(str::to_owned),
-        subsystem: ids
+        subsystem_vendor: own(ids.vendor(h.subsystem_vendor_id)),
+        base_class: own(ids.class(base)),
+        subclass: own(ids.subclass(base, sub)),
+        prog_if: own(ids.prog_if(base, sub, prog)),
+        vendor: own(ids.vendor(h.vendor_id)),
+        device: own(ids.device(h.vendor_id, h.device_id)),
+        subsystem: own(ids
             .subsystem(
                 h.vendor_id,
                 h.device_id,
@@ -298,9 +250,8 @@ fn names(ids: &PciIds, h: &Header) -> Names {
                 ((h.subsystem_vendor_id, h.subsystem_id) == (h.vendor_id, h.device_id))
                     .then(|| ids.device(h.vendor_id, h.device_id))
                     .flatten()
-            })
-            .map(str::to_owned),
-        class: class.map(str::to_owned),
+            })),
+        class: own(class),
     }
 }
 
@@ -364,19 +315,19 @@ fn merge_bars(
     ext_caps: &CapList,
     resize_files: &[u8],
 ) -> Vec<Bar> {
-    let rebar: Vec<&caps::RebarEntry> = ext_caps
+    let rebar: Vec<&RebarEntry> = ext_caps
         .caps
         .iter()
         .filter_map(|c| match &c.detail {
-            Detail::ResizableBar {
+            Some(CapDetail::ResizableBar {
                 virtual_function: false,
                 entries,
-            } => Some(entries.iter()),
+            }) => Some(entries.iter()),
             _ => None,
         })
         .flatten()
         .collect();
-    header::parse_bar_registers(cfg, h.header_type)
+    header::parse_bar_registers(cfg, h.registers.header_type)
         .into_iter()
         .filter_map(|reg| {
             let i = usize::from(reg.index);
@@ -419,10 +370,10 @@ fn merge_bars(
                 },
                 size: res.size(),
                 assigned: res.start != 0,
-                decode_enabled: h.command & decode_bit != 0,
+                decode_enabled: h.registers.command & decode_bit != 0,
                 is_virtual: reg.address == 0 && res.start != 0,
-                resizable: rb.map(|e| e.supported.clone()).unwrap_or_default(),
-                resizable_current: rb.map(|e| e.current),
+                resizable_sizes: rb.map(|e| e.supported_sizes.clone()).unwrap_or_default(),
+                resizable_current: rb.map(|e| e.current_size),
                 resize_file: resize_files.contains(&reg.index),
             })
         })
@@ -448,9 +399,14 @@ fn rom(h: &Header, res: Option<&Resource>) -> Option<Rom> {
 
 /// Reads the link each function on the path reports: from its PCIe capability when
 /// config space is readable, else from sysfs `current_link_*`.
-fn link_budget(root: &SysfsRoot, dev: &Device) -> LinkBudget {
-    let mut hops = vec![hop_from(dev.bdf, dev.express(), &dev.sysfs)];
-    for &up in &dev.sysfs.upstream {
+fn link_budget(
+    root: &SysfsRoot,
+    bdf: Bdf,
+    own: Option<&Express>,
+    facts: &SysfsFacts,
+) -> LinkBudget {
+    let mut hops = vec![hop_from(bdf, own, facts)];
+    for &up in &facts.upstream {
         // The PCIe capability lies in the first 256 bytes: read no more.
         let mut cfg = vec![0u8; PCI_CFG_SPACE_SIZE];
         let Ok(n) = root.read_config_at(up, 0, &mut cfg) else {
@@ -464,7 +420,7 @@ fn link_budget(root: &SysfsRoot, dev: &Device) -> LinkBudget {
                     .caps
                     .into_iter()
                     .find_map(|c| match c.detail {
-                        Detail::Express(e) => Some(*e),
+                        Some(CapDetail::Express(e)) => Some(*e),
                         _ => None,
                     })
             });
@@ -491,24 +447,61 @@ fn link_budget(root: &SysfsRoot, dev: &Device) -> LinkBudget {
         .filter_map(|(i, h)| Some((i, h.gbytes_per_s()?)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(i, _)| i);
-    LinkBudget { hops, bottleneck }
+    budget(&hops, bottleneck)
 }
 
-fn hop_from(bdf: Bdf, e: Option<&Express>, facts: &SysfsFacts) -> LinkHop {
+/// The model's view of the hops. The bottleneck's fields are set whenever any hop
+/// reports a link, as rig has always shown them: index 0 and 0 GB/s when every link
+/// that is reported runs at a speed without a bandwidth (a reserved speed code).
+fn budget(hops: &[Hop], bottleneck: Option<usize>) -> LinkBudget {
+    let any = hops.iter().any(|h| h.status.is_some());
+    let own = hops.first().and_then(Hop::gbytes_per_s);
+    let slowest = bottleneck.and_then(|b| Some((b, hops.get(b)?, hops.get(b)?.gbytes_per_s()?)));
+    let limited_by = slowest
+        .filter(|&(b, _, g)| b > 0 && own.is_some_and(|own| g < own))
+        .map(|(_, h, g)| {
+            let l = h
+                .status
+                .as_ref()
+                .map(|l| format!("{} x{}", l.speed, l.width));
+            format!(
+                "{} ({}) at {} = {g:.2} GB/s",
+                h.bdf,
+                h.port_type.as_deref().unwrap_or("bridge"),
+                l.unwrap_or_default()
+            )
+        });
+    LinkBudget {
+        hops: hops
+            .iter()
+            .map(|h| LinkHop {
+                bdf: h.bdf.to_string(),
+                link: h.status.clone(),
+                capable: h.capable.clone(),
+            })
+            .collect(),
+        bottleneck_hop: any.then(|| bottleneck.and_then(|i| u32::try_from(i).ok()).unwrap_or(0)),
+        bottleneck_gbytes_per_s: any.then(|| slowest.map_or(0.0, |(_, _, g)| g)),
+        limited_by,
+    }
+}
+
+fn hop_from(bdf: Bdf, e: Option<&Express>, facts: &SysfsFacts) -> Hop {
     let from_sysfs = |speed: &Option<String>, width: Option<u32>| {
-        Some(Link {
-            speed_code: express::parse_sysfs_speed(speed.as_deref()?)?,
-            width: u8::try_from(width?).ok()?,
-        })
+        Some(express::link(
+            express::parse_sysfs_speed(speed.as_deref()?)?,
+            u8::try_from(width?).ok()?,
+        ))
     };
-    match e.filter(|e| e.has_link()) {
-        Some(e) => LinkHop {
+    // A function without a link (an integrated endpoint) reports none in its capability.
+    match e.filter(|e| e.link_status.is_some()) {
+        Some(e) => Hop {
             bdf,
-            port_type: Some(e.port_type_name()),
-            status: Some(e.link_status()),
-            capable: Some(e.link_capable()),
+            port_type: Some(e.port_type.clone()),
+            status: e.link_status.clone(),
+            capable: e.link_capable.clone(),
         },
-        None => LinkHop {
+        None => Hop {
             bdf,
             port_type: None,
             status: from_sysfs(&facts.current_link_speed, facts.current_link_width),
@@ -543,7 +536,7 @@ mod tests {
         let full = inspect(&root, &PciIds::empty(), gpu.bdf).expect("inspect");
         assert_eq!(bars, full.bars);
         assert_eq!(bars.len(), 2);
-        assert!(!bars[1].resizable.is_empty(), "{bars:?}");
+        assert!(!bars[1].resizable_sizes.is_empty(), "{bars:?}");
         let missing = "0000:09:00.0".parse().expect("bdf");
         assert!(matches!(
             read_bars(&root, missing),

@@ -1,55 +1,30 @@
-//! The PCI Express capability (id 0x10) and link arithmetic.
+//! The PCI Express capability (id 0x10) and link arithmetic, decoded straight into the
+//! model's [`Express`] and [`Link`].
+//!
+//! Flow: `caps` finds the capability → [`parse`] reads its registers and derives what
+//! the model shows (port type, payload sizes, links, speeds as lspci spells them) →
+//! `device` uses the links for the budget up to the root port. Pure: no I/O.
 //!
 //! Registers: PCIe Base 6.0 §7.5.3. Registers past LnkSta (0x12) exist only in
 //! version 2 of the capability. Bandwidth per lane after line encoding: 8b/10b for
 //! 2.5 and 5 GT/s, 128b/130b for 8–32 GT/s, 242B/256B FLIT for 64 GT/s — so a
 //! PCIe 3.0 x16 link carries 15.75 GB/s each way (seed note: the R9700's root port).
+//! Not here: the capability walk (`caps`), the model's types (`rig-model`).
+
+use rig_model::{Express, ExpressV2, Link};
 
 use super::regs::*;
-
-/// A decoded PCI Express capability.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Express {
-    pub version: u8,
-    pub port_type: u8,
-    pub slot_implemented: bool,
-    pub interrupt_message: u8,
-    pub devcap: u32,
-    pub devctl: u16,
-    pub devsta: u16,
-    pub lnkcap: u32,
-    pub lnkctl: u16,
-    pub lnksta: u16,
-    pub sltcap: u32,
-    pub sltctl: u16,
-    pub sltsta: u16,
-    /// Version 2 registers; `None` for a version 1 capability or when unreadable.
-    pub v2: Option<ExpressV2>,
-}
-
-/// The "2" registers of a version 2 capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExpressV2 {
-    pub devcap2: u32,
-    pub devctl2: u16,
-    pub lnkcap2: u32,
-    pub lnkctl2: u16,
-    pub lnksta2: u16,
-}
-
-/// A link's speed and width.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Link {
-    /// The encoded speed (1 = 2.5 GT/s … 6 = 64 GT/s), as LnkCap/LnkSta hold it.
-    pub speed_code: u8,
-    pub width: u8,
-}
 
 /// Decodes the capability at `at`; `None` when its first 0x14 bytes are unreadable.
 pub fn parse(cfg: &[u8], at: usize) -> Option<Express> {
     let flags = r16(cfg, at + PCI_EXP_FLAGS)?;
     let version = (flags & 0xf) as u8;
     let port_type = ((flags >> 4) & 0xf) as u8;
+    let devcap = r32(cfg, at + PCI_EXP_DEVCAP)?;
+    let devctl = r16(cfg, at + PCI_EXP_DEVCTL)?;
+    let devsta = r16(cfg, at + PCI_EXP_DEVSTA)?;
+    let lnkcap = r32(cfg, at + PCI_EXP_LNKCAP)?;
+    let lnkctl = r16(cfg, at + PCI_EXP_LNKCTL)?;
     let lnksta = r16(cfg, at + PCI_EXP_LNKSTA)?;
     let v2 = if version >= 2 {
         (|| {
@@ -64,87 +39,80 @@ pub fn parse(cfg: &[u8], at: usize) -> Option<Express> {
     } else {
         None
     };
+    // Integrated endpoints and event collectors have no link.
+    let has_link = !matches!(port_type, 0x9 | 0xa);
     Some(Express {
         version,
-        port_type,
+        port_type: port_type_name(port_type).to_owned(),
         slot_implemented: flags & PCI_EXP_FLAGS_SLOT != 0,
         interrupt_message: ((flags >> 9) & 0x1f) as u8,
-        devcap: r32(cfg, at + PCI_EXP_DEVCAP)?,
-        devctl: r16(cfg, at + PCI_EXP_DEVCTL)?,
-        devsta: r16(cfg, at + PCI_EXP_DEVSTA)?,
-        lnkcap: r32(cfg, at + PCI_EXP_LNKCAP)?,
-        lnkctl: r16(cfg, at + PCI_EXP_LNKCTL)?,
+        devcap,
+        devctl,
+        devsta,
+        lnkcap,
+        lnkctl,
         lnksta,
         sltcap: r32(cfg, at + PCI_EXP_SLTCAP).unwrap_or(0),
         sltctl: r16(cfg, at + PCI_EXP_SLTCTL).unwrap_or(0),
         sltsta: r16(cfg, at + PCI_EXP_SLTSTA).unwrap_or(0),
         v2,
+        // DevCap bits 2:0 and DevCtl bits 7:5 / 14:12 encode 128 << n bytes.
+        max_payload_supported: 128 << (devcap & 7).min(5),
+        max_payload: 128 << ((devctl >> 5) & 7).min(5),
+        max_read_request: 128 << ((devctl >> 12) & 7).min(5),
+        flr_capable: devcap & PCI_EXP_DEVCAP_FLR != 0,
+        // LnkCap: the fastest and widest the port can train; LnkSta: what it trained to.
+        link_capable: has_link.then(|| link(lnk_speed(lnkcap), lnk_width(lnkcap))),
+        link_status: has_link.then(|| link(lnk_speed(lnksta.into()), lnk_width(lnksta.into()))),
+        // LnkCap2's supported-speeds vector, bits 7:1.
+        supported_speeds: v2
+            .map(|v2| {
+                (1u8..=7)
+                    .filter(|b| v2.lnkcap2 & (1 << b) != 0)
+                    .map(speed_label)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        // LnkCap bits 11:10 (ASPM support), LnkCtl bits 1:0 (ASPM control).
+        aspm_support: ((lnkcap >> 10) & 3) as u8,
+        aspm_control: (lnkctl & 3) as u8,
     })
 }
 
-impl Express {
-    /// What the port type field names (PCI_EXP_TYPE_* in pci_regs.h).
-    pub fn port_type_name(&self) -> &'static str {
-        match self.port_type {
-            0x0 => "Endpoint",
-            0x1 => "Legacy Endpoint",
-            0x4 => "Root Port",
-            0x5 => "Upstream Port",
-            0x6 => "Downstream Port",
-            0x7 => "PCI-Express to PCI/PCI-X Bridge",
-            0x8 => "PCI/PCI-X to PCI-Express Bridge",
-            0x9 => "Root Complex Integrated Endpoint",
-            0xa => "Root Complex Event Collector",
-            _ => "Unknown",
-        }
-    }
+/// The link speed field (bits 3:0) of LnkCap or LnkSta.
+fn lnk_speed(reg: u32) -> u8 {
+    (reg & 0xf) as u8
+}
 
-    /// Whether this function has a link at all (integrated endpoints and event
-    /// collectors do not).
-    pub fn has_link(&self) -> bool {
-        !matches!(self.port_type, 0x9 | 0xa)
-    }
+/// The link width field (bits 9:4) of LnkCap or LnkSta.
+fn lnk_width(reg: u32) -> u8 {
+    ((reg >> 4) & 0x3f) as u8
+}
 
-    /// Max payload the device supports, in bytes.
-    pub fn max_payload_supported(&self) -> u32 {
-        128 << (self.devcap & 7).min(5)
+/// What the port type field names (PCI_EXP_TYPE_* in pci_regs.h).
+fn port_type_name(port_type: u8) -> &'static str {
+    match port_type {
+        0x0 => "Endpoint",
+        0x1 => "Legacy Endpoint",
+        0x4 => "Root Port",
+        0x5 => "Upstream Port",
+        0x6 => "Downstream Port",
+        0x7 => "PCI-Express to PCI/PCI-X Bridge",
+        0x8 => "PCI/PCI-X to PCI-Express Bridge",
+        0x9 => "Root Complex Integrated Endpoint",
+        0xa => "Root Complex Event Collector",
+        _ => "Unknown",
     }
+}
 
-    /// Max payload in use, in bytes.
-    pub fn max_payload(&self) -> u32 {
-        128 << ((self.devctl >> 5) & 7).min(5)
-    }
-
-    /// Max read request size, in bytes.
-    pub fn max_read_request(&self) -> u32 {
-        128 << ((self.devctl >> 12) & 7).min(5)
-    }
-
-    /// Function Level Reset support (DevCap bit 28).
-    pub fn flr_capable(&self) -> bool {
-        self.devcap & PCI_EXP_DEVCAP_FLR != 0
-    }
-
-    /// LnkCap: the fastest and widest the port can train.
-    pub fn link_capable(&self) -> Link {
-        Link {
-            speed_code: (self.lnkcap & 0xf) as u8,
-            width: ((self.lnkcap >> 4) & 0x3f) as u8,
-        }
-    }
-
-    /// LnkSta: what the link trained to.
-    pub fn link_status(&self) -> Link {
-        Link {
-            speed_code: (self.lnksta & 0xf) as u8,
-            width: ((self.lnksta >> 4) & 0x3f) as u8,
-        }
-    }
-
-    /// Speeds named by LnkCap2's supported-speeds vector (bits 7:1).
-    pub fn supported_speeds(&self) -> Vec<u8> {
-        let Some(v2) = self.v2 else { return Vec::new() };
-        (1u8..=7).filter(|b| v2.lnkcap2 & (1 << b) != 0).collect()
+/// A link of encoded speed `code` (1 = 2.5 GT/s … 6 = 64 GT/s) and `width` lanes: its
+/// speed as lspci spells it, its GT/s (0 for a reserved code) and its bandwidth.
+pub fn link(code: u8, width: u8) -> Link {
+    Link {
+        speed: speed_label(code),
+        speed_gts: speed_gts(code).unwrap_or(0.0),
+        width,
+        gbytes_per_s: gbytes_per_s(code, width),
     }
 }
 
@@ -226,13 +194,37 @@ mod tests {
         cfg[0x72] = 0x43;
         let e = parse(&cfg, 0x60).expect("0x14 bytes readable");
         assert_eq!(e.v2, None);
+        assert_eq!(e.link_capable, Some(link(3, 4)));
+        let capable = e.link_capable.expect("an endpoint has a link");
         assert_eq!(
-            e.link_capable(),
-            Link {
-                speed_code: 3,
-                width: 4
-            }
+            (capable.speed.as_str(), capable.speed_gts, capable.width),
+            ("8GT/s", 8.0, 4)
         );
+        assert!(e.supported_speeds.is_empty());
         assert!(parse(&cfg[..0x70], 0x60).is_none());
+    }
+
+    #[test]
+    fn integrated_endpoint_has_no_link_and_payload_sizes_decode() {
+        let mut cfg = vec![0u8; 0x60 + 0x3c];
+        cfg[0x62] = 0x92; // version 2, root complex integrated endpoint
+        cfg[0x64] = 0x02; // DevCap: 512 B payload supported
+        cfg[0x67] = 0x10; // DevCap bit 28: FLR
+        put16(&mut cfg, 0x68, (1 << 5) | (2 << 12)); // DevCtl: 256 B payload, 512 B reads
+        cfg[0x6c] = 0x43; // LnkCap 8GT/s x4, ignored without a link
+        put16(&mut cfg, 0x8c, 0b1110); // LnkCap2: 2.5, 5 and 8 GT/s
+        let e = parse(&cfg, 0x60).expect("0x3c bytes readable");
+        assert_eq!(e.port_type, "Root Complex Integrated Endpoint");
+        assert_eq!((e.link_capable, e.link_status), (None, None));
+        assert_eq!(
+            (e.max_payload_supported, e.max_payload, e.max_read_request),
+            (512, 256, 512)
+        );
+        assert!(e.flr_capable);
+        assert_eq!(e.supported_speeds, ["2.5GT/s", "5GT/s", "8GT/s"]);
+    }
+
+    fn put16(cfg: &mut [u8], at: usize, v: u16) {
+        cfg[at..at + 2].copy_from_slice(&v.to_le_bytes());
     }
 }

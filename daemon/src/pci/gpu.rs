@@ -27,30 +27,24 @@ pub const PCI_BASE_CLASS_ACCELERATOR: u32 = 0x12;
 /// `chip` and `family` of a GPU whose vendor is known but whose device id is not in the tables.
 pub const UNKNOWN: &str = "unknown";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuVendor {
-    Nvidia,
-    Amd,
-    Intel,
+/// The model's vendor of a GPU; this module says which PCI vendor ids are which.
+pub use rig_model::GpuVendor;
+
+/// The vendor owning PCI vendor id `vendor`, if it makes GPUs this module knows.
+pub const fn vendor_of(vendor: u16) -> Option<GpuVendor> {
+    match vendor {
+        PCI_VENDOR_ID_NVIDIA => Some(GpuVendor::Nvidia),
+        PCI_VENDOR_ID_ATI => Some(GpuVendor::Amd),
+        PCI_VENDOR_ID_INTEL => Some(GpuVendor::Intel),
+        _ => None,
+    }
 }
 
-impl GpuVendor {
-    /// The vendor owning PCI vendor id `vendor`, if it makes GPUs this module knows.
-    pub const fn from_pci_vendor(vendor: u16) -> Option<Self> {
-        match vendor {
-            PCI_VENDOR_ID_NVIDIA => Some(Self::Nvidia),
-            PCI_VENDOR_ID_ATI => Some(Self::Amd),
-            PCI_VENDOR_ID_INTEL => Some(Self::Intel),
-            _ => None,
-        }
-    }
-
-    const fn chips(self) -> &'static [ChipRange] {
-        match self {
-            Self::Nvidia => NVIDIA_CHIPS,
-            Self::Amd => AMD_CHIPS,
-            Self::Intel => INTEL_CHIPS,
-        }
+const fn chips(vendor: GpuVendor) -> &'static [ChipRange] {
+    match vendor {
+        GpuVendor::Nvidia => NVIDIA_CHIPS,
+        GpuVendor::Amd => AMD_CHIPS,
+        GpuVendor::Intel => INTEL_CHIPS,
     }
 }
 
@@ -78,9 +72,9 @@ pub fn identify(vendor: u16, device: u16, class: u32) -> Option<GpuIdentity> {
     if !is_gpu_class(class) {
         return None;
     }
-    let vendor = GpuVendor::from_pci_vendor(vendor)?;
+    let vendor = vendor_of(vendor)?;
     let (chip, family) =
-        find(vendor.chips(), device).map_or((UNKNOWN, UNKNOWN), |r| (r.chip, r.family));
+        find(chips(vendor), device).map_or((UNKNOWN, UNKNOWN), |r| (r.chip, r.family));
     Some(GpuIdentity {
         vendor,
         chip,
@@ -411,10 +405,10 @@ mod tests {
 
     #[test]
     fn from_pci_vendor_knows_the_three_gpu_vendors_only() {
-        assert_eq!(GpuVendor::from_pci_vendor(0x10de), Some(GpuVendor::Nvidia));
-        assert_eq!(GpuVendor::from_pci_vendor(0x1002), Some(GpuVendor::Amd));
-        assert_eq!(GpuVendor::from_pci_vendor(0x8086), Some(GpuVendor::Intel));
-        assert_eq!(GpuVendor::from_pci_vendor(0x1022), None);
+        assert_eq!(vendor_of(0x10de), Some(GpuVendor::Nvidia));
+        assert_eq!(vendor_of(0x1002), Some(GpuVendor::Amd));
+        assert_eq!(vendor_of(0x8086), Some(GpuVendor::Intel));
+        assert_eq!(vendor_of(0x1022), None);
     }
 
     /// first, last and last+1 of every row of every table, through `identify`.

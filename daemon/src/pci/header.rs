@@ -1,5 +1,12 @@
 //! The first 64 bytes of config space: ids, command/status, BAR registers, and a
 //! bridge's bus numbers and windows. Pure decoding; the caller reads the bytes.
+//!
+//! The registers the model shows decode straight into its [`rig_model::Header`] and a
+//! bridge's windows into its [`Bridge`]; ids, the capability pointer and the ROM
+//! register are kept beside them for `device`, which puts them where the model wants
+//! them (and feeds the capability walk and the ROM from them).
+
+use rig_model::{BarKind, Bridge, Window};
 
 use super::regs::*;
 
@@ -8,60 +15,18 @@ use super::regs::*;
 pub struct Header {
     pub vendor_id: u16,
     pub device_id: u16,
-    pub command: u16,
-    pub status: u16,
     pub revision: u8,
     /// 24 bits: base class, subclass, programming interface.
     pub class_code: u32,
-    pub cache_line_size: u8,
-    pub latency_timer: u8,
-    /// Layout: 0 endpoint, 1 bridge, 2 CardBus; other values are kept as read.
-    pub header_type: u8,
-    pub multifunction: bool,
-    pub bist: u8,
-    pub interrupt_line: u8,
-    pub interrupt_pin: u8,
+    /// Command, status, layout (`header_type`: 0 endpoint, 1 bridge, 2 CardBus; other
+    /// values kept as read) and the other registers the model shows.
+    pub registers: rig_model::Header,
     pub subsystem_vendor_id: u16,
     pub subsystem_id: u16,
     /// Set when the status register says a capability list exists.
     pub capabilities_pointer: Option<u8>,
     pub rom_register: u32,
-    pub bridge: Option<BridgeWindows>,
-}
-
-/// A type 1 header's bus numbers and forwarding windows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BridgeWindows {
-    pub primary_bus: u8,
-    pub secondary_bus: u8,
-    pub subordinate_bus: u8,
-    pub io: Window,
-    pub memory: Window,
-    pub prefetchable: Window,
-    pub secondary_status: u16,
-    pub bridge_control: u16,
-}
-
-/// One forwarding window; `base > limit` means it is closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub base: u64,
-    pub limit: u64,
-    pub is_64bit: bool,
-}
-
-impl Window {
-    /// Whether the bridge forwards this range at all.
-    pub fn enabled(&self) -> bool {
-        self.base <= self.limit
-    }
-}
-
-/// Whether a BAR decodes memory or I/O space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BarKind {
-    Memory,
-    Io,
+    pub bridge: Option<Bridge>,
 }
 
 /// One BAR register as config space shows it (before sysfs adds sizes).
@@ -112,17 +77,19 @@ pub fn parse_header(cfg: &[u8]) -> Option<Header> {
     Some(Header {
         vendor_id: r16(PCI_VENDOR_ID),
         device_id: r16(PCI_DEVICE_ID),
-        command: r16(PCI_COMMAND),
-        status,
         revision: (class_rev & 0xff) as u8,
         class_code: class_rev >> 8,
-        cache_line_size: r8(PCI_CACHE_LINE_SIZE),
-        latency_timer: r8(PCI_LATENCY_TIMER),
-        header_type,
-        multifunction: raw_type & PCI_HEADER_TYPE_MFD != 0,
-        bist: r8(PCI_BIST),
-        interrupt_line: r8(PCI_INTERRUPT_LINE),
-        interrupt_pin: r8(PCI_INTERRUPT_PIN),
+        registers: rig_model::Header {
+            header_type,
+            multifunction: raw_type & PCI_HEADER_TYPE_MFD != 0,
+            command: r16(PCI_COMMAND),
+            status,
+            cache_line_size: r8(PCI_CACHE_LINE_SIZE),
+            latency_timer: r8(PCI_LATENCY_TIMER),
+            interrupt_line: r8(PCI_INTERRUPT_LINE),
+            interrupt_pin: r8(PCI_INTERRUPT_PIN),
+            bist: r8(PCI_BIST),
+        },
         subsystem_vendor_id: sub_vendor,
         subsystem_id: sub_id,
         capabilities_pointer,
@@ -131,7 +98,7 @@ pub fn parse_header(cfg: &[u8]) -> Option<Header> {
     })
 }
 
-fn parse_bridge(cfg: &[u8]) -> BridgeWindows {
+fn parse_bridge(cfg: &[u8]) -> Bridge {
     let r8 = |o| r8(cfg, o).unwrap_or(0);
     let r16 = |o| r16(cfg, o).unwrap_or(0);
     let r32 = |o| r32(cfg, o).unwrap_or(0);
@@ -147,17 +114,17 @@ fn parse_bridge(cfg: &[u8]) -> BridgeWindows {
     } else {
         (0, 0)
     };
-    let io = Window {
-        base: (io_up_b << 16) | (u64::from(io_base_lo & 0xf0) << 8),
-        limit: (io_up_l << 16) | (u64::from(io_limit_lo & 0xf0) << 8) | 0xfff,
-        is_64bit: false,
-    };
+    let io = window(
+        (io_up_b << 16) | (u64::from(io_base_lo & 0xf0) << 8),
+        (io_up_l << 16) | (u64::from(io_limit_lo & 0xf0) << 8) | 0xfff,
+        false,
+    );
     // Memory: bits 15:4 are address bits 31:20.
-    let memory = Window {
-        base: u64::from(r16(PCI_MEMORY_BASE) & 0xfff0) << 16,
-        limit: (u64::from(r16(PCI_MEMORY_LIMIT) & 0xfff0) << 16) | 0xf_ffff,
-        is_64bit: false,
-    };
+    let memory = window(
+        u64::from(r16(PCI_MEMORY_BASE) & 0xfff0) << 16,
+        (u64::from(r16(PCI_MEMORY_LIMIT) & 0xfff0) << 16) | 0xf_ffff,
+        false,
+    );
     let pb = r16(PCI_PREF_MEMORY_BASE);
     let pl = r16(PCI_PREF_MEMORY_LIMIT);
     let pref64 = pb & 0x0f == PCI_PREF_RANGE_TYPE_64;
@@ -169,12 +136,12 @@ fn parse_bridge(cfg: &[u8]) -> BridgeWindows {
     } else {
         (0, 0)
     };
-    let prefetchable = Window {
-        base: (up_b << 32) | (u64::from(pb & 0xfff0) << 16),
-        limit: (up_l << 32) | (u64::from(pl & 0xfff0) << 16) | 0xf_ffff,
-        is_64bit: pref64,
-    };
-    BridgeWindows {
+    let prefetchable = window(
+        (up_b << 32) | (u64::from(pb & 0xfff0) << 16),
+        (up_l << 32) | (u64::from(pl & 0xfff0) << 16) | 0xf_ffff,
+        pref64,
+    );
+    Bridge {
         primary_bus: r8(PCI_PRIMARY_BUS),
         secondary_bus: r8(PCI_SECONDARY_BUS),
         subordinate_bus: r8(PCI_SUBORDINATE_BUS),
@@ -183,6 +150,16 @@ fn parse_bridge(cfg: &[u8]) -> BridgeWindows {
         prefetchable,
         secondary_status: r16(PCI_SEC_STATUS),
         bridge_control: r16(PCI_BRIDGE_CONTROL),
+    }
+}
+
+/// One forwarding window; `base > limit` means the bridge forwards none of it.
+fn window(base: u64, limit: u64, is_64bit: bool) -> Window {
+    Window {
+        base,
+        limit,
+        enabled: base <= limit,
+        is_64bit,
     }
 }
 
@@ -266,8 +243,8 @@ mod tests {
         assert_eq!((h.vendor_id, h.device_id), (0x10de, 0x2335));
         assert_eq!(h.class_code, 0x030200);
         assert_eq!(h.revision, 0xa1);
-        assert!(h.multifunction);
-        assert_eq!(h.header_type, 0);
+        assert!(h.registers.multifunction);
+        assert_eq!(h.registers.header_type, 0);
         assert_eq!((h.subsystem_vendor_id, h.subsystem_id), (0x10de, 0x18bf));
         assert_eq!(h.capabilities_pointer, Some(0x40));
         assert_eq!(h.bridge, None);
@@ -328,7 +305,7 @@ mod tests {
             (b.primary_bus, b.secondary_bus, b.subordinate_bus),
             (0, 1, 3)
         );
-        assert!(!b.io.enabled());
+        assert!(!b.io.enabled);
         assert_eq!((b.memory.base, b.memory.limit), (0xfe00_0000, 0xfe1f_ffff));
         assert!(b.prefetchable.is_64bit);
         assert_eq!(b.prefetchable.base, 0x1000_0000_0000);

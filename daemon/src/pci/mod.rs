@@ -1,7 +1,11 @@
-//! Read-only discovery of PCI functions: addresses, sysfs, and config-space decoding.
+//! Read-only discovery of PCI functions: addresses, sysfs, and config-space decoding
+//! into the one model of a decoded function (`rig-model`).
 //!
-//! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes) →
-//! `device::inspect` (one function, assembled) → `service` converts to the wire.
+//! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes,
+//! which build the model's header, capabilities and links themselves) →
+//! `device::inspect` (one function, assembled as a [`rig_model::Device`] with sysfs and
+//! the link budget) → `take` reads it, `service` puts it on the wire with `rig-proto`'s
+//! conversion.
 //!
 //! State: none. Every call reads sysfs afresh; `ids::PciIds` is loaded once by `Rig`.
 //! Nothing in this module writes to sysfs or hardware.
@@ -9,14 +13,15 @@
 //! References: PCI Local Bus 3.0 and PCI Express Base 6.0 for registers (names from
 //! Linux's include/uapi/linux/pci_regs.h); Documentation/ABI/testing/sysfs-bus-pci for
 //! sysfs; lspci (pciutils) is the decoder we check ourselves against.
-//! Not here: taking devices (`take`), VFIO (`vfio`).
+//! Not here: the model's types (`rig-model`, shared with `rig-client`), the wire
+//! (`rig-proto`, reached only from `service`), taking devices (`take`), VFIO (`vfio`).
 
 mod bdf;
-pub mod caps;
+mod caps;
 pub mod device;
-pub mod express;
+mod express;
 pub mod gpu;
-pub mod header;
+mod header;
 pub mod ids;
 pub mod regs;
 pub mod sysfs;

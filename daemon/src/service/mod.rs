@@ -233,7 +233,7 @@ impl RigApi for Service {
     ) -> Result<Response<Self::ResetStream>, Status> {
         let r = req.get_ref().clone();
         take::stream(&self.rig, "Reset", &req, move |rig, progress| {
-            let method = take::reset_method(&r.method)?;
+            let method = take::reset_method(&r)?;
             let rep = rig.reset(&r.bdf, method, progress)?;
             Ok(pb::Outcome {
                 summary: format!("{} reset by {} in {:.3} s", r.bdf, rep.method, rep.seconds),
@@ -259,7 +259,7 @@ impl RigApi for Service {
     ) -> Result<Response<Self::ResizeStream>, Status> {
         let r = req.get_ref().clone();
         take::stream(&self.rig, "Resize", &req, move |rig, progress| {
-            let size = take::resize_size(&r.size)?;
+            let size = take::resize_size(&r)?;
             let bar = u8::try_from(r.bar).map_err(|_| {
                 crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
             })?;

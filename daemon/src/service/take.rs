@@ -1,5 +1,8 @@
 //! Take-over RPCs: authorise, run on the blocking pool, stream each step, end with the
-//! outcome. Conversions of held devices to the wire live here too.
+//! outcome. The typed requests become `take`'s options here (a mode, reset method or
+//! BAR size this rigd does not know is refused with the field and the number), and
+//! held devices go back on the wire. Users' text ("max", "32G") is parsed by the
+//! client, never here.
 
 use std::{
     pin::Pin,
@@ -114,20 +117,16 @@ pub fn stream<T>(
     Ok(Response::new(batched(rx)))
 }
 
-/// Reads the request's options into `DetachOptions`.
+/// Reads the request's options into `DetachOptions`: an unspecified mode is vfio, an
+/// absent BAR size is keep.
 pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> {
-    let mode = match r.mode.as_str() {
-        "" | "vfio" => Mode::Vfio,
-        "sysfs" => Mode::Sysfs,
-        m => {
-            return Err(RigError::BadRequest(format!(
-                "unknown mode `{m}` (vfio or sysfs)"
-            )));
-        }
+    let mode = match known::<pb::TakeMode>("DetachRequest.mode", r.mode, "vfio, sysfs")? {
+        pb::TakeMode::Unspecified | pb::TakeMode::Vfio => Mode::Vfio,
+        pb::TakeMode::Sysfs => Mode::Sysfs,
     };
-    let bar_size = match r.bar_size.as_str() {
-        "" => BarSize::Keep,
-        s => s.parse().map_err(RigError::BadRequest)?,
+    let bar_size = match &r.bar_size {
+        None => BarSize::Keep,
+        Some(s) => bar_size("DetachRequest.bar_size", s)?,
     };
     Ok(DetachOptions {
         mode,
@@ -136,6 +135,29 @@ pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> 
         force: r.force,
         timeout: std::time::Duration::from_secs(r.timeout_s.into()),
     })
+}
+
+/// An enum field's value, or a refusal naming the field and the number: a newer client
+/// may send a value this rigd does not know.
+fn known<E: TryFrom<i32>>(field: &str, value: i32, knows: &str) -> Result<E, RigError> {
+    E::try_from(value).map_err(|_| {
+        RigError::BadRequest(format!(
+            "{field} = {value} is a value this rigd does not know ({knows})"
+        ))
+    })
+}
+
+/// A BAR size; one whose choice this rigd does not know (a newer client's) is refused.
+fn bar_size(field: &str, s: &pb::BarSize) -> Result<BarSize, RigError> {
+    use pb::bar_size::Size;
+    match s.size {
+        Some(Size::Keep(_)) => Ok(BarSize::Keep),
+        Some(Size::Max(_)) => Ok(BarSize::Max),
+        Some(Size::Bytes(b)) => Ok(BarSize::Bytes(b)),
+        None => Err(RigError::BadRequest(format!(
+            "{field} holds no size this rigd knows (keep, max, bytes)"
+        ))),
+    }
 }
 
 /// An access width from the request's bits (0: 32, the common register).
@@ -150,25 +172,52 @@ pub fn width(bits: u32) -> Result<Width, RigError> {
     }
 }
 
-pub fn reset_method(s: &str) -> Result<ResetMethod, RigError> {
-    s.parse().map_err(RigError::BadRequest)
+/// The request's reset method; unspecified is auto.
+pub fn reset_method(r: &pb::ResetRequest) -> Result<ResetMethod, RigError> {
+    Ok(
+        match known::<pb::ResetMethod>("ResetRequest.method", r.method, "auto, flr, pm, bus")? {
+            pb::ResetMethod::Unspecified => ResetMethod::Auto,
+            pb::ResetMethod::Flr => ResetMethod::Flr,
+            pb::ResetMethod::Pm => ResetMethod::Pm,
+            pb::ResetMethod::Bus => ResetMethod::Bus,
+        },
+    )
 }
 
-pub fn resize_size(s: &str) -> Result<BarSize, RigError> {
-    match s.parse().map_err(RigError::BadRequest)? {
-        BarSize::Keep => Err(RigError::BadRequest(
-            "a resize needs a size: max or e.g. 32G".into(),
-        )),
-        b => Ok(b),
+/// The size a resize asks for: max or bytes; keep, or none, is no resize.
+pub fn resize_size(r: &pb::ResizeRequest) -> Result<BarSize, RigError> {
+    let needs = || RigError::BadRequest("a resize needs a size: max or e.g. 32G".into());
+    match r.size.as_ref().map(|s| bar_size("ResizeRequest.size", s)) {
+        None | Some(Ok(BarSize::Keep)) => Err(needs()),
+        Some(b) => b,
+    }
+}
+
+/// A held device's mode on the wire; unspecified when the view has none (busy).
+fn take_mode(m: Option<Mode>) -> pb::TakeMode {
+    match m {
+        Some(Mode::Vfio) => pb::TakeMode::Vfio,
+        Some(Mode::Sysfs) => pb::TakeMode::Sysfs,
+        None => pb::TakeMode::Unspecified,
+    }
+}
+
+/// The view's state: `Rig` says "held" for a device at rest and "busy" while another
+/// operation holds its lock; anything else would be a new state this API lacks.
+fn held_state(state: &str) -> pb::HeldState {
+    match state {
+        "held" => pb::HeldState::Held,
+        "busy" => pb::HeldState::Busy,
+        _ => pb::HeldState::Unspecified,
     }
 }
 
 pub fn held(v: &HeldView) -> pb::HeldDevice {
     pb::HeldDevice {
         bdf: v.bdf.to_string(),
-        mode: v.mode.map(|m| m.to_string()).unwrap_or_default(),
+        mode: take_mode(v.mode).into(),
         original_driver: v.original_driver.clone().unwrap_or_default(),
-        state: v.state.clone(),
+        state: held_state(&v.state).into(),
         since_unix: v.since,
         bars: v.bars.iter().map(convert::bar).collect(),
         group_members: v.group_members.iter().map(ToString::to_string).collect(),
@@ -211,6 +260,112 @@ mod tests {
             Some(pb::progress::Event::Step(s)) => s,
             e => panic!("not a step: {e:?}"),
         }
+    }
+
+    #[test]
+    fn held_mode_and_state_go_on_the_wire_as_enums() {
+        assert_eq!(take_mode(Some(Mode::Vfio)), pb::TakeMode::Vfio);
+        assert_eq!(take_mode(Some(Mode::Sysfs)), pb::TakeMode::Sysfs);
+        assert_eq!(take_mode(None), pb::TakeMode::Unspecified);
+        assert_eq!(held_state("held"), pb::HeldState::Held);
+        assert_eq!(held_state("busy"), pb::HeldState::Busy);
+        assert_eq!(held_state("resizing"), pb::HeldState::Unspecified);
+    }
+
+    fn refusal(r: Result<impl std::fmt::Debug, RigError>) -> String {
+        match r {
+            Err(RigError::BadRequest(line)) => line,
+            other => panic!("not a bad request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn typed_requests_become_take_options_with_unspecified_as_the_default() {
+        use pb::bar_size::Size;
+        let size = |s| Some(pb::BarSize { size: Some(s) });
+        let d = detach_options(&pb::DetachRequest::default()).expect("defaults");
+        assert_eq!((d.mode, d.bar_size), (Mode::Vfio, BarSize::Keep));
+        let d = detach_options(&pb::DetachRequest {
+            mode: pb::TakeMode::Sysfs.into(),
+            bar_size: size(Size::Bytes(256 << 20)),
+            timeout_s: 7,
+            ..Default::default()
+        })
+        .expect("sysfs");
+        assert_eq!(
+            (d.mode, d.bar_size, d.timeout),
+            (
+                Mode::Sysfs,
+                BarSize::Bytes(256 << 20),
+                Duration::from_secs(7)
+            )
+        );
+        let reset = |method: pb::ResetMethod| pb::ResetRequest {
+            method: method.into(),
+            ..Default::default()
+        };
+        for (wire, want) in [
+            (pb::ResetMethod::Unspecified, ResetMethod::Auto),
+            (pb::ResetMethod::Flr, ResetMethod::Flr),
+            (pb::ResetMethod::Pm, ResetMethod::Pm),
+            (pb::ResetMethod::Bus, ResetMethod::Bus),
+        ] {
+            assert_eq!(reset_method(&reset(wire)).expect("known"), want);
+        }
+        let resize = |size| pb::ResizeRequest {
+            size,
+            ..Default::default()
+        };
+        assert_eq!(
+            resize_size(&resize(size(Size::Max(pb::bar_size::Max {})))).expect("max"),
+            BarSize::Max
+        );
+        assert_eq!(
+            resize_size(&resize(size(Size::Bytes(32 << 30)))).expect("bytes"),
+            BarSize::Bytes(32 << 30)
+        );
+    }
+
+    #[test]
+    fn unknown_numbers_and_sizeless_resizes_are_refused_with_the_field() {
+        let line = refusal(detach_options(&pb::DetachRequest {
+            mode: 3,
+            ..Default::default()
+        }));
+        assert_eq!(
+            line,
+            "DetachRequest.mode = 3 is a value this rigd does not know (vfio, sysfs)"
+        );
+        let line = refusal(reset_method(&pb::ResetRequest {
+            method: -1,
+            ..Default::default()
+        }));
+        assert_eq!(
+            line,
+            "ResetRequest.method = -1 is a value this rigd does not know (auto, flr, pm, bus)"
+        );
+        let line = refusal(detach_options(&pb::DetachRequest {
+            bar_size: Some(pb::BarSize { size: None }),
+            ..Default::default()
+        }));
+        assert!(
+            line.starts_with("DetachRequest.bar_size holds no size"),
+            "{line}"
+        );
+        let needs = "a resize needs a size: max or e.g. 32G";
+        assert_eq!(refusal(resize_size(&pb::ResizeRequest::default())), needs);
+        let keep = pb::ResizeRequest {
+            size: Some(pb::BarSize {
+                size: Some(pb::bar_size::Size::Keep(pb::bar_size::Keep {})),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(refusal(resize_size(&keep)), needs);
+        let sizeless = pb::ResizeRequest {
+            size: Some(pb::BarSize { size: None }),
+            ..Default::default()
+        };
+        assert!(refusal(resize_size(&sizeless)).starts_with("ResizeRequest.size holds no size"));
     }
 
     #[tokio::test(start_paused = true)]

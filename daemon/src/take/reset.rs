@@ -5,7 +5,7 @@ use std::time::Instant;
 use super::{Progress, TakeError, Taken, Taker, journal::CONFIG_HEADER_LEN};
 use crate::pci::Bdf;
 
-/// Which reset to use.
+/// Which reset to use (the client parses users' text into `rig_client::ResetMethod`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetMethod {
     /// VFIO_DEVICE_RESET when held by VFIO, else the kernel's first method.
@@ -13,24 +13,6 @@ pub enum ResetMethod {
     Flr,
     Pm,
     Bus,
-}
-
-impl std::str::FromStr for ResetMethod {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "auto" | "" => Self::Auto,
-            "flr" => Self::Flr,
-            "pm" => Self::Pm,
-            "bus" => Self::Bus,
-            other => {
-                return Err(format!(
-                    "unknown reset method `{other}` (auto, flr, pm, bus)"
-                ));
-            }
-        })
-    }
 }
 
 impl ResetMethod {
