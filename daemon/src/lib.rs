@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod dma;
+pub mod nvrm;
 pub mod pci;
 pub mod rig;
 pub mod service;
