@@ -14,6 +14,10 @@
 //!   `vfio`'s IOMMU, physical in sysfs mode);
 //! - (`queue`, the rings lent to clients, comes with the queue work.)
 //!
+//! A GPU that keeps its kernel driver is served, not taken: `nvrm`, beside `take`,
+//! speaks NVIDIA's RM and UVM in the layouts of the release it finds (so far the root
+//! client and the release; the channels come with issue 11).
+//!
 //! No stage imports `rig` or `service`, and no two modules import each other (`sys`
 //! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait, and
 //! `dma` knows nothing of VFIO). `config` is read once at start. `sys` is the only module with `unsafe`, one file
@@ -25,6 +29,7 @@
 
 pub mod config;
 pub mod dma;
+pub mod nvrm;
 pub mod pci;
 pub mod rig;
 pub mod service;

@@ -11,8 +11,12 @@
 
 pub mod memfd;
 pub mod mmio;
+pub mod nvrm;
+pub mod nvstatus;
 pub mod pagemap;
 pub mod sched;
+pub mod scratch;
 pub mod sysfs;
 pub mod systemd;
+pub mod uvm;
 pub mod vfio;

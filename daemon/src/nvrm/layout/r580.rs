@@ -1,0 +1,466 @@
+//! Release 580's class and control parameter structs, with the class ids and control
+//! numbers the channel sequence uses.
+//!
+//! Transcribed from NVIDIA/open-gpu-kernel-modules at tag 580.142 (`1a5075f8`); the
+//! structs that differ between releases were also read at 580.65.06, and all of them
+//! at 570.211.01 (`498793d5`) and 590.48.01 (`2ccbad25`): every struct here is the same
+//! in those, except the two that `r570` redefines. Headers are under
+//! `src/common/sdk/nvidia/inc/`. Field names are the header's in snake_case; where
+//! the header's spelling does not convert plainly, the doc names it. `NvHandle` is
+//! `u32`, `NvP64` is `u64`, `NvBool` is `u8`, and C's implicit padding is spelled out
+//! as `pad*` fields, since zerocopy refuses implicit padding.
+
+use std::mem::size_of;
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+pub use crate::sys::nvrm::Nv0080CtrlGpuGetClasslistParams;
+use crate::sys::nvrm::NvHandle;
+
+// Classes (`class/*.h`, `nvos.h`).
+/// `NV01_ROOT_NON_PRIV` (`class/cl0001.h`).
+pub const NV01_ROOT_NON_PRIV: u32 = 0x0000_0001;
+/// `NV01_ROOT_CLIENT` (`nvos.h`).
+pub const NV01_ROOT_CLIENT: u32 = 0x0000_0041;
+/// `NV01_MEMORY_SYSTEM` (`class/cl003e.h`).
+pub const NV01_MEMORY_SYSTEM: u32 = 0x0000_003E;
+/// `NV01_MEMORY_LOCAL_USER` (`class/cl0040.h`).
+pub const NV01_MEMORY_LOCAL_USER: u32 = 0x0000_0040;
+/// `NV01_MEMORY_VIRTUAL` (`class/cl0070.h`).
+pub const NV01_MEMORY_VIRTUAL: u32 = 0x0000_0070;
+/// `NV01_MEMORY_SYSTEM_OS_DESCRIPTOR` (`class/cl0071.h`).
+pub const NV01_MEMORY_SYSTEM_OS_DESCRIPTOR: u32 = 0x0000_0071;
+/// `NV01_DEVICE_0` (`class/cl0080.h`).
+pub const NV01_DEVICE_0: u32 = 0x0000_0080;
+/// `NV20_SUBDEVICE_0` (`class/cl2080.h`).
+pub const NV20_SUBDEVICE_0: u32 = 0x0000_2080;
+/// `GT200_DEBUGGER` (`class/cl83de.h`).
+pub const GT200_DEBUGGER: u32 = 0x0000_83DE;
+/// `FERMI_CONTEXT_SHARE_A` (`class/cl9067.h`).
+pub const FERMI_CONTEXT_SHARE_A: u32 = 0x0000_9067;
+/// `FERMI_VASPACE_A` (`class/cl90f1.h`).
+pub const FERMI_VASPACE_A: u32 = 0x0000_90F1;
+/// `KEPLER_CHANNEL_GROUP_A` (`class/cla06c.h`).
+pub const KEPLER_CHANNEL_GROUP_A: u32 = 0x0000_A06C;
+/// `HOPPER_USERMODE_A` (`class/clc661.h`).
+pub const HOPPER_USERMODE_A: u32 = 0x0000_C661;
+/// `HOPPER_CHANNEL_GPFIFO_A` (`class/clc86f.h`).
+pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0x0000_C86F;
+/// `HOPPER_DMA_COPY_A` (`class/clc8b5.h`).
+pub const HOPPER_DMA_COPY_A: u32 = 0x0000_C8B5;
+/// `HOPPER_COMPUTE_A` (`class/clcbc0.h`).
+pub const HOPPER_COMPUTE_A: u32 = 0x0000_CBC0;
+
+// Controls.
+/// `NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2` (`ctrl/ctrl0000/ctrl0000system.h`).
+pub const NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2: u32 = 0x13E;
+/// `NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2` (`ctrl/ctrl0000/ctrl0000gpu.h`).
+pub const NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2: u32 = 0x205;
+/// `NV0080_CTRL_CMD_GPU_GET_CLASSLIST` (`ctrl/ctrl0080/ctrl0080gpu.h`); issued only by
+/// `sys::nvrm::gpu_get_classlist`, since its params carry a pointer.
+pub const NV0080_CTRL_CMD_GPU_GET_CLASSLIST: u32 =
+    crate::sys::nvrm::NV0080_CTRL_CMD_GPU_GET_CLASSLIST;
+/// `NV2080_CTRL_CMD_GPU_GET_GID_INFO` (`ctrl/ctrl2080/ctrl2080gpu.h`).
+pub const NV2080_CTRL_CMD_GPU_GET_GID_INFO: u32 = 0x2080_014A;
+/// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN` (`ctrl/ctrlc36f.h`).
+pub const NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
+/// `NVA06C_CTRL_CMD_GPFIFO_SCHEDULE` (`ctrl/ctrla06c.h`).
+pub const NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
+
+// Field values.
+/// `NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES` (`nvos.h`).
+pub const NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES: u32 = 0;
+/// `NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED` (`nvos.h`, `BIT(3)`).
+pub const NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED: u32 = 1 << 3;
+/// `NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING` (`nvos.h`, `BIT(6)`).
+pub const NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING: u32 = 1 << 6;
+/// `NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC` (`nvos.h`, field 1:0).
+pub const NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC: u32 = 1;
+/// `NV2080_ENGINE_TYPE_GRAPHICS` (`class/cl2080_notification.h`).
+pub const NV2080_ENGINE_TYPE_GRAPHICS: u32 = 1;
+/// `NV2080_ENGINE_TYPE_COPY0` (`class/cl2080_notification.h`).
+pub const NV2080_ENGINE_TYPE_COPY0: u32 = 9;
+/// `NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY` (`ctrl/ctrl2080/ctrl2080gpu.h`).
+pub const NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY: u32 = 2;
+/// `NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE`.
+pub const NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE: usize = 256;
+/// `NV_MAX_SUBDEVICES` (`nvlimits.h`).
+pub const NV_MAX_SUBDEVICES: usize = 8;
+/// `NV2080_GPU_MAX_GID_LENGTH` (`ctrl/ctrl2080/ctrl2080gpu.h`).
+pub const NV2080_GPU_MAX_GID_LENGTH: usize = 0x100;
+
+/// `NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS` (`ctrl/ctrl0000/ctrl0000system.h`):
+/// four NUL-terminated strings in fixed buffers.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv0000CtrlSystemGetBuildVersionV2Params {
+    pub driver_version_buffer: [u8; NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE],
+    pub version_buffer: [u8; NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE],
+    pub driver_branch: [u8; NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE],
+    pub title_buffer: [u8; NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_MAX_STRING_SIZE],
+    pub changelist_number: u32,
+    pub official_changelist_number: u32,
+}
+const _: () = assert!(size_of::<Nv0000CtrlSystemGetBuildVersionV2Params>() == 1032);
+
+/// `NV0000_CTRL_GPU_GET_ID_INFO_V2_PARAMS` (`ctrl/ctrl0000/ctrl0000gpu.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv0000CtrlGpuGetIdInfoV2Params {
+    pub gpu_id: u32,
+    pub gpu_flags: u32,
+    pub device_instance: u32,
+    pub sub_device_instance: u32,
+    pub sli_status: u32,
+    pub board_id: u32,
+    pub gpu_instance: u32,
+    pub numa_id: i32,
+}
+const _: () = assert!(size_of::<Nv0000CtrlGpuGetIdInfoV2Params>() == 32);
+
+/// `NV0080_ALLOC_PARAMETERS` (`class/cl0080.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv0080AllocParameters {
+    pub device_id: u32,
+    pub h_client_share: NvHandle,
+    pub h_target_client: NvHandle,
+    pub h_target_device: NvHandle,
+    pub flags: u32,
+    /// C's padding before the 8-aligned `vaSpaceSize`.
+    pub pad0: u32,
+    pub va_space_size: u64,
+    pub va_start_internal: u64,
+    pub va_limit_internal: u64,
+    pub va_mode: u32,
+    /// C's tail padding.
+    pub pad1: u32,
+}
+const _: () = assert!(size_of::<Nv0080AllocParameters>() == 56);
+
+/// `NV2080_ALLOC_PARAMETERS` (`class/cl2080.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080AllocParameters {
+    pub sub_device_id: u32,
+}
+const _: () = assert!(size_of::<Nv2080AllocParameters>() == 4);
+
+/// `NV_VASPACE_ALLOCATION_PARAMETERS` (`nvos.h`) from 580: `pasid` at 48 is new
+/// (570 and 575: `r570`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvVaspaceAllocationParameters {
+    pub index: u32,
+    pub flags: u32,
+    pub va_size: u64,
+    pub va_start_internal: u64,
+    pub va_limit_internal: u64,
+    pub big_page_size: u32,
+    /// C's padding before the 8-aligned `vaBase`.
+    pub pad0: u32,
+    pub va_base: u64,
+    pub pasid: u32,
+    /// C's tail padding.
+    pub pad1: u32,
+}
+const _: () = assert!(size_of::<NvVaspaceAllocationParameters>() == 56);
+
+/// `NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS` (`nvos.h`): KEPLER_CHANNEL_GROUP_A.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvChannelGroupAllocationParameters {
+    pub h_object_error: NvHandle,
+    pub h_object_ecc_error: NvHandle,
+    /// `hVASpace`.
+    pub h_va_space: NvHandle,
+    pub engine_type: u32,
+    /// `bIsCallingContextVgpuPlugin` (NvBool).
+    pub b_is_calling_context_vgpu_plugin: u8,
+    /// C's tail padding.
+    pub pad0: [u8; 3],
+}
+const _: () = assert!(size_of::<NvChannelGroupAllocationParameters>() == 20);
+
+/// `NV_CTXSHARE_ALLOCATION_PARAMETERS` (`nvos.h`): FERMI_CONTEXT_SHARE_A.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvCtxshareAllocationParameters {
+    /// `hVASpace`.
+    pub h_va_space: NvHandle,
+    pub flags: u32,
+    /// `subctxId`.
+    pub subctx_id: u32,
+}
+const _: () = assert!(size_of::<NvCtxshareAllocationParameters>() == 12);
+
+/// `NV_MEMORY_DESC_PARAMS` (`alloc/alloc_channel.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvMemoryDescParams {
+    pub base: u64,
+    pub size: u64,
+    pub address_space: u32,
+    pub cache_attrib: u32,
+}
+const _: () = assert!(size_of::<NvMemoryDescParams>() == 24);
+
+/// `NV_CHANNEL_ALLOC_PARAMS` (`alloc/alloc_channel.h`), a.k.a.
+/// `NV_CHANNELGPFIFO_ALLOCATION_PARAMETERS`: HOPPER_CHANNEL_GPFIFO_A. 368 bytes from 570
+/// to 590; 610 inserts 8 bytes before `instanceMem` (not read here: no 610 layouts).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvChannelAllocParams {
+    pub h_object_error: NvHandle,
+    pub h_object_buffer: NvHandle,
+    pub gp_fifo_offset: u64,
+    pub gp_fifo_entries: u32,
+    pub flags: u32,
+    pub h_context_share: NvHandle,
+    /// `hVASpace`.
+    pub h_va_space: NvHandle,
+    pub h_userd_memory: [NvHandle; NV_MAX_SUBDEVICES],
+    pub userd_offset: [u64; NV_MAX_SUBDEVICES],
+    pub engine_type: u32,
+    pub cid: u32,
+    pub sub_device_id: u32,
+    pub h_object_ecc_error: NvHandle,
+    pub instance_mem: NvMemoryDescParams,
+    pub userd_mem: NvMemoryDescParams,
+    pub ramfc_mem: NvMemoryDescParams,
+    pub mthdbuf_mem: NvMemoryDescParams,
+    pub h_phys_channel_group: NvHandle,
+    pub internal_flags: u32,
+    pub error_notifier_mem: NvMemoryDescParams,
+    pub ecc_error_notifier_mem: NvMemoryDescParams,
+    /// `ProcessID`.
+    pub process_id: u32,
+    /// `SubProcessID`.
+    pub sub_process_id: u32,
+    pub encrypt_iv: [u32; 3],
+    pub decrypt_iv: [u32; 3],
+    pub hmac_nonce: [u32; 8],
+    /// `tpcConfigID`.
+    pub tpc_config_id: u32,
+    /// C's tail padding to 8-byte alignment.
+    pub pad0: u32,
+}
+const _: () = assert!(size_of::<NvChannelAllocParams>() == 368);
+
+/// `NV_MEMORY_ALLOCATION_PARAMS` (`nvos.h`): NV01_MEMORY_LOCAL_USER and the other
+/// heap classes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvMemoryAllocationParams {
+    pub owner: u32,
+    /// `type`.
+    pub type_: u32,
+    pub flags: u32,
+    pub width: u32,
+    pub height: u32,
+    pub pitch: i32,
+    pub attr: u32,
+    pub attr2: u32,
+    pub format: u32,
+    /// `comprCovg`.
+    pub compr_covg: u32,
+    /// `zcullCovg`.
+    pub zcull_covg: u32,
+    /// C's padding before the 8-aligned `rangeLo`.
+    pub pad0: u32,
+    pub range_lo: u64,
+    pub range_hi: u64,
+    pub size: u64,
+    pub alignment: u64,
+    pub offset: u64,
+    pub limit: u64,
+    /// `address` (NvP64, out).
+    pub address: u64,
+    pub ctag_offset: u32,
+    /// `hVASpace`.
+    pub h_va_space: NvHandle,
+    /// `internalflags`.
+    pub internal_flags: u32,
+    pub tag: u32,
+    pub numa_node: i32,
+    /// C's tail padding.
+    pub pad1: u32,
+}
+const _: () = assert!(size_of::<NvMemoryAllocationParams>() == 128);
+
+/// `NV_MEMORY_VIRTUAL_ALLOCATION_PARAMS` (`class/cl0070.h`): NV01_MEMORY_VIRTUAL.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvMemoryVirtualAllocationParams {
+    pub offset: u64,
+    pub limit: u64,
+    /// `hVASpace`.
+    pub h_va_space: NvHandle,
+    /// C's tail padding.
+    pub pad0: u32,
+}
+const _: () = assert!(size_of::<NvMemoryVirtualAllocationParams>() == 24);
+
+/// `NV_HOPPER_USERMODE_A_PARAMS` (`nvos.h`): HOPPER_USERMODE_A. NULL params mean
+/// both false: the BAR0 non-privileged page.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvHopperUsermodeAParams {
+    /// `bBar1Mapping` (NvBool).
+    pub b_bar1_mapping: u8,
+    /// `bPriv` (NvBool).
+    pub b_priv: u8,
+}
+const _: () = assert!(size_of::<NvHopperUsermodeAParams>() == 2);
+
+/// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN_PARAMS` (`ctrl/ctrlc36f.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams {
+    pub work_submit_token: u32,
+}
+const _: () = assert!(size_of::<Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams>() == 4);
+
+/// `NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS` (`ctrl/ctrla06c.h`), a typedef of
+/// `NVA06F_CTRL_GPFIFO_SCHEDULE_PARAMS` (`ctrl/ctrla06f/ctrla06fgpfifo.h`), from 575:
+/// `bSkipEnable` is new (570: `r570`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nva06cCtrlGpfifoScheduleParams {
+    /// `bEnable` (NvBool).
+    pub b_enable: u8,
+    /// `bSkipSubmit` (NvBool).
+    pub b_skip_submit: u8,
+    /// `bSkipEnable` (NvBool).
+    pub b_skip_enable: u8,
+}
+const _: () = assert!(size_of::<Nva06cCtrlGpfifoScheduleParams>() == 3);
+
+/// `NV2080_CTRL_GPU_GET_GID_INFO_PARAMS` (`ctrl/ctrl2080/ctrl2080gpu.h`). With
+/// `FORMAT_BINARY` and `TYPE_SHA1` flags, `data` holds the 16-byte GPU UUID.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGpuGetGidInfoParams {
+    pub index: u32,
+    pub flags: u32,
+    pub length: u32,
+    pub data: [u8; NV2080_GPU_MAX_GID_LENGTH],
+}
+const _: () = assert!(size_of::<Nv2080CtrlGpuGetGidInfoParams>() == 268);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u32_at(b: &[u8], at: usize) -> u32 {
+        u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+    }
+
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    #[test]
+    fn channel_alloc_params_encode_each_field_at_the_header_offset() {
+        let mut p = NvChannelAllocParams {
+            h_object_error: 0xE000_0001,
+            h_object_buffer: 0xB000_0002,
+            gp_fifo_offset: 0x0000_7FFF_0010_0000,
+            gp_fifo_entries: 0x1_0000,
+            h_context_share: 0xC000_0003,
+            h_va_space: 0xA000_0004,
+            engine_type: 0x9,
+            hmac_nonce: [0x5A5A_5A5A; 8],
+            ..Default::default()
+        };
+        p.h_userd_memory[0] = 0xD000_0005;
+        p.h_userd_memory[7] = 0xD000_0006;
+        p.userd_offset[0] = 0x8_0000;
+        p.userd_offset[7] = 0x18_0000;
+        let b = p.as_bytes();
+        // Offsets from alloc_channel.h: two handles, an 8-aligned u64, four u32s, eight
+        // handles (32..64), eight u64s (64..128), four u32s, six 24-byte descriptors
+        // with two u32s between the fourth and fifth, two u32s, 3+3+8+1 u32s, tail pad.
+        assert_eq!(u32_at(b, 0), 0xE000_0001, "hObjectError");
+        assert_eq!(u32_at(b, 4), 0xB000_0002, "hObjectBuffer");
+        assert_eq!(u64_at(b, 8), 0x0000_7FFF_0010_0000, "gpFifoOffset");
+        assert_eq!(u32_at(b, 16), 0x1_0000, "gpFifoEntries");
+        assert_eq!(u32_at(b, 24), 0xC000_0003, "hContextShare");
+        assert_eq!(u32_at(b, 28), 0xA000_0004, "hVASpace");
+        assert_eq!(u32_at(b, 32), 0xD000_0005, "hUserdMemory[0]");
+        assert_eq!(u32_at(b, 60), 0xD000_0006, "hUserdMemory[7]");
+        assert_eq!(u64_at(b, 64), 0x8_0000, "userdOffset[0]");
+        assert_eq!(u64_at(b, 120), 0x18_0000, "userdOffset[7]");
+        assert_eq!(u32_at(b, 128), 0x9, "engineType");
+        assert_eq!(u32_at(b, 328), 0x5A5A_5A5A, "hmacNonce[0]");
+        assert_eq!(u32_at(b, 356), 0x5A5A_5A5A, "hmacNonce[7]");
+        assert_eq!(u32_at(b, 360), 0, "tpcConfigID");
+    }
+
+    #[test]
+    fn channel_alloc_params_put_the_descriptors_where_the_header_does() {
+        let p = NvChannelAllocParams {
+            instance_mem: NvMemoryDescParams {
+                base: 1,
+                ..Default::default()
+            },
+            h_phys_channel_group: 0x1234,
+            error_notifier_mem: NvMemoryDescParams {
+                base: 2,
+                ..Default::default()
+            },
+            process_id: 0x4321,
+            ..Default::default()
+        };
+        let b = p.as_bytes();
+        assert_eq!(u64_at(b, 144), 1, "instanceMem.base");
+        assert_eq!(u32_at(b, 240), 0x1234, "hPhysChannelGroup");
+        assert_eq!(u64_at(b, 248), 2, "errorNotifierMem.base");
+        assert_eq!(u32_at(b, 296), 0x4321, "ProcessID");
+    }
+
+    #[test]
+    fn vaspace_params_put_va_base_at_40_and_pasid_at_48() {
+        let p = NvVaspaceAllocationParameters {
+            flags: NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
+                | NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+            va_size: 0x1_FFFF_FB00_0000,
+            big_page_size: 0x1_0000,
+            va_base: 0x1000,
+            pasid: 7,
+            ..Default::default()
+        };
+        let b = p.as_bytes();
+        assert_eq!(u32_at(b, 4), 0x48);
+        assert_eq!(u64_at(b, 8), 0x1_FFFF_FB00_0000);
+        assert_eq!(u32_at(b, 32), 0x1_0000);
+        assert_eq!(u64_at(b, 40), 0x1000);
+        assert_eq!(u32_at(b, 48), 7);
+    }
+
+    #[test]
+    fn device_and_memory_params_put_their_u64s_after_the_padding() {
+        let d = Nv0080AllocParameters {
+            flags: 0x11,
+            va_space_size: 0x22,
+            va_mode: 0x33,
+            ..Default::default()
+        };
+        let b = d.as_bytes();
+        assert_eq!(u32_at(b, 16), 0x11);
+        assert_eq!(u64_at(b, 24), 0x22);
+        assert_eq!(u32_at(b, 48), 0x33);
+        let m = NvMemoryAllocationParams {
+            zcull_covg: 0x44,
+            range_lo: 0x55,
+            address: 0x66,
+            numa_node: -1,
+            ..Default::default()
+        };
+        let b = m.as_bytes();
+        assert_eq!(u32_at(b, 40), 0x44);
+        assert_eq!(u64_at(b, 48), 0x55);
+        assert_eq!(u64_at(b, 96), 0x66);
+        assert_eq!(u32_at(b, 120), u32::MAX);
+    }
+}
