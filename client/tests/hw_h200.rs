@@ -236,10 +236,13 @@ fn run() -> Res<()> {
     );
     let data = HostMem::new(&gpu, 2 * MIB)?;
     let cmd = HostMem::new(&gpu, 64 << 10)?;
-    let copy_group = ChannelGroup::new(&gpu, GroupEngine::Graphics)?;
-    let copy = Channel::new(&copy_group, Engine::Copy, ENTRIES)?;
     let compute_group = ChannelGroup::new(&gpu, GroupEngine::Graphics)?;
     let compute = Channel::new(&compute_group, Engine::Compute, ENTRIES)?;
+    // The copy channel joins the compute channel's GR0 group, whose compute object
+    // made the graphics context: alone in a group of its own (GR0's or an async copy
+    // engine's), UVM_REGISTER_CHANNEL was refused on this H200 with
+    // NV_ERR_INVALID_OBJECT from kgrctxGetCtxBuffers (no graphics context buffers).
+    let copy = Channel::new(&compute_group, Engine::Copy, ENTRIES)?;
     println!(
         "opened in {:.1} ms: data at GPU VA {:#x}, commands at {:#x}; copy channel {:#x} \
          token {:#x} ring at {:#x}; compute channel {:#x} token {:#x} ring at {:#x}",
@@ -301,13 +304,12 @@ fn run() -> Res<()> {
     drop((cs, ks));
 
     let t_close = Instant::now();
-    compute.close()?;
-    println!("freed: compute channel (descheduled, drained, unregistered, freed, memory)");
     copy.close()?;
-    println!("freed: copy channel (descheduled, drained, unregistered, freed, memory)");
+    println!("freed: copy channel (drained, unregistered, freed, memory; its group still runs)");
+    compute.close()?;
+    println!("freed: compute channel (group descheduled, drained, unregistered, freed, memory)");
     compute_group.close()?;
-    copy_group.close()?;
-    println!("freed: both channel groups and subcontexts");
+    println!("freed: the channel group and its subcontext");
     cmd.close()?;
     data.close()?;
     println!("freed: host memory (UVM range, RM mapping, OS descriptor, memfd)");

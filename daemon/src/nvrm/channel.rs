@@ -10,7 +10,7 @@
 //! channel of a shared group would stop the others.
 
 use std::{
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
     thread,
     time::{Duration, Instant},
 };
@@ -78,7 +78,10 @@ pub struct ChannelGroup<'g, R: Rm> {
     undo: Vec<Undo>,
     h_group: NvHandle,
     h_ctxshare: NvHandle,
-    busy: AtomicBool,
+    /// Channels made in it and not yet freed.
+    channels: AtomicU32,
+    /// Whether GPFIFO_SCHEDULE enabled it: with its first channel, until its last goes.
+    scheduled: AtomicBool,
 }
 
 impl<'g, R: Rm> ChannelGroup<'g, R> {
@@ -99,7 +102,8 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
             undo: Vec::new(),
             h_group: 0,
             h_ctxshare: 0,
-            busy: AtomicBool::new(false),
+            channels: AtomicU32::new(0),
+            scheduled: AtomicBool::new(false),
         };
         let mut p = r580::NvChannelGroupAllocationParameters {
             engine_type,
@@ -197,7 +201,8 @@ pub struct Channel<'a, R: Rm> {
     userd: usize,
     h_channel: NvHandle,
     token: u32,
-    scheduled: bool,
+    /// Whether it counts among its group's channels.
+    counted: bool,
     // Field order: freed after the channel objects (Drop), ring before notifier.
     gpfifo: HostMem<'a, R>,
     notifier: HostMem<'a, R>,
@@ -208,7 +213,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     /// the group.
     ///
     /// # Errors
-    /// [`NvrmError::RingSize`], [`NvrmError::GroupBusy`], those of [`HostMem::new`],
+    /// [`NvrmError::RingSize`], those of [`HostMem::new`],
     /// or [`NvrmError::Call`] naming the step; what was made before is freed.
     pub fn new(
         group: &'a ChannelGroup<'a, R>,
@@ -219,11 +224,6 @@ impl<'a, R: Rm> Channel<'a, R> {
             .ok()
             .filter(|n| n.is_power_of_two() && (2..=1 << 31).contains(n))
             .ok_or(NvrmError::RingSize { entries })?;
-        if group.busy.swap(true, Ordering::AcqRel) {
-            return Err(NvrmError::GroupBusy {
-                h_group: group.h_group,
-            });
-        }
         let gpu = group.gpu;
         let made = (|| {
             let notifier = HostMem::new(gpu, 4096)?;
@@ -231,13 +231,7 @@ impl<'a, R: Rm> Channel<'a, R> {
             let gpfifo = HostMem::new(gpu, userd + USERD_LEN)?;
             Ok((notifier, gpfifo, userd))
         })();
-        let (notifier, gpfifo, userd) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                group.busy.store(false, Ordering::Release);
-                return Err(e);
-            }
-        };
+        let (notifier, gpfifo, userd) = made?;
         let mut c = Self {
             group,
             undo: Vec::new(),
@@ -246,7 +240,7 @@ impl<'a, R: Rm> Channel<'a, R> {
             userd: usize::try_from(userd).expect("a ring of 2^31 entries fits usize"),
             h_channel: 0,
             token: 0,
-            scheduled: false,
+            counted: false,
             gpfifo,
             notifier,
         };
@@ -305,8 +299,14 @@ impl<'a, R: Rm> Channel<'a, R> {
         .map_err(at(Step::RegisterChannel))?;
         self.undo
             .push(Undo::Uvm(UvmCall::UnregisterChannel { uuid, h_channel }));
-        self.group.schedule(true)?;
-        self.scheduled = true;
+        // A group runs when scheduled, all its channels together: the first channel
+        // schedules it, later ones join it running (as CUDA's and tinygrad's do).
+        self.group.channels.fetch_add(1, Ordering::AcqRel);
+        self.counted = true;
+        if !self.group.scheduled.load(Ordering::Acquire) {
+            self.group.schedule(true)?;
+            self.group.scheduled.store(true, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -397,7 +397,11 @@ impl<'a, R: Rm> Channel<'a, R> {
 
     fn teardown(&mut self) -> Vec<NvrmError> {
         let mut failed = Vec::new();
-        if std::mem::take(&mut self.scheduled)
+        // The last channel out deschedules the group; one leaving a group that still
+        // runs others only waits for its own ring to drain.
+        if std::mem::take(&mut self.counted)
+            && self.group.channels.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.group.scheduled.swap(false, Ordering::AcqRel)
             && let Err(e) = self.group.schedule(false)
         {
             failed.push(e);
@@ -409,7 +413,6 @@ impl<'a, R: Rm> Channel<'a, R> {
             failed.push(e);
         }
         failed.extend(self.group.gpu.unwind(&mut self.undo));
-        self.group.busy.store(false, Ordering::Release);
         failed
     }
 

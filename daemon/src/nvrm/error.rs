@@ -68,8 +68,6 @@ pub enum NvrmError {
     HostMemSize { len: u64 },
     #[error("a ring of {entries} entries: it needs a power of two from 2 to 2^31")]
     RingSize { entries: u64 },
-    #[error("channel group {h_group:#x} already holds a channel (one per group for now)")]
-    GroupBusy { h_group: NvHandle },
     #[error(
         "the GPU still had entries to fetch {waited_ms} ms after channel {h_channel:#x} was \
          descheduled (GP_GET {get}, GP_PUT {put})"

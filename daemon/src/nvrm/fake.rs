@@ -49,6 +49,8 @@ pub enum Call {
     Control {
         object: NvHandle,
         cmd: u32,
+        /// The params' first byte as sent (GPFIFO_SCHEDULE's bEnable).
+        first: Option<u8>,
     },
     ClassList {
         device: NvHandle,
@@ -229,7 +231,11 @@ impl Rm for FakeRm {
     }
 
     fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError> {
-        self.rm(Call::Control { object, cmd })?;
+        self.rm(Call::Control {
+            object,
+            cmd,
+            first: params.first().copied(),
+        })?;
         match cmd {
             // deviceInstance at 8.
             r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 => put_u32(params, 8, 0),

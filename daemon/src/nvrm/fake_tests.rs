@@ -227,7 +227,7 @@ fn a_channel_the_gpu_does_not_drain_times_out_and_is_still_freed() {
 }
 
 #[test]
-fn ring_sizes_must_be_powers_of_two_and_a_group_holds_one_channel() {
+fn ring_sizes_must_be_powers_of_two_and_a_group_runs_while_any_channel_lives() {
     let rm = FakeRm::new();
     let gpu = Gpu::open(rm.clone(), None).expect("open");
     let group = ChannelGroup::new(&gpu, GroupEngine::Copy(2)).expect("group");
@@ -235,9 +235,37 @@ fn ring_sizes_must_be_powers_of_two_and_a_group_holds_one_channel() {
         let e = Channel::new(&group, Engine::Copy, bad).expect_err("bad size");
         assert!(matches!(e, NvrmError::RingSize { entries } if entries == bad));
     }
-    let ch = Channel::new(&group, Engine::Copy, 4).expect("first");
-    let e = Channel::new(&group, Engine::Copy, 4).expect_err("second");
-    assert!(matches!(e, NvrmError::GroupBusy { .. }));
-    drop(ch);
-    Channel::new(&group, Engine::Copy, 4).expect("free again");
+    let before = rm.calls().len();
+    let first = Channel::new(&group, Engine::Copy, 4).expect("first");
+    let second = Channel::new(&group, Engine::Copy, 4).expect("second joins the group");
+    let schedules = |from: usize| -> Vec<bool> {
+        rm.calls()[from..]
+            .iter()
+            .filter_map(|c| match c {
+                Call::Control { cmd, first, .. }
+                    if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE =>
+                {
+                    Some(*first == Some(1))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        schedules(before),
+        [true],
+        "scheduled once, with the first channel"
+    );
+    let mid = rm.calls().len();
+    drop(first);
+    assert_eq!(
+        schedules(mid),
+        Vec::<bool>::new(),
+        "still running the second"
+    );
+    drop(second);
+    assert_eq!(schedules(mid), [false], "descheduled with the last channel");
+    let third = Channel::new(&group, Engine::Copy, 4).expect("schedules the group again");
+    assert_eq!(schedules(mid), [false, true]);
+    drop(third);
 }
