@@ -15,8 +15,8 @@
 //! - (`queue`, the rings lent to clients, comes with the queue work.)
 //!
 //! A GPU that keeps its kernel driver is served, not taken: `nvrm`, beside `take`,
-//! speaks NVIDIA's RM and UVM in the layouts of the release it finds (so far the root
-//! client and the release; the channels come with issue 11).
+//! speaks NVIDIA's RM and UVM in the layouts of the release it finds: a GPU's device,
+//! VA space, host memory and scheduled channels (lending them to clients comes next).
 //!
 //! No stage imports `rig` or `service`, and no two modules import each other (`sys`
 //! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait, and

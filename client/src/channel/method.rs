@@ -51,6 +51,8 @@ pub const NVC8B5_LAUNCH_DMA: u16 = 0x0300;
 pub const NVC8B5_OFFSET_IN_UPPER: u16 = 0x0400;
 pub const NVC8B5_LINE_LENGTH_IN: u16 = 0x0418;
 const LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED: u32 = 2; // 1:0
+/// NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE (bit 2); FLUSH_TYPE (bit 25) left 0 = SYS.
+const LAUNCH_DMA_FLUSH_ENABLE_TRUE: u32 = 1 << 2;
 const LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH: u32 = 1 << 7;
 const LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH: u32 = 1 << 8;
 /// OFFSET_IN/OUT_UPPER hold address bits 56:32 (24:0).
@@ -229,6 +231,19 @@ pub fn copy(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], MethodError> {
     ])
 }
 
+/// As [`copy`], with the copy engine's flush: its writes have reached system memory
+/// (FLUSH_TYPE SYS) when the copy completes, so a host semaphore released after it
+/// (with WFI) is never seen before the copied bytes (UVM's Hopper CE copies flush the
+/// same way, `uvm_hopper_ce.c`).
+///
+/// # Errors
+/// As [`copy`].
+pub fn copy_flushed(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], MethodError> {
+    let mut w = copy(src, dst, bytes)?;
+    w[8] |= LAUNCH_DMA_FLUSH_ENABLE_TRUE;
+    Ok(w)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +279,14 @@ mod tests {
         assert_eq!(&c[1..5], &[1, 0x1000, 2, 0x2000]);
         assert_eq!((c[5], c[6]), (0x2001_8106, 256 << 20));
         assert_eq!((c[7], c[8]), (0x2001_80c0, 0x182));
+    }
+
+    #[test]
+    fn a_flushed_copy_sets_only_flush_enable_in_launch_dma() {
+        let plain = copy(0x1000, 0x2000, 64).expect("copy");
+        let flushed = copy_flushed(0x1000, 0x2000, 64).expect("copy");
+        assert_eq!(flushed[..8], plain[..8]);
+        assert_eq!(flushed[8], 0x186);
     }
 
     #[test]

@@ -6,53 +6,53 @@
 //! driver is served, not taken: this stage sits beside `take`, and what it builds feeds
 //! `dma` leases and, later, `queue` lending, like a taken device's.
 //!
-//! State: so far one [`Root`], a root client on `/dev/nvidiactl`, freed when dropped.
-//! Its first call asks the RM for its release ([`Root::build_version`]); every later
-//! struct comes from that release's [`layout`]. The device, VA space and channel
-//! objects, and the locks `rig` will hold over them, come with issue 11's next bricks.
+//! State: a [`Root`] (root client on `/dev/nvidiactl`) asks the RM for its release
+//! ([`Root::build_version`]); every later struct comes from that release's [`layout`].
+//! On it, [`SysRm`] (behind the small [`Rm`] trait, faked by `FakeRm`) makes the calls;
+//! [`Gpu`] holds one GPU's device, usermode page, UVM registration and VA space;
+//! [`HostMem`] is sealed-memfd host memory at a GPU VA; [`ChannelGroup`] and
+//! [`Channel`] a scheduled GPFIFO channel. Each borrows what it lives in, so the
+//! borrow checker keeps the teardown order, and each frees what it made in reverse,
+//! also when its creation fails half-way. The locks `rig` will hold over them, and
+//! lending to other processes, come with issue 11's next bricks.
 //!
 //! Reference: NVIDIA/open-gpu-kernel-modules 580.142 (headers cited per struct in
 //! `layout`), `reference/nvidia-rm.md` (the sequence). Not here: ioctls and escape
 //! envelopes (`sys::nvrm`, `sys::uvm`); PCI discovery (`pci`); taken GPUs (`take`).
 
+mod calls;
+mod channel;
+mod error;
+#[cfg(any(test, feature = "fakes"))]
+mod fake;
+#[cfg(test)]
+mod fake_tests;
+mod gpu;
 pub mod layout;
+mod mem;
+mod va;
 
 use std::{
     fs::{File, OpenOptions},
-    io,
     os::fd::{AsFd, BorrowedFd},
-    path::{Path, PathBuf},
+    path::Path,
 };
 
 use zerocopy::FromZeros;
 
-use crate::sys::nvrm::{self as rm, AllocObject, NvHandle, RmError};
-use layout::{DriverVersion, LayoutError, Release, r580};
-
-/// How a step of the RM path failed.
-#[derive(Debug, thiserror::Error)]
-pub enum NvrmError {
-    #[error("failed to open {path}")]
-    Open {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("failed to allocate an RM root client")]
-    AllocRoot(#[source] RmError),
-    #[error("failed to read the RM's build version")]
-    BuildVersion(#[source] RmError),
-    #[error("failed to list the RM's GPUs")]
-    CardInfo(#[source] RmError),
-    #[error("failed to free RM root client {h_client:#x}")]
-    FreeRoot {
-        h_client: NvHandle,
-        #[source]
-        source: RmError,
-    },
-    #[error("the RM's driver version selects no layouts")]
-    Layout(#[source] LayoutError),
-}
+use crate::sys::nvrm::{self as rm, AllocObject, NvHandle};
+pub use calls::{Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, UvmCall};
+pub use channel::{
+    CHANNEL_WINDOW_LEN, Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, USERD_GP_GET,
+    USERD_GP_PUT,
+};
+pub use error::{CallError, NvrmError, Step};
+#[cfg(any(test, feature = "fakes"))]
+pub use fake::{Call, FAKE_CLIENT, FAKE_TOKEN, FAKE_UUID, FakeRm};
+pub use gpu::{Gpu, VA_ALIGN, VA_WINDOW_BASE, VA_WINDOW_LEN};
+use layout::{DriverVersion, Release, r580};
+pub use mem::HostMem;
+pub use va::VaAllocator;
 
 /// What GET_BUILD_VERSION_V2 said, and the layouts it selects.
 #[derive(Debug, Clone, PartialEq, Eq)]

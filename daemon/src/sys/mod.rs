@@ -11,6 +11,7 @@
 
 pub mod memfd;
 pub mod mmio;
+pub mod nvmap;
 pub mod nvrm;
 pub mod nvstatus;
 pub mod pagemap;

@@ -45,6 +45,7 @@ pub const NV_ESC_RM_CONTROL: u32 = 0x2A;
 pub const NV_ESC_RM_ALLOC: u32 = 0x2B;
 pub const NV_ESC_RM_MAP_MEMORY: u32 = 0x4E;
 pub const NV_ESC_RM_MAP_MEMORY_DMA: u32 = 0x57;
+pub const NV_ESC_RM_UNMAP_MEMORY_DMA: u32 = 0x58;
 pub const NV_ESC_CARD_INFO: u32 = NV_IOCTL_BASE;
 pub const NV_ESC_REGISTER_FD: u32 = NV_IOCTL_BASE + 1;
 pub const NV_ESC_CHECK_VERSION_STR: u32 = NV_IOCTL_BASE + 10;
@@ -79,6 +80,8 @@ pub const NV_ESC_RM_MAP_MEMORY_CMD: u32 = nv_iowr(
     NV_ESC_RM_MAP_MEMORY,
     size_of::<NvIoctlNvos33ParametersWithFd>(),
 );
+pub const NV_ESC_RM_UNMAP_MEMORY_DMA_CMD: u32 =
+    nv_iowr(NV_ESC_RM_UNMAP_MEMORY_DMA, size_of::<Nvos47Parameters>());
 pub const NV_ESC_RM_ALLOC_MEMORY_CMD: u32 = nv_iowr(
     NV_ESC_RM_ALLOC_MEMORY,
     size_of::<NvIoctlNvos02ParametersWithFd>(),
@@ -263,6 +266,27 @@ pub struct Nvos46ParametersR580 {
     pub pad1: u32,
 }
 const _: () = assert!(size_of::<Nvos46ParametersR580>() == 64);
+
+/// `NVOS47_PARAMETERS` (`nvos.h`): RM_UNMAP_MEMORY_DMA. The same in 570.211.01,
+/// 580.142 and 590.48.01.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nvos47Parameters {
+    pub h_client: NvHandle,
+    pub h_device: NvHandle,
+    pub h_dma: NvHandle,
+    pub h_memory: NvHandle,
+    pub flags: u32,
+    /// C's padding before the 8-aligned `dmaOffset`.
+    pub pad0: u32,
+    pub dma_offset: u64,
+    /// 0 unmaps the whole mapping.
+    pub size: u64,
+    pub status: u32,
+    /// C's tail padding.
+    pub pad1: u32,
+}
+const _: () = assert!(size_of::<Nvos47Parameters>() == 48);
 
 /// `nv_pci_info_t` (`nv-ioctl.h`).
 #[repr(C)]
@@ -645,6 +669,45 @@ pub unsafe fn rm_alloc_memory(
     Ok(p.params.h_object_new)
 }
 
+/// NV_ESC_RM_ALLOC_MEMORY of an NV01_MEMORY_SYSTEM_OS_DESCRIPTOR over all of `mem`,
+/// on a `/dev/nvidiaN` file registered to the client's ctl file: the RM pins `mem`'s
+/// pages for the GPU and returns `params.h_object_new` (the caller picks handles for
+/// these; `p_memory` and `limit` are set here from `mem`).
+///
+/// # Errors
+/// As [`rm_alloc`].
+pub fn rm_alloc_os_descriptor(
+    dev: BorrowedFd<'_>,
+    mut params: Nvos02Parameters,
+    mem: &rig_sys::mman::Mapping,
+) -> Result<NvHandle, RmError> {
+    params.p_memory = mem.addr() as u64;
+    params.limit = mem.len() as u64 - 1;
+    // SAFETY: `mem` is a shared mapping of a sealed memfd, and `rig_sys::mman::Mapping`
+    // never hands out a `&`/`&mut` into its range, so the GPU writing it breaks no
+    // Rust aliasing rule. The RM pins the pages it describes (`os_lock_user_pages`:
+    // pin_user_pages with FOLL_LONGTERM) for the object's life, so even after `mem` is
+    // unmapped the pages the GPU may still reach stay the memfd's, never memory that
+    // this process reuses for anything else.
+    // JUSTIFICATION: `rm_alloc_memory` stays `unsafe` for other classes and for raw
+    // addresses; a whole `Mapping` is the case whose contract is met by its type.
+    unsafe { rm_alloc_memory(dev, params, -1) }
+}
+
+/// NV_ESC_RM_UNMAP_MEMORY_DMA on `/dev/nvidiactl`: removes a mapping that
+/// [`rm_map_memory_dma`] made at `dma_offset` in `h_dma`.
+///
+/// # Errors
+/// As [`rm_alloc`].
+pub fn rm_unmap_memory_dma(
+    ctl: BorrowedFd<'_>,
+    params: &mut Nvos47Parameters,
+) -> Result<(), RmError> {
+    const NAME: &str = "NV_ESC_RM_UNMAP_MEMORY_DMA";
+    escape(ctl, NAME, NV_ESC_RM_UNMAP_MEMORY_DMA_CMD, params)?;
+    check_status(NAME, params.status)
+}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::Nvos46ParametersR570 {}
@@ -770,6 +833,7 @@ mod tests {
         assert_eq!(NV_ESC_RM_FREE_CMD, 0xC010_4629);
         assert_eq!(NV_ESC_RM_MAP_MEMORY_CMD, 0xC038_464E);
         assert_eq!(NV_ESC_RM_ALLOC_MEMORY_CMD, 0xC038_4627);
+        assert_eq!(NV_ESC_RM_UNMAP_MEMORY_DMA_CMD, 0xC030_4658);
         assert_eq!(Nvos46ParametersR570::CMD, 0xC038_4657);
         assert_eq!(Nvos46ParametersR580::CMD, 0xC040_4657);
         assert_eq!(NV_ESC_CARD_INFO_CMD, 0xD200_46C8);

@@ -29,11 +29,13 @@ use super::{nvrm::NvHandle, scratch::Scratch};
 // Ioctl numbers (`uvm_ioctl.h`, `uvm_linux_ioctl.h`).
 pub const UVM_INITIALIZE: u32 = 0x3000_0001;
 pub const UVM_REGISTER_GPU_VASPACE: u32 = 25;
+pub const UVM_UNREGISTER_GPU_VASPACE: u32 = 26;
 pub const UVM_REGISTER_CHANNEL: u32 = 27;
 pub const UVM_UNREGISTER_CHANNEL: u32 = 28;
 pub const UVM_MAP_EXTERNAL_ALLOCATION: u32 = 33;
 pub const UVM_FREE: u32 = 34;
 pub const UVM_REGISTER_GPU: u32 = 37;
+pub const UVM_UNREGISTER_GPU: u32 = 38;
 pub const UVM_CREATE_EXTERNAL_RANGE: u32 = 73;
 pub const UVM_MM_INITIALIZE: u32 = 75;
 
@@ -151,6 +153,29 @@ pub struct UvmRegisterGpuVaspaceParams {
     pub rm_status: u32,
 }
 uvm_params!(UvmRegisterGpuVaspaceParams, UVM_REGISTER_GPU_VASPACE, 32);
+
+/// `UVM_UNREGISTER_GPU_VASPACE_PARAMS` (`uvm_ioctl.h`; the same in 570.211.01 and
+/// 590.48.01).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct UvmUnregisterGpuVaspaceParams {
+    pub gpu_uuid: NvProcessorUuid,
+    pub rm_status: u32,
+}
+uvm_params!(
+    UvmUnregisterGpuVaspaceParams,
+    UVM_UNREGISTER_GPU_VASPACE,
+    20
+);
+
+/// `UVM_UNREGISTER_GPU_PARAMS` (`uvm_ioctl.h`; the same in 570.211.01 and 590.48.01).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct UvmUnregisterGpuParams {
+    pub gpu_uuid: NvProcessorUuid,
+    pub rm_status: u32,
+}
+uvm_params!(UvmUnregisterGpuParams, UVM_UNREGISTER_GPU, 20);
 
 /// `UVM_REGISTER_CHANNEL_PARAMS` (`uvm_ioctl.h`).
 #[repr(C)]
@@ -318,7 +343,9 @@ mod tests {
         assert_eq!(UvmMmInitializeParams::CMD, 75);
         assert_eq!(UvmRegisterGpuParams::CMD, 37);
         assert_eq!(UvmRegisterGpuVaspaceParams::CMD, 25);
+        assert_eq!(UvmUnregisterGpuVaspaceParams::CMD, 26);
         assert_eq!(UvmRegisterChannelParams::CMD, 27);
+        assert_eq!(UvmUnregisterGpuParams::CMD, 38);
         assert_eq!(UvmUnregisterChannelParams::CMD, 28);
         assert_eq!(UvmUnregisterChannelParamsR590::CMD, 28);
         assert_eq!(UvmMapExternalAllocationParams::CMD, 33);

@@ -6,7 +6,9 @@
 //!
 //! Invariants: a [`Mapping`] is device-visible memory — a device, a client process and
 //! rigd may all write it at any time — so no `&`/`&mut` into it ever exists; access
-//! goes through the volatile [`Mapping::read`] and [`Mapping::write`]. It maps only
+//! goes through the volatile [`Mapping::read`] and [`Mapping::write`] (bytes) and the
+//! aligned one-access [`Mapping::read_u32`]/[`Mapping::write_u64`] family (words a device
+//! reads or writes whole). It maps only
 //! [`SealedMemfd`]s, in full: the file cannot shrink under it, so every byte it covers
 //! stays backed (no SIGBUS). It owns its address range and unmaps it once, on drop.
 //!
@@ -180,6 +182,62 @@ impl Mapping {
         Ok(())
     }
 
+    /// Reads the naturally aligned `u32` at `offset` in one volatile load (a value
+    /// the device or another process writes whole, such as a ring's GP_GET).
+    ///
+    /// # Errors
+    /// `InvalidInput` when `offset` is outside the mapping or not 4-byte aligned.
+    pub fn read_u32(&self, offset: usize) -> io::Result<u32> {
+        let p = self.aligned::<u32>(offset)?;
+        // SAFETY: `aligned` checked that the 4 bytes lie inside the mapping, which
+        // stays mapped while `self` lives, and that `p` is 4-byte aligned; every bit
+        // pattern is a u32, and a volatile load tolerates concurrent writers.
+        Ok(unsafe { p.read_volatile() })
+    }
+
+    /// Writes `value` to the naturally aligned `u32` at `offset` in one volatile
+    /// store, so a reader never sees it torn (e.g. GP_PUT).
+    ///
+    /// # Errors
+    /// As [`Mapping::read_u32`].
+    pub fn write_u32(&self, offset: usize, value: u32) -> io::Result<()> {
+        let p = self.aligned::<u32>(offset)?;
+        // SAFETY: as in `read_u32`; the mapping is PROT_WRITE.
+        unsafe { p.write_volatile(value) };
+        Ok(())
+    }
+
+    /// Reads the naturally aligned `u64` at `offset` in one volatile load (a 64-bit
+    /// semaphore).
+    ///
+    /// # Errors
+    /// `InvalidInput` when `offset` is outside the mapping or not 8-byte aligned.
+    pub fn read_u64(&self, offset: usize) -> io::Result<u64> {
+        let p = self.aligned::<u64>(offset)?;
+        // SAFETY: as in `read_u32`, for 8 bytes at an 8-byte aligned address.
+        Ok(unsafe { p.read_volatile() })
+    }
+
+    /// Writes the naturally aligned `u64` at `offset` in one volatile store (a ring
+    /// entry).
+    ///
+    /// # Errors
+    /// As [`Mapping::read_u64`].
+    pub fn write_u64(&self, offset: usize, value: u64) -> io::Result<()> {
+        let p = self.aligned::<u64>(offset)?;
+        // SAFETY: as in `read_u64`; the mapping is PROT_WRITE.
+        unsafe { p.write_volatile(value) };
+        Ok(())
+    }
+
+    fn aligned<T>(&self, offset: usize) -> io::Result<*mut T> {
+        if !offset.is_multiple_of(std::mem::align_of::<T>()) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // The mapping starts on a page, so an aligned offset is an aligned address.
+        Ok(self.at(offset, std::mem::size_of::<T>())?.cast::<T>())
+    }
+
     fn at(&self, offset: usize, len: usize) -> io::Result<*mut u8> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len.get() => {
@@ -265,6 +323,27 @@ mod tests {
             .expect_err("offset overflows");
         assert_eq!(wrap.kind(), io::ErrorKind::InvalidInput);
         m.write(4094, b"xy").expect("last two bytes");
+    }
+
+    #[test]
+    fn word_accessors_round_trip_and_refuse_misaligned_or_outside_offsets() {
+        let fd = sealed(4096);
+        let m = Mapping::shared(&fd, Fill::Lazy).expect("map");
+        m.write_u64(4088, 0x0102_0304_0506_0708).expect("last word");
+        assert_eq!(m.read_u64(4088).expect("read"), 0x0102_0304_0506_0708);
+        m.write_u32(8, 0xdead_beef).expect("aligned");
+        assert_eq!(m.read_u32(8).expect("read"), 0xdead_beef);
+        let mut b = [0u8; 4];
+        m.read(8, &mut b).expect("bytes");
+        assert_eq!(b, 0xdead_beefu32.to_ne_bytes());
+        for e in [
+            m.read_u32(2).expect_err("misaligned"),
+            m.read_u64(4092).expect_err("misaligned"),
+            m.read_u64(4096).expect_err("outside"),
+            m.write_u32(4096, 0).expect_err("outside"),
+        ] {
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        }
     }
 
     #[test]

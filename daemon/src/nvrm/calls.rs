@@ -1,0 +1,480 @@
+//! The RM and UVM calls the channel path makes, behind the small [`Rm`] trait: the
+//! real [`SysRm`] on `sys::nvrm`/`sys::uvm`, and `FakeRm` (tests, feature `fakes`)
+//! that records them, so the order of creation and teardown is tested without a GPU.
+//!
+//! State: `SysRm` owns the files of one GPU's path: the root client's
+//! `/dev/nvidiactl`, the registered `/dev/nvidiaN`, the two `/dev/nvidia-uvm` files
+//! and the reservation of the GPU VA window; the usermode file and its mapping are a
+//! [`SysUsermode`] that `Gpu` owns. Objects and their order are `Gpu`'s, `HostMem`'s
+//! and `Channel`'s business, not this file's.
+
+use std::{
+    fmt,
+    fs::{File, OpenOptions},
+    num::NonZeroUsize,
+    os::fd::{AsFd, AsRawFd, BorrowedFd},
+    path::{Path, PathBuf},
+    sync::OnceLock,
+};
+
+use rig_sys::mman::Mapping;
+use zerocopy::FromZeros;
+
+use super::{
+    Card, NvrmError, Root,
+    error::CallError,
+    layout::{MapMemoryDma, Release},
+};
+use crate::sys::{
+    nvmap::{DeviceMapping, VaReservation},
+    nvrm::{self as rm, AllocObject, MapMemory, NvHandle, Nvos02Parameters, Nvos47Parameters},
+    uvm::{self, NvProcessorUuid},
+};
+
+/// The usermode page's size (clc661.h: `NVC661` spans 64 KiB).
+pub const USERMODE_LEN: usize = 0x1_0000;
+/// NVC361_NOTIFY_CHANNEL_PENDING (clc361.h): the doorbell, written with a work submit
+/// token.
+pub const NVC361_NOTIFY_CHANNEL_PENDING: usize = 0x90;
+
+/// A UVM call, typed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UvmCall {
+    Initialize,
+    MmInitialize,
+    RegisterGpu {
+        uuid: NvProcessorUuid,
+    },
+    UnregisterGpu {
+        uuid: NvProcessorUuid,
+    },
+    RegisterGpuVaspace {
+        uuid: NvProcessorUuid,
+        h_va_space: NvHandle,
+    },
+    UnregisterGpuVaspace {
+        uuid: NvProcessorUuid,
+    },
+    CreateExternalRange {
+        base: u64,
+        length: u64,
+    },
+    MapExternalAllocation {
+        base: u64,
+        length: u64,
+        h_memory: NvHandle,
+        uuid: NvProcessorUuid,
+    },
+    Free {
+        base: u64,
+        length: u64,
+    },
+    RegisterChannel {
+        uuid: NvProcessorUuid,
+        h_channel: NvHandle,
+        base: u64,
+        length: u64,
+    },
+    UnregisterChannel {
+        uuid: NvProcessorUuid,
+        h_channel: NvHandle,
+    },
+}
+
+/// NV_ESC_RM_UNMAP_MEMORY_DMA's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnmapMemoryDma {
+    pub h_device: NvHandle,
+    pub h_dma: NvHandle,
+    pub h_memory: NvHandle,
+    pub dma_offset: u64,
+}
+
+/// A usermode page mapped for its doorbell.
+pub trait Doorbell: fmt::Debug + Send + Sync {
+    /// Writes `token` to NVC361_NOTIFY_CHANNEL_PENDING: the GPU then reads the
+    /// channel's GP_PUT. The one register rig writes.
+    fn ring(&self, token: u32);
+}
+
+/// The RM and UVM calls of one GPU's channel path, on the root client's behalf.
+/// Handles of 0 ask the RM to pick one.
+#[expect(
+    clippy::missing_errors_doc,
+    reason = "every call fails with its CallError"
+)]
+pub trait Rm: fmt::Debug + Send + Sync {
+    /// The usermode page's mapping.
+    type Usermode: Doorbell;
+
+    /// The root client.
+    fn client(&self) -> NvHandle;
+    /// The release whose layouts the calls use.
+    fn release(&self) -> Release;
+    /// The GPUs the kernel driver holds.
+    fn cards(&self) -> Result<Vec<Card>, CallError>;
+    /// Opens `/dev/nvidia<minor>` and registers it to the ctl file, for RM_ALLOC_MEMORY.
+    fn open_device(&self, minor: u32) -> Result<(), CallError>;
+    /// RM_ALLOC under `parent`; `params` are the class's, written back.
+    fn alloc(
+        &self,
+        parent: NvHandle,
+        class: u32,
+        params: Option<&mut [u8]>,
+    ) -> Result<NvHandle, CallError>;
+    /// RM_ALLOC_MEMORY of an OS descriptor over all of `mem`, as `handle` under `parent`.
+    fn alloc_os_descriptor(
+        &self,
+        parent: NvHandle,
+        handle: NvHandle,
+        mem: &Mapping,
+    ) -> Result<NvHandle, CallError>;
+    /// RM_FREE of `object` under `parent` (and everything under it).
+    fn free(&self, parent: NvHandle, object: NvHandle) -> Result<(), CallError>;
+    /// RM_CONTROL `cmd` on `object`.
+    fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError>;
+    /// GPU_GET_CLASSLIST on `device`.
+    fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError>;
+    /// RM_MAP_MEMORY_DMA; returns the GPU VA.
+    fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError>;
+    /// RM_UNMAP_MEMORY_DMA.
+    fn unmap_dma(&self, unmap: UnmapMemoryDma) -> Result<(), CallError>;
+    /// RM_MAP_MEMORY of `usermode` into a fresh, unregistered `/dev/nvidiaN`, mmapped.
+    fn map_usermode(
+        &self,
+        device: NvHandle,
+        usermode: NvHandle,
+    ) -> Result<Self::Usermode, CallError>;
+    /// Keeps `[base, base + len)` of rigd's own address space free of anything else.
+    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError>;
+    /// One UVM ioctl.
+    fn uvm(&self, call: UvmCall) -> Result<(), CallError>;
+}
+
+/// The real RM path: [`Root`] and the files of one GPU.
+#[derive(Debug)]
+pub struct SysRm {
+    root: Root,
+    release: Release,
+    dev_dir: PathBuf,
+    /// The GPU's minor and its registered `/dev/nvidiaN`.
+    device: OnceLock<(u32, File)>,
+    uvm: File,
+    uvm_mm: File,
+    va: OnceLock<VaReservation>,
+}
+
+fn open_rw(path: PathBuf) -> Result<File, CallError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|source| CallError::Open { path, source })
+}
+
+impl SysRm {
+    /// Opens `<dev_dir>/nvidiactl` with a root client, reads the release, and opens
+    /// `<dev_dir>/nvidia-uvm` twice (the second file is only for UVM_MM_INITIALIZE).
+    ///
+    /// # Errors
+    /// As [`Root::open`] and [`Root::build_version`]; [`NvrmError::Open`] for UVM.
+    pub fn open(dev_dir: &Path) -> Result<Self, NvrmError> {
+        let root = Root::open(dev_dir)?;
+        let release = root.build_version()?.release;
+        let uvm_path = dev_dir.join("nvidia-uvm");
+        let open = |p: &Path| {
+            open_rw(p.to_path_buf()).map_err(|e| match e {
+                CallError::Open { path, source } => NvrmError::Open { path, source },
+                other => NvrmError::Call {
+                    step: super::Step::UvmInitialize,
+                    source: other,
+                },
+            })
+        };
+        let uvm = open(&uvm_path)?;
+        let uvm_mm = open(&uvm_path)?;
+        Ok(Self {
+            root,
+            release,
+            dev_dir: dev_dir.to_path_buf(),
+            device: OnceLock::new(),
+            uvm,
+            uvm_mm,
+            va: OnceLock::new(),
+        })
+    }
+
+    fn ctl(&self) -> BorrowedFd<'_> {
+        self.root.ctl()
+    }
+
+    fn opened(&self) -> Result<&(u32, File), CallError> {
+        self.device.get().ok_or_else(|| CallError::Map {
+            what: "the GPU before its /dev/nvidiaN was opened",
+            source: std::io::ErrorKind::NotConnected.into(),
+        })
+    }
+
+    fn device(&self) -> Result<BorrowedFd<'_>, CallError> {
+        Ok(self.opened()?.1.as_fd())
+    }
+
+    fn device_path(&self) -> Result<PathBuf, CallError> {
+        let minor = self.opened()?.0;
+        Ok(self.dev_dir.join(format!("nvidia{minor}")))
+    }
+
+    fn uvm_call(&self, call: UvmCall) -> Result<(), uvm::UvmError> {
+        let u = self.uvm.as_fd();
+        let ctl = self.ctl().as_raw_fd();
+        let h_client = self.client();
+        match call {
+            UvmCall::Initialize => uvm::uvm_ioctl(u, &mut uvm::UvmInitializeParams::default()),
+            UvmCall::MmInitialize => uvm::uvm_ioctl(
+                self.uvm_mm.as_fd(),
+                &mut uvm::UvmMmInitializeParams {
+                    uvm_fd: u.as_raw_fd(),
+                    rm_status: 0,
+                },
+            ),
+            UvmCall::RegisterGpu { uuid } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmRegisterGpuParams {
+                    gpu_uuid: uuid,
+                    rm_ctrl_fd: -1,
+                    ..Default::default()
+                },
+            ),
+            UvmCall::UnregisterGpu { uuid } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmUnregisterGpuParams {
+                    gpu_uuid: uuid,
+                    rm_status: 0,
+                },
+            ),
+            UvmCall::RegisterGpuVaspace { uuid, h_va_space } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmRegisterGpuVaspaceParams {
+                    gpu_uuid: uuid,
+                    rm_ctrl_fd: ctl,
+                    h_client,
+                    h_va_space,
+                    rm_status: 0,
+                },
+            ),
+            UvmCall::UnregisterGpuVaspace { uuid } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmUnregisterGpuVaspaceParams {
+                    gpu_uuid: uuid,
+                    rm_status: 0,
+                },
+            ),
+            UvmCall::CreateExternalRange { base, length } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmCreateExternalRangeParams {
+                    base,
+                    length,
+                    ..Default::default()
+                },
+            ),
+            UvmCall::MapExternalAllocation {
+                base,
+                length,
+                h_memory,
+                uuid,
+            } => {
+                let mut p = Box::new(uvm::UvmMapExternalAllocationParams::new_zeroed());
+                p.base = base;
+                p.length = length;
+                p.per_gpu_attributes[0].gpu_uuid = uuid;
+                // UvmGpuMappingTypeReadWriteAtomic (uvm_types.h).
+                p.per_gpu_attributes[0].gpu_mapping_type = 1;
+                p.gpu_attributes_count = 1;
+                p.rm_ctrl_fd = ctl;
+                p.h_client = h_client;
+                p.h_memory = h_memory;
+                uvm::uvm_ioctl(u, p.as_mut())
+            }
+            UvmCall::Free { base, length } => self.release.uvm_free(base, length).issue(u),
+            UvmCall::RegisterChannel {
+                uuid,
+                h_channel,
+                base,
+                length,
+            } => uvm::uvm_ioctl(
+                u,
+                &mut uvm::UvmRegisterChannelParams {
+                    gpu_uuid: uuid,
+                    rm_ctrl_fd: ctl,
+                    h_client,
+                    h_channel,
+                    base,
+                    length,
+                    ..Default::default()
+                },
+            ),
+            UvmCall::UnregisterChannel { uuid, h_channel } => self
+                .release
+                .uvm_unregister_channel(uuid, h_client, h_channel)
+                .issue(u),
+        }
+    }
+}
+
+/// The usermode page: the fresh `/dev/nvidiaN` file that holds its mmap context (what
+/// a client will receive by SCM_RIGHTS) and rigd's mapping of it.
+#[derive(Debug)]
+pub struct SysUsermode {
+    // Field order: the mapping goes before the file closes.
+    map: DeviceMapping,
+    file: File,
+}
+
+impl SysUsermode {
+    /// The file a client mmaps (offset 0, [`USERMODE_LEN`] bytes). It is not
+    /// REGISTER_FD'd, so holding it does not keep rigd's RM client alive.
+    pub fn file(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl Doorbell for SysUsermode {
+    fn ring(&self, token: u32) {
+        let written = self.map.write_u32(NVC361_NOTIFY_CHANNEL_PENDING, token);
+        debug_assert!(written.is_ok(), "0x90 lies inside the 64 KiB page");
+    }
+}
+
+impl Rm for SysRm {
+    type Usermode = SysUsermode;
+
+    fn client(&self) -> NvHandle {
+        self.root.handle()
+    }
+
+    fn release(&self) -> Release {
+        self.release
+    }
+
+    fn cards(&self) -> Result<Vec<Card>, CallError> {
+        self.root.cards().map_err(|e| match e {
+            NvrmError::CardInfo(e) => CallError::Rm(e),
+            other => CallError::Map {
+                what: "the card list",
+                source: std::io::Error::other(other.to_string()),
+            },
+        })
+    }
+
+    fn open_device(&self, minor: u32) -> Result<(), CallError> {
+        let dev = open_rw(self.dev_dir.join(format!("nvidia{minor}")))?;
+        rm::register_fd(dev.as_fd(), self.ctl())?;
+        // A second open keeps the first file; Gpu opens one device per SysRm.
+        let _ = self.device.set((minor, dev));
+        Ok(())
+    }
+
+    fn alloc(
+        &self,
+        parent: NvHandle,
+        class: u32,
+        params: Option<&mut [u8]>,
+    ) -> Result<NvHandle, CallError> {
+        let obj = AllocObject {
+            h_root: self.client(),
+            h_object_parent: parent,
+            h_object_new: 0,
+            h_class: class,
+        };
+        Ok(rm::rm_alloc(self.ctl(), obj, params)?)
+    }
+
+    fn alloc_os_descriptor(
+        &self,
+        parent: NvHandle,
+        handle: NvHandle,
+        mem: &Mapping,
+    ) -> Result<NvHandle, CallError> {
+        let params = Nvos02Parameters {
+            h_root: self.client(),
+            h_object_parent: parent,
+            h_object_new: handle,
+            h_class: super::layout::r580::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
+            flags: super::mem::OS_DESCRIPTOR_FLAGS,
+            ..Default::default()
+        };
+        Ok(rm::rm_alloc_os_descriptor(self.device()?, params, mem)?)
+    }
+
+    fn free(&self, parent: NvHandle, object: NvHandle) -> Result<(), CallError> {
+        Ok(rm::rm_free(self.ctl(), self.client(), parent, object)?)
+    }
+
+    fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError> {
+        Ok(rm::rm_control(
+            self.ctl(),
+            self.client(),
+            object,
+            cmd,
+            params,
+        )?)
+    }
+
+    fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError> {
+        Ok(rm::gpu_get_classlist(self.ctl(), self.client(), device)?)
+    }
+
+    fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError> {
+        Ok(self.release.map_memory_dma(map).issue(self.ctl())?)
+    }
+
+    fn unmap_dma(&self, u: UnmapMemoryDma) -> Result<(), CallError> {
+        let mut p = Nvos47Parameters {
+            h_client: self.client(),
+            h_device: u.h_device,
+            h_dma: u.h_dma,
+            h_memory: u.h_memory,
+            dma_offset: u.dma_offset,
+            ..Default::default()
+        };
+        Ok(rm::rm_unmap_memory_dma(self.ctl(), &mut p)?)
+    }
+
+    fn map_usermode(&self, device: NvHandle, usermode: NvHandle) -> Result<SysUsermode, CallError> {
+        // A fresh file, never REGISTER_FD'd (nvidia-rm.md §4).
+        let file = open_rw(self.device_path()?)?;
+        let map = MapMemory {
+            h_client: self.client(),
+            h_device: device,
+            h_memory: usermode,
+            offset: 0,
+            length: USERMODE_LEN as u64,
+            flags: 0,
+        };
+        rm::rm_map_memory(self.ctl(), map, file.as_fd())?;
+        let len = NonZeroUsize::new(USERMODE_LEN).expect("64 KiB is not zero");
+        let map = DeviceMapping::map(file.as_fd(), len).map_err(|source| CallError::Map {
+            what: "the usermode page",
+            source,
+        })?;
+        Ok(SysUsermode { map, file })
+    }
+
+    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError> {
+        let err = |source| CallError::Map {
+            what: "a placeholder over the GPU VA window",
+            source,
+        };
+        let n = usize::try_from(len)
+            .ok()
+            .and_then(NonZeroUsize::new)
+            .ok_or_else(|| err(std::io::ErrorKind::InvalidInput.into()))?;
+        let r = VaReservation::at(base, n).map_err(err)?;
+        let _ = self.va.set(r);
+        Ok(())
+    }
+
+    fn uvm(&self, call: UvmCall) -> Result<(), CallError> {
+        Ok(self.uvm_call(call)?)
+    }
+}

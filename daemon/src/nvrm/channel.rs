@@ -1,0 +1,435 @@
+//! `ChannelGroup` and `Channel`: a TSG with its subcontext, and a GPFIFO channel in it
+//! whose ring, USERD and error notifier are [`HostMem`], made in the order of
+//! nvidia-rm.md §1 (steps 15, 17–19) and torn down as: deschedule, wait until the GPU
+//! no longer fetches, UVM_UNREGISTER_CHANNEL, free the engine object and the channel,
+//! then their memory; the group after its channel.
+//!
+//! Who writes what: the submitter writes ring entries and GP_PUT (USERD +0x8c); the GPU
+//! writes GP_GET (USERD +0x88) and the RM the error notifier; rigd only reads them.
+//! For now a group holds one channel: scheduling is per group, so descheduling one
+//! channel of a shared group would stop the others.
+
+use std::{
+    sync::atomic::{AtomicBool, AtomicU32, Ordering},
+    thread,
+    time::{Duration, Instant},
+};
+
+use zerocopy::IntoBytes;
+
+use super::{
+    calls::{Doorbell, Rm, UvmCall},
+    error::{NvrmError, Step, at},
+    gpu::{Gpu, Undo, chain, first_of},
+    layout::r580,
+    mem::HostMem,
+};
+use crate::sys::nvrm::NvHandle;
+
+/// USERD offsets of HopperAControlGPFifo (clc86f.h).
+pub const USERD_GP_GET: usize = 0x88;
+pub const USERD_GP_PUT: usize = 0x8c;
+/// USERD is 512-byte aligned (`NV_RAMUSERD_BASE_SHIFT` 9) and this long here.
+pub const USERD_LEN: u64 = 512;
+/// The VA window UVM maps the channel's RM context buffers into (step 18).
+pub const CHANNEL_WINDOW_LEN: u64 = 64 << 20;
+/// `NV2080_ENGINE_TYPE_COPY0` and up (`cl2080_notification.h`).
+const NV2080_ENGINE_TYPE_COPY0: u32 = r580::NV2080_ENGINE_TYPE_COPY0;
+/// `NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC` (`nvos.h`).
+const SUBCONTEXT_SYNC: u32 = 0;
+// TIMEOUT: a descheduled channel stops fetching within microseconds; 100 ms says it
+// did not, and teardown goes on (freeing the channel preempts it in the RM).
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The engine a group's channels run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupEngine {
+    /// GR0's runlist: compute channels, and copy channels on its copy engine (GRCE),
+    /// as tinygrad's ran on the H200. ASYNC subcontext.
+    Graphics,
+    /// Async copy engine `n` (NV2080_ENGINE_TYPE_COPY0 + n). SYNC subcontext: the RM
+    /// allows ASYNC only on GR/GRCE (`kernel_fifo_gp102.c`). Not yet run on a GPU.
+    Copy(u8),
+}
+
+/// The class a channel's engine object is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// HOPPER_DMA_COPY_A.
+    Copy,
+    /// HOPPER_COMPUTE_A.
+    Compute,
+}
+
+impl Engine {
+    /// The class id.
+    pub fn class(self) -> u32 {
+        match self {
+            Self::Copy => r580::HOPPER_DMA_COPY_A,
+            Self::Compute => r580::HOPPER_COMPUTE_A,
+        }
+    }
+}
+
+/// A channel group (TSG) and its subcontext in the GPU's VA space.
+#[derive(Debug)]
+pub struct ChannelGroup<'g, R: Rm> {
+    gpu: &'g Gpu<R>,
+    undo: Vec<Undo>,
+    h_group: NvHandle,
+    h_ctxshare: NvHandle,
+    /// Channels made in it and not yet freed.
+    channels: AtomicU32,
+    /// Whether GPFIFO_SCHEDULE enabled it: with its first channel, until its last goes.
+    scheduled: AtomicBool,
+}
+
+impl<'g, R: Rm> ChannelGroup<'g, R> {
+    /// Allocates KEPLER_CHANNEL_GROUP_A and FERMI_CONTEXT_SHARE_A.
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] naming the step; what was made before is freed.
+    pub fn new(gpu: &'g Gpu<R>, engine: GroupEngine) -> Result<Self, NvrmError> {
+        let (engine_type, flags) = match engine {
+            GroupEngine::Graphics => (
+                r580::NV2080_ENGINE_TYPE_GRAPHICS,
+                r580::NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC,
+            ),
+            GroupEngine::Copy(n) => (NV2080_ENGINE_TYPE_COPY0 + u32::from(n), SUBCONTEXT_SYNC),
+        };
+        let mut g = Self {
+            gpu,
+            undo: Vec::new(),
+            h_group: 0,
+            h_ctxshare: 0,
+            channels: AtomicU32::new(0),
+            scheduled: AtomicBool::new(false),
+        };
+        let mut p = r580::NvChannelGroupAllocationParameters {
+            engine_type,
+            ..Default::default()
+        };
+        let rm = gpu.rm();
+        g.h_group = rm
+            .alloc(
+                gpu.device(),
+                r580::KEPLER_CHANNEL_GROUP_A,
+                Some(p.as_mut_bytes()),
+            )
+            .map_err(at(Step::AllocGroup))?;
+        g.undo.push(Undo::Free {
+            parent: gpu.device(),
+            object: g.h_group,
+        });
+        let mut c = r580::NvCtxshareAllocationParameters {
+            h_va_space: gpu.va_space(),
+            flags,
+            subctx_id: 0,
+        };
+        g.h_ctxshare = rm
+            .alloc(
+                g.h_group,
+                r580::FERMI_CONTEXT_SHARE_A,
+                Some(c.as_mut_bytes()),
+            )
+            .map_err(at(Step::AllocContextShare))?;
+        g.undo.push(Undo::Free {
+            parent: g.h_group,
+            object: g.h_ctxshare,
+        });
+        Ok(g)
+    }
+
+    /// The group's handle.
+    pub fn handle(&self) -> NvHandle {
+        self.h_group
+    }
+
+    fn schedule(&self, enable: bool) -> Result<(), NvrmError> {
+        let mut p = self.gpu.release().gpfifo_schedule(enable);
+        let step = if enable {
+            Step::Schedule
+        } else {
+            Step::Unschedule
+        };
+        self.gpu
+            .rm()
+            .control(
+                self.h_group,
+                r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
+                p.as_mut_bytes(),
+            )
+            .map_err(at(step))
+    }
+
+    /// Frees the subcontext and the group.
+    ///
+    /// # Errors
+    /// The first step that failed; the later ones still ran.
+    pub fn close(mut self) -> Result<(), NvrmError> {
+        let failed = self.gpu.unwind(&mut self.undo);
+        first_of(failed, "a channel group")
+    }
+}
+
+impl<R: Rm> Drop for ChannelGroup<'_, R> {
+    fn drop(&mut self) {
+        for e in self.gpu.unwind(&mut self.undo) {
+            tracing::warn!(error = %chain(&e), "freeing a channel group");
+        }
+    }
+}
+
+/// What the RM wrote into a channel's error notifier (`NvNotification`, nvos.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelFault {
+    /// `timeStamp`, ns.
+    pub time_ns: u64,
+    /// `info32`: the RM's error code (ROBUST_CHANNEL_*, e.g. 31 MMU fault, 32 PBDMA).
+    pub info32: u32,
+    pub info16: u16,
+    pub status: u16,
+}
+
+/// A GPFIFO channel with its engine object, scheduled, registered with UVM.
+#[derive(Debug)]
+pub struct Channel<'a, R: Rm> {
+    group: &'a ChannelGroup<'a, R>,
+    undo: Vec<Undo>,
+    engine: Engine,
+    entries: u32,
+    userd: usize,
+    h_channel: NvHandle,
+    token: u32,
+    /// Whether it counts among its group's channels.
+    counted: bool,
+    // Field order: freed after the channel objects (Drop), ring before notifier.
+    gpfifo: HostMem<'a, R>,
+    notifier: HostMem<'a, R>,
+}
+
+impl<'a, R: Rm> Channel<'a, R> {
+    /// Makes a channel of `entries` ring entries on `engine` in `group` and schedules
+    /// the group.
+    ///
+    /// # Errors
+    /// [`NvrmError::RingSize`], those of [`HostMem::new`],
+    /// or [`NvrmError::Call`] naming the step; what was made before is freed.
+    pub fn new(
+        group: &'a ChannelGroup<'a, R>,
+        engine: Engine,
+        entries: u64,
+    ) -> Result<Self, NvrmError> {
+        let n = u32::try_from(entries)
+            .ok()
+            .filter(|n| n.is_power_of_two() && (2..=1 << 31).contains(n))
+            .ok_or(NvrmError::RingSize { entries })?;
+        let gpu = group.gpu;
+        let made = (|| {
+            let notifier = HostMem::new(gpu, 4096)?;
+            let userd = (u64::from(n) * 8).next_multiple_of(USERD_LEN);
+            let gpfifo = HostMem::new(gpu, userd + USERD_LEN)?;
+            Ok((notifier, gpfifo, userd))
+        })();
+        let (notifier, gpfifo, userd) = made?;
+        let mut c = Self {
+            group,
+            undo: Vec::new(),
+            engine,
+            entries: n,
+            userd: usize::try_from(userd).expect("a ring of 2^31 entries fits usize"),
+            h_channel: 0,
+            token: 0,
+            counted: false,
+            gpfifo,
+            notifier,
+        };
+        c.make()?;
+        Ok(c)
+    }
+
+    fn make(&mut self) -> Result<(), NvrmError> {
+        let gpu = self.group.gpu;
+        let rm = gpu.rm();
+        let mut p = r580::NvChannelAllocParams {
+            h_object_error: self.notifier.handle(),
+            h_object_buffer: self.gpfifo.handle(),
+            gp_fifo_offset: self.gpfifo.gpu_va(),
+            gp_fifo_entries: self.entries,
+            h_context_share: self.group.h_ctxshare,
+            ..Default::default()
+        };
+        p.h_userd_memory[0] = self.gpfifo.handle();
+        p.userd_offset[0] = self.userd as u64;
+        let group = self.group.h_group;
+        self.h_channel = rm
+            .alloc(group, r580::HOPPER_CHANNEL_GPFIFO_A, Some(p.as_mut_bytes()))
+            .map_err(at(Step::AllocChannel))?;
+        self.undo.push(Undo::Free {
+            parent: group,
+            object: self.h_channel,
+        });
+        let h_engine = rm
+            .alloc(self.h_channel, self.engine.class(), None)
+            .map_err(at(Step::AllocEngine))?;
+        self.undo.push(Undo::Free {
+            parent: self.h_channel,
+            object: h_engine,
+        });
+        let mut t = r580::Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams::default();
+        rm.control(
+            self.h_channel,
+            r580::NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN,
+            t.as_mut_bytes(),
+        )
+        .map_err(at(Step::WorkSubmitToken))?;
+        self.token = t.work_submit_token;
+        let base = gpu.alloc_va(CHANNEL_WINDOW_LEN)?;
+        self.undo.push(Undo::ReleaseVa {
+            base,
+            len: CHANNEL_WINDOW_LEN,
+        });
+        let (uuid, h_channel) = (gpu.uuid(), self.h_channel);
+        rm.uvm(UvmCall::RegisterChannel {
+            uuid,
+            h_channel,
+            base,
+            length: CHANNEL_WINDOW_LEN,
+        })
+        .map_err(at(Step::RegisterChannel))?;
+        self.undo
+            .push(Undo::Uvm(UvmCall::UnregisterChannel { uuid, h_channel }));
+        // A group runs when scheduled, all its channels together: the first channel
+        // schedules it, later ones join it running (as CUDA's and tinygrad's do).
+        self.group.channels.fetch_add(1, Ordering::AcqRel);
+        self.counted = true;
+        if !self.group.scheduled.load(Ordering::Acquire) {
+            self.group.schedule(true)?;
+            self.group.scheduled.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The channel's handle.
+    pub fn handle(&self) -> NvHandle {
+        self.h_channel
+    }
+
+    /// The engine object's class.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Ring entries.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// The work submit token the doorbell takes.
+    pub fn token(&self) -> u32 {
+        self.token
+    }
+
+    /// The ring (at offset 0) and USERD (at [`Channel::userd_offset`]).
+    pub fn gpfifo(&self) -> &HostMem<'a, R> {
+        &self.gpfifo
+    }
+
+    /// Where USERD starts in [`Channel::gpfifo`].
+    pub fn userd_offset(&self) -> usize {
+        self.userd
+    }
+
+    /// Rings the doorbell with this channel's token: the GPU reads GP_PUT. Publish
+    /// GP_PUT (after a store fence over the entries) first.
+    pub fn ring_doorbell(&self) {
+        self.group.gpu.usermode().ring(self.token);
+    }
+
+    /// GP_GET and GP_PUT as USERD holds them now.
+    ///
+    /// # Errors
+    /// [`NvrmError::Userd`] (cannot happen for a mapping this channel sized).
+    pub fn gp_get_put(&self) -> Result<(u32, u32), NvrmError> {
+        let userd = |source| NvrmError::Userd {
+            h_channel: self.h_channel,
+            source,
+        };
+        let m = self.gpfifo.mapping();
+        let get = m.read_u32(self.userd + USERD_GP_GET).map_err(userd)?;
+        let put = m.read_u32(self.userd + USERD_GP_PUT).map_err(userd)?;
+        Ok((get, put))
+    }
+
+    /// The error the RM posted for this channel, if any (a zero notifier is none).
+    pub fn fault(&self) -> Option<ChannelFault> {
+        let m = self.notifier.mapping();
+        let time_ns = m.read_u64(0).ok()?;
+        let words = m.read_u64(8).ok()?;
+        let f = ChannelFault {
+            time_ns,
+            info32: (words & 0xffff_ffff) as u32,
+            info16: ((words >> 32) & 0xffff) as u16,
+            status: (words >> 48) as u16,
+        };
+        (time_ns != 0 || words != 0).then_some(f)
+    }
+
+    /// Waits until GP_GET == GP_PUT, up to [`DRAIN_TIMEOUT`].
+    fn drain(&self) -> Result<(), NvrmError> {
+        let start = Instant::now();
+        loop {
+            let (get, put) = self.gp_get_put()?;
+            if get == put {
+                return Ok(());
+            }
+            if start.elapsed() >= DRAIN_TIMEOUT {
+                return Err(NvrmError::Drain {
+                    h_channel: self.h_channel,
+                    get,
+                    put,
+                    waited_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            thread::sleep(Duration::from_micros(100));
+        }
+    }
+
+    fn teardown(&mut self) -> Vec<NvrmError> {
+        let mut failed = Vec::new();
+        // The last channel out deschedules the group; one leaving a group that still
+        // runs others only waits for its own ring to drain.
+        if std::mem::take(&mut self.counted)
+            && self.group.channels.fetch_sub(1, Ordering::AcqRel) == 1
+            && self.group.scheduled.swap(false, Ordering::AcqRel)
+            && let Err(e) = self.group.schedule(false)
+        {
+            failed.push(e);
+        }
+        if self.h_channel != 0
+            && !self.undo.is_empty()
+            && let Err(e) = self.drain()
+        {
+            failed.push(e);
+        }
+        failed.extend(self.group.gpu.unwind(&mut self.undo));
+        failed
+    }
+
+    /// Deschedules, drains and frees the channel (its memory drops with it).
+    ///
+    /// # Errors
+    /// The first step that failed; the later ones still ran.
+    pub fn close(mut self) -> Result<(), NvrmError> {
+        let failed = self.teardown();
+        first_of(failed, "a channel")
+    }
+}
+
+impl<R: Rm> Drop for Channel<'_, R> {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            tracing::warn!(error = %chain(&e), "freeing a channel");
+        }
+    }
+}

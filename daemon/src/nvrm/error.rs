@@ -1,0 +1,223 @@
+//! `NvrmError`: how a step of the RM path failed, and `CallError`, what one call of
+//! the [`Rm`](super::Rm) trait answered.
+//!
+//! Most steps are one RM or UVM call; they share [`NvrmError::Call`], whose [`Step`]
+//! names the step (and lets tests name the step they expect to fail), rather than
+//! thirty variants of one shape. Failures that are not a call's have their own
+//! variants.
+
+use std::{fmt, io, path::PathBuf};
+
+use crate::sys::{
+    nvrm::{NvHandle, RmError},
+    nvstatus::NvStatus,
+    uvm::UvmError,
+};
+
+use super::layout::LayoutError;
+
+/// How a step of the RM path failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NvrmError {
+    #[error("failed to open {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to allocate an RM root client")]
+    AllocRoot(#[source] RmError),
+    #[error("failed to read the RM's build version")]
+    BuildVersion(#[source] RmError),
+    #[error("failed to list the RM's GPUs")]
+    CardInfo(#[source] RmError),
+    #[error("failed to free RM root client {h_client:#x}")]
+    FreeRoot {
+        h_client: NvHandle,
+        #[source]
+        source: RmError,
+    },
+    #[error("the RM's driver version selects no layouts")]
+    Layout(#[source] LayoutError),
+    /// One RM or UVM call of the channel path failed.
+    #[error("failed to {step}")]
+    Call {
+        step: Step,
+        #[source]
+        source: CallError,
+    },
+    #[error("the RM drives no GPU {}", bdf.as_deref().unwrap_or("at all"))]
+    NoGpu { bdf: Option<String> },
+    #[error("the GPU lacks the Hopper classes rig needs: {}", missing.join(", "))]
+    MissingClasses { missing: Vec<&'static str> },
+    #[error("failed to make a sealed memfd of {len} bytes for GPU memory")]
+    Memfd {
+        len: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to map a memfd of {len} bytes into rigd")]
+    MapHost {
+        len: u64,
+        #[source]
+        source: io::Error,
+    },
+    #[error("no {len:#x} bytes of GPU VA are free in rigd's window")]
+    VaExhausted { len: u64 },
+    #[error("a host memory of {len} bytes: it needs 1 byte to 1 TiB")]
+    HostMemSize { len: u64 },
+    #[error("a ring of {entries} entries: it needs a power of two from 2 to 2^31")]
+    RingSize { entries: u64 },
+    #[error(
+        "the GPU still had entries to fetch {waited_ms} ms after channel {h_channel:#x} was \
+         descheduled (GP_GET {get}, GP_PUT {put})"
+    )]
+    Drain {
+        h_channel: NvHandle,
+        get: u32,
+        put: u32,
+        waited_ms: u64,
+    },
+    #[error("failed to read the USERD of channel {h_channel:#x}")]
+    Userd {
+        h_channel: NvHandle,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl NvrmError {
+    /// The step, for a failed call.
+    pub fn step(&self) -> Option<Step> {
+        match self {
+            Self::Call { step, .. } => Some(*step),
+            _ => None,
+        }
+    }
+
+    /// The RM's or UVM's status, when one of them answered.
+    pub fn status(&self) -> Option<NvStatus> {
+        match self {
+            Self::Call { source, .. } => source.status(),
+            _ => None,
+        }
+    }
+}
+
+/// What one call of the [`Rm`](super::Rm) trait answered.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Rm(#[from] RmError),
+    #[error(transparent)]
+    Uvm(#[from] UvmError),
+    #[error("failed to open {path}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("failed to map {what}")]
+    Map {
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl CallError {
+    /// The RM's or UVM's status, when one of them answered.
+    pub fn status(&self) -> Option<NvStatus> {
+        match self {
+            Self::Rm(e) => e.status(),
+            Self::Uvm(e) => e.status(),
+            Self::Open { .. } | Self::Map { .. } => None,
+        }
+    }
+}
+
+/// A step of the RM path, in the order `Gpu`, `HostMem`, `ChannelGroup` and `Channel`
+/// make them, then the teardown steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Cards,
+    OpenDevice,
+    IdInfo,
+    AllocDevice,
+    AllocSubdevice,
+    ClassList,
+    AllocUsermode,
+    MapUsermode,
+    UvmInitialize,
+    GidInfo,
+    UvmRegisterGpu,
+    ReserveVa,
+    AllocVaSpace,
+    UvmRegisterVaSpace,
+    AllocVirtual,
+    AllocOsDescriptor,
+    CreateExternalRange,
+    MapDma,
+    MapExternal,
+    AllocGroup,
+    AllocContextShare,
+    AllocChannel,
+    AllocEngine,
+    WorkSubmitToken,
+    RegisterChannel,
+    Schedule,
+    Doorbell,
+    Unschedule,
+    UnregisterChannel,
+    UvmFree,
+    UnmapDma,
+    Free,
+    UnregisterVaSpace,
+    UnregisterGpu,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Cards => "list the RM's GPUs (NV_ESC_CARD_INFO)",
+            Self::OpenDevice => "open and register the GPU's /dev/nvidiaN",
+            Self::IdInfo => "read the GPU's device instance (GPU_GET_ID_INFO_V2)",
+            Self::AllocDevice => "allocate the device (NV01_DEVICE_0)",
+            Self::AllocSubdevice => "allocate the subdevice (NV20_SUBDEVICE_0)",
+            Self::ClassList => "list the device's classes (GPU_GET_CLASSLIST)",
+            Self::AllocUsermode => "allocate the usermode page (HOPPER_USERMODE_A)",
+            Self::MapUsermode => "map the usermode page through a fresh /dev/nvidiaN",
+            Self::UvmInitialize => "initialize UVM (UVM_INITIALIZE)",
+            Self::GidInfo => "read the GPU's UUID (GPU_GET_GID_INFO)",
+            Self::UvmRegisterGpu => "register the GPU with UVM (UVM_REGISTER_GPU)",
+            Self::ReserveVa => "reserve rigd's GPU VA window in its own address space",
+            Self::AllocVaSpace => "allocate the VA space (FERMI_VASPACE_A)",
+            Self::UvmRegisterVaSpace => "register the VA space with UVM",
+            Self::AllocVirtual => "allocate the DMA object (NV01_MEMORY_VIRTUAL)",
+            Self::AllocOsDescriptor => "register host memory (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)",
+            Self::CreateExternalRange => "reserve a UVM range (UVM_CREATE_EXTERNAL_RANGE)",
+            Self::MapDma => "map host memory for the RM (NV_ESC_RM_MAP_MEMORY_DMA)",
+            Self::MapExternal => "map host memory for the GPU (UVM_MAP_EXTERNAL_ALLOCATION)",
+            Self::AllocGroup => "allocate the channel group (KEPLER_CHANNEL_GROUP_A)",
+            Self::AllocContextShare => "allocate the subcontext (FERMI_CONTEXT_SHARE_A)",
+            Self::AllocChannel => "allocate the channel (HOPPER_CHANNEL_GPFIFO_A)",
+            Self::AllocEngine => "allocate the channel's engine object",
+            Self::WorkSubmitToken => "read the channel's work submit token",
+            Self::RegisterChannel => "register the channel with UVM",
+            Self::Schedule => "schedule the channel group (GPFIFO_SCHEDULE)",
+            Self::Doorbell => "ring the doorbell",
+            Self::Unschedule => "deschedule the channel group (GPFIFO_SCHEDULE off)",
+            Self::UnregisterChannel => "unregister the channel from UVM",
+            Self::UvmFree => "free a UVM range (UVM_FREE)",
+            Self::UnmapDma => "unmap host memory for the RM (NV_ESC_RM_UNMAP_MEMORY_DMA)",
+            Self::Free => "free an RM object (NV_ESC_RM_FREE)",
+            Self::UnregisterVaSpace => "unregister the VA space from UVM",
+            Self::UnregisterGpu => "unregister the GPU from UVM",
+        })
+    }
+}
+
+/// Wraps a call's error as the failure of `step`.
+pub(crate) fn at(step: Step) -> impl FnOnce(CallError) -> NvrmError {
+    move |source| NvrmError::Call { step, source }
+}

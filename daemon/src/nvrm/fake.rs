@@ -1,0 +1,304 @@
+//! `FakeRm`: an [`Rm`] that hands out handles, records every call typed, answers the
+//! controls the path reads (device instance, UUID, work submit token, class list) and
+//! fails one chosen call with a chosen NV status. Tests and feature `fakes` only.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rig_sys::mman::Mapping;
+
+use super::{
+    Card,
+    calls::{Doorbell, Rm, UnmapMemoryDma, UvmCall},
+    error::CallError,
+    layout::{MapMemoryDma, Release, r580},
+};
+use crate::sys::{
+    nvrm::{NvHandle, RmError},
+    nvstatus::NvStatus,
+    uvm::UvmError,
+};
+
+/// The fake root client's handle.
+pub const FAKE_CLIENT: NvHandle = 0xc1d0_0001;
+/// The fake GPU's UUID.
+pub const FAKE_UUID: [u8; 16] = *b"rig-fake-gpu-id!";
+/// The fake channels' work submit token.
+pub const FAKE_TOKEN: u32 = 0x7ee;
+
+/// One call, as the fake saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Cards,
+    OpenDevice {
+        minor: u32,
+    },
+    Alloc {
+        parent: NvHandle,
+        class: u32,
+        handle: NvHandle,
+    },
+    AllocOsDescriptor {
+        parent: NvHandle,
+        handle: NvHandle,
+        len: usize,
+    },
+    Free {
+        parent: NvHandle,
+        object: NvHandle,
+    },
+    Control {
+        object: NvHandle,
+        cmd: u32,
+        /// The params' first byte as sent (GPFIFO_SCHEDULE's bEnable).
+        first: Option<u8>,
+    },
+    ClassList {
+        device: NvHandle,
+    },
+    MapDma {
+        h_memory: NvHandle,
+        dma_offset: u64,
+    },
+    UnmapDma {
+        h_memory: NvHandle,
+        dma_offset: u64,
+    },
+    MapUsermode {
+        usermode: NvHandle,
+    },
+    UnmapUsermode,
+    Doorbell {
+        token: u32,
+    },
+    ReserveVa {
+        base: u64,
+        len: u64,
+    },
+    Uvm(UvmCall),
+}
+
+#[derive(Debug, Default)]
+struct State {
+    calls: Vec<Call>,
+    next: NvHandle,
+    /// Fail the call with this index (counting every call) with this status.
+    fail_at: Option<(usize, NvStatus)>,
+    classes: Option<Vec<u32>>,
+}
+
+/// A fake RM; clones share one log.
+#[derive(Debug, Clone, Default)]
+pub struct FakeRm {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeRm {
+    /// A fake whose GPU has every Hopper class.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fails the `index`-th call from now on (0-based, over all calls) with `status`.
+    pub fn fail_at(&self, index: usize, status: NvStatus) {
+        let mut s = self.lock();
+        let at = s.calls.len() + index;
+        s.fail_at = Some((at, status));
+    }
+
+    /// Answers GPU_GET_CLASSLIST with `classes`.
+    pub fn set_classes(&self, classes: Vec<u32>) {
+        self.lock().classes = Some(classes);
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `call`; the injected status if this is the one to fail.
+    fn record(&self, call: Call) -> Result<(), NvStatus> {
+        let mut s = self.lock();
+        let i = s.calls.len();
+        s.calls.push(call);
+        match s.fail_at {
+            Some((at, status)) if at == i => Err(status),
+            _ => Ok(()),
+        }
+    }
+
+    fn rm(&self, call: Call) -> Result<(), CallError> {
+        self.record(call).map_err(|status| {
+            CallError::Rm(RmError::Status {
+                escape: "fake",
+                status,
+            })
+        })
+    }
+
+    fn handle(&self) -> NvHandle {
+        let mut s = self.lock();
+        s.next += 1;
+        0xcaf0_0000 + s.next
+    }
+}
+
+/// The fake usermode page: rings are recorded in the fake's log.
+#[derive(Debug)]
+pub struct FakeUsermode {
+    rm: FakeRm,
+}
+
+impl Doorbell for FakeUsermode {
+    fn ring(&self, token: u32) {
+        let _ = self.rm.record(Call::Doorbell { token });
+    }
+}
+
+impl Drop for FakeUsermode {
+    fn drop(&mut self) {
+        let _ = self.rm.record(Call::UnmapUsermode);
+    }
+}
+
+fn put_u32(params: &mut [u8], at: usize, v: u32) {
+    if let Some(b) = params.get_mut(at..at + 4) {
+        b.copy_from_slice(&v.to_ne_bytes());
+    }
+}
+
+impl Rm for FakeRm {
+    type Usermode = FakeUsermode;
+
+    fn client(&self) -> NvHandle {
+        FAKE_CLIENT
+    }
+
+    fn release(&self) -> Release {
+        Release::R580
+    }
+
+    fn cards(&self) -> Result<Vec<Card>, CallError> {
+        self.rm(Call::Cards)?;
+        Ok(vec![Card {
+            gpu_id: 0x600,
+            minor: 0,
+            bdf: "0000:00:06.0".into(),
+            vendor_id: 0x10de,
+            device_id: 0x2335,
+            fb_size: 1 << 38,
+        }])
+    }
+
+    fn open_device(&self, minor: u32) -> Result<(), CallError> {
+        self.rm(Call::OpenDevice { minor })
+    }
+
+    fn alloc(
+        &self,
+        parent: NvHandle,
+        class: u32,
+        _params: Option<&mut [u8]>,
+    ) -> Result<NvHandle, CallError> {
+        let handle = self.handle();
+        self.rm(Call::Alloc {
+            parent,
+            class,
+            handle,
+        })?;
+        Ok(handle)
+    }
+
+    fn alloc_os_descriptor(
+        &self,
+        parent: NvHandle,
+        handle: NvHandle,
+        mem: &Mapping,
+    ) -> Result<NvHandle, CallError> {
+        self.rm(Call::AllocOsDescriptor {
+            parent,
+            handle,
+            len: mem.len(),
+        })?;
+        Ok(handle)
+    }
+
+    fn free(&self, parent: NvHandle, object: NvHandle) -> Result<(), CallError> {
+        self.rm(Call::Free { parent, object })
+    }
+
+    fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError> {
+        self.rm(Call::Control {
+            object,
+            cmd,
+            first: params.first().copied(),
+        })?;
+        match cmd {
+            // deviceInstance at 8.
+            r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 => put_u32(params, 8, 0),
+            // length at 8, data at 12.
+            r580::NV2080_CTRL_CMD_GPU_GET_GID_INFO => {
+                put_u32(params, 8, 16);
+                if let Some(d) = params.get_mut(12..28) {
+                    d.copy_from_slice(&FAKE_UUID);
+                }
+            }
+            r580::NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN => put_u32(params, 0, FAKE_TOKEN),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError> {
+        self.rm(Call::ClassList { device })?;
+        Ok(self.lock().classes.clone().unwrap_or_else(|| {
+            vec![
+                r580::HOPPER_USERMODE_A,
+                r580::HOPPER_CHANNEL_GPFIFO_A,
+                r580::HOPPER_DMA_COPY_A,
+                r580::HOPPER_COMPUTE_A,
+                r580::KEPLER_CHANNEL_GROUP_A,
+            ]
+        }))
+    }
+
+    fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError> {
+        self.rm(Call::MapDma {
+            h_memory: map.h_memory,
+            dma_offset: map.dma_offset,
+        })?;
+        Ok(map.dma_offset)
+    }
+
+    fn unmap_dma(&self, u: UnmapMemoryDma) -> Result<(), CallError> {
+        self.rm(Call::UnmapDma {
+            h_memory: u.h_memory,
+            dma_offset: u.dma_offset,
+        })
+    }
+
+    fn map_usermode(
+        &self,
+        _device: NvHandle,
+        usermode: NvHandle,
+    ) -> Result<FakeUsermode, CallError> {
+        self.rm(Call::MapUsermode { usermode })?;
+        Ok(FakeUsermode { rm: self.clone() })
+    }
+
+    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError> {
+        self.rm(Call::ReserveVa { base, len })
+    }
+
+    fn uvm(&self, call: UvmCall) -> Result<(), CallError> {
+        self.record(Call::Uvm(call)).map_err(|status| {
+            CallError::Uvm(UvmError::Status {
+                ioctl: "fake",
+                status,
+            })
+        })
+    }
+}

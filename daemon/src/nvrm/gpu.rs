@@ -1,0 +1,421 @@
+//! `Gpu`: one RM-served GPU as rigd holds it — device, subdevice, usermode page, UVM
+//! registration, the externally owned VA space and the DMA object — made in the order
+//! of nvidia-rm.md §1 (steps 5–14) and freed in reverse.
+//!
+//! State: the handles, the usermode mapping, rigd's GPU VA window (a [`VaAllocator`]
+//! behind a mutex, reserved in rigd's address space too) and the undo list. Every step
+//! that makes something pushes how to unmake it, so a failed open frees what it made
+//! (the half-made `Gpu` drops) and teardown is the list run backwards. `HostMem` and
+//! `Channel` borrow the `Gpu`, so it outlives them by construction.
+
+use std::sync::{
+    Mutex, PoisonError,
+    atomic::{AtomicU32, Ordering},
+};
+
+use zerocopy::IntoBytes;
+
+use super::{
+    Card,
+    calls::{Rm, UnmapMemoryDma, UvmCall},
+    error::{NvrmError, Step, at},
+    layout::{Release, VaSpace, r580},
+    va::VaAllocator,
+};
+use crate::sys::{nvrm::NvHandle, uvm::NvProcessorUuid};
+
+/// rigd's GPU VA window: 64 GiB to 1 TiB. Below 2^40, where ring entries can point
+/// (clc86f.h GP_ENTRY GET_HI), and clear of a process's usual mappings (the binary
+/// and brk heap lie low, mmap high).
+pub const VA_WINDOW_BASE: u64 = 1 << 36;
+pub const VA_WINDOW_LEN: u64 = (1 << 40) - (1 << 36);
+/// Every GPU VA range starts on 2 MiB, UVM's big-page size.
+pub const VA_ALIGN: u64 = 2 << 20;
+
+/// FERMI_VASPACE_A's range, as tinygrad asks for it (nvidia-rm.md §1 step 13).
+const VASPACE_BASE: u64 = 0x1000;
+const VASPACE_SIZE: u64 = 0x1_ffff_fb00_0000;
+/// NV01_MEMORY_VIRTUAL's limit (step 10).
+const VIRTUAL_LIMIT: u64 = 0x1_ffff_ffff_ffff;
+/// Handles rigd picks for OS descriptors (the RM's own lie at RS_UNIQUE_HANDLE_BASE
+/// 0xcaf00000, `resserv/rs_client.h`).
+const OS_DESCRIPTOR_HANDLE_BASE: u32 = 0x5249_0000;
+
+/// The Hopper classes a GPU must have, with their names.
+const NEEDED_CLASSES: [(u32, &str); 4] = [
+    (
+        r580::HOPPER_CHANNEL_GPFIFO_A,
+        "HOPPER_CHANNEL_GPFIFO_A (0xc86f)",
+    ),
+    (r580::HOPPER_COMPUTE_A, "HOPPER_COMPUTE_A (0xcbc0)"),
+    (r580::HOPPER_DMA_COPY_A, "HOPPER_DMA_COPY_A (0xc8b5)"),
+    (r580::HOPPER_USERMODE_A, "HOPPER_USERMODE_A (0xc661)"),
+];
+
+/// How to unmake one thing that was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Undo {
+    Free { parent: NvHandle, object: NvHandle },
+    Uvm(UvmCall),
+    UnmapDma(UnmapMemoryDma),
+    UnmapUsermode,
+    ReleaseVa { base: u64, len: u64 },
+}
+
+/// One RM-served GPU.
+#[derive(Debug)]
+pub struct Gpu<R: Rm> {
+    rm: R,
+    card: Card,
+    release: Release,
+    h_device: NvHandle,
+    h_subdevice: NvHandle,
+    h_va_space: NvHandle,
+    h_virtual: NvHandle,
+    uuid: NvProcessorUuid,
+    usermode: Option<R::Usermode>,
+    va: Mutex<VaAllocator>,
+    next_handle: AtomicU32,
+    undo: Vec<Undo>,
+}
+
+impl<R: Rm> Gpu<R> {
+    /// Opens the GPU at `bdf` ("dddd:bb:ss.f"), or the first the RM drives.
+    ///
+    /// # Errors
+    /// [`NvrmError::NoGpu`], [`NvrmError::MissingClasses`], or [`NvrmError::Call`]
+    /// naming the step; what was made before is freed.
+    pub fn open(rm: R, bdf: Option<&str>) -> Result<Self, NvrmError> {
+        let cards = rm.cards().map_err(at(Step::Cards))?;
+        let card = cards
+            .into_iter()
+            .find(|c| bdf.is_none_or(|b| c.bdf == b))
+            .ok_or_else(|| NvrmError::NoGpu {
+                bdf: bdf.map(str::to_owned),
+            })?;
+        let release = rm.release();
+        let mut g = Self {
+            rm,
+            card,
+            release,
+            h_device: 0,
+            h_subdevice: 0,
+            h_va_space: 0,
+            h_virtual: 0,
+            uuid: [0; 16],
+            usermode: None,
+            va: Mutex::new(VaAllocator::new(VA_WINDOW_BASE, VA_WINDOW_LEN)),
+            next_handle: AtomicU32::new(OS_DESCRIPTOR_HANDLE_BASE),
+            undo: Vec::new(),
+        };
+        g.open_device()?;
+        g.open_usermode()?;
+        g.open_va_space()?;
+        Ok(g)
+    }
+
+    /// Steps 5–9: the device file, the device and subdevice, and the class check.
+    fn open_device(&mut self) -> Result<(), NvrmError> {
+        let client = self.rm.client();
+        self.rm
+            .open_device(self.card.minor)
+            .map_err(at(Step::OpenDevice))?;
+        let mut id = r580::Nv0000CtrlGpuGetIdInfoV2Params {
+            gpu_id: self.card.gpu_id,
+            ..Default::default()
+        };
+        self.rm
+            .control(
+                client,
+                r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+                id.as_mut_bytes(),
+            )
+            .map_err(at(Step::IdInfo))?;
+        let mut dev = r580::Nv0080AllocParameters {
+            device_id: id.device_instance,
+            h_client_share: client,
+            va_mode: r580::NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
+            ..Default::default()
+        };
+        self.h_device = self.alloc(
+            client,
+            r580::NV01_DEVICE_0,
+            Some(dev.as_mut_bytes()),
+            Step::AllocDevice,
+        )?;
+        let mut sub = r580::Nv2080AllocParameters { sub_device_id: 0 };
+        self.h_subdevice = self.alloc(
+            self.h_device,
+            r580::NV20_SUBDEVICE_0,
+            Some(sub.as_mut_bytes()),
+            Step::AllocSubdevice,
+        )?;
+        let classes = self
+            .rm
+            .classlist(self.h_device)
+            .map_err(at(Step::ClassList))?;
+        check_classes(&classes)
+    }
+
+    /// Step 11: the usermode page (NULL params: BAR0's non-privileged page), mapped
+    /// through a fresh, unregistered `/dev/nvidiaN`.
+    fn open_usermode(&mut self) -> Result<(), NvrmError> {
+        let h = self.alloc(
+            self.h_subdevice,
+            r580::HOPPER_USERMODE_A,
+            None,
+            Step::AllocUsermode,
+        )?;
+        let map = self
+            .rm
+            .map_usermode(self.h_device, h)
+            .map_err(at(Step::MapUsermode))?;
+        self.usermode = Some(map);
+        self.undo.push(Undo::UnmapUsermode);
+        Ok(())
+    }
+
+    /// Steps 4, 13, 14 and 10: UVM, the externally owned VA space, the DMA object.
+    fn open_va_space(&mut self) -> Result<(), NvrmError> {
+        self.rm
+            .uvm(UvmCall::Initialize)
+            .map_err(at(Step::UvmInitialize))?;
+        if let Err(e) = self.rm.uvm(UvmCall::MmInitialize) {
+            // Refused when this process already made the call (CUDA's, say); the
+            // first serves (seed: "Unified memory needs a second file per process").
+            // A real failure shows at UVM_REGISTER_GPU_VASPACE.
+            tracing::debug!(error = %e, "UVM_MM_INITIALIZE refused");
+        }
+        let mut gid = r580::Nv2080CtrlGpuGetGidInfoParams {
+            index: 0,
+            flags: r580::NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY,
+            length: 0,
+            data: [0; r580::NV2080_GPU_MAX_GID_LENGTH],
+        };
+        self.rm
+            .control(
+                self.h_subdevice,
+                r580::NV2080_CTRL_CMD_GPU_GET_GID_INFO,
+                gid.as_mut_bytes(),
+            )
+            .map_err(at(Step::GidInfo))?;
+        self.uuid.copy_from_slice(&gid.data[..16]);
+        let uuid = self.uuid;
+        self.uvm(UvmCall::RegisterGpu { uuid }, Step::UvmRegisterGpu)?;
+        self.undo.push(Undo::Uvm(UvmCall::UnregisterGpu { uuid }));
+        self.rm
+            .reserve_va(VA_WINDOW_BASE, VA_WINDOW_LEN)
+            .map_err(at(Step::ReserveVa))?;
+        let mut vas = self.release.vaspace(VaSpace {
+            flags: r580::NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
+                | r580::NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
+            va_base: VASPACE_BASE,
+            va_size: VASPACE_SIZE,
+            ..Default::default()
+        });
+        self.h_va_space = self.alloc(
+            self.h_device,
+            r580::FERMI_VASPACE_A,
+            Some(vas.as_mut_bytes()),
+            Step::AllocVaSpace,
+        )?;
+        let h_va_space = self.h_va_space;
+        self.uvm(
+            UvmCall::RegisterGpuVaspace { uuid, h_va_space },
+            Step::UvmRegisterVaSpace,
+        )?;
+        self.undo
+            .push(Undo::Uvm(UvmCall::UnregisterGpuVaspace { uuid }));
+        let mut virt = r580::NvMemoryVirtualAllocationParams {
+            limit: VIRTUAL_LIMIT,
+            ..Default::default()
+        };
+        self.h_virtual = self.alloc(
+            self.h_device,
+            r580::NV01_MEMORY_VIRTUAL,
+            Some(virt.as_mut_bytes()),
+            Step::AllocVirtual,
+        )?;
+        Ok(())
+    }
+
+    fn alloc(
+        &mut self,
+        parent: NvHandle,
+        class: u32,
+        params: Option<&mut [u8]>,
+        step: Step,
+    ) -> Result<NvHandle, NvrmError> {
+        let object = self.rm.alloc(parent, class, params).map_err(at(step))?;
+        self.undo.push(Undo::Free { parent, object });
+        Ok(object)
+    }
+
+    fn uvm(&self, call: UvmCall, step: Step) -> Result<(), NvrmError> {
+        self.rm.uvm(call).map_err(at(step))
+    }
+
+    /// The RM and UVM calls.
+    pub fn rm(&self) -> &R {
+        &self.rm
+    }
+
+    /// The card.
+    pub fn card(&self) -> &Card {
+        &self.card
+    }
+
+    /// The release the calls use.
+    pub fn release(&self) -> Release {
+        self.release
+    }
+
+    /// The device's handle.
+    pub fn device(&self) -> NvHandle {
+        self.h_device
+    }
+
+    /// The VA space's handle.
+    pub fn va_space(&self) -> NvHandle {
+        self.h_va_space
+    }
+
+    /// The DMA object's handle (hDma of RM_MAP_MEMORY_DMA).
+    pub fn dma(&self) -> NvHandle {
+        self.h_virtual
+    }
+
+    /// The GPU's UUID.
+    pub fn uuid(&self) -> NvProcessorUuid {
+        self.uuid
+    }
+
+    /// The usermode page (its doorbell; for the real RM also the file a client maps).
+    pub fn usermode(&self) -> &R::Usermode {
+        self.usermode
+            .as_ref()
+            .expect("an open Gpu has its usermode page until it drops")
+    }
+
+    /// A handle for an object rigd names itself.
+    pub(crate) fn pick_handle(&self) -> NvHandle {
+        self.next_handle.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `len` bytes of GPU VA from rigd's window.
+    pub(crate) fn alloc_va(&self, len: u64) -> Result<u64, NvrmError> {
+        self.va
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .alloc(len, VA_ALIGN)
+            .ok_or(NvrmError::VaExhausted { len })
+    }
+
+    /// Runs one undo step of this GPU's or of an object on it.
+    pub(crate) fn run(&self, u: Undo) -> Result<(), NvrmError> {
+        match u {
+            Undo::Free { parent, object } => self.rm.free(parent, object).map_err(at(Step::Free)),
+            Undo::Uvm(call) => self.rm.uvm(call).map_err(at(undo_step(call))),
+            Undo::UnmapDma(m) => self.rm.unmap_dma(m).map_err(at(Step::UnmapDma)),
+            Undo::ReleaseVa { base, len } => {
+                let freed = self
+                    .va
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .free(base, len);
+                debug_assert!(freed, "{len:#x} bytes at {base:#x} came from alloc_va");
+                Ok(())
+            }
+            // Only a Gpu's own list holds it; `teardown` handles it.
+            Undo::UnmapUsermode => Ok(()),
+        }
+    }
+
+    /// Runs `undo` backwards to the end, whatever fails; returns the failures.
+    pub(crate) fn unwind(&self, undo: &mut Vec<Undo>) -> Vec<NvrmError> {
+        let mut failed = Vec::new();
+        while let Some(u) = undo.pop() {
+            if let Err(e) = self.run(u) {
+                failed.push(e);
+            }
+        }
+        failed
+    }
+
+    fn teardown(&mut self) -> Vec<NvrmError> {
+        let mut failed = Vec::new();
+        while let Some(u) = self.undo.pop() {
+            if u == Undo::UnmapUsermode {
+                // Unmapped before the object goes: freeing leaves BAR PTEs in place
+                // (nvidia-rm.md §4, "Stale BAR mappings").
+                self.usermode = None;
+            } else if let Err(e) = self.run(u) {
+                failed.push(e);
+            }
+        }
+        failed
+    }
+
+    /// Frees everything, in reverse order of creation.
+    ///
+    /// # Errors
+    /// The first step that failed; every later step still ran, and their failures
+    /// are logged.
+    pub fn close(mut self) -> Result<(), NvrmError> {
+        first_of(self.teardown(), "GPU")
+    }
+}
+
+impl<R: Rm> Drop for Gpu<R> {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            tracing::warn!(error = %chain(&e), "freeing an RM-served GPU");
+        }
+    }
+}
+
+fn check_classes(classes: &[u32]) -> Result<(), NvrmError> {
+    let missing: Vec<&'static str> = NEEDED_CLASSES
+        .iter()
+        .filter(|(c, _)| !classes.contains(c))
+        .map(|&(_, name)| name)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(NvrmError::MissingClasses { missing })
+    }
+}
+
+fn undo_step(call: UvmCall) -> Step {
+    match call {
+        UvmCall::UnregisterChannel { .. } => Step::UnregisterChannel,
+        UvmCall::UnregisterGpuVaspace { .. } => Step::UnregisterVaSpace,
+        UvmCall::UnregisterGpu { .. } => Step::UnregisterGpu,
+        _ => Step::UvmFree,
+    }
+}
+
+/// The first failure, the others logged.
+pub(crate) fn first_of(mut failed: Vec<NvrmError>, what: &str) -> Result<(), NvrmError> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let first = failed.remove(0);
+    for e in failed {
+        tracing::warn!(error = %chain(&e), "freeing {what}, after an earlier failure");
+    }
+    Err(first)
+}
+
+/// An error and its sources on one line.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut line = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        line.push_str(": ");
+        line.push_str(&s.to_string());
+        cur = s.source();
+    }
+    line
+}
