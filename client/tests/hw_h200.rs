@@ -135,8 +135,12 @@ impl<'c, 'a> Submitter<'c, 'a> {
 
     /// Appends a release of the next timeline value; returns it.
     fn release(&mut self) -> Res<u64> {
+        self.release_with(method::Release::default())
+    }
+
+    fn release_with(&mut self, how: method::Release) -> Res<u64> {
         let v = self.timeline.advance()?;
-        self.push(&method::release(self.sem_va(), v)?)?;
+        self.push(&method::release_with(self.sem_va(), v, how)?)?;
         Ok(v)
     }
 
@@ -178,12 +182,16 @@ impl<'c, 'a> Submitter<'c, 'a> {
 }
 
 /// Times `n` empty releases: (round trips, host time per submit).
-fn time_empty(s: &mut Submitter<'_, '_>, n: usize) -> Res<(Vec<Duration>, Vec<Duration>)> {
+fn time_empty(
+    s: &mut Submitter<'_, '_>,
+    n: usize,
+    how: method::Release,
+) -> Res<(Vec<Duration>, Vec<Duration>)> {
     let mut rtt = Vec::with_capacity(n);
     let mut host = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
-        let v = s.release()?;
+        let v = s.release_with(how)?;
         s.submit()?;
         let t1 = Instant::now();
         s.wait(v, EMPTY_TIMEOUT)?;
@@ -297,8 +305,27 @@ fn run() -> Res<()> {
         cmd.mapping().read_u64(COMPUTE_SEM)?
     );
 
-    report("copy channel", time_empty(&mut cs, EMPTY_SUBMISSIONS)?);
-    report("compute channel", time_empty(&mut ks, EMPTY_SUBMISSIONS)?);
+    // Each kind of release, each channel, in one run: with WFI and the timestamp (what
+    // a completion needs after work), and without them (an empty submission has no
+    // work to wait for).
+    for (what, wait_idle, timestamp) in [
+        ("release with WFI and timestamp", true, true),
+        ("release without WFI, with timestamp", false, true),
+        ("release without WFI or timestamp", false, false),
+    ] {
+        let how = method::Release {
+            wait_idle,
+            timestamp,
+        };
+        report(
+            &format!("copy channel, {what}"),
+            time_empty(&mut cs, EMPTY_SUBMISSIONS, how)?,
+        );
+        report(
+            &format!("compute channel, {what}"),
+            time_empty(&mut ks, EMPTY_SUBMISSIONS, how)?,
+        );
+    }
     let (get, put) = copy.gp_get_put()?;
     println!("copy channel after: GP_GET {get} GP_PUT {put}");
     drop((cs, ks));

@@ -160,15 +160,44 @@ pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 16-byte aligned and below 2^57.
 pub fn release(addr: u64, value: u64) -> Result<[u32; 6], MethodError> {
-    check_addr(addr, 16)?;
-    Ok(semaphore(
-        addr,
-        value,
-        SEM_EXECUTE_OPERATION_RELEASE
-            | SEM_EXECUTE_RELEASE_WFI_EN
-            | SEM_EXECUTE_PAYLOAD_SIZE_64BIT
-            | SEM_EXECUTE_RELEASE_TIMESTAMP_EN,
-    ))
+    release_with(addr, value, Release::default())
+}
+
+/// What a release waits for and writes besides its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// Wait until the engine is idle first (RELEASE_WFI): the value then says every
+    /// earlier method's work is done. Without it, the value says only that the host
+    /// has processed the methods before it.
+    pub wait_idle: bool,
+    /// Write the GPU's nanosecond timestamp at `addr + 8` too (16 bytes, 16-aligned).
+    pub timestamp: bool,
+}
+
+impl Default for Release {
+    fn default() -> Self {
+        Self {
+            wait_idle: true,
+            timestamp: true,
+        }
+    }
+}
+
+/// A semaphore release of 64-bit `value` at `addr`, as `how` says (6 words).
+///
+/// # Errors
+/// [`MethodError::Address`] unless `addr` is aligned (16 bytes with a timestamp, 8
+/// without) and below 2^57.
+pub fn release_with(addr: u64, value: u64, how: Release) -> Result<[u32; 6], MethodError> {
+    check_addr(addr, if how.timestamp { 16 } else { 8 })?;
+    let mut execute = SEM_EXECUTE_OPERATION_RELEASE | SEM_EXECUTE_PAYLOAD_SIZE_64BIT;
+    if how.wait_idle {
+        execute |= SEM_EXECUTE_RELEASE_WFI_EN;
+    }
+    if how.timestamp {
+        execute |= SEM_EXECUTE_RELEASE_TIMESTAMP_EN;
+    }
+    Ok(semaphore(addr, value, execute))
 }
 
 /// Waits until the 64-bit value at `addr` reaches `value` (circular compare), letting
@@ -270,6 +299,34 @@ mod tests {
         let a = acquire(0x12_3456_7898, 7).expect("aligned");
         assert_eq!(a[5], 0x0100_1003);
         assert_eq!((a[1], a[2], a[3], a[4]), (0x3456_7898, 0x12, 7, 0));
+    }
+
+    #[test]
+    fn a_release_without_wfi_or_timestamp_drops_those_bits_and_their_alignment() {
+        let plain = Release {
+            wait_idle: false,
+            timestamp: false,
+        };
+        assert_eq!(
+            release_with(0x1008, 3, plain).map(|r| r[5]),
+            Ok(0x0100_0001)
+        );
+        let no_wfi = Release {
+            wait_idle: false,
+            timestamp: true,
+        };
+        assert_eq!(
+            release_with(0x1010, 3, no_wfi).map(|r| r[5]),
+            Ok(0x0300_0001)
+        );
+        assert!(matches!(
+            release_with(0x1008, 3, no_wfi),
+            Err(MethodError::Address { .. })
+        ));
+        assert_eq!(
+            release_with(0x1010, 3, Release::default()),
+            release(0x1010, 3)
+        );
     }
 
     #[test]
