@@ -357,13 +357,6 @@ fn h200_copy_and_compute_channels_run_and_free_everything() {
         return;
     }
     if let Err(e) = run() {
-        let mut line = e.to_string();
-        let mut cur = e.source();
-        while let Some(s) = cur {
-            line.push_str(": ");
-            line.push_str(&s.to_string());
-            cur = s.source();
-        }
-        panic!("{line}");
+        panic!("{}", rigd::service::status::error_line(e.as_ref()));
     }
 }

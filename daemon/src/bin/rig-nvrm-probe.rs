@@ -7,7 +7,10 @@
 
 use std::{path::PathBuf, process::ExitCode};
 
-use rigd::nvrm::{NvrmError, Root};
+use rigd::{
+    nvrm::{NvrmError, Root},
+    service::status::error_line,
+};
 
 fn main() -> ExitCode {
     let dev = std::env::args_os()
@@ -16,7 +19,7 @@ fn main() -> ExitCode {
     match run(&dev) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rig-nvrm-probe: {}", chain(&e));
+            eprintln!("rig-nvrm-probe: {}", error_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -52,16 +55,4 @@ fn run(dev: &std::path::Path) -> Result<(), NvrmError> {
     root.free()?;
     println!("root client freed");
     Ok(())
-}
-
-/// The error and its sources on one line, joined by ": ".
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut line = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
-        cur = s.source();
-    }
-    line
 }

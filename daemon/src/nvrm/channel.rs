@@ -20,7 +20,7 @@ use zerocopy::IntoBytes;
 use super::{
     calls::{Doorbell, Rm, UvmCall},
     error::{NvrmError, Step, at},
-    gpu::{Gpu, Undo, chain, first_of},
+    gpu::{Gpu, Undo, first_of},
     layout::r580,
     mem::HostMem,
 };
@@ -175,7 +175,10 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
 impl<R: Rm> Drop for ChannelGroup<'_, R> {
     fn drop(&mut self) {
         for e in self.gpu.unwind(&mut self.undo) {
-            tracing::warn!(error = %chain(&e), "freeing a channel group");
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "freeing a channel group"
+            );
         }
     }
 }
@@ -429,7 +432,7 @@ impl<'a, R: Rm> Channel<'a, R> {
 impl<R: Rm> Drop for Channel<'_, R> {
     fn drop(&mut self) {
         for e in self.teardown() {
-            tracing::warn!(error = %chain(&e), "freeing a channel");
+            tracing::warn!(error = &e as &dyn std::error::Error, "freeing a channel");
         }
     }
 }

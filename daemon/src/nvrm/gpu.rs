@@ -369,7 +369,10 @@ impl<R: Rm> Gpu<R> {
 impl<R: Rm> Drop for Gpu<R> {
     fn drop(&mut self) {
         for e in self.teardown() {
-            tracing::warn!(error = %chain(&e), "freeing an RM-served GPU");
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "freeing an RM-served GPU"
+            );
         }
     }
 }
@@ -403,19 +406,10 @@ pub(crate) fn first_of(mut failed: Vec<NvrmError>, what: &str) -> Result<(), Nvr
     }
     let first = failed.remove(0);
     for e in failed {
-        tracing::warn!(error = %chain(&e), "freeing {what}, after an earlier failure");
+        tracing::warn!(
+            error = &e as &dyn std::error::Error,
+            "freeing {what}, after an earlier failure"
+        );
     }
     Err(first)
-}
-
-/// An error and its sources on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut line = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
-        cur = s.source();
-    }
-    line
 }

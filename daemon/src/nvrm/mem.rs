@@ -174,7 +174,10 @@ impl<'g, R: Rm> HostMem<'g, R> {
 impl<R: Rm> Drop for HostMem<'_, R> {
     fn drop(&mut self) {
         for e in self.gpu.unwind(&mut self.undo) {
-            tracing::warn!(error = %super::gpu::chain(&e), "freeing host memory of the GPU");
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "freeing host memory of the GPU"
+            );
         }
     }
 }
