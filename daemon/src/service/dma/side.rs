@@ -150,11 +150,17 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         return;
     }
     span.in_scope(|| tracing::debug!(session = id.0, "side socket claimed the session"));
+    // A session keeps the pool it was opened on: whether its leases map through an
+    // IOMMU is known once, not looked up per request.
+    let iommu = rig
+        .dma()
+        .session_pool(id)
+        .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_)));
     loop {
         tokio::select! {
             got = recv(&fd, &mut buf) => {
                 let Some(req) = got else { break };
-                let (answer, fds) = handle(&rig, id, req).await;
+                let (answer, fds) = handle(&rig, id, iommu, req).await;
                 if let Some(pb::dma_side_reply::Body::Error(e)) = &answer.body {
                     span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
                 }
@@ -234,7 +240,12 @@ fn claim(
     Ok((id, ended))
 }
 
-async fn handle(rig: &Arc<Rig>, id: SessionId, req: Parsed) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+async fn handle(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    iommu: bool,
+    req: Parsed,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
     let protocol = |m: &str| {
         (
             failure(pb::DmaErrorCode::Protocol, m.to_owned()),
@@ -246,7 +257,7 @@ async fn handle(rig: &Arc<Rig>, id: SessionId, req: Parsed) -> (pb::DmaSideReply
         Err(m) => return protocol(m),
     };
     match body {
-        Some(Request::Lease(l)) => match lease(rig, id, l.bytes).await {
+        Some(Request::Lease(l)) => match lease(rig, id, iommu, l.bytes).await {
             Ok(g) => {
                 let leased = pb::DmaLeased {
                     lease: g.lease.0,
@@ -259,7 +270,11 @@ async fn handle(rig: &Arc<Rig>, id: SessionId, req: Parsed) -> (pb::DmaSideReply
             Err(e) => (refused(&e), Vec::new()),
         },
         Some(Request::Release(r)) => {
-            match off_workers(rig, id, move |rig| rig.dma().release(id, LeaseId(r.lease))).await {
+            match off_workers(rig, iommu, move |rig| {
+                rig.dma().release(id, LeaseId(r.lease))
+            })
+            .await
+            {
                 Ok(()) => (
                     reply(Reply::Released(pb::DmaReleased { lease: r.lease })),
                     Vec::new(),
@@ -272,19 +287,15 @@ async fn handle(rig: &Arc<Rig>, id: SessionId, req: Parsed) -> (pb::DmaSideReply
     }
 }
 
-/// Runs a lease or release of session `id` on a blocking thread when its pool maps
-/// through an IOMMU: each is a VFIO ioctl per lease, which can sleep in the kernel
+/// Runs a lease or release on a blocking thread when the session's pool maps through
+/// an IOMMU (`iommu`): each is a VFIO ioctl per lease, which can sleep in the kernel
 /// (IOMMU page-table work, a TLB flush) for far longer than an async worker may be
 /// held. Host and sysfs pools make no ioctl and run inline, where they cost a lock.
 async fn off_workers<T: Send + 'static>(
     rig: &Arc<Rig>,
-    id: SessionId,
+    iommu: bool,
     f: impl FnOnce(&Rig) -> Result<T, DmaError> + Send + 'static,
 ) -> Result<T, DmaError> {
-    let iommu = rig
-        .dma()
-        .session_pool(id)
-        .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_)));
     if !iommu {
         return f(rig);
     }
@@ -295,8 +306,8 @@ async fn off_workers<T: Send + 'static>(
 }
 
 /// Leases, waiting up to [`LEASE_WAIT`] for blocks the pool is pinning right now.
-async fn lease(rig: &Arc<Rig>, id: SessionId, bytes: u64) -> Result<Grant, DmaError> {
-    let try_lease = || off_workers(rig, id, move |rig| rig.dma().lease(id, bytes));
+async fn lease(rig: &Arc<Rig>, id: SessionId, iommu: bool, bytes: u64) -> Result<Grant, DmaError> {
+    let try_lease = || off_workers(rig, iommu, move |rig| rig.dma().lease(id, bytes));
     match try_lease().await {
         Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {}
         done => return done,
