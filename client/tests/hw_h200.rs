@@ -2,13 +2,16 @@
 //! copy and compute channels, driven through `rig_client::channel`'s words, rings and
 //! timelines. Skipped unless `RIG_H200=1`; run as root with `--ignored --nocapture`.
 //!
-//! What it does: opens the GPU; makes a copy channel and a compute channel (1024-entry
-//! rings, each in its own GRAPHICS channel group, as tinygrad's ran on this H200); maps
-//! 2 MiB of host memory for buffers A and B and 64 KiB for the semaphores and
-//! pushbuffers; binds each channel's class (SET_OBJECT); copies a 1 MiB pattern A → B
-//! on the copy channel and releases timeline value 1, checks B; releases 2 on the
-//! compute channel; times 10,000 empty releases per channel (release v, the host spins
-//! until it lands); frees everything and says what was freed.
+//! What it does: opens the GPU and two RM-owned address spaces, as two clients would
+//! get; in the first, a GRAPHICS group with a compute and a copy channel (1024-entry
+//! rings) and an async copy engine's group with a copy channel alone; maps 2 MiB of
+//! host memory for buffers A and B and 64 KiB for the semaphores and pushbuffers;
+//! binds each channel's class (SET_OBJECT); copies a 1 MiB pattern A → B on the copy
+//! channel and checks B; releases on every channel; times 10,000 empty releases per
+//! channel (release v, the host spins until it lands). In the second space, a compute
+//! channel releases into its own memory, then once into an address that is mapped only
+//! in the first space: the RM must post an MMU fault in its notifier, and the first
+//! space's channels must keep running. Frees everything and says what was freed.
 //!
 //! Safety on the GPU: it uses the GPU only through its driver; the only register it
 //! writes is the usermode doorbell (NVC361_NOTIFY_CHANNEL_PENDING); every wait is
@@ -19,6 +22,7 @@ use std::{
     collections::VecDeque,
     error::Error,
     path::Path,
+    sync::Arc,
     sync::atomic::{Ordering, fence},
     time::{Duration, Instant},
 };
@@ -29,7 +33,8 @@ use rig_client::channel::{
     ring,
 };
 use rigd::nvrm::{
-    Channel, ChannelGroup, Engine, Gpu, GroupEngine, HostMem, SysRm, USERD_GP_GET, USERD_GP_PUT,
+    AddressSpace, Channel, ChannelGroup, Engine, Gpu, GroupEngine, HostMem, SysRm, USERD_GP_GET,
+    USERD_GP_PUT,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -48,13 +53,15 @@ const COPY_SEM: usize = 0x0;
 const COMPUTE_SEM: usize = 0x10;
 const COPY_PB: usize = 0x1000;
 const COMPUTE_PB: usize = 0x8000;
-const PB_WORDS: u64 = 4096;
+const LONE_SEM: usize = 0x20;
+const LONE_PB: usize = 0xc000;
+const PB_WORDS: u64 = 2048;
 
 /// One channel's submission state: its pushbuffer in `cmd`, its ring, its timeline.
-struct Submitter<'c, 'a> {
+struct Submitter<'c> {
     name: &'static str,
-    ch: &'c Channel<'a, SysRm>,
-    cmd: &'c HostMem<'a, SysRm>,
+    ch: &'c Channel<SysRm>,
+    cmd: &'c HostMem<SysRm>,
     pb: Pushbuffer,
     pb_off: usize,
     ring: Ring,
@@ -65,11 +72,11 @@ struct Submitter<'c, 'a> {
     last_end: u64,
 }
 
-impl<'c, 'a> Submitter<'c, 'a> {
+impl<'c> Submitter<'c> {
     fn new(
         name: &'static str,
-        ch: &'c Channel<'a, SysRm>,
-        cmd: &'c HostMem<'a, SysRm>,
+        ch: &'c Channel<SysRm>,
+        cmd: &'c HostMem<SysRm>,
         pb_off: usize,
         sem: usize,
     ) -> Res<Self> {
@@ -183,7 +190,7 @@ impl<'c, 'a> Submitter<'c, 'a> {
 
 /// Times `n` empty releases: (round trips, host time per submit).
 fn time_empty(
-    s: &mut Submitter<'_, '_>,
+    s: &mut Submitter<'_>,
     n: usize,
     how: method::Release,
 ) -> Res<(Vec<Duration>, Vec<Duration>)> {
@@ -242,18 +249,17 @@ fn run() -> Res<()> {
         gpu.release(),
         gpu.uuid()
     );
-    let data = HostMem::new(&gpu, 2 * MIB)?;
-    let cmd = HostMem::new(&gpu, 64 << 10)?;
-    let compute_group = ChannelGroup::new(&gpu, GroupEngine::Graphics)?;
+    let gpu = Arc::new(gpu);
+    let space = Arc::new(AddressSpace::new(&gpu)?);
+    let data = HostMem::new(&space, 2 * MIB)?;
+    let cmd = HostMem::new(&space, 64 << 10)?;
+    let compute_group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics)?);
     let compute = Channel::new(&compute_group, Engine::Compute, ENTRIES)?;
-    // The copy channel joins the compute channel's GR0 group, whose compute object
-    // made the graphics context: alone in a group of its own (GR0's or an async copy
-    // engine's), UVM_REGISTER_CHANNEL was refused on this H200 with
-    // NV_ERR_INVALID_OBJECT from kgrctxGetCtxBuffers (no graphics context buffers).
     let copy = Channel::new(&compute_group, Engine::Copy, ENTRIES)?;
     println!(
-        "opened in {:.1} ms: data at GPU VA {:#x}, commands at {:#x}; copy channel {:#x} \
-         token {:#x} ring at {:#x}; compute channel {:#x} token {:#x} ring at {:#x}",
+        "opened in {:.1} ms (RM-owned address space, no UVM): data at GPU VA {:#x}, \
+         commands at {:#x}; copy channel {:#x} token {:#x} ring at {:#x}; compute channel \
+         {:#x} token {:#x} ring at {:#x}",
         t_open.elapsed().as_secs_f64() * 1e3,
         data.gpu_va(),
         cmd.gpu_va(),
@@ -263,6 +269,17 @@ fn run() -> Res<()> {
         compute.handle(),
         compute.token(),
         compute.gpfifo().gpu_va()
+    );
+    // A copy channel alone in an async copy engine's group: with UVM it was refused
+    // (NV_ERR_INVALID_OBJECT at UVM_REGISTER_CHANNEL); an RM-owned space needs no
+    // registration.
+    let t = Instant::now();
+    let ce_group = Arc::new(ChannelGroup::new(&space, GroupEngine::Copy(2))?);
+    let lone = Channel::new(&ce_group, Engine::Copy, ENTRIES)?;
+    println!(
+        "async copy engine 2: group and lone copy channel {:#x} in {:.1} ms",
+        lone.handle(),
+        t.elapsed().as_secs_f64() * 1e3
     );
 
     let words = usize::try_from(MIB / 8)?;
@@ -326,26 +343,139 @@ fn run() -> Res<()> {
             time_empty(&mut ks, EMPTY_SUBMISSIONS, how)?,
         );
     }
+    let mut ls = Submitter::new("lone copy", &lone, &cmd, LONE_PB, LONE_SEM)?;
+    ls.push(&method::set_object(SUBCH_COPY, HOPPER_DMA_COPY_A))?;
+    let v = ls.release()?;
+    ls.submit()?;
+    ls.wait(v, FIRST_TIMEOUT)?;
+    report(
+        "lone copy channel (async CE 2), release without WFI or timestamp",
+        time_empty(&mut ls, EMPTY_SUBMISSIONS, method::Release::default())?,
+    );
     let (get, put) = copy.gp_get_put()?;
     println!("copy channel after: GP_GET {get} GP_PUT {put}");
-    drop((cs, ks));
+
+    // The second client's space hands out the same VAs as the first's (each space
+    // has its own allocator), so its first memory lies at `a` too: proof that the two
+    // are apart is that its release there leaves A's word alone. 1 MiB + 64 KiB into
+    // A is mapped only in the first space.
+    let a_word = d.read_u64(COMPUTE_SEM)?;
+    second_client(&gpu, a + MIB + (64 << 10))?;
+    let now = d.read_u64(COMPUTE_SEM)?;
+    if now != a_word {
+        return Err(format!(
+            "the second space's release reached the first space's memory: {a_word:#x} → {now:#x}"
+        )
+        .into());
+    }
+    println!(
+        "first space: its word at {:#x} kept {a_word:#x} while the second space released at the same VA",
+        a + COMPUTE_SEM as u64
+    );
+    // The first client's channels still run after the second's fault.
+    let v = ks.release()?;
+    ks.submit()?;
+    ks.wait(v, FIRST_TIMEOUT)?;
+    let v = cs.release()?;
+    cs.submit()?;
+    cs.wait(v, FIRST_TIMEOUT)?;
+    println!("first space: compute and copy channels still release after the second's fault");
+    drop((cs, ks, ls));
+    lone.close()?;
+    Arc::into_inner(ce_group)
+        .ok_or("a group is still shared")?
+        .close()?;
 
     let t_close = Instant::now();
     copy.close()?;
     println!("freed: copy channel (drained, unregistered, freed, memory; its group still runs)");
     compute.close()?;
     println!("freed: compute channel (group descheduled, drained, unregistered, freed, memory)");
-    compute_group.close()?;
-    println!("freed: the channel group and its subcontext");
+    Arc::into_inner(compute_group)
+        .ok_or("a group is still shared")?
+        .close()?;
+    println!("freed: the channel groups and their subcontexts");
     cmd.close()?;
     data.close()?;
-    println!("freed: host memory (UVM range, RM mapping, OS descriptor, memfd)");
-    gpu.close()?;
+    println!("freed: host memory (RM mapping, OS descriptor, memfd)");
+    Arc::into_inner(space)
+        .ok_or("the space is still shared")?
+        .close()?;
+    Arc::into_inner(gpu)
+        .ok_or("the GPU is still shared")?
+        .close()?;
     println!(
-        "freed: VA space, UVM registration, usermode page, subdevice, device, root client \
+        "freed: address space, usermode page, subdevice, device, root client \
          ({:.1} ms to close)",
         t_close.elapsed().as_secs_f64() * 1e3
     );
+    Ok(())
+}
+
+/// A second client's space: a compute channel releases into its own memory, then
+/// once into `foreign` (mapped only in the first space), which must fault.
+fn second_client(gpu: &Arc<Gpu<SysRm>>, foreign: u64) -> Res<()> {
+    let space = Arc::new(AddressSpace::new(gpu)?);
+    let cmd = HostMem::new(&space, 64 << 10)?;
+    let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics)?);
+    let ch = Channel::new(&group, Engine::Compute, ENTRIES)?;
+    let mut s = Submitter::new("second client", &ch, &cmd, COMPUTE_PB, COMPUTE_SEM)?;
+    s.push(&method::set_object(SUBCH_COMPUTE, HOPPER_COMPUTE_A))?;
+    let v = s.release()?;
+    s.submit()?;
+    s.wait(v, FIRST_TIMEOUT)?;
+    println!(
+        "second space: its own compute channel released {v} into its own memory at {:#x}",
+        cmd.gpu_va()
+    );
+    // One release to an address only the first space maps. Submitted once; the wait
+    // is bounded and ends at the first posted error.
+    let v = s.timeline.advance()?;
+    s.push(&method::release_with(
+        foreign,
+        v,
+        method::Release::default(),
+    )?)?;
+    s.submit()?;
+    let t = Instant::now();
+    let fault = loop {
+        if let Some(f) = ch.fault() {
+            break Some(f);
+        }
+        if t.elapsed() > FIRST_TIMEOUT {
+            break None;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    };
+    match fault {
+        Some(f) => println!(
+            "second space: release into the first space's {foreign:#x} faulted: info32 {} \
+             info16 {:#x} status {:#x}, posted after {:.1} µs",
+            f.info32,
+            f.info16,
+            f.status,
+            t.elapsed().as_secs_f64() * 1e6
+        ),
+        None => {
+            return Err(format!(
+                "second space: a release into {foreign:#x} (not mapped here) posted no \
+                 error within {FIRST_TIMEOUT:?}"
+            )
+            .into());
+        }
+    }
+    drop(s);
+    if let Err(e) = ch.close() {
+        println!("second space: closing the faulted channel: {e}");
+    }
+    Arc::into_inner(group)
+        .ok_or("a group is still shared")?
+        .close()?;
+    cmd.close()?;
+    Arc::into_inner(space)
+        .ok_or("second space still shared")?
+        .close()?;
+    println!("second space: freed");
     Ok(())
 }
 

@@ -21,6 +21,33 @@ pub struct Config {
     pub paths: Paths,
     pub take: Take,
     pub dma: Dma,
+    pub channels: Channels,
+}
+
+/// GPUs served through their own kernel driver (NVIDIA's RM): rigd makes channels and
+/// lends them to clients (docs/channels.md). Each served GPU gets a DMA pool of
+/// `[dma] pool_bytes` whose leases map into each session's own GPU address space.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Channels {
+    /// PCI addresses ("0000:00:06.0") of RM-driven GPUs to serve, or `["all"]` for
+    /// every GPU the RM drives. Empty: none.
+    pub serve: Vec<String>,
+    /// Channels one session may have open.
+    pub per_session: usize,
+    /// The largest ring one channel may have, in entries (8 bytes of pinned host
+    /// memory each): a power of two up to 2^31.
+    pub max_ring_entries: u64,
+}
+
+impl Default for Channels {
+    fn default() -> Self {
+        Self {
+            serve: Vec::new(),
+            per_session: 8,
+            max_ring_entries: 1 << 20,
+        }
+    }
 }
 
 /// Where and to whom rigd listens.

@@ -15,18 +15,21 @@
 //! - (`queue`, the rings lent to clients, comes with the queue work.)
 //!
 //! A GPU that keeps its kernel driver is served, not taken: `nvrm`, beside `take`,
-//! speaks NVIDIA's RM and UVM in the layouts of the release it finds: a GPU's device,
-//! VA space, host memory and scheduled channels (lending them to clients comes next).
+//! speaks NVIDIA's RM in the layouts of the release it finds (a GPU's device, each
+//! client's own GPU address space, host memory, scheduled channels), and `channels`
+//! lends them: per DMA session its address space, groups and channels, their
+//! descriptors for the client, the error-notifier watch, and reclaim.
 //!
 //! No stage imports `rig` or `service`, and no two modules import each other (`sys`
-//! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait, and
-//! `dma` knows nothing of VFIO). `config` is read once at start. `sys` is the only module with `unsafe`, one file
+//! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait and
+//! `nvrm` its per-session `DeviceMap`, and `dma` knows nothing of VFIO or the RM). `config` is read once at start. `sys` is the only module with `unsafe`, one file
 //! per kernel interface; what rigd shares with rig-client (memfds, mappings,
 //! SCM_RIGHTS) is the `rig-sys` crate. `testing` and the `Fake*` kernels exist only in
 //! tests and with feature `fakes`; the crash self-kill only with `crash-points`.
 
 #![deny(unsafe_code)]
 
+pub mod channels;
 pub mod config;
 pub mod dma;
 pub mod nvrm;

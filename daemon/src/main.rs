@@ -75,6 +75,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for r in rig.recover().iter() {
         tracing::info!("recovered {}", recovered_line(r));
     }
+    // GPUs that keep their driver: channels through the RM ([channels] serve).
+    for w in &rig.serve_configured() {
+        tracing::warn!("{}", error_line(w));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -3,19 +3,24 @@
 //! It answers inspection requests (`pci`) and owns the devices rig holds (`take`),
 //! each behind its own mutex: one operation per device at a time, any number of
 //! devices at once. The map of devices has its own short-lived lock. Blocking sysfs
-//! work runs on the caller's thread: `service` moves it off the async executor.
+//! work runs on the caller's thread: `service` moves it off the async executor. It
+//! also owns the GPUs it serves through their own driver (`channels`, each with a DMA
+//! pool of its name) and joins a DMA session to its GPU address space there.
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    path::PathBuf,
+    sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock},
     time::Duration,
 };
 
 use rig_sys::scm::PeerCred;
 
 use crate::{
+    channels::{self, ChannelError, ChannelHost, ChannelId, ChannelView, OpenedChannel, Served},
     config::{self, Config, ConfigError},
     dma::{self, DmaError},
+    nvrm::{self, Engine, NvrmError, SysRm},
     pci::{
         self, Bdf, BdfError, Device, PciError, SysfsRoot,
         ids::{IdsError, PciIds},
@@ -42,6 +47,8 @@ pub enum RigError {
     Take(#[from] TakeError),
     #[error(transparent)]
     Dma(#[from] DmaError),
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
     #[error("Another operation on {bdf} is under way; try again when it ends")]
     Busy { bdf: Bdf },
     #[error("Only root or members of the admin group{} may take, reset or give back devices (you are uid {uid})", .group.as_deref().map(|g| format!(" `{g}`")).unwrap_or_default())]
@@ -65,6 +72,10 @@ pub struct Rig {
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
+    /// GPUs served through their own driver, by PCI address (their pools' names).
+    served: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
+    channels: config::Channels,
+    dev_dir: PathBuf,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -87,6 +98,12 @@ pub enum StartWarning {
     NoNames(#[source] IdsError),
     #[error("Only root may take devices")]
     NoAdminGroup(#[source] ConfigError),
+    #[error("GPU {gpu} is not served: no channels on it")]
+    NotServed {
+        gpu: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl Rig {
@@ -143,6 +160,9 @@ impl Rig {
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
+            served: RwLock::new(BTreeMap::new()),
+            channels: config.channels.clone(),
+            dev_dir: config.paths.dev.clone(),
         };
         (rig, warnings)
     }
@@ -405,6 +425,168 @@ impl Rig {
             }
             Ok(was_on)
         })
+    }
+
+    /// Opens the GPUs `[channels] serve` names through their driver and serves them;
+    /// returns one warning per GPU that could not be.
+    pub fn serve_configured(&self) -> Vec<StartWarning> {
+        let wanted = &self.channels.serve;
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let warn =
+            |gpu: &str, e: Box<dyn std::error::Error + Send + Sync>| StartWarning::NotServed {
+                gpu: gpu.to_owned(),
+                source: e,
+            };
+        let bdfs: Vec<String> = if wanted.iter().any(|w| w == "all") {
+            match SysRm::open(&self.dev_dir).and_then(|rm| {
+                use nvrm::Rm as _;
+                rm.cards().map_err(|source| NvrmError::Call {
+                    step: nvrm::Step::Cards,
+                    source,
+                })
+            }) {
+                Ok(cards) => cards.into_iter().map(|c| c.bdf).collect(),
+                Err(e) => return vec![warn("all", Box::new(e))],
+            }
+        } else {
+            wanted.clone()
+        };
+        let mut warnings = Vec::new();
+        for bdf in bdfs {
+            let opened = SysRm::open(&self.dev_dir).and_then(|rm| nvrm::Gpu::open(rm, Some(&bdf)));
+            let served = match opened {
+                Ok(gpu) => self.serve_gpu(Arc::new(Served::new(gpu, self.channel_limits()))),
+                Err(e) => Err(RigError::Channel(ChannelError::Rm {
+                    gpu: bdf.clone(),
+                    source: e,
+                })),
+            };
+            match served {
+                Ok(()) => tracing::info!(gpu = %bdf, "serving channels through the GPU's driver"),
+                Err(e) => warnings.push(warn(&bdf, Box::new(e))),
+            }
+        }
+        warnings
+    }
+
+    /// The configured limits of one session's channels.
+    pub fn channel_limits(&self) -> channels::Limits {
+        channels::Limits {
+            channels_per_session: self.channels.per_session,
+            max_ring_entries: self.channels.max_ring_entries,
+        }
+    }
+
+    /// Serves `host`'s GPU: a DMA pool of its name whose leases map into each
+    /// session's GPU address space, and channels.
+    ///
+    /// # Errors
+    /// [`RigError::Dma`] when the pool cannot be made (`PoolExists`, hugepages).
+    pub fn serve_gpu(&self, host: Arc<dyn ChannelHost>) -> Result<(), RigError> {
+        let name = host.name().to_owned();
+        let range = nvrm::LEASE_BASE..=nvrm::VA_END - 1;
+        self.dma
+            .create_configured(&name, dma::PoolMode::Gpu(range))?;
+        self.served
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name, host);
+        Ok(())
+    }
+
+    fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
+        let (pool, _) = self.dma.session_peer(session)?;
+        Ok(self
+            .served
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pool)
+            .cloned())
+    }
+
+    fn served_host(&self, session: dma::SessionId) -> Result<Arc<dyn ChannelHost>, RigError> {
+        match self.host_of(session)? {
+            Some(h) => Ok(h),
+            None => Err(ChannelError::NotServed {
+                name: self.dma.session_peer(session)?.0,
+            }
+            .into()),
+        }
+    }
+
+    /// A session just claimed: on a served GPU, gives it its own GPU address space,
+    /// where its leases map from now on. True when it did.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`], [`RigError::Dma`].
+    pub fn attach_session(&self, session: dma::SessionId) -> Result<bool, RigError> {
+        let Some(host) = self.host_of(session)? else {
+            return Ok(false);
+        };
+        let (_, peer) = self.dma.session_peer(session)?;
+        let map = host.attach(session, peer)?;
+        if let Err(e) = self.dma.attach_device_map(session, map) {
+            host.end(session);
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
+    /// Opens a channel for `session` on its GPU.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`] (`NotServed` for a session on another kind of pool).
+    pub fn open_channel(
+        &self,
+        session: dma::SessionId,
+        engine: Engine,
+        entries: u64,
+    ) -> Result<OpenedChannel, RigError> {
+        Ok(self.served_host(session)?.open(session, engine, entries)?)
+    }
+
+    /// Closes one of `session`'s channels.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`].
+    pub fn close_channel(
+        &self,
+        session: dma::SessionId,
+        channel: ChannelId,
+    ) -> Result<(), RigError> {
+        Ok(self.served_host(session)?.close(session, channel)?)
+    }
+
+    /// Ends a DMA session: its channels stop and go first, then its leases (which
+    /// leave its GPU address space, and with the last one the space itself).
+    /// Returns (channels, leases) reclaimed.
+    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
+        let channels = match self.host_of(session) {
+            Ok(Some(h)) => h.end(session),
+            _ => 0,
+        };
+        (channels, self.dma.close_session(session))
+    }
+
+    /// Every channel on every served GPU; only `uid`'s when given.
+    pub fn channel_status(&self, uid: Option<u32>) -> Vec<ChannelView> {
+        self.hosts().iter().flat_map(|h| h.status(uid)).collect()
+    }
+
+    /// Reads every channel's error notifier; returns how many new faults.
+    pub fn watch_channels(&self) -> usize {
+        self.hosts().iter().map(|h| h.watch()).sum()
+    }
+
+    fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
+        self.served
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its

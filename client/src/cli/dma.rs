@@ -93,6 +93,7 @@ fn addressing(a: Addressing) -> &'static str {
         Addressing::None => "none (host)",
         Addressing::Physical => "physical (sysfs)",
         Addressing::Iova => "IOVA (vfio)",
+        Addressing::GpuVa => "GPU VA (RM-served GPU, per session)",
     }
 }
 

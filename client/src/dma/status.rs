@@ -14,6 +14,8 @@ pub enum Addressing {
     Physical,
     /// Vfio mode: IOVA through the IOMMU.
     Iova,
+    /// Gpu mode (an RM-served GPU): GPU VA in the session's own GPU address space.
+    GpuVa,
 }
 
 impl Addressing {
@@ -21,6 +23,7 @@ impl Addressing {
         match pb::DmaAddressing::try_from(v) {
             Ok(pb::DmaAddressing::Physical) => Self::Physical,
             Ok(pb::DmaAddressing::Iova) => Self::Iova,
+            Ok(pb::DmaAddressing::GpuVa) => Self::GpuVa,
             _ => Self::None,
         }
     }

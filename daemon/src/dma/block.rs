@@ -118,7 +118,12 @@ impl Block {
         Ok(PhysAddr(pa))
     }
 
-    /// Where rigd maps the block.
+    /// rigd's mapping of the block.
+    pub fn mapping(&self) -> &Mapping {
+        &self.map
+    }
+
+    /// Where rigd sees the first byte.
     pub fn va(&self) -> HostVa {
         // CAST: a usize address widens losslessly to u64 on every target rigd builds for.
         HostVa(self.map.addr() as u64)

@@ -85,6 +85,8 @@ hex_display!(Iova, HostVa, PhysAddr);
 pub enum DeviceAddr {
     Iova(Iova),
     Phys(PhysAddr),
+    /// A GPU virtual address in the leasing client's own address space.
+    GpuVa(u64),
 }
 
 impl DeviceAddr {
@@ -93,6 +95,7 @@ impl DeviceAddr {
         match self {
             Self::Iova(a) => a.0,
             Self::Phys(a) => a.0,
+            Self::GpuVa(a) => a,
         }
     }
 }
@@ -124,6 +127,25 @@ pub trait IommuMap: Send + Sync + fmt::Debug {
     fn unmap(&self, iova: Iova, len: u64) -> Result<(), DmaError>;
 }
 
+/// Maps lease blocks into one session's own device address space: implemented by
+/// `nvrm::AddressSpace` (a client's GPU VA space on an RM-served GPU). Unlike
+/// [`IommuMap`], one per session, not per pool, and handed each block's mapping, so
+/// no raw address crosses it.
+pub trait DeviceMap: Send + Sync + fmt::Debug {
+    /// The addresses a pool may pick in this space.
+    fn va_range(&self) -> RangeInclusive<u64>;
+    /// Maps all of `block` at `va`.
+    ///
+    /// # Errors
+    /// [`DmaError::DeviceMap`].
+    fn map_block(&self, va: u64, block: &rig_sys::mman::Mapping) -> Result<(), DmaError>;
+    /// Unmaps every block mapped in `va..va + len`; the device faults on them after.
+    ///
+    /// # Errors
+    /// [`DmaError::DeviceUnmap`]: some block may still be reachable.
+    fn unmap(&self, va: u64, len: u64) -> Result<(), DmaError>;
+}
+
 /// How a pool's device reaches its blocks.
 #[derive(Debug, Clone)]
 pub enum PoolMode {
@@ -133,6 +155,9 @@ pub enum PoolMode {
     Sysfs,
     /// A device behind an IOMMU: IOVA mapped at lease time, unmapped at release.
     Vfio(std::sync::Arc<dyn IommuMap>),
+    /// An RM-served GPU: each session maps its leases into its own GPU address space
+    /// (its [`DeviceMap`]); addresses come from this range.
+    Gpu(RangeInclusive<u64>),
 }
 
 impl PoolMode {
@@ -142,6 +167,7 @@ impl PoolMode {
             Self::Host => "host",
             Self::Sysfs => "sysfs",
             Self::Vfio(_) => "vfio",
+            Self::Gpu(_) => "gpu",
         }
     }
 }
@@ -232,6 +258,20 @@ pub enum DmaError {
         #[source]
         source: io::Error,
     },
+    #[error("Failed to map a block at GPU VA {va:#x}")]
+    DeviceMap {
+        va: u64,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("Failed to unmap the block at GPU VA {va:#x}")]
+    DeviceUnmap {
+        va: u64,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("Session {session} has no GPU address space yet: open it on the side socket first")]
+    NoDeviceMap { session: SessionId },
     #[error("Failed to unmap IOVA {iova} (+{len:#x} bytes)")]
     Unmap {
         iova: Iova,

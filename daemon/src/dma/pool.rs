@@ -16,8 +16,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    BLOCK_SIZE, Backing, DeviceAddr, DmaError, IommuMap, Iova, IovaAllocator, LeaseId, PhysAddr,
-    PoolMode, block::Block,
+    BLOCK_SIZE, Backing, DeviceAddr, DeviceMap, DmaError, IommuMap, Iova, IovaAllocator, LeaseId,
+    PhysAddr, PoolMode, block::Block,
 };
 use crate::sys::sched;
 
@@ -63,6 +63,8 @@ pub struct Lent {
 struct Leased {
     blocks: Vec<Block>,
     addr: Option<DeviceAddr>,
+    /// The session's space its blocks are mapped in (gpu mode).
+    map: Option<Arc<dyn DeviceMap>>,
 }
 
 #[derive(Debug, Default)]
@@ -130,6 +132,12 @@ impl Pool {
             PoolMode::Vfio(iommu) => Some(IovaAllocator::new(
                 &iommu.iova_ranges(),
                 iommu.page_sizes(),
+                BLOCK_SIZE,
+            )?),
+            // Any page size: the space maps each block whole, at a block-aligned VA.
+            PoolMode::Gpu(range) => Some(IovaAllocator::new(
+                std::slice::from_ref(range),
+                BLOCK_SIZE,
                 BLOCK_SIZE,
             )?),
             _ => None,
@@ -213,6 +221,27 @@ impl Pool {
     /// block), [`DmaError::Iova`]/[`DmaError::Map`] (vfio mode), [`DmaError::Block`]
     /// when a descriptor cannot be duplicated.
     pub fn lease(&self, id: LeaseId, blocks: u32) -> Result<Lent, DmaError> {
+        self.lease_into(id, blocks, None)
+    }
+
+    /// As [`Pool::lease`], a gpu-mode pool mapping the blocks into `map`, the leasing
+    /// session's own space.
+    ///
+    /// # Errors
+    /// As [`Pool::lease`]; [`DmaError::DeviceMap`]; [`DmaError::Config`] for a
+    /// gpu-mode pool without `map`.
+    pub fn lease_into(
+        &self,
+        id: LeaseId,
+        blocks: u32,
+        map: Option<&Arc<dyn DeviceMap>>,
+    ) -> Result<Lent, DmaError> {
+        if matches!(self.shared.mode, PoolMode::Gpu(_)) && map.is_none() {
+            return Err(DmaError::Config {
+                key: "mode",
+                why: "a gpu pool leases only into a session's address space".into(),
+            });
+        }
         let mut st = self.shared.state();
         let free = u32::try_from(st.free.len()).unwrap_or(u32::MAX);
         if free < blocks {
@@ -242,6 +271,24 @@ impl Pool {
                 .first()
                 .and_then(|(_, b)| b.phys())
                 .map(DeviceAddr::Phys),
+            PoolMode::Gpu(_) => {
+                let space = st
+                    .iova
+                    .as_mut()
+                    .expect("gpu pools have an address allocator");
+                let map = map.expect("checked above").as_ref();
+                match map_gpu_lease(map, space, &taken) {
+                    Ok(va) => Some(DeviceAddr::GpuVa(va)),
+                    Err((e, reachable)) => {
+                        if reachable {
+                            st.quarantine.extend(taken.into_iter().map(|(_, b)| b));
+                        } else {
+                            put_back(&mut st, taken);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
             PoolMode::Vfio(iommu) => {
                 let space = st.iova.as_mut().expect("vfio pools have an IOVA allocator");
                 match map_lease(iommu.as_ref(), space, &taken) {
@@ -260,7 +307,8 @@ impl Pool {
             }
         };
         let blocks = taken.into_iter().map(|(_, b)| b).collect();
-        st.leases.insert(id, Leased { blocks, addr });
+        let map = map.cloned();
+        st.leases.insert(id, Leased { blocks, addr, map });
         Ok(Lent { addr, fds })
     }
 
@@ -301,6 +349,24 @@ impl Pool {
 
     fn take_back(&self, st: &mut State, leased: Leased) {
         match (&self.shared.mode, leased.addr) {
+            (PoolMode::Gpu(_), Some(DeviceAddr::GpuVa(base))) => {
+                let len = BLOCK_SIZE * leased.blocks.len() as u64;
+                let map = leased.map.as_ref().expect("gpu leases keep their space");
+                match map.unmap(base, len) {
+                    Ok(()) => {
+                        if let Some(space) = st.iova.as_mut()
+                            && let Err(e) = space.free(Iova(base))
+                        {
+                            tracing::warn!(pool = %self.shared.name, "{e}");
+                        }
+                        st.retire.extend(leased.blocks);
+                    }
+                    Err(e) => {
+                        tracing::error!(pool = %self.shared.name, error = &e as &dyn std::error::Error, "GPU unmap failed: keeping the lease's blocks out of use");
+                        st.quarantine.extend(leased.blocks);
+                    }
+                }
+            }
             (PoolMode::Vfio(iommu), Some(DeviceAddr::Iova(base))) => {
                 let len = BLOCK_SIZE * leased.blocks.len() as u64;
                 match iommu.unmap(base, len) {
@@ -508,6 +574,27 @@ fn map_lease(
         if let Err(e) = mapped {
             let rolled_back = i == 0 || iommu.unmap(base, BLOCK_SIZE * i as u64).is_ok();
             if rolled_back && let Err(f) = space.free(base) {
+                tracing::warn!("{f}");
+            }
+            return Err((e, !rolled_back));
+        }
+    }
+    Ok(base)
+}
+
+/// Maps `blocks` at consecutive addresses of `space` into `map`; on failure the
+/// blocks mapped so far are unmapped, and the bool says whether that failed too.
+fn map_gpu_lease(
+    map: &dyn DeviceMap,
+    space: &mut IovaAllocator,
+    blocks: &[(u64, Block)],
+) -> Result<u64, (DmaError, bool)> {
+    let len = BLOCK_SIZE * blocks.len() as u64;
+    let base = space.alloc(len).map_err(|e| (e.into(), false))?.0;
+    for (i, (_, b)) in blocks.iter().enumerate() {
+        if let Err(e) = map.map_block(base + BLOCK_SIZE * i as u64, b.mapping()) {
+            let rolled_back = i == 0 || map.unmap(base, BLOCK_SIZE * i as u64).is_ok();
+            if rolled_back && let Err(f) = space.free(Iova(base)) {
                 tracing::warn!("{f}");
             }
             return Err((e, !rolled_back));

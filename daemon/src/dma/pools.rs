@@ -16,8 +16,8 @@ use rig_sys::scm::PeerCred;
 use tokio::sync::watch;
 
 use super::{
-    BLOCK_SIZE, Backing, DeviceAddr, DmaError, LeaseId, MAX_LEASE_BLOCKS, Pool, PoolMode, PoolSpec,
-    PoolStatus, SessionId,
+    BLOCK_SIZE, Backing, DeviceAddr, DeviceMap, DmaError, LeaseId, MAX_LEASE_BLOCKS, Pool,
+    PoolMode, PoolSpec, PoolStatus, SessionId,
     hugepages::Hugepages,
     session::{self, Session, Token},
 };
@@ -101,6 +101,10 @@ impl Sessions {
         )
     }
 }
+
+/// A lease checked and charged: its pool, who leases, its handle, and the session's
+/// own device map (gpu pools).
+type Reserved = (Arc<Pool>, PeerCred, LeaseId, Option<Arc<dyn DeviceMap>>);
 
 /// The daemon's DMA state.
 #[derive(Debug)]
@@ -319,6 +323,7 @@ impl Pools {
                 claimed: false,
                 leases: BTreeMap::new(),
                 ended: tx,
+                device_map: None,
             },
         );
         Ok(SessionTicket {
@@ -375,8 +380,8 @@ impl Pools {
     /// [`DmaError::Quota`], [`DmaError::BadSession`], and the pool's errors.
     pub fn lease(&self, id: SessionId, bytes: u64) -> Result<Grant, DmaError> {
         let blocks = blocks_of(bytes)?;
-        let (pool, peer, lease) = self.reserve(id, bytes, blocks)?;
-        let lent = match pool.lease(lease, blocks) {
+        let (pool, peer, lease, map) = self.reserve(id, bytes, blocks)?;
+        let lent = match pool.lease_into(lease, blocks, map.as_ref()) {
             Ok(l) => l,
             Err(e) => {
                 lock(&self.sessions).refund(peer.uid, pool.name(), bytes);
@@ -413,7 +418,7 @@ impl Pools {
         id: SessionId,
         bytes: u64,
         blocks: u32,
-    ) -> Result<(Arc<Pool>, PeerCred, LeaseId), DmaError> {
+    ) -> Result<Reserved, DmaError> {
         let mut s = lock(&self.sessions);
         let session = s.map.get(&id).ok_or(DmaError::BadSession {
             session: id,
@@ -426,7 +431,11 @@ impl Pools {
             });
         }
         let (peer, name) = (session.peer, session.pool.clone());
+        let map = session.device_map.clone();
         let pool = self.pool(&name)?;
+        if matches!(pool.mode(), PoolMode::Gpu(_)) && map.is_none() {
+            return Err(DmaError::NoDeviceMap { session: id });
+        }
         if blocks > pool.target_blocks() {
             return Err(DmaError::Oversized {
                 bytes,
@@ -451,7 +460,43 @@ impl Pools {
         }
         s.charge(peer.uid, &name, bytes);
         s.next_lease += 1;
-        Ok((pool, peer, LeaseId(s.next_lease)))
+        Ok((pool, peer, LeaseId(s.next_lease), map))
+    }
+
+    /// Gives a claimed session its own device address space, once: its leases map
+    /// there from now on. Who opened and claimed it is checked by the caller.
+    ///
+    /// # Errors
+    /// [`DmaError::BadSession`] for a session unknown, unclaimed or already given one.
+    pub fn attach_device_map(
+        &self,
+        id: SessionId,
+        map: Arc<dyn DeviceMap>,
+    ) -> Result<(), DmaError> {
+        let bad = |why| DmaError::BadSession { session: id, why };
+        let mut s = lock(&self.sessions);
+        let session = s.map.get_mut(&id).ok_or(bad("no such session"))?;
+        if !session.claimed {
+            return Err(bad("not claimed on the side socket"));
+        }
+        if session.device_map.is_some() {
+            return Err(bad("already has its GPU address space"));
+        }
+        session.device_map = Some(map);
+        Ok(())
+    }
+
+    /// The pool and peer of a session, for the layers that serve it beside its leases.
+    ///
+    /// # Errors
+    /// [`DmaError::BadSession`].
+    pub fn session_peer(&self, id: SessionId) -> Result<(String, PeerCred), DmaError> {
+        let s = lock(&self.sessions);
+        let session = s.map.get(&id).ok_or(DmaError::BadSession {
+            session: id,
+            why: "no such session",
+        })?;
+        Ok((session.pool.clone(), session.peer))
     }
 
     /// Releases one of the session's leases.

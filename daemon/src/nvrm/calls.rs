@@ -1,10 +1,10 @@
-//! The RM and UVM calls the channel path makes, behind the small [`Rm`] trait: the
-//! real [`SysRm`] on `sys::nvrm`/`sys::uvm`, and `FakeRm` (tests, feature `fakes`)
+//! The RM calls the channel path makes, behind the small [`Rm`] trait: the real
+//! [`SysRm`] on `sys::nvrm`, and `FakeRm` (tests, feature `fakes`)
 //! that records them, so the order of creation and teardown is tested without a GPU.
 //!
 //! State: `SysRm` owns the files of one GPU's path: the root client's
-//! `/dev/nvidiactl`, the registered `/dev/nvidiaN`, the two `/dev/nvidia-uvm` files
-//! and the reservation of the GPU VA window; the usermode file and its mapping are a
+//! `/dev/nvidiactl` and the registered `/dev/nvidiaN`; the usermode file and its
+//! mapping are a
 //! [`SysUsermode`] that `Gpu` owns. Objects and their order are `Gpu`'s, `HostMem`'s
 //! and `Channel`'s business, not this file's.
 
@@ -12,23 +12,20 @@ use std::{
     fmt,
     fs::{File, OpenOptions},
     num::NonZeroUsize,
-    os::fd::{AsFd, AsRawFd, BorrowedFd},
+    os::fd::{AsFd, BorrowedFd},
     path::{Path, PathBuf},
     sync::OnceLock,
 };
 
-use rig_sys::mman::Mapping;
-use zerocopy::FromZeros;
+use rig_sys::mman::{DeviceMapping, Mapping};
 
 use super::{
     Card, NvrmError, Root,
     error::CallError,
     layout::{MapMemoryDma, Release},
 };
-use crate::sys::{
-    nvmap::{DeviceMapping, VaReservation},
-    nvrm::{self as rm, AllocObject, MapMemory, NvHandle, Nvos02Parameters, Nvos47Parameters},
-    uvm::{self, NvProcessorUuid},
+use crate::sys::nvrm::{
+    self as rm, AllocObject, MapMemory, NvHandle, Nvos02Parameters, Nvos47Parameters,
 };
 
 /// The usermode page's size (clc661.h: `NVC661` spans 64 KiB).
@@ -36,50 +33,6 @@ pub const USERMODE_LEN: usize = 0x1_0000;
 /// NVC361_NOTIFY_CHANNEL_PENDING (clc361.h): the doorbell, written with a work submit
 /// token.
 pub const NVC361_NOTIFY_CHANNEL_PENDING: usize = 0x90;
-
-/// A UVM call, typed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UvmCall {
-    Initialize,
-    MmInitialize,
-    RegisterGpu {
-        uuid: NvProcessorUuid,
-    },
-    UnregisterGpu {
-        uuid: NvProcessorUuid,
-    },
-    RegisterGpuVaspace {
-        uuid: NvProcessorUuid,
-        h_va_space: NvHandle,
-    },
-    UnregisterGpuVaspace {
-        uuid: NvProcessorUuid,
-    },
-    CreateExternalRange {
-        base: u64,
-        length: u64,
-    },
-    MapExternalAllocation {
-        base: u64,
-        length: u64,
-        h_memory: NvHandle,
-        uuid: NvProcessorUuid,
-    },
-    Free {
-        base: u64,
-        length: u64,
-    },
-    RegisterChannel {
-        uuid: NvProcessorUuid,
-        h_channel: NvHandle,
-        base: u64,
-        length: u64,
-    },
-    UnregisterChannel {
-        uuid: NvProcessorUuid,
-        h_channel: NvHandle,
-    },
-}
 
 /// NV_ESC_RM_UNMAP_MEMORY_DMA's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,9 +48,17 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
     /// Writes `token` to NVC361_NOTIFY_CHANNEL_PENDING: the GPU then reads the
     /// channel's GP_PUT. The one register rig writes.
     fn ring(&self, token: u32);
+    /// A descriptor a client maps the same page through ([`USERMODE_LEN`] bytes at
+    /// offset 0): for the real RM a dup of the fresh, unregistered `/dev/nvidiaN`
+    /// file that holds the page's mmap context (nvidia-rm.md §4: no pid, mm or uid
+    /// check at mmap; a registered file would pin rigd's RM client).
+    ///
+    /// # Errors
+    /// dup(2)'s.
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd>;
 }
 
-/// The RM and UVM calls of one GPU's channel path, on the root client's behalf.
+/// The RM calls of one GPU's channel path, on the root client's behalf.
 /// Handles of 0 ask the RM to pick one.
 #[expect(
     clippy::missing_errors_doc,
@@ -145,10 +106,6 @@ pub trait Rm: fmt::Debug + Send + Sync {
         device: NvHandle,
         usermode: NvHandle,
     ) -> Result<Self::Usermode, CallError>;
-    /// Keeps `[base, base + len)` of rigd's own address space free of anything else.
-    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError>;
-    /// One UVM ioctl.
-    fn uvm(&self, call: UvmCall) -> Result<(), CallError>;
 }
 
 /// The real RM path: [`Root`] and the files of one GPU.
@@ -159,9 +116,6 @@ pub struct SysRm {
     dev_dir: PathBuf,
     /// The GPU's minor and its registered `/dev/nvidiaN`.
     device: OnceLock<(u32, File)>,
-    uvm: File,
-    uvm_mm: File,
-    va: OnceLock<VaReservation>,
 }
 
 fn open_rw(path: PathBuf) -> Result<File, CallError> {
@@ -173,34 +127,18 @@ fn open_rw(path: PathBuf) -> Result<File, CallError> {
 }
 
 impl SysRm {
-    /// Opens `<dev_dir>/nvidiactl` with a root client, reads the release, and opens
-    /// `<dev_dir>/nvidia-uvm` twice (the second file is only for UVM_MM_INITIALIZE).
+    /// Opens `<dev_dir>/nvidiactl` with a root client and reads the release.
     ///
     /// # Errors
-    /// As [`Root::open`] and [`Root::build_version`]; [`NvrmError::Open`] for UVM.
+    /// As [`Root::open`] and [`Root::build_version`].
     pub fn open(dev_dir: &Path) -> Result<Self, NvrmError> {
         let root = Root::open(dev_dir)?;
         let release = root.build_version()?.release;
-        let uvm_path = dev_dir.join("nvidia-uvm");
-        let open = |p: &Path| {
-            open_rw(p.to_path_buf()).map_err(|e| match e {
-                CallError::Open { path, source } => NvrmError::Open { path, source },
-                other => NvrmError::Call {
-                    step: super::Step::UvmInitialize,
-                    source: other,
-                },
-            })
-        };
-        let uvm = open(&uvm_path)?;
-        let uvm_mm = open(&uvm_path)?;
         Ok(Self {
             root,
             release,
             dev_dir: dev_dir.to_path_buf(),
             device: OnceLock::new(),
-            uvm,
-            uvm_mm,
-            va: OnceLock::new(),
         })
     }
 
@@ -223,102 +161,6 @@ impl SysRm {
         let minor = self.opened()?.0;
         Ok(self.dev_dir.join(format!("nvidia{minor}")))
     }
-
-    fn uvm_call(&self, call: UvmCall) -> Result<(), uvm::UvmError> {
-        let u = self.uvm.as_fd();
-        let ctl = self.ctl().as_raw_fd();
-        let h_client = self.client();
-        match call {
-            UvmCall::Initialize => uvm::uvm_ioctl(u, &mut uvm::UvmInitializeParams::default()),
-            UvmCall::MmInitialize => uvm::uvm_ioctl(
-                self.uvm_mm.as_fd(),
-                &mut uvm::UvmMmInitializeParams {
-                    uvm_fd: u.as_raw_fd(),
-                    rm_status: 0,
-                },
-            ),
-            UvmCall::RegisterGpu { uuid } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmRegisterGpuParams {
-                    gpu_uuid: uuid,
-                    rm_ctrl_fd: -1,
-                    ..Default::default()
-                },
-            ),
-            UvmCall::UnregisterGpu { uuid } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmUnregisterGpuParams {
-                    gpu_uuid: uuid,
-                    rm_status: 0,
-                },
-            ),
-            UvmCall::RegisterGpuVaspace { uuid, h_va_space } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmRegisterGpuVaspaceParams {
-                    gpu_uuid: uuid,
-                    rm_ctrl_fd: ctl,
-                    h_client,
-                    h_va_space,
-                    rm_status: 0,
-                },
-            ),
-            UvmCall::UnregisterGpuVaspace { uuid } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmUnregisterGpuVaspaceParams {
-                    gpu_uuid: uuid,
-                    rm_status: 0,
-                },
-            ),
-            UvmCall::CreateExternalRange { base, length } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmCreateExternalRangeParams {
-                    base,
-                    length,
-                    ..Default::default()
-                },
-            ),
-            UvmCall::MapExternalAllocation {
-                base,
-                length,
-                h_memory,
-                uuid,
-            } => {
-                let mut p = Box::new(uvm::UvmMapExternalAllocationParams::new_zeroed());
-                p.base = base;
-                p.length = length;
-                p.per_gpu_attributes[0].gpu_uuid = uuid;
-                // UvmGpuMappingTypeReadWriteAtomic (uvm_types.h).
-                p.per_gpu_attributes[0].gpu_mapping_type = 1;
-                p.gpu_attributes_count = 1;
-                p.rm_ctrl_fd = ctl;
-                p.h_client = h_client;
-                p.h_memory = h_memory;
-                uvm::uvm_ioctl(u, p.as_mut())
-            }
-            UvmCall::Free { base, length } => self.release.uvm_free(base, length).issue(u),
-            UvmCall::RegisterChannel {
-                uuid,
-                h_channel,
-                base,
-                length,
-            } => uvm::uvm_ioctl(
-                u,
-                &mut uvm::UvmRegisterChannelParams {
-                    gpu_uuid: uuid,
-                    rm_ctrl_fd: ctl,
-                    h_client,
-                    h_channel,
-                    base,
-                    length,
-                    ..Default::default()
-                },
-            ),
-            UvmCall::UnregisterChannel { uuid, h_channel } => self
-                .release
-                .uvm_unregister_channel(uuid, h_client, h_channel)
-                .issue(u),
-        }
-    }
 }
 
 /// The usermode page: the fresh `/dev/nvidiaN` file that holds its mmap context (what
@@ -339,6 +181,10 @@ impl SysUsermode {
 }
 
 impl Doorbell for SysUsermode {
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.file.as_fd().try_clone_to_owned()
+    }
+
     fn ring(&self, token: u32) {
         let written = self.map.write_u32(NVC361_NOTIFY_CHANNEL_PENDING, token);
         debug_assert!(written.is_ok(), "0x90 lies inside the 64 KiB page");
@@ -400,7 +246,7 @@ impl Rm for SysRm {
             h_object_parent: parent,
             h_object_new: handle,
             h_class: super::layout::r580::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
-            flags: super::mem::OS_DESCRIPTOR_FLAGS,
+            flags: super::space::OS_DESCRIPTOR_FLAGS,
             ..Default::default()
         };
         Ok(rm::rm_alloc_os_descriptor(self.device()?, params, mem)?)
@@ -458,23 +304,5 @@ impl Rm for SysRm {
             source,
         })?;
         Ok(SysUsermode { map, file })
-    }
-
-    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError> {
-        let err = |source| CallError::Map {
-            what: "a placeholder over the GPU VA window",
-            source,
-        };
-        let n = usize::try_from(len)
-            .ok()
-            .and_then(NonZeroUsize::new)
-            .ok_or_else(|| err(std::io::ErrorKind::InvalidInput.into()))?;
-        let r = VaReservation::at(base, n).map_err(err)?;
-        let _ = self.va.set(r);
-        Ok(())
-    }
-
-    fn uvm(&self, call: UvmCall) -> Result<(), CallError> {
-        Ok(self.uvm_call(call)?)
     }
 }

@@ -1,16 +1,21 @@
-//! `ChannelGroup` and `Channel`: a TSG with its subcontext, and a GPFIFO channel in it
-//! whose ring, USERD and error notifier are [`HostMem`], made in the order of
-//! nvidia-rm.md §1 (steps 15, 17–19) and torn down as: deschedule, wait until the GPU
-//! no longer fetches, UVM_UNREGISTER_CHANNEL, free the engine object and the channel,
-//! then their memory; the group after its channel.
+//! `ChannelGroup` and `Channel`: a TSG with its subcontext in one client's
+//! [`AddressSpace`], and a GPFIFO channel in it whose ring, USERD and error notifier
+//! are [`HostMem`] of that space, made in the order of nvidia-rm.md §1 (steps 15,
+//! 17–19, without UVM: the RM maps a channel's context buffers into an RM-owned space
+//! itself) and torn down as: deschedule (the last channel of its group), wait until
+//! the GPU no longer fetches, free the engine object and the channel, then their
+//! memory. A channel holds an `Arc` of its group and the group of its space, so the
+//! group goes after its last channel and the space after both.
 //!
-//! Who writes what: the submitter writes ring entries and GP_PUT (USERD +0x8c); the GPU
-//! writes GP_GET (USERD +0x88) and the RM the error notifier; rigd only reads them.
-//! For now a group holds one channel: scheduling is per group, so descheduling one
-//! channel of a shared group would stop the others.
+//! Who writes what: the submitter (rigd in tests, a client when lent) writes ring
+//! entries and GP_PUT (USERD +0x8c); the GPU writes GP_GET (USERD +0x88) and the RM
+//! the error notifier; rigd only reads them.
 
 use std::{
-    sync::atomic::{AtomicBool, AtomicU32, Ordering},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU32, Ordering},
+    },
     thread,
     time::{Duration, Instant},
 };
@@ -18,11 +23,12 @@ use std::{
 use zerocopy::IntoBytes;
 
 use super::{
-    calls::{Doorbell, Rm, UvmCall},
+    calls::{Doorbell, Rm},
     error::{NvrmError, Step, at},
-    gpu::{Gpu, Undo, first_of},
+    gpu::{Undo, first_of},
     layout::r580,
     mem::HostMem,
+    space::AddressSpace,
 };
 use crate::sys::nvrm::NvHandle;
 
@@ -31,8 +37,6 @@ pub const USERD_GP_GET: usize = 0x88;
 pub const USERD_GP_PUT: usize = 0x8c;
 /// USERD is 512-byte aligned (`NV_RAMUSERD_BASE_SHIFT` 9) and this long here.
 pub const USERD_LEN: u64 = 512;
-/// The VA window UVM maps the channel's RM context buffers into (step 18).
-pub const CHANNEL_WINDOW_LEN: u64 = 64 << 20;
 /// `NV2080_ENGINE_TYPE_COPY0` and up (`cl2080_notification.h`).
 const NV2080_ENGINE_TYPE_COPY0: u32 = r580::NV2080_ENGINE_TYPE_COPY0;
 /// `NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_SYNC` (`nvos.h`).
@@ -71,10 +75,11 @@ impl Engine {
     }
 }
 
-/// A channel group (TSG) and its subcontext in the GPU's VA space.
+/// A channel group (TSG) and its subcontext in one address space.
 #[derive(Debug)]
-pub struct ChannelGroup<'g, R: Rm> {
-    gpu: &'g Gpu<R>,
+pub struct ChannelGroup<R: Rm> {
+    space: Arc<AddressSpace<R>>,
+    engine: GroupEngine,
     undo: Vec<Undo>,
     h_group: NvHandle,
     h_ctxshare: NvHandle,
@@ -84,12 +89,13 @@ pub struct ChannelGroup<'g, R: Rm> {
     scheduled: AtomicBool,
 }
 
-impl<'g, R: Rm> ChannelGroup<'g, R> {
-    /// Allocates KEPLER_CHANNEL_GROUP_A and FERMI_CONTEXT_SHARE_A.
+impl<R: Rm> ChannelGroup<R> {
+    /// Allocates KEPLER_CHANNEL_GROUP_A and FERMI_CONTEXT_SHARE_A in `space`.
     ///
     /// # Errors
     /// [`NvrmError::Call`] naming the step; what was made before is freed.
-    pub fn new(gpu: &'g Gpu<R>, engine: GroupEngine) -> Result<Self, NvrmError> {
+    pub fn new(space: &Arc<AddressSpace<R>>, engine: GroupEngine) -> Result<Self, NvrmError> {
+        let gpu = space.gpu();
         let (engine_type, flags) = match engine {
             GroupEngine::Graphics => (
                 r580::NV2080_ENGINE_TYPE_GRAPHICS,
@@ -98,7 +104,8 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
             GroupEngine::Copy(n) => (NV2080_ENGINE_TYPE_COPY0 + u32::from(n), SUBCONTEXT_SYNC),
         };
         let mut g = Self {
-            gpu,
+            space: Arc::clone(space),
+            engine,
             undo: Vec::new(),
             h_group: 0,
             h_ctxshare: 0,
@@ -122,7 +129,7 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
             object: g.h_group,
         });
         let mut c = r580::NvCtxshareAllocationParameters {
-            h_va_space: gpu.va_space(),
+            h_va_space: space.handle(),
             flags,
             subctx_id: 0,
         };
@@ -145,15 +152,25 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
         self.h_group
     }
 
+    /// The engine its channels run on.
+    pub fn engine(&self) -> GroupEngine {
+        self.engine
+    }
+
+    /// The address space its channels run in.
+    pub fn space(&self) -> &Arc<AddressSpace<R>> {
+        &self.space
+    }
+
     fn schedule(&self, enable: bool) -> Result<(), NvrmError> {
-        let mut p = self.gpu.release().gpfifo_schedule(enable);
+        let gpu = self.space.gpu();
+        let mut p = gpu.release().gpfifo_schedule(enable);
         let step = if enable {
             Step::Schedule
         } else {
             Step::Unschedule
         };
-        self.gpu
-            .rm()
+        gpu.rm()
             .control(
                 self.h_group,
                 r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE,
@@ -162,19 +179,33 @@ impl<'g, R: Rm> ChannelGroup<'g, R> {
             .map_err(at(step))
     }
 
+    /// Deschedules the group now, whatever channels it has: what reclaiming a client
+    /// does first, so that none of its channels runs while the others are freed. A
+    /// channel made afterwards schedules it again.
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] (`Unschedule`).
+    pub fn stop(&self) -> Result<(), NvrmError> {
+        if self.scheduled.swap(false, Ordering::AcqRel) {
+            self.schedule(false)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Frees the subcontext and the group.
     ///
     /// # Errors
     /// The first step that failed; the later ones still ran.
     pub fn close(mut self) -> Result<(), NvrmError> {
-        let failed = self.gpu.unwind(&mut self.undo);
+        let failed = self.space.unwind(&mut self.undo);
         first_of(failed, "a channel group")
     }
 }
 
-impl<R: Rm> Drop for ChannelGroup<'_, R> {
+impl<R: Rm> Drop for ChannelGroup<R> {
     fn drop(&mut self) {
-        for e in self.gpu.unwind(&mut self.undo) {
+        for e in self.space.unwind(&mut self.undo) {
             tracing::warn!(
                 error = &e as &dyn std::error::Error,
                 "freeing a channel group"
@@ -194,10 +225,10 @@ pub struct ChannelFault {
     pub status: u16,
 }
 
-/// A GPFIFO channel with its engine object, scheduled, registered with UVM.
+/// A GPFIFO channel with its engine object, scheduled.
 #[derive(Debug)]
-pub struct Channel<'a, R: Rm> {
-    group: &'a ChannelGroup<'a, R>,
+pub struct Channel<R: Rm> {
+    group: Arc<ChannelGroup<R>>,
     undo: Vec<Undo>,
     engine: Engine,
     entries: u32,
@@ -207,11 +238,11 @@ pub struct Channel<'a, R: Rm> {
     /// Whether it counts among its group's channels.
     counted: bool,
     // Field order: freed after the channel objects (Drop), ring before notifier.
-    gpfifo: HostMem<'a, R>,
-    notifier: HostMem<'a, R>,
+    gpfifo: HostMem<R>,
+    notifier: HostMem<R>,
 }
 
-impl<'a, R: Rm> Channel<'a, R> {
+impl<R: Rm> Channel<R> {
     /// Makes a channel of `entries` ring entries on `engine` in `group` and schedules
     /// the group.
     ///
@@ -219,7 +250,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     /// [`NvrmError::RingSize`], those of [`HostMem::new`],
     /// or [`NvrmError::Call`] naming the step; what was made before is freed.
     pub fn new(
-        group: &'a ChannelGroup<'a, R>,
+        group: &Arc<ChannelGroup<R>>,
         engine: Engine,
         entries: u64,
     ) -> Result<Self, NvrmError> {
@@ -227,16 +258,16 @@ impl<'a, R: Rm> Channel<'a, R> {
             .ok()
             .filter(|n| n.is_power_of_two() && (2..=1 << 31).contains(n))
             .ok_or(NvrmError::RingSize { entries })?;
-        let gpu = group.gpu;
+        let space = &group.space;
         let made = (|| {
-            let notifier = HostMem::new(gpu, 4096)?;
+            let notifier = HostMem::new(space, 4096)?;
             let userd = (u64::from(n) * 8).next_multiple_of(USERD_LEN);
-            let gpfifo = HostMem::new(gpu, userd + USERD_LEN)?;
+            let gpfifo = HostMem::new(space, userd + USERD_LEN)?;
             Ok((notifier, gpfifo, userd))
         })();
         let (notifier, gpfifo, userd) = made?;
         let mut c = Self {
-            group,
+            group: Arc::clone(group),
             undo: Vec::new(),
             engine,
             entries: n,
@@ -252,8 +283,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     }
 
     fn make(&mut self) -> Result<(), NvrmError> {
-        let gpu = self.group.gpu;
-        let rm = gpu.rm();
+        let rm = self.group.space.gpu().rm();
         let mut p = r580::NvChannelAllocParams {
             h_object_error: self.notifier.handle(),
             h_object_buffer: self.gpfifo.handle(),
@@ -287,21 +317,6 @@ impl<'a, R: Rm> Channel<'a, R> {
         )
         .map_err(at(Step::WorkSubmitToken))?;
         self.token = t.work_submit_token;
-        let base = gpu.alloc_va(CHANNEL_WINDOW_LEN)?;
-        self.undo.push(Undo::ReleaseVa {
-            base,
-            len: CHANNEL_WINDOW_LEN,
-        });
-        let (uuid, h_channel) = (gpu.uuid(), self.h_channel);
-        rm.uvm(UvmCall::RegisterChannel {
-            uuid,
-            h_channel,
-            base,
-            length: CHANNEL_WINDOW_LEN,
-        })
-        .map_err(at(Step::RegisterChannel))?;
-        self.undo
-            .push(Undo::Uvm(UvmCall::UnregisterChannel { uuid, h_channel }));
         // A group runs when scheduled, all its channels together: the first channel
         // schedules it, later ones join it running (as CUDA's and tinygrad's do).
         self.group.channels.fetch_add(1, Ordering::AcqRel);
@@ -323,6 +338,16 @@ impl<'a, R: Rm> Channel<'a, R> {
         self.engine
     }
 
+    /// The group it runs in.
+    pub fn group(&self) -> &Arc<ChannelGroup<R>> {
+        &self.group
+    }
+
+    /// The error notifier (rigd's; a client gets a read-only view).
+    pub fn notifier(&self) -> &HostMem<R> {
+        &self.notifier
+    }
+
     /// Ring entries.
     pub fn entries(&self) -> u32 {
         self.entries
@@ -334,7 +359,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     }
 
     /// The ring (at offset 0) and USERD (at [`Channel::userd_offset`]).
-    pub fn gpfifo(&self) -> &HostMem<'a, R> {
+    pub fn gpfifo(&self) -> &HostMem<R> {
         &self.gpfifo
     }
 
@@ -346,7 +371,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     /// Rings the doorbell with this channel's token: the GPU reads GP_PUT. Publish
     /// GP_PUT (after a store fence over the entries) first.
     pub fn ring_doorbell(&self) {
-        self.group.gpu.usermode().ring(self.token);
+        self.group.space.gpu().usermode().ring(self.token);
     }
 
     /// GP_GET and GP_PUT as USERD holds them now.
@@ -415,7 +440,7 @@ impl<'a, R: Rm> Channel<'a, R> {
         {
             failed.push(e);
         }
-        failed.extend(self.group.gpu.unwind(&mut self.undo));
+        failed.extend(self.group.space.unwind(&mut self.undo));
         failed
     }
 
@@ -429,7 +454,7 @@ impl<'a, R: Rm> Channel<'a, R> {
     }
 }
 
-impl<R: Rm> Drop for Channel<'_, R> {
+impl<R: Rm> Drop for Channel<R> {
     fn drop(&mut self) {
         for e in self.teardown() {
             tracing::warn!(error = &e as &dyn std::error::Error, "freeing a channel");

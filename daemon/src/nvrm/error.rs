@@ -1,7 +1,7 @@
 //! `NvrmError`: how a step of the RM path failed, and `CallError`, what one call of
 //! the [`Rm`](super::Rm) trait answered.
 //!
-//! Most steps are one RM or UVM call; they share [`NvrmError::Call`], whose [`Step`]
+//! Most steps are one RM call; they share [`NvrmError::Call`], whose [`Step`]
 //! names the step (and lets tests name the step they expect to fail), rather than
 //! thirty variants of one shape. Failures that are not a call's have their own
 //! variants.
@@ -11,7 +11,6 @@ use std::{fmt, io, path::PathBuf};
 use crate::sys::{
     nvrm::{NvHandle, RmError},
     nvstatus::NvStatus,
-    uvm::UvmError,
 };
 
 use super::layout::LayoutError;
@@ -39,7 +38,7 @@ pub enum NvrmError {
     },
     #[error("the RM's driver version selects no layouts")]
     Layout(#[source] LayoutError),
-    /// One RM or UVM call of the channel path failed.
+    /// One RM call of the channel path failed.
     #[error("failed to {step}")]
     Call {
         step: Step,
@@ -95,7 +94,7 @@ impl NvrmError {
         }
     }
 
-    /// The RM's or UVM's status, when one of them answered.
+    /// The RM's status, when it answered.
     pub fn status(&self) -> Option<NvStatus> {
         match self {
             Self::Call { source, .. } => source.status(),
@@ -109,8 +108,6 @@ impl NvrmError {
 pub enum CallError {
     #[error(transparent)]
     Rm(#[from] RmError),
-    #[error(transparent)]
-    Uvm(#[from] UvmError),
     #[error("failed to open {path}")]
     Open {
         path: PathBuf,
@@ -126,17 +123,16 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// The RM's or UVM's status, when one of them answered.
+    /// The RM's status, when it answered.
     pub fn status(&self) -> Option<NvStatus> {
         match self {
             Self::Rm(e) => e.status(),
-            Self::Uvm(e) => e.status(),
             Self::Open { .. } | Self::Map { .. } => None,
         }
     }
 }
 
-/// A step of the RM path, in the order `Gpu`, `HostMem`, `ChannelGroup` and `Channel`
+/// A step of the RM path, in the order `Gpu`, `AddressSpace`, `HostMem`, `ChannelGroup` and `Channel`
 /// make them, then the teardown steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -148,32 +144,21 @@ pub enum Step {
     ClassList,
     AllocUsermode,
     MapUsermode,
-    UvmInitialize,
     GidInfo,
-    UvmRegisterGpu,
-    ReserveVa,
     AllocVaSpace,
-    UvmRegisterVaSpace,
     AllocVirtual,
     AllocOsDescriptor,
-    CreateExternalRange,
     MapDma,
-    MapExternal,
     AllocGroup,
     AllocContextShare,
     AllocChannel,
     AllocEngine,
     WorkSubmitToken,
-    RegisterChannel,
     Schedule,
     Doorbell,
     Unschedule,
-    UnregisterChannel,
-    UvmFree,
     UnmapDma,
     Free,
-    UnregisterVaSpace,
-    UnregisterGpu,
 }
 
 impl fmt::Display for Step {
@@ -187,32 +172,21 @@ impl fmt::Display for Step {
             Self::ClassList => "list the device's classes (GPU_GET_CLASSLIST)",
             Self::AllocUsermode => "allocate the usermode page (HOPPER_USERMODE_A)",
             Self::MapUsermode => "map the usermode page through a fresh /dev/nvidiaN",
-            Self::UvmInitialize => "initialize UVM (UVM_INITIALIZE)",
             Self::GidInfo => "read the GPU's UUID (GPU_GET_GID_INFO)",
-            Self::UvmRegisterGpu => "register the GPU with UVM (UVM_REGISTER_GPU)",
-            Self::ReserveVa => "reserve rigd's GPU VA window in its own address space",
             Self::AllocVaSpace => "allocate the VA space (FERMI_VASPACE_A)",
-            Self::UvmRegisterVaSpace => "register the VA space with UVM",
             Self::AllocVirtual => "allocate the DMA object (NV01_MEMORY_VIRTUAL)",
             Self::AllocOsDescriptor => "register host memory (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)",
-            Self::CreateExternalRange => "reserve a UVM range (UVM_CREATE_EXTERNAL_RANGE)",
             Self::MapDma => "map host memory for the RM (NV_ESC_RM_MAP_MEMORY_DMA)",
-            Self::MapExternal => "map host memory for the GPU (UVM_MAP_EXTERNAL_ALLOCATION)",
             Self::AllocGroup => "allocate the channel group (KEPLER_CHANNEL_GROUP_A)",
             Self::AllocContextShare => "allocate the subcontext (FERMI_CONTEXT_SHARE_A)",
             Self::AllocChannel => "allocate the channel (HOPPER_CHANNEL_GPFIFO_A)",
             Self::AllocEngine => "allocate the channel's engine object",
             Self::WorkSubmitToken => "read the channel's work submit token",
-            Self::RegisterChannel => "register the channel with UVM",
             Self::Schedule => "schedule the channel group (GPFIFO_SCHEDULE)",
             Self::Doorbell => "ring the doorbell",
             Self::Unschedule => "deschedule the channel group (GPFIFO_SCHEDULE off)",
-            Self::UnregisterChannel => "unregister the channel from UVM",
-            Self::UvmFree => "free a UVM range (UVM_FREE)",
             Self::UnmapDma => "unmap host memory for the RM (NV_ESC_RM_UNMAP_MEMORY_DMA)",
             Self::Free => "free an RM object (NV_ESC_RM_FREE)",
-            Self::UnregisterVaSpace => "unregister the VA space from UVM",
-            Self::UnregisterGpu => "unregister the GPU from UVM",
         })
     }
 }

@@ -8,14 +8,13 @@ use rig_sys::mman::Mapping;
 
 use super::{
     Card,
-    calls::{Doorbell, Rm, UnmapMemoryDma, UvmCall},
+    calls::{Doorbell, Rm, UnmapMemoryDma},
     error::CallError,
     layout::{MapMemoryDma, Release, r580},
 };
 use crate::sys::{
     nvrm::{NvHandle, RmError},
     nvstatus::NvStatus,
-    uvm::UvmError,
 };
 
 /// The fake root client's handle.
@@ -56,10 +55,13 @@ pub enum Call {
         device: NvHandle,
     },
     MapDma {
+        /// The space's NV01_MEMORY_VIRTUAL.
+        h_dma: NvHandle,
         h_memory: NvHandle,
         dma_offset: u64,
     },
     UnmapDma {
+        h_dma: NvHandle,
         h_memory: NvHandle,
         dma_offset: u64,
     },
@@ -70,11 +72,6 @@ pub enum Call {
     Doorbell {
         token: u32,
     },
-    ReserveVa {
-        base: u64,
-        len: u64,
-    },
-    Uvm(UvmCall),
 }
 
 #[derive(Debug, Default)]
@@ -150,11 +147,26 @@ impl FakeRm {
 #[derive(Debug)]
 pub struct FakeUsermode {
     rm: FakeRm,
+    /// Stands in for the page a client maps: what it writes lands here.
+    page: rig_sys::memfd::SealedMemfd,
+}
+
+impl FakeUsermode {
+    /// The word a client last wrote at `offset` of its mapping of the page.
+    pub fn read_u32(&self, offset: usize) -> u32 {
+        rig_sys::mman::Mapping::shared(&self.page, rig_sys::mman::Fill::Lazy)
+            .and_then(|m| m.read_u32(offset))
+            .expect("the fake usermode page maps")
+    }
 }
 
 impl Doorbell for FakeUsermode {
     fn ring(&self, token: u32) {
         let _ = self.rm.record(Call::Doorbell { token });
+    }
+
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.page.try_clone().map(Into::into)
     }
 }
 
@@ -267,6 +279,7 @@ impl Rm for FakeRm {
 
     fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError> {
         self.rm(Call::MapDma {
+            h_dma: map.h_dma,
             h_memory: map.h_memory,
             dma_offset: map.dma_offset,
         })?;
@@ -275,6 +288,7 @@ impl Rm for FakeRm {
 
     fn unmap_dma(&self, u: UnmapMemoryDma) -> Result<(), CallError> {
         self.rm(Call::UnmapDma {
+            h_dma: u.h_dma,
             h_memory: u.h_memory,
             dma_offset: u.dma_offset,
         })
@@ -286,19 +300,17 @@ impl Rm for FakeRm {
         usermode: NvHandle,
     ) -> Result<FakeUsermode, CallError> {
         self.rm(Call::MapUsermode { usermode })?;
-        Ok(FakeUsermode { rm: self.clone() })
-    }
-
-    fn reserve_va(&self, base: u64, len: u64) -> Result<(), CallError> {
-        self.rm(Call::ReserveVa { base, len })
-    }
-
-    fn uvm(&self, call: UvmCall) -> Result<(), CallError> {
-        self.record(Call::Uvm(call)).map_err(|status| {
-            CallError::Uvm(UvmError::Status {
-                ioctl: "fake",
-                status,
-            })
+        let page =
+            rig_sys::memfd::Memfd::create(c"rig-fake-usermode", rig_sys::memfd::Backing::Shmem)
+                .and_then(|f| f.set_len(super::calls::USERMODE_LEN as u64).map(|()| f))
+                .and_then(rig_sys::memfd::Memfd::seal)
+                .map_err(|source| CallError::Map {
+                    what: "the fake usermode page",
+                    source,
+                })?;
+        Ok(FakeUsermode {
+            rm: self.clone(),
+            page,
         })
     }
 }

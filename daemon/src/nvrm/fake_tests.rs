@@ -1,16 +1,27 @@
 //! The channel path's state machine against `FakeRm`: creation order, teardown in
 //! reverse (descheduling first), a failure at every step freeing what came before,
-//! and typed refusals.
+//! one address space per client, and typed refusals.
+
+use std::sync::Arc;
 
 use super::*;
-use crate::sys::nvstatus::NvStatus;
+use crate::{dma::DeviceMap, sys::nvstatus::NvStatus};
 
-/// Opens a GPU, 2 MiB of host memory, a group and a 1024-entry copy channel, then
-/// drops them in reverse.
+type Opened = (Arc<Gpu<FakeRm>>, Arc<AddressSpace<FakeRm>>);
+
+/// A GPU and one client's address space on it.
+fn open(rm: &FakeRm) -> Result<Opened, NvrmError> {
+    let gpu = Arc::new(Gpu::open(rm.clone(), None)?);
+    let space = Arc::new(AddressSpace::new(&gpu)?);
+    Ok((gpu, space))
+}
+
+/// Opens a GPU, an address space, 2 MiB of host memory, a group and a 1024-entry
+/// copy channel, then drops them in reverse.
 fn scenario(rm: &FakeRm) -> Result<(), NvrmError> {
-    let gpu = Gpu::open(rm.clone(), None)?;
-    let _mem = HostMem::new(&gpu, 2 << 20)?;
-    let group = ChannelGroup::new(&gpu, GroupEngine::Graphics)?;
+    let (_gpu, space) = open(rm)?;
+    let _mem = HostMem::new(&space, 2 << 20)?;
+    let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics)?);
     let _ch = Channel::new(&group, Engine::Copy, 1024)?;
     Ok(())
 }
@@ -38,23 +49,7 @@ fn assert_balanced(calls: &[Call]) {
             }
             Call::MapUsermode { .. } => open.push("usermode"),
             Call::UnmapUsermode => assert_eq!(open.pop(), Some("usermode")),
-            Call::Uvm(UvmCall::RegisterGpu { .. }) => open.push("gpu"),
-            Call::Uvm(UvmCall::UnregisterGpu { .. }) => assert_eq!(open.pop(), Some("gpu")),
-            Call::Uvm(UvmCall::RegisterGpuVaspace { .. }) => open.push("vaspace"),
-            Call::Uvm(UvmCall::UnregisterGpuVaspace { .. }) => {
-                assert_eq!(open.pop(), Some("vaspace"));
-            }
-            Call::Uvm(UvmCall::RegisterChannel { .. }) => open.push("channel"),
-            Call::Uvm(UvmCall::UnregisterChannel { .. }) => {
-                assert_eq!(open.pop(), Some("channel"));
-            }
-            Call::Uvm(UvmCall::CreateExternalRange { .. }) => open.push("range"),
             Call::MapDma { .. } => open.push("dma"),
-            // UVM_FREE comes first and ends the range; the RM unmap follows it.
-            Call::Uvm(UvmCall::Free { .. }) => {
-                let i = open.iter().rposition(|o| *o == "range").expect("a range");
-                open.remove(i);
-            }
             Call::UnmapDma { .. } => assert_eq!(open.pop(), Some("dma")),
             _ => {}
         }
@@ -74,7 +69,6 @@ fn a_gpu_opens_in_the_reference_order() {
             |x| matches!(x, Call::Alloc { class: k, .. } if *k == class),
         )
     };
-    let uvm_at = |f: fn(&UvmCall) -> bool| position(&c, |x| matches!(x, Call::Uvm(u) if f(u)));
     let order = [
         position(&c, |x| matches!(x, Call::OpenDevice { minor: 0 })),
         class_at(r580::NV01_DEVICE_0),
@@ -82,15 +76,26 @@ fn a_gpu_opens_in_the_reference_order() {
         position(&c, |x| matches!(x, Call::ClassList { .. })),
         class_at(r580::HOPPER_USERMODE_A),
         position(&c, |x| matches!(x, Call::MapUsermode { .. })),
-        uvm_at(|u| matches!(u, UvmCall::Initialize)),
-        uvm_at(|u| matches!(u, UvmCall::MmInitialize)),
-        uvm_at(|u| matches!(u, UvmCall::RegisterGpu { uuid } if *uuid == FAKE_UUID)),
-        class_at(r580::FERMI_VASPACE_A),
-        uvm_at(|u| matches!(u, UvmCall::RegisterGpuVaspace { .. })),
-        class_at(r580::NV01_MEMORY_VIRTUAL),
+        position(
+            &c,
+            |x| matches!(x, Call::Control { cmd, .. } if *cmd == r580::NV2080_CTRL_CMD_GPU_GET_GID_INFO),
+        ),
     ];
     assert!(order.is_sorted(), "{c:#?}");
     assert_eq!(gpu.uuid(), FAKE_UUID);
+    let gpu = Arc::new(gpu);
+    let before = rm.calls().len();
+    let space = AddressSpace::new(&gpu).expect("space");
+    let c = rm.calls();
+    assert!(
+        matches!(&c[before..], [
+            Call::Alloc { class: r580::FERMI_VASPACE_A, handle: vas, .. },
+            Call::Alloc { class: r580::NV01_MEMORY_VIRTUAL, .. },
+        ] if *vas == space.handle()),
+        "an RM-owned space and its DMA object, nothing else: {:#?}",
+        &c[before..]
+    );
+    drop(space);
     drop(gpu);
     assert_balanced(&rm.calls());
 }
@@ -113,46 +118,114 @@ fn a_channel_is_descheduled_and_drained_before_anything_is_freed() {
             .iter()
             .position(|x| matches!(x, Call::Control { cmd, .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
             .expect("descheduled");
-    let unregister = position(&c, |x| {
-        matches!(x, Call::Uvm(UvmCall::UnregisterChannel { .. }))
-    });
     let first_free = position(&c, |x| matches!(x, Call::Free { .. }));
-    assert!(
-        on < off && off < unregister && unregister < first_free,
-        "{c:#?}"
-    );
+    assert!(on < off && off < first_free, "{c:#?}");
     assert_balanced(&c);
 }
 
 #[test]
-fn host_memory_is_freed_uvm_first_then_unmapped_then_freed() {
+fn host_memory_is_unmapped_then_freed() {
     let rm = FakeRm::new();
-    let gpu = Gpu::open(rm.clone(), None).expect("open");
+    let (gpu, space) = open(&rm).expect("open");
     let before = rm.calls().len();
-    let mem = HostMem::new(&gpu, 5000).expect("host memory");
+    let mem = HostMem::new(&space, 5000).expect("host memory");
     assert_eq!(mem.len(), 8192, "rounded up to pages");
-    assert!(mem.gpu_va() >= VA_WINDOW_BASE && mem.gpu_va() + mem.len() <= 1 << 40);
+    assert!(mem.gpu_va() >= OWN_BASE && mem.gpu_va() + mem.len() <= LEASE_BASE);
     let (h, va) = (mem.handle(), mem.gpu_va());
     drop(mem);
     let c = &rm.calls()[before..];
-    let tail: Vec<&Call> = c.iter().skip(4).collect();
+    let h_dma = match c[1] {
+        Call::MapDma { h_dma, .. } => h_dma,
+        ref other => panic!("mapped second: {other:?}"),
+    };
     assert_eq!(
-        tail,
+        c[2..],
         [
-            &Call::Uvm(UvmCall::Free {
-                base: va,
-                length: 8192
-            }),
-            &Call::UnmapDma {
+            Call::UnmapDma {
+                h_dma,
                 h_memory: h,
                 dma_offset: va
             },
-            &Call::Free {
+            Call::Free {
                 parent: gpu.device(),
                 object: h
             },
         ]
     );
+}
+
+/// The DMA object of each space: what its maps name as `h_dma`.
+fn virtual_of(calls: &[Call], space: NvHandle) -> NvHandle {
+    let i = position(
+        calls,
+        |c| matches!(c, Call::Alloc { handle, .. } if *handle == space),
+    );
+    match calls[i + 1] {
+        Call::Alloc {
+            class: r580::NV01_MEMORY_VIRTUAL,
+            handle,
+            ..
+        } => handle,
+        ref other => panic!("the DMA object follows its space: {other:?}"),
+    }
+}
+
+#[test]
+fn two_clients_get_two_spaces_and_each_lease_lands_only_in_its_own() {
+    let rm = FakeRm::new();
+    let (gpu, a) = open(&rm).expect("open");
+    let b = Arc::new(AddressSpace::new(&gpu).expect("second space"));
+    assert_ne!(a.handle(), b.handle());
+    let block = rig_sys::mman::Mapping::shared(
+        &rig_sys::memfd::Memfd::create(c"t", rig_sys::memfd::Backing::Shmem)
+            .and_then(|f| f.set_len(2 << 20).map(|()| f))
+            .and_then(rig_sys::memfd::Memfd::seal)
+            .expect("memfd"),
+        rig_sys::mman::Fill::Populate,
+    )
+    .expect("map");
+    let va = LEASE_BASE + (4 << 20);
+    assert!(a.va_range().contains(&va));
+    a.map_block(va, &block).expect("map into a");
+    let c = rm.calls();
+    let (va_a, va_b) = (virtual_of(&c, a.handle()), virtual_of(&c, b.handle()));
+    let maps: Vec<NvHandle> = c
+        .iter()
+        .filter_map(|x| match x {
+            Call::MapDma { h_dma, .. } => Some(*h_dma),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        maps,
+        [va_a],
+        "mapped in a's space only, never b's ({va_b:#x})"
+    );
+    assert_eq!(a.leased_blocks(), 1);
+    // An unmap over a range that holds no block does nothing.
+    b.unmap(va, 2 << 20).expect("nothing in b");
+    assert_eq!(a.leased_blocks(), 1);
+    a.unmap(LEASE_BASE, 64 << 20).expect("unmap a's range");
+    assert_eq!(a.leased_blocks(), 0);
+    drop(b);
+    drop(a);
+    drop(gpu);
+    assert_balanced(&rm.calls());
+}
+
+#[test]
+fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
+    let rm = FakeRm::new();
+    let (gpu, space) = open(&rm).expect("open");
+    let f = rig_sys::memfd::Memfd::create(c"t", rig_sys::memfd::Backing::Shmem)
+        .and_then(|f| f.set_len(2 << 20).map(|()| f))
+        .and_then(rig_sys::memfd::Memfd::seal)
+        .expect("memfd");
+    let block = rig_sys::mman::Mapping::shared(&f, rig_sys::mman::Fill::Populate).expect("map");
+    space.map_block(LEASE_BASE, &block).expect("map");
+    drop(space);
+    drop(gpu);
+    assert_balanced(&rm.calls());
 }
 
 #[test]
@@ -170,17 +243,12 @@ fn a_failure_at_every_step_frees_what_was_made_before_it() {
         rm.fail_at(k, NvStatus::InsufficientResources);
         let r = scenario(&rm);
         let mut calls = rm.calls();
-        // UVM_MM_INITIALIZE's refusal is tolerated; every other step's is an error.
-        if matches!(calls[k], Call::Uvm(UvmCall::MmInitialize)) {
-            r.expect("MM_INITIALIZE refused is not fatal");
-        } else {
-            let e = r.expect_err("the injected failure");
-            assert_eq!(
-                e.status(),
-                Some(NvStatus::InsufficientResources),
-                "step {k}: {e}"
-            );
-        }
+        let e = r.expect_err("the injected failure");
+        assert_eq!(
+            e.status(),
+            Some(NvStatus::InsufficientResources),
+            "step {k}: {e}"
+        );
         // The failed call made nothing.
         calls.remove(k);
         assert_balanced(&calls);
@@ -210,8 +278,8 @@ fn a_gpu_the_rm_does_not_drive_is_refused() {
 #[test]
 fn a_channel_the_gpu_does_not_drain_times_out_and_is_still_freed() {
     let rm = FakeRm::new();
-    let gpu = Gpu::open(rm.clone(), None).expect("open");
-    let group = ChannelGroup::new(&gpu, GroupEngine::Graphics).expect("group");
+    let (gpu, space) = open(&rm).expect("open");
+    let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics).expect("group"));
     let ch = Channel::new(&group, Engine::Compute, 2).expect("channel");
     ch.gpfifo()
         .mapping()
@@ -221,16 +289,15 @@ fn a_channel_the_gpu_does_not_drain_times_out_and_is_still_freed() {
     let e = ch.close().expect_err("GP_GET never moves");
     assert!(matches!(e, NvrmError::Drain { get: 0, put: 1, .. }), "{e}");
     assert!(rm.calls().contains(&Call::Doorbell { token: FAKE_TOKEN }));
-    drop(group);
-    drop(gpu);
+    drop((group, space, gpu));
     assert_balanced(&rm.calls());
 }
 
 #[test]
 fn ring_sizes_must_be_powers_of_two_and_a_group_runs_while_any_channel_lives() {
     let rm = FakeRm::new();
-    let gpu = Gpu::open(rm.clone(), None).expect("open");
-    let group = ChannelGroup::new(&gpu, GroupEngine::Copy(2)).expect("group");
+    let (_gpu, space) = open(&rm).expect("open");
+    let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Copy(2)).expect("group"));
     for bad in [0, 1, 3, 1000, (1 << 31) + 1, 1 << 32] {
         let e = Channel::new(&group, Engine::Copy, bad).expect_err("bad size");
         assert!(matches!(e, NvrmError::RingSize { entries } if entries == bad));

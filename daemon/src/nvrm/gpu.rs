@@ -1,42 +1,27 @@
-//! `Gpu`: one RM-served GPU as rigd holds it — device, subdevice, usermode page, UVM
-//! registration, the externally owned VA space and the DMA object — made in the order
-//! of nvidia-rm.md §1 (steps 5–14) and freed in reverse.
+//! `Gpu`: one RM-served GPU as rigd holds it — device, subdevice, usermode page and
+//! UUID — made in the order of nvidia-rm.md §1 (steps 5–11, 14) and freed in reverse.
 //!
-//! State: the handles, the usermode mapping, rigd's GPU VA window (a [`VaAllocator`]
-//! behind a mutex, reserved in rigd's address space too) and the undo list. Every step
-//! that makes something pushes how to unmake it, so a failed open frees what it made
-//! (the half-made `Gpu` drops) and teardown is the list run backwards. `HostMem` and
-//! `Channel` borrow the `Gpu`, so it outlives them by construction.
+//! State: the handles, the usermode mapping and the undo list. Every step that makes
+//! something pushes how to unmake it, so a failed open frees what it made (the
+//! half-made `Gpu` drops) and teardown is the list run backwards. Address spaces hold
+//! an `Arc` of their `Gpu`, so it outlives them by construction; they, not the `Gpu`,
+//! hold GPU VA (`space`).
 
-use std::sync::{
-    Mutex, PoisonError,
-    atomic::{AtomicU32, Ordering},
-};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use zerocopy::IntoBytes;
 
 use super::{
     Card,
-    calls::{Rm, UnmapMemoryDma, UvmCall},
+    calls::{Rm, UnmapMemoryDma},
     error::{NvrmError, Step, at},
-    layout::{Release, VaSpace, r580},
-    va::VaAllocator,
+    layout::{Release, r580},
 };
-use crate::sys::{nvrm::NvHandle, uvm::NvProcessorUuid};
+use crate::sys::nvrm::NvHandle;
 
-/// rigd's GPU VA window: 64 GiB to 1 TiB. Below 2^40, where ring entries can point
-/// (clc86f.h GP_ENTRY GET_HI), and clear of a process's usual mappings (the binary
-/// and brk heap lie low, mmap high).
-pub const VA_WINDOW_BASE: u64 = 1 << 36;
-pub const VA_WINDOW_LEN: u64 = (1 << 40) - (1 << 36);
-/// Every GPU VA range starts on 2 MiB, UVM's big-page size.
-pub const VA_ALIGN: u64 = 2 << 20;
+/// A GPU's UUID, as GPU_GET_GID_INFO gives it in binary.
+pub type GpuUuid = [u8; 16];
 
-/// FERMI_VASPACE_A's range, as tinygrad asks for it (nvidia-rm.md §1 step 13).
-const VASPACE_BASE: u64 = 0x1000;
-const VASPACE_SIZE: u64 = 0x1_ffff_fb00_0000;
-/// NV01_MEMORY_VIRTUAL's limit (step 10).
-const VIRTUAL_LIMIT: u64 = 0x1_ffff_ffff_ffff;
 /// Handles rigd picks for OS descriptors (the RM's own lie at RS_UNIQUE_HANDLE_BASE
 /// 0xcaf00000, `resserv/rs_client.h`).
 const OS_DESCRIPTOR_HANDLE_BASE: u32 = 0x5249_0000;
@@ -56,7 +41,6 @@ const NEEDED_CLASSES: [(u32, &str); 4] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Undo {
     Free { parent: NvHandle, object: NvHandle },
-    Uvm(UvmCall),
     UnmapDma(UnmapMemoryDma),
     UnmapUsermode,
     ReleaseVa { base: u64, len: u64 },
@@ -70,11 +54,8 @@ pub struct Gpu<R: Rm> {
     release: Release,
     h_device: NvHandle,
     h_subdevice: NvHandle,
-    h_va_space: NvHandle,
-    h_virtual: NvHandle,
-    uuid: NvProcessorUuid,
+    uuid: GpuUuid,
     usermode: Option<R::Usermode>,
-    va: Mutex<VaAllocator>,
     next_handle: AtomicU32,
     undo: Vec<Undo>,
 }
@@ -100,17 +81,14 @@ impl<R: Rm> Gpu<R> {
             release,
             h_device: 0,
             h_subdevice: 0,
-            h_va_space: 0,
-            h_virtual: 0,
             uuid: [0; 16],
             usermode: None,
-            va: Mutex::new(VaAllocator::new(VA_WINDOW_BASE, VA_WINDOW_LEN)),
             next_handle: AtomicU32::new(OS_DESCRIPTOR_HANDLE_BASE),
             undo: Vec::new(),
         };
         g.open_device()?;
         g.open_usermode()?;
-        g.open_va_space()?;
+        g.read_uuid()?;
         Ok(g)
     }
 
@@ -175,17 +153,8 @@ impl<R: Rm> Gpu<R> {
         Ok(())
     }
 
-    /// Steps 4, 13, 14 and 10: UVM, the externally owned VA space, the DMA object.
-    fn open_va_space(&mut self) -> Result<(), NvrmError> {
-        self.rm
-            .uvm(UvmCall::Initialize)
-            .map_err(at(Step::UvmInitialize))?;
-        if let Err(e) = self.rm.uvm(UvmCall::MmInitialize) {
-            // Refused when this process already made the call (CUDA's, say); the
-            // first serves (seed: "Unified memory needs a second file per process").
-            // A real failure shows at UVM_REGISTER_GPU_VASPACE.
-            tracing::debug!(error = %e, "UVM_MM_INITIALIZE refused");
-        }
+    /// Step 14's first half: the UUID, which `rigctl channels` shows.
+    fn read_uuid(&mut self) -> Result<(), NvrmError> {
         let mut gid = r580::Nv2080CtrlGpuGetGidInfoParams {
             index: 0,
             flags: r580::NV2080_GPU_CMD_GPU_GET_GID_FLAGS_FORMAT_BINARY,
@@ -200,42 +169,6 @@ impl<R: Rm> Gpu<R> {
             )
             .map_err(at(Step::GidInfo))?;
         self.uuid.copy_from_slice(&gid.data[..16]);
-        let uuid = self.uuid;
-        self.uvm(UvmCall::RegisterGpu { uuid }, Step::UvmRegisterGpu)?;
-        self.undo.push(Undo::Uvm(UvmCall::UnregisterGpu { uuid }));
-        self.rm
-            .reserve_va(VA_WINDOW_BASE, VA_WINDOW_LEN)
-            .map_err(at(Step::ReserveVa))?;
-        let mut vas = self.release.vaspace(VaSpace {
-            flags: r580::NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING
-                | r580::NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED,
-            va_base: VASPACE_BASE,
-            va_size: VASPACE_SIZE,
-            ..Default::default()
-        });
-        self.h_va_space = self.alloc(
-            self.h_device,
-            r580::FERMI_VASPACE_A,
-            Some(vas.as_mut_bytes()),
-            Step::AllocVaSpace,
-        )?;
-        let h_va_space = self.h_va_space;
-        self.uvm(
-            UvmCall::RegisterGpuVaspace { uuid, h_va_space },
-            Step::UvmRegisterVaSpace,
-        )?;
-        self.undo
-            .push(Undo::Uvm(UvmCall::UnregisterGpuVaspace { uuid }));
-        let mut virt = r580::NvMemoryVirtualAllocationParams {
-            limit: VIRTUAL_LIMIT,
-            ..Default::default()
-        };
-        self.h_virtual = self.alloc(
-            self.h_device,
-            r580::NV01_MEMORY_VIRTUAL,
-            Some(virt.as_mut_bytes()),
-            Step::AllocVirtual,
-        )?;
         Ok(())
     }
 
@@ -251,11 +184,7 @@ impl<R: Rm> Gpu<R> {
         Ok(object)
     }
 
-    fn uvm(&self, call: UvmCall, step: Step) -> Result<(), NvrmError> {
-        self.rm.uvm(call).map_err(at(step))
-    }
-
-    /// The RM and UVM calls.
+    /// The RM calls.
     pub fn rm(&self) -> &R {
         &self.rm
     }
@@ -275,18 +204,13 @@ impl<R: Rm> Gpu<R> {
         self.h_device
     }
 
-    /// The VA space's handle.
-    pub fn va_space(&self) -> NvHandle {
-        self.h_va_space
-    }
-
-    /// The DMA object's handle (hDma of RM_MAP_MEMORY_DMA).
-    pub fn dma(&self) -> NvHandle {
-        self.h_virtual
+    /// The subdevice's handle.
+    pub fn subdevice(&self) -> NvHandle {
+        self.h_subdevice
     }
 
     /// The GPU's UUID.
-    pub fn uuid(&self) -> NvProcessorUuid {
+    pub fn uuid(&self) -> GpuUuid {
         self.uuid
     }
 
@@ -302,44 +226,18 @@ impl<R: Rm> Gpu<R> {
         self.next_handle.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// `len` bytes of GPU VA from rigd's window.
-    pub(crate) fn alloc_va(&self, len: u64) -> Result<u64, NvrmError> {
-        self.va
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .alloc(len, VA_ALIGN)
-            .ok_or(NvrmError::VaExhausted { len })
-    }
-
-    /// Runs one undo step of this GPU's or of an object on it.
+    /// Runs one undo step of this GPU's or of an object on it. VA goes back to the
+    /// address space that lent it, which runs that step itself.
     pub(crate) fn run(&self, u: Undo) -> Result<(), NvrmError> {
         match u {
             Undo::Free { parent, object } => self.rm.free(parent, object).map_err(at(Step::Free)),
-            Undo::Uvm(call) => self.rm.uvm(call).map_err(at(undo_step(call))),
             Undo::UnmapDma(m) => self.rm.unmap_dma(m).map_err(at(Step::UnmapDma)),
-            Undo::ReleaseVa { base, len } => {
-                let freed = self
-                    .va
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .free(base, len);
-                debug_assert!(freed, "{len:#x} bytes at {base:#x} came from alloc_va");
-                Ok(())
-            }
             // Only a Gpu's own list holds it; `teardown` handles it.
             Undo::UnmapUsermode => Ok(()),
-        }
-    }
-
-    /// Runs `undo` backwards to the end, whatever fails; returns the failures.
-    pub(crate) fn unwind(&self, undo: &mut Vec<Undo>) -> Vec<NvrmError> {
-        let mut failed = Vec::new();
-        while let Some(u) = undo.pop() {
-            if let Err(e) = self.run(u) {
-                failed.push(e);
+            Undo::ReleaseVa { base, len } => {
+                unreachable!("{len:#x} bytes of VA at {base:#x} on a GPU's own undo list")
             }
         }
-        failed
     }
 
     fn teardown(&mut self) -> Vec<NvrmError> {
@@ -387,15 +285,6 @@ fn check_classes(classes: &[u32]) -> Result<(), NvrmError> {
         Ok(())
     } else {
         Err(NvrmError::MissingClasses { missing })
-    }
-}
-
-fn undo_step(call: UvmCall) -> Step {
-    match call {
-        UvmCall::UnregisterChannel { .. } => Step::UnregisterChannel,
-        UvmCall::UnregisterGpuVaspace { .. } => Step::UnregisterVaSpace,
-        UvmCall::UnregisterGpu { .. } => Step::UnregisterGpu,
-        _ => Step::UvmFree,
     }
 }
 

@@ -1,24 +1,27 @@
 //! Serves NVIDIA GPUs through their own kernel driver: the RM objects rigd holds for
-//! each RM-served GPU (root client, device, subdevice, VA space, channel groups,
-//! channels), in the layouts of the driver release it finds.
+//! each RM-served GPU (root client, device, subdevice, usermode page) and for each
+//! client of it (its own GPU address space, channel groups, channels), in the layouts
+//! of the driver release it finds.
 //!
-//! Flow: `service` → `rig` → `nvrm` → `sys::{nvrm, uvm}`. A GPU that keeps its kernel
-//! driver is served, not taken: this stage sits beside `take`, and what it builds feeds
-//! `dma` leases and, later, `queue` lending, like a taken device's.
+//! Flow: `service` → `rig` → `channels` (who owns what, limits, reclaim) → `nvrm` →
+//! `sys::nvrm`. A GPU that keeps its kernel driver is served, not taken: this stage
+//! sits beside `take`, and a client's DMA leases map into its address space
+//! ([`AddressSpace`] is `dma`'s `DeviceMap`).
 //!
-//! State: a [`Root`] (root client on `/dev/nvidiactl`) asks the RM for its release
-//! ([`Root::build_version`]); every later struct comes from that release's [`layout`].
-//! On it, [`SysRm`] (behind the small [`Rm`] trait, faked by `FakeRm`) makes the calls;
-//! [`Gpu`] holds one GPU's device, usermode page, UVM registration and VA space;
-//! [`HostMem`] is sealed-memfd host memory at a GPU VA; [`ChannelGroup`] and
-//! [`Channel`] a scheduled GPFIFO channel. Each borrows what it lives in, so the
-//! borrow checker keeps the teardown order, and each frees what it made in reverse,
-//! also when its creation fails half-way. The locks `rig` will hold over them, and
-//! lending to other processes, come with issue 11's next bricks.
+//! State: a [`Root`] (root client on `/dev/nvidiactl`, NV01_ROOT_NON_PRIV) asks the RM
+//! for its release ([`Root::build_version`]); every later struct comes from that
+//! release's [`layout`]. On it, [`SysRm`] (behind the small [`Rm`] trait, faked by
+//! `FakeRm`) makes the calls; [`Gpu`] holds one GPU's device and usermode page;
+//! [`AddressSpace`] one client's RM-owned FERMI_VASPACE_A (no UVM: `space` says why);
+//! [`HostMem`] is sealed-memfd host memory at a GPU VA of a space; [`ChannelGroup`]
+//! and [`Channel`] a scheduled GPFIFO channel. Each holds an `Arc` of what it lives in,
+//! so teardown order follows from ownership, and each frees what it made in reverse,
+//! also when its creation fails half-way.
 //!
 //! Reference: NVIDIA/open-gpu-kernel-modules 580.142 (headers cited per struct in
 //! `layout`), `reference/nvidia-rm.md` (the sequence). Not here: ioctls and escape
-//! envelopes (`sys::nvrm`, `sys::uvm`); PCI discovery (`pci`); taken GPUs (`take`).
+//! envelopes (`sys::nvrm`); PCI discovery (`pci`); taken GPUs (`take`); who may hold
+//! what (`channels`).
 
 mod calls;
 mod channel;
@@ -30,6 +33,7 @@ mod fake_tests;
 mod gpu;
 pub mod layout;
 mod mem;
+mod space;
 mod va;
 
 use std::{
@@ -41,17 +45,17 @@ use std::{
 use zerocopy::FromZeros;
 
 use crate::sys::nvrm::{self as rm, AllocObject, NvHandle};
-pub use calls::{Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, UvmCall};
+pub use calls::{Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, USERMODE_LEN};
 pub use channel::{
-    CHANNEL_WINDOW_LEN, Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, USERD_GP_GET,
-    USERD_GP_PUT,
+    Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, USERD_GP_GET, USERD_GP_PUT,
 };
 pub use error::{CallError, NvrmError, Step};
 #[cfg(any(test, feature = "fakes"))]
 pub use fake::{Call, FAKE_CLIENT, FAKE_TOKEN, FAKE_UUID, FakeRm};
-pub use gpu::{Gpu, VA_ALIGN, VA_WINDOW_BASE, VA_WINDOW_LEN};
+pub use gpu::{Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
+pub use space::{AddressSpace, LEASE_BASE, OWN_BASE, VA_END};
 pub use va::VaAllocator;
 
 /// What GET_BUILD_VERSION_V2 said, and the layouts it selects.

@@ -40,6 +40,8 @@ pub const CLAIM_WAIT: Duration = Duration::from_secs(10);
 pub struct Dma {
     api: Api,
     task: Option<JoinHandle<()>>,
+    /// Reads the served GPUs' channel error notifiers.
+    watch: JoinHandle<()>,
     _side: Option<side::SocketFile>,
 }
 
@@ -52,6 +54,7 @@ impl Dma {
     pub fn start(rig: &Arc<Rig>, listener: &UnixListener) -> Result<Self, ServiceError> {
         rig.dma().start().map_err(ServiceError::DmaPools)?;
         let (stop, stopping) = watch::channel(false);
+        let watch = tokio::spawn(super::channels::watch(Arc::clone(rig), stopping.clone()));
         let main = listener
             .local_addr()
             .ok()
@@ -67,6 +70,7 @@ impl Dma {
             return Ok(Self {
                 api,
                 task: None,
+                watch,
                 _side: None,
             });
         };
@@ -82,6 +86,7 @@ impl Dma {
         Ok(Self {
             api,
             task: Some(task),
+            watch,
             _side: Some(file),
         })
     }
@@ -110,6 +115,7 @@ impl Drop for Dma {
         if let Some(t) = self.task.take() {
             t.abort();
         }
+        self.watch.abort();
     }
 }
 
@@ -176,19 +182,37 @@ impl pb::dma_server::Dma for Api {
         let viewer = (uid != 0).then_some(uid);
         Ok(Response::new(status_reply(self.rig.dma().status(viewer))))
     }
+
+    async fn channels(
+        &self,
+        req: Request<pb::DmaChannelsRequest>,
+    ) -> Result<Response<pb::DmaChannelsReply>, Status> {
+        let span = request_span("Dma.Channels", &req);
+        let _entered = span.enter();
+        let uid = peer_cred(&req)
+            .map(|p| p.uid)
+            .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
+        let viewer = (uid != 0).then_some(uid);
+        Ok(Response::new(super::channels::status_reply(
+            self.rig.channel_status(viewer),
+        )))
+    }
 }
 
 /// Completes once `rx` holds `true` (or its sender is gone).
-async fn until_true(rx: &mut watch::Receiver<bool>) {
+pub(super) async fn until_true(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not `Send`: drop it here, not in a `select!`.
     let _ = rx.wait_for(|v| *v).await;
 }
 
-/// Reclaims a session's leases off the async threads (an IOMMU unmap per lease).
+/// Reclaims a session off the async threads: its channels (deschedule, drain, free),
+/// then its leases (an IOMMU or GPU unmap per lease).
 async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
-    let reclaimed = tokio::task::spawn_blocking(move || rig.dma().close_session(id)).await;
+    let reclaimed = tokio::task::spawn_blocking(move || rig.end_session(id)).await;
     match reclaimed {
-        Ok(n) => tracing::debug!(session = id.0, leases = n, "DMA session ended"),
+        Ok((channels, leases)) => {
+            tracing::debug!(session = id.0, channels, leases, "DMA session ended");
+        }
         Err(e) => tracing::error!(session = id.0, "reclaiming a session failed: {e}"),
     }
 }
@@ -206,6 +230,7 @@ fn addressing(mode: &PoolMode) -> pb::DmaAddressing {
         PoolMode::Host => pb::DmaAddressing::None,
         PoolMode::Sysfs => pb::DmaAddressing::Physical,
         PoolMode::Vfio(_) => pb::DmaAddressing::Iova,
+        PoolMode::Gpu(_) => pb::DmaAddressing::GpuVa,
     }
 }
 
@@ -213,6 +238,7 @@ fn addressing_of(mode: &str) -> pb::DmaAddressing {
     match mode {
         "sysfs" => pb::DmaAddressing::Physical,
         "vfio" => pb::DmaAddressing::Iova,
+        "gpu" => pb::DmaAddressing::GpuVa,
         _ => pb::DmaAddressing::None,
     }
 }
@@ -270,6 +296,11 @@ pub fn status(e: &DmaError) -> Status {
         pb::DmaErrorCode::NotContiguous => Status::failed_precondition(msg),
         pb::DmaErrorCode::UnknownLease => Status::not_found(msg),
         pb::DmaErrorCode::BadSession => Status::permission_denied(msg),
+        pb::DmaErrorCode::BadRing => Status::invalid_argument(msg),
+        pb::DmaErrorCode::ChannelLimit => Status::resource_exhausted(msg),
+        pb::DmaErrorCode::UnknownChannel => Status::not_found(msg),
+        pb::DmaErrorCode::NotServed => Status::failed_precondition(msg),
+        pb::DmaErrorCode::Rm => Status::unavailable(msg),
         pb::DmaErrorCode::Unspecified | pb::DmaErrorCode::Internal => match e {
             DmaError::NoPool { .. } => Status::not_found(msg),
             DmaError::TooManyPending { .. } => Status::resource_exhausted(msg),

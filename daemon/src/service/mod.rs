@@ -7,6 +7,7 @@
 //! State: an `Arc<Rig>`, shared by all requests. Every request runs in a span that
 //! carries the peer's uid, gid and pid (SO_PEERCRED, read at accept time).
 
+mod channels;
 mod convert;
 pub mod dma;
 pub mod socket;

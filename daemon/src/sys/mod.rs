@@ -11,7 +11,6 @@
 
 pub mod memfd;
 pub mod mmio;
-pub mod nvmap;
 pub mod nvrm;
 pub mod nvstatus;
 pub mod pagemap;
@@ -19,5 +18,4 @@ pub mod sched;
 pub mod scratch;
 pub mod sysfs;
 pub mod systemd;
-pub mod uvm;
 pub mod vfio;

@@ -1,8 +1,8 @@
-//! The status codes the NVIDIA RM and UVM answer with (`NV_STATUS`), by their RM names.
+//! The status codes the NVIDIA RM answers with (`NV_STATUS`), by their RM names.
 //!
 //! Source: NVIDIA/open-gpu-kernel-modules `src/common/sdk/nvidia/inc/nvstatuscodes.h`
-//! at tag 580.142 (`1a5075f8`). Both `sys::nvrm` (the escapes' `status`) and `sys::uvm`
-//! (`rmStatus`) return these. No I/O and no `unsafe` here.
+//! at tag 580.142 (`1a5075f8`). `sys::nvrm` returns these (the escapes' `status`).
+//! No I/O and no `unsafe` here.
 
 use std::fmt;
 

@@ -1,6 +1,5 @@
 //! A guarded scratch mapping for ioctls whose kernel side, not the caller, decides how
-//! many bytes it copies: the NVIDIA RM's RM_ALLOC (`sys::nvrm`) and every UVM ioctl
-//! (`sys::uvm`). The call gets a private copy of its parameters at the start of a fresh
+//! many bytes it copies: the NVIDIA RM's RM_ALLOC (`sys::nvrm`). The call gets a private copy of its parameters at the start of a fresh
 //! anonymous mapping followed by a `PROT_NONE` page, so a kernel struct larger than the
 //! caller's reads zeros and writes into the copy, or fails with `EFAULT` at the guard,
 //! and never touches memory past the caller's parameters.
@@ -11,8 +10,7 @@ use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, mprotect, munmap};
 
 /// A private anonymous mapping holding a copy of a call's parameters, followed by a
 /// `PROT_NONE` guard page, unmapped on drop: for calls where the kernel, not the
-/// caller, decides how many bytes it copies (RM_ALLOC here, every UVM ioctl in
-/// `sys::uvm`). Only `sys` reaches its bytes.
+/// caller, decides how many bytes it copies (RM_ALLOC). Only `sys` reaches its bytes.
 pub(crate) struct Scratch {
     ptr: NonNull<libc::c_void>,
     /// Bytes of the caller's parameters at the start.
@@ -59,11 +57,6 @@ impl Scratch {
     /// The user address of the copy, as the kernel is given it.
     pub(crate) fn addr(&self) -> u64 {
         self.ptr.as_ptr() as u64
-    }
-
-    /// The copy's start, for an ioctl argument.
-    pub(crate) fn as_mut_ptr(&self) -> *mut libc::c_void {
-        self.ptr.as_ptr()
     }
 
     /// The first `data.len()` bytes, as the kernel left them.

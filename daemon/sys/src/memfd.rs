@@ -17,7 +17,7 @@
 use std::{
     ffi::CStr,
     io,
-    os::fd::{AsFd, BorrowedFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd},
 };
 
 use nix::{
@@ -145,6 +145,26 @@ impl SealedMemfd {
     pub fn try_clone(&self) -> io::Result<Self> {
         Ok(Self {
             fd: self.fd.try_clone()?,
+            len: self.len,
+        })
+    }
+
+    /// A new, read-only open of the same file (through `/proc/self/fd`): whoever
+    /// holds it can map the pages `PROT_READ` only, never write them, e.g. a client
+    /// given a view of memory the GPU or rigd writes. The file's mode becomes 0444
+    /// first: a `/proc/<pid>/fd` link is reopened by the inode's permissions, not the
+    /// descriptor's, so without it the holder could reopen the file read-write. Only
+    /// the file's owner (or root) can then write it through a new open; descriptors
+    /// already open keep their access.
+    ///
+    /// # Errors
+    /// fchmod(2)'s and open(2)'s (`/proc` not mounted, `EMFILE`).
+    pub fn open_read_only(&self) -> io::Result<Self> {
+        nix::sys::stat::fchmod(&self.fd, nix::sys::stat::Mode::from_bits_truncate(0o444))?;
+        let path = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let f = std::fs::File::open(path)?;
+        Ok(Self {
+            fd: f.into(),
             len: self.len,
         })
     }

@@ -14,7 +14,7 @@
 //!
 //! Not here: which mappings are locked (`rigd::dma::block` picks [`Fill`]).
 
-use std::{io, num::NonZeroUsize, ptr::NonNull};
+use std::{io, num::NonZeroUsize, os::fd::BorrowedFd, ptr::NonNull};
 
 use nix::{
     libc,
@@ -381,5 +381,156 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         let e = Mapping::shared_run(&files[..1], 3 << 12, Fill::Lazy).expect_err("not 2^n");
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    }
+}
+
+/// A read-only shared mapping of a whole sealed file (`PROT_READ`), for memory another
+/// party writes: a channel's error notifier, which a client may read and never write.
+/// It maps a descriptor opened read-only too (`SealedMemfd::open_read_only`).
+#[derive(Debug)]
+pub struct ReadMapping {
+    ptr: NonNull<libc::c_void>,
+    len: NonZeroUsize,
+}
+
+// SAFETY: as for `Mapping`: owned, reached only by volatile reads.
+unsafe impl Send for ReadMapping {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ReadMapping {}
+
+impl ReadMapping {
+    /// Maps all of `file` shared and read-only where the kernel chooses.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an empty file; mmap(2)'s errno.
+    pub fn shared(file: &SealedMemfd) -> io::Result<Self> {
+        let len = len_of(file)?;
+        // SAFETY: as in `Mapping::shared`: a fresh mapping the kernel places, of a
+        // sealed file whose size cannot change, owned by the returned value.
+        let ptr = unsafe {
+            mmap(
+                None,
+                len,
+                ProtFlags::PROT_READ,
+                MapFlags::MAP_SHARED,
+                file,
+                0,
+            )
+        }?;
+        Ok(Self { ptr, len })
+    }
+
+    /// Reads the naturally aligned `u64` at `offset` in one volatile load.
+    ///
+    /// # Errors
+    /// `InvalidInput` when `offset` is outside the mapping or not 8-byte aligned.
+    pub fn read_u64(&self, offset: usize) -> io::Result<u64> {
+        if !offset.is_multiple_of(8) || offset.checked_add(8).is_none_or(|e| e > self.len.get()) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: the 8 bytes lie inside the mapping (checked), which lives as long as
+        // `self`, at an 8-byte aligned address (page + aligned offset); any bits are a
+        // u64; a volatile load tolerates concurrent writers.
+        Ok(unsafe {
+            self.ptr
+                .as_ptr()
+                .cast::<u8>()
+                .add(offset)
+                .cast::<u64>()
+                .read_volatile()
+        })
+    }
+
+    /// The mapping's length.
+    pub fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    /// Always false: a mapping is never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for ReadMapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the range mmap returned, unmapped only here.
+        if let Err(e) = unsafe { munmap(self.ptr, self.len.get()) } {
+            tracing::warn!("munmap of a read-only mapping failed: {e}");
+        }
+    }
+}
+
+/// A shared read-write mapping of a device file at offset 0 and exactly `len` bytes,
+/// e.g. HOPPER_USERMODE_A's page (BAR0 MMIO) through a `/dev/nvidiaN` file that holds
+/// the RM's mmap context (`kernel-open/nvidia/nv-mmap.c`, `nvidia_mmap`: offset 0,
+/// the size the RM mapped). Only whole aligned words are written: its doorbell.
+#[derive(Debug)]
+pub struct DeviceMapping {
+    ptr: NonNull<libc::c_void>,
+    len: NonZeroUsize,
+}
+
+// SAFETY: the mapping is owned (unmapped only in drop) and reached only through
+// volatile word accesses, which are sound from any thread.
+unsafe impl Send for DeviceMapping {}
+// SAFETY: as for `Send`: no reference into the mapping is handed out.
+unsafe impl Sync for DeviceMapping {}
+
+impl DeviceMapping {
+    /// Maps `len` bytes of `dev` at offset 0, read-write and shared, where the kernel
+    /// chooses.
+    ///
+    /// # Errors
+    /// The errno of mmap(2): `EINVAL` for a file without an mmap context or of
+    /// another size.
+    pub fn map(dev: BorrowedFd<'_>, len: NonZeroUsize) -> io::Result<Self> {
+        // SAFETY: a fresh mapping where the kernel picks (no MAP_FIXED), so nothing is
+        // replaced; `dev` is open for the call; the driver maps its context or
+        // refuses; the result is checked and owned by the returned value.
+        let ptr = unsafe { mmap(None, len, RW, MapFlags::MAP_SHARED, dev, 0) }?;
+        Ok(Self { ptr, len })
+    }
+
+    /// Writes `value` to the aligned u32 at `offset` in one volatile store.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an offset outside the mapping or not 4-byte aligned.
+    pub fn write_u32(&self, offset: usize, value: u32) -> io::Result<()> {
+        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|e| e > self.len.get()) {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: the 4 bytes at `offset` lie inside the mapping (checked), which lives
+        // as long as `self`; the address is 4-byte aligned (a page plus an aligned
+        // offset); a volatile store is what MMIO needs.
+        unsafe {
+            self.ptr
+                .as_ptr()
+                .cast::<u8>()
+                .add(offset)
+                .cast::<u32>()
+                .write_volatile(value);
+        }
+        Ok(())
+    }
+
+    /// The mapping's length.
+    pub fn len(&self) -> usize {
+        self.len.get()
+    }
+
+    /// Always false: a mapping is never empty.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for DeviceMapping {
+    fn drop(&mut self) {
+        // SAFETY: exactly the range mmap returned, unmapped only here; no reference
+        // into it exists.
+        if let Err(e) = unsafe { munmap(self.ptr, self.len.get()) } {
+            tracing::warn!("munmap of a device mapping failed: {e}");
+        }
     }
 }

@@ -18,6 +18,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod nv;
+
 use serde::{Deserialize, Serialize};
 
 /// Every function the daemon sees, GPUs first, plus lines for those it could not read.

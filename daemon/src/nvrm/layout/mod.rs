@@ -1,8 +1,8 @@
-//! The RM's and UVM's structure layouts, per driver release, and the choice among them.
+//! The RM's structure layouts, per driver release, and the choice among them.
 //!
 //! The kernel driver's parameter structs change between release branches, and the RM
 //! refuses or misreads a struct of another size (escapes and controls check sizes;
-//! RM_ALLOC and UVM copy their own size whatever is sent). So rigd reads the release
+//! RM_ALLOC copies its own size whatever is sent). So rigd reads the release
 //! from `NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2`, parses it here
 //! ([`parse_release`]) and uses that release's layouts; a release with none is refused
 //! with [`LayoutError::UnknownRelease`], which names it and the known ones.
@@ -16,15 +16,15 @@
 //! | NVOS46_PARAMETERS (`sys::nvrm`) | 56 | 56 | 64 | 64 |
 //! | NV_VASPACE_ALLOCATION_PARAMETERS | 48 | 48 | 56 | 56 |
 //! | NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS | 2 | 3 | 3 | 3 |
-//! | UVM_FREE_PARAMS (`sys::uvm`) | 24 | 24 | 24 | 16 |
-//! | UVM_UNREGISTER_CHANNEL_PARAMS (`sys::uvm`) | 28 | 28 | 28 | 12 |
 //!
 //! Every other struct in `r580` is byte-for-byte the same text in all seven. `r580`
 //! holds them all; `r570` only its two differences; 575 and 590 are combinations of
-//! the two and have no file. No 580.159.04 tag exists (the H200's driver); it is taken
+//! the two and have no file. (590 also changes two UVM structs, UVM_FREE_PARAMS and
+//! UVM_UNREGISTER_CHANNEL_PARAMS; rigd makes no UVM call: its address spaces are the
+//! RM's own, see `space`.) No 580.159.04 tag exists (the H200's driver); it is taken
 //! to share 580.142's layouts, as every 580 tag read does.
 //!
-//! Not here: issuing the calls (`sys::nvrm`, `sys::uvm`), the sequence (`nvrm`).
+//! Not here: issuing the calls (`sys::nvrm`), the sequence (`nvrm`).
 
 pub mod r570;
 pub mod r580;
@@ -33,13 +33,7 @@ use std::{fmt, os::fd::BorrowedFd};
 
 use zerocopy::IntoBytes;
 
-use crate::sys::{
-    nvrm::{self, NvHandle, Nvos46ParametersR570, Nvos46ParametersR580, RmError},
-    uvm::{
-        self, UvmError, UvmFreeParams, UvmFreeParamsR590, UvmUnregisterChannelParams,
-        UvmUnregisterChannelParamsR590,
-    },
-};
+use crate::sys::nvrm::{self, NvHandle, Nvos46ParametersR570, Nvos46ParametersR580, RmError};
 
 /// A driver release branch rigd has layouts for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -86,14 +80,6 @@ impl Release {
             },
             vaspace: self.vaspace(VaSpace::default()).as_bytes().len(),
             gpfifo_schedule: self.gpfifo_schedule(false).as_bytes().len(),
-            uvm_free: match self.uvm_free(0, 0) {
-                UvmFree::R570(p) => p.as_bytes().len(),
-                UvmFree::R590(p) => p.as_bytes().len(),
-            },
-            uvm_unregister_channel: match self.uvm_unregister_channel([0; 16], 0, 0) {
-                UvmUnregisterChannel::R570(p) => p.as_bytes().len(),
-                UvmUnregisterChannel::R590(p) => p.as_bytes().len(),
-            },
         }
     }
 
@@ -163,45 +149,6 @@ impl Release {
             }),
         }
     }
-
-    /// UVM_FREE_PARAMS for the range at `base` (590 drops `length`).
-    pub fn uvm_free(self, base: u64, length: u64) -> UvmFree {
-        match self {
-            Self::R570 | Self::R575 | Self::R580 => UvmFree::R570(UvmFreeParams {
-                base,
-                length,
-                ..Default::default()
-            }),
-            Self::R590 => UvmFree::R590(UvmFreeParamsR590 {
-                base,
-                ..Default::default()
-            }),
-        }
-    }
-
-    /// UVM_UNREGISTER_CHANNEL_PARAMS (590 drops `gpuUuid`).
-    pub fn uvm_unregister_channel(
-        self,
-        gpu_uuid: uvm::NvProcessorUuid,
-        h_client: NvHandle,
-        h_channel: NvHandle,
-    ) -> UvmUnregisterChannel {
-        match self {
-            Self::R570 | Self::R575 | Self::R580 => {
-                UvmUnregisterChannel::R570(UvmUnregisterChannelParams {
-                    gpu_uuid,
-                    h_client,
-                    h_channel,
-                    rm_status: 0,
-                })
-            }
-            Self::R590 => UvmUnregisterChannel::R590(UvmUnregisterChannelParamsR590 {
-                h_client,
-                h_channel,
-                rm_status: 0,
-            }),
-        }
-    }
 }
 
 impl fmt::Display for Release {
@@ -225,8 +172,6 @@ pub struct Sizes {
     pub nvos46: usize,
     pub vaspace: usize,
     pub gpfifo_schedule: usize,
-    pub uvm_free: usize,
-    pub uvm_unregister_channel: usize,
 }
 
 impl fmt::Display for Sizes {
@@ -234,13 +179,8 @@ impl fmt::Display for Sizes {
         write!(
             f,
             "NVOS46_PARAMETERS {} B, NV_VASPACE_ALLOCATION_PARAMETERS {} B, \
-             NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS {} B, UVM_FREE_PARAMS {} B, \
-             UVM_UNREGISTER_CHANNEL_PARAMS {} B",
-            self.nvos46,
-            self.vaspace,
-            self.gpfifo_schedule,
-            self.uvm_free,
-            self.uvm_unregister_channel
+             NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS {} B",
+            self.nvos46, self.vaspace, self.gpfifo_schedule
         )
     }
 }
@@ -336,48 +276,6 @@ impl MapMemoryDmaParams {
         match self {
             Self::R570(p) => nvrm::rm_map_memory_dma(ctl, p),
             Self::R580(p) => nvrm::rm_map_memory_dma(ctl, p),
-        }
-    }
-}
-
-/// UVM_FREE_PARAMS in a release's layout.
-#[derive(Debug, Clone, Copy)]
-pub enum UvmFree {
-    /// 570 to 580.
-    R570(UvmFreeParams),
-    R590(UvmFreeParamsR590),
-}
-
-impl UvmFree {
-    /// Issues UVM_FREE.
-    ///
-    /// # Errors
-    /// As [`uvm::uvm_ioctl`].
-    pub fn issue(&mut self, uvm_fd: BorrowedFd<'_>) -> Result<(), UvmError> {
-        match self {
-            Self::R570(p) => uvm::uvm_ioctl(uvm_fd, p),
-            Self::R590(p) => uvm::uvm_ioctl(uvm_fd, p),
-        }
-    }
-}
-
-/// UVM_UNREGISTER_CHANNEL_PARAMS in a release's layout.
-#[derive(Debug, Clone, Copy)]
-pub enum UvmUnregisterChannel {
-    /// 570 to 580.
-    R570(UvmUnregisterChannelParams),
-    R590(UvmUnregisterChannelParamsR590),
-}
-
-impl UvmUnregisterChannel {
-    /// Issues UVM_UNREGISTER_CHANNEL.
-    ///
-    /// # Errors
-    /// As [`uvm::uvm_ioctl`].
-    pub fn issue(&mut self, uvm_fd: BorrowedFd<'_>) -> Result<(), UvmError> {
-        match self {
-            Self::R570(p) => uvm::uvm_ioctl(uvm_fd, p),
-            Self::R590(p) => uvm::uvm_ioctl(uvm_fd, p),
         }
     }
 }
@@ -551,17 +449,15 @@ mod tests {
 
     #[test]
     fn each_release_selects_the_sizes_its_headers_have() {
-        let s = |nvos46, vaspace, gpfifo_schedule, uvm_free, uvm_unregister_channel| Sizes {
+        let s = |nvos46, vaspace, gpfifo_schedule| Sizes {
             nvos46,
             vaspace,
             gpfifo_schedule,
-            uvm_free,
-            uvm_unregister_channel,
         };
-        assert_eq!(Release::R570.sizes(), s(56, 48, 2, 24, 28));
-        assert_eq!(Release::R575.sizes(), s(56, 48, 3, 24, 28));
-        assert_eq!(Release::R580.sizes(), s(64, 56, 3, 24, 28));
-        assert_eq!(Release::R590.sizes(), s(64, 56, 3, 16, 12));
+        assert_eq!(Release::R570.sizes(), s(56, 48, 2));
+        assert_eq!(Release::R575.sizes(), s(56, 48, 3));
+        assert_eq!(Release::R580.sizes(), s(64, 56, 3));
+        assert_eq!(Release::R590.sizes(), s(64, 56, 3));
     }
 
     #[test]

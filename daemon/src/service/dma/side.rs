@@ -144,6 +144,18 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
             return;
         }
     };
+    // On a served GPU the session gets its own GPU address space before its first
+    // lease (two RM calls: off the async threads).
+    let attach = {
+        let rig = Arc::clone(&rig);
+        tokio::task::spawn_blocking(move || rig.attach_session(id)).await
+    };
+    if let Ok(Err(e)) = attach {
+        let reply = failure(super::super::channels::code(&e), error_line(&e));
+        let _ = send(&fd, &reply, Vec::new()).await;
+        end_session(rig, id).await;
+        return;
+    }
     let claimed = reply(Reply::Claimed(pb::DmaClaimed {}));
     if send(&fd, &claimed, Vec::new()).await.is_err() {
         end_session(rig, id).await;
@@ -151,11 +163,12 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
     }
     span.in_scope(|| tracing::debug!(session = id.0, "side socket claimed the session"));
     // A session keeps the pool it was opened on: whether its leases map through an
-    // IOMMU is known once, not looked up per request.
+    // IOMMU or the GPU's driver (ioctls that can sleep) is known once, not looked up
+    // per request.
     let iommu = rig
         .dma()
         .session_pool(id)
-        .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_)));
+        .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_) | PoolMode::Gpu(_)));
     loop {
         tokio::select! {
             got = recv(&fd, &mut buf) => {
@@ -282,6 +295,8 @@ async fn handle(
                 Err(e) => (refused(&e), Vec::new()),
             }
         }
+        Some(Request::ChannelOpen(o)) => super::super::channels::open(rig, id, o).await,
+        Some(Request::ChannelClose(c)) => super::super::channels::close(rig, id, c).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }

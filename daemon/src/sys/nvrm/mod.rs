@@ -16,7 +16,7 @@
 //! envelope's `status`, which these functions turn into [`RmError::Status`].
 //!
 //! Not here: the class and control parameter structs, which change between releases
-//! (`nvrm::layout`), and the unified memory driver (`sys::uvm`). Only the one envelope
+//! (`nvrm::layout`). rigd makes no UVM call (`nvrm::space` says why). Only the one envelope
 //! that changed, NVOS46 (56 bytes up to 575, 64 from 580), comes in two layouts here.
 
 use std::{

@@ -1,0 +1,221 @@
+//! Channel bookkeeping against `FakeRm`: one space and one group per session, limits
+//! and bad input refused before any RM call, what a client receives, reclaim order,
+//! and the notifier watch.
+
+use std::os::fd::OwnedFd;
+
+use rig_sys::{
+    memfd::SealedMemfd,
+    mman::{DeviceMapping, Fill, Mapping, ReadMapping},
+};
+
+use super::*;
+use crate::nvrm::{Call, FAKE_TOKEN, FakeRm, USERD_GP_PUT, layout::r580};
+
+fn peer(uid: u32, pid: i32) -> PeerCred {
+    PeerCred { uid, gid: uid, pid }
+}
+
+fn served(limits: Limits) -> (FakeRm, Served<FakeRm>) {
+    let rm = FakeRm::new();
+    let gpu = Gpu::open(rm.clone(), None).expect("fake GPU");
+    (rm, Served::new(gpu, limits))
+}
+
+fn count(calls: &[Call], class: u32) -> usize {
+    calls
+        .iter()
+        .filter(|c| matches!(c, Call::Alloc { class: k, .. } if *k == class))
+        .count()
+}
+
+fn sealed(fd: OwnedFd) -> SealedMemfd {
+    SealedMemfd::check(fd).expect("a sealed memfd")
+}
+
+#[test]
+fn each_session_gets_its_own_space_and_group_and_one_space_only() {
+    let (rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    let e = s.attach(a, peer(1000, 10)).expect_err("twice");
+    assert!(matches!(e, ChannelError::SpaceExists { .. }), "{e}");
+    s.open(a, Engine::Compute, 64).expect("a compute");
+    s.open(a, Engine::Copy, 64).expect("a copy");
+    s.open(b, Engine::Compute, 64).expect("b compute");
+    let c = rm.calls();
+    assert_eq!(count(&c, r580::FERMI_VASPACE_A), 2, "a space per session");
+    assert_eq!(
+        count(&c, r580::KEPLER_CHANNEL_GROUP_A),
+        2,
+        "a group per session, shared by its channels"
+    );
+    assert_eq!(count(&c, r580::HOPPER_CHANNEL_GPFIFO_A), 3);
+}
+
+#[test]
+fn bad_ring_sizes_and_limits_are_refused_before_any_rm_call() {
+    let (rm, s) = served(Limits {
+        channels_per_session: 2,
+        max_ring_entries: 1024,
+    });
+    let a = SessionId(1);
+    let e = s.open(a, Engine::Copy, 64).expect_err("no space yet");
+    assert!(matches!(e, ChannelError::NoSpace { .. }), "{e}");
+    s.attach(a, peer(1000, 10)).expect("attach");
+    let before = rm.calls().len();
+    for bad in [0, 1, 3, 1000, (1 << 31) + 1, 1 << 32, u64::MAX] {
+        let e = s.open(a, Engine::Copy, bad).expect_err("bad size");
+        assert!(
+            matches!(e, ChannelError::RingSize { entries } if entries == bad),
+            "{e}"
+        );
+    }
+    let e = s.open(a, Engine::Copy, 2048).expect_err("over quota");
+    assert_eq!(
+        e.to_string(),
+        "A ring of 2048 entries is more than 1024, the most one channel may have"
+    );
+    assert_eq!(
+        rm.calls().len(),
+        before,
+        "refused before the RM saw anything"
+    );
+    s.open(a, Engine::Copy, 1024).expect("at the limit");
+    s.open(a, Engine::Compute, 2).expect("second");
+    let e = s.open(a, Engine::Copy, 2).expect_err("third");
+    assert!(
+        matches!(e, ChannelError::TooManyChannels { limit: 2, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_client_gets_its_ring_rw_its_notifier_read_only_and_the_doorbell_page() {
+    let (_rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("attach");
+    let o = s.open(a, Engine::Copy, 512).expect("open");
+    assert_eq!((o.entries, o.token), (512, FAKE_TOKEN));
+    assert_eq!(o.userd_offset, 512 * 8);
+    assert!(o.ring_gpu_va >= crate::nvrm::OWN_BASE && o.ring_gpu_va < crate::nvrm::LEASE_BASE);
+
+    // The client writes GP_PUT through its own mapping; rigd sees it.
+    let ring = Mapping::shared(&sealed(o.ring), Fill::Lazy).expect("ring maps read-write");
+    ring.write_u32(
+        usize::try_from(o.userd_offset).expect("small") + USERD_GP_PUT,
+        7,
+    )
+    .expect("GP_PUT");
+    let v = s.status(None);
+    assert_eq!((v[0].gp_put, v[0].gp_get), (7, 0));
+
+    // The notifier maps read-only and refuses a writable mapping.
+    let notifier = sealed(o.notifier);
+    Mapping::shared(&notifier, Fill::Lazy).expect_err("no writable mapping of the notifier");
+    let ro = ReadMapping::shared(&notifier).expect("read-only mapping");
+    assert_eq!(ro.read_u64(0).expect("read"), 0, "no fault yet");
+    assert_eq!(o.notifier_bytes, 4096);
+
+    // The doorbell page: what the client writes at 0x90 is what the device sees.
+    let len = std::num::NonZeroUsize::new(usize::try_from(o.usermode_bytes).expect("64 KiB"))
+        .expect("non-zero");
+    let page = DeviceMapping::map(std::os::fd::AsFd::as_fd(&o.usermode), len).expect("maps");
+    page.write_u32(usize::try_from(DOORBELL_OFFSET).expect("small"), o.token)
+        .expect("ring");
+    assert_eq!(s.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
+}
+
+#[test]
+fn ending_a_session_stops_its_channels_first_and_leaves_others_running() {
+    let (rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    s.open(a, Engine::Compute, 64).expect("a compute");
+    s.open(a, Engine::Copy, 64).expect("a copy");
+    let kept = s.open(b, Engine::Compute, 64).expect("b");
+    let mark = rm.calls().len();
+    assert_eq!(s.end(a), 2);
+    let c = &rm.calls()[mark..];
+    let sched = c
+        .iter()
+        .position(|x| matches!(x, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .expect("descheduled");
+    let first_free = c
+        .iter()
+        .position(|x| matches!(x, Call::Free { .. }))
+        .expect("freed");
+    assert!(
+        sched < first_free,
+        "descheduled before anything is freed: {c:#?}"
+    );
+    // Only a's channels are gone; b's still shows, and b was never descheduled.
+    let v = s.status(None);
+    assert_eq!(v.len(), 1);
+    assert_eq!((v[0].id, v[0].session, v[0].uid), (kept.id, b, 1001));
+    assert_eq!(s.end(a), 0, "ending twice does nothing");
+    // a's space is still held by its leases' pool until they unmap; nothing of a's
+    // was left mapped here, so its handles are all freed once its map goes.
+    assert_eq!(s.status(Some(1000)), []);
+}
+
+#[test]
+fn closing_a_channel_of_another_session_or_twice_is_refused() {
+    let (_rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    let o = s.open(a, Engine::Copy, 64).expect("a");
+    let e = s.close(b, o.id).expect_err("b cannot close a's");
+    assert!(
+        matches!(e, ChannelError::UnknownChannel { channel } if channel == o.id),
+        "{e}"
+    );
+    s.close(a, o.id).expect("a closes its own");
+    let e = s.close(a, o.id).expect_err("closed already");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "Channel {} is not one of this session's open channels",
+            o.id
+        )
+    );
+}
+
+#[test]
+fn the_watch_reports_a_posted_fault_once_and_status_shows_it() {
+    let (_rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("a");
+    let o = s.open(a, Engine::Compute, 64).expect("open");
+    assert_eq!(s.watch(), 0);
+    {
+        let st = s.lock();
+        let n = st.clients[&a].channels[&o.id].channel.notifier().mapping();
+        n.write_u64(0, 123_456).expect("timestamp");
+        n.write_u64(8, 31).expect("info32 = MMU fault");
+    }
+    assert_eq!(s.watch(), 1);
+    assert_eq!(s.watch(), 0, "reported once");
+    let f = s.status(None)[0].fault.expect("shown");
+    assert_eq!((f.info32, f.time_ns), (31, 123_456));
+}
+
+#[test]
+fn a_failing_rm_call_names_the_gpu_and_the_step_and_leaves_the_session_usable() {
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.open(a, Engine::Compute, 64).expect("first");
+    // The channel allocation of the next open fails (after its two host memories:
+    // descriptor and map each).
+    rm.fail_at(4, crate::sys::nvstatus::NvStatus::InsufficientResources);
+    let e = s.open(a, Engine::Copy, 64).expect_err("injected");
+    let line = crate::service::status::error_line(&e);
+    assert!(line.starts_with("0000:00:06.0: "), "{line}");
+    assert!(line.contains("HOPPER_CHANNEL_GPFIFO_A"), "{line}");
+    s.open(a, Engine::Copy, 64).expect("the next open works");
+    assert_eq!(s.status(None).len(), 2);
+}

@@ -1,0 +1,318 @@
+//! `AddressSpace`: one client's GPU virtual address space on an RM-served GPU — an
+//! RM-owned FERMI_VASPACE_A, the NV01_MEMORY_VIRTUAL object that maps into it, and
+//! the VA it hands out — and [`GpuMap`], host memory mapped into it.
+//!
+//! Why RM-owned: UVM registers one GPU address space per process and GPU (h200.md,
+//! "One UVM-registered GPU address space per process and GPU": a second one is refused
+//! with NV_ERR_INVALID_DEVICE), so one rigd could give all its clients only one. An
+//! RM-owned space (flags 0) is allocated beside others on the same device (device
+//! vaMode OPTIONAL_MULTIPLE_VASPACES), the RM fills its page tables itself through
+//! NV_ESC_RM_MAP_MEMORY_DMA, and maps a channel's context buffers there when the
+//! channel is made — no UVM call at all. A channel whose context share names this
+//! space reaches only what is mapped here, so a client's pushbuffer cannot name
+//! another client's memory: it is not in its page tables. The RM's own maps stop at
+//! about 39 GiB a GPU in 4 KiB pages, all processes together (seed, "The RM's own
+//! mappings stop at about 39 GiB a GPU"); the DMA quotas keep rigd well below that.
+//!
+//! The window: [`OWN_BASE`]..[`LEASE_BASE`] holds what rigd makes for a client's
+//! channels (rings, USERD, notifiers), [`LEASE_BASE`]..2^40 the client's DMA leases,
+//! whose addresses the lease pool picks. All of it lies below 2^40, where GPFIFO
+//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits).
+//!
+//! Not here: the objects a space lives on (`gpu`), memory rigd owns (`mem`), channels
+//! (`channel`), lease pools (`dma`, which calls [`AddressSpace`] through
+//! [`dma::DeviceMap`]).
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use rig_sys::mman::Mapping;
+use zerocopy::IntoBytes;
+
+use super::{
+    calls::{Rm, UnmapMemoryDma},
+    error::{NvrmError, Step, at},
+    gpu::{Gpu, Undo, first_of},
+    layout::{MapMemoryDma, VaSpace, r580},
+    va::VaAllocator,
+};
+use crate::{
+    dma::{self, DmaError},
+    sys::nvrm::NvHandle,
+};
+
+/// Where rigd's own allocations for a client start: 64 GiB.
+pub const OWN_BASE: u64 = 1 << 36;
+/// Where leases start: 256 GiB. Leases get 2^40 - 2^38 = 768 GiB of VA.
+pub const LEASE_BASE: u64 = 1 << 38;
+/// The window's end: GPFIFO entries name 40-bit pushbuffer addresses.
+pub const VA_END: u64 = 1 << 40;
+/// rigd's own ranges start on 64 KiB, the GPU's big page.
+pub const OWN_ALIGN: u64 = 64 << 10;
+
+/// FERMI_VASPACE_A's range: all of 2^40 from the first page; the RM refuses a page 0
+/// (nvidia-rm.md §1 step 13 starts at 0x1000 too).
+const VASPACE_BASE: u64 = 0x1000;
+const VASPACE_SIZE: u64 = VA_END - VASPACE_BASE;
+/// NVOS46 flags (`nvos.h`): CACHE_SNOOP_ENABLE (4:4), PAGE_SIZE_4KB (11:8 = 1),
+/// DMA_OFFSET_FIXED_TRUE (15:15): map at the VA rigd picked.
+pub const MAP_DMA_FLAGS: u32 = (1 << 4) | (1 << 8) | (1 << 15);
+/// NVOS02 flags for an OS descriptor (`nvos.h`): PHYSICALITY_NONCONTIGUOUS (7:4 = 1),
+/// COHERENCY_CACHED (15:12 = 1), MAPPING_NO_MAP (31:30 = 1): no RM CPU mapping, rigd
+/// has its own.
+pub const OS_DESCRIPTOR_FLAGS: u32 = (1 << 4) | (1 << 12) | (1 << 30);
+
+/// One client's GPU address space.
+#[derive(Debug)]
+pub struct AddressSpace<R: Rm> {
+    gpu: Arc<Gpu<R>>,
+    h_va_space: NvHandle,
+    h_virtual: NvHandle,
+    own: Mutex<VaAllocator>,
+    /// Leases mapped through [`dma::DeviceMap`]: GPU VA → the host memory's handle
+    /// and length, one entry per block.
+    leased: Mutex<BTreeMap<u64, (NvHandle, u64)>>,
+    undo: Vec<Undo>,
+}
+
+impl<R: Rm> AddressSpace<R> {
+    /// Allocates an RM-owned FERMI_VASPACE_A under the GPU's device and the
+    /// NV01_MEMORY_VIRTUAL object that maps into it.
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] naming the step; what was made before is freed.
+    pub fn new(gpu: &Arc<Gpu<R>>) -> Result<Self, NvrmError> {
+        let mut s = Self {
+            gpu: Arc::clone(gpu),
+            h_va_space: 0,
+            h_virtual: 0,
+            own: Mutex::new(VaAllocator::new(OWN_BASE, LEASE_BASE - OWN_BASE)),
+            leased: Mutex::new(BTreeMap::new()),
+            undo: Vec::new(),
+        };
+        let rm = gpu.rm();
+        let mut vas = gpu.release().vaspace(VaSpace {
+            va_base: VASPACE_BASE,
+            va_size: VASPACE_SIZE,
+            ..Default::default()
+        });
+        s.h_va_space = rm
+            .alloc(
+                gpu.device(),
+                r580::FERMI_VASPACE_A,
+                Some(vas.as_mut_bytes()),
+            )
+            .map_err(at(Step::AllocVaSpace))?;
+        s.undo.push(Undo::Free {
+            parent: gpu.device(),
+            object: s.h_va_space,
+        });
+        let mut virt = r580::NvMemoryVirtualAllocationParams {
+            limit: VA_END - 1,
+            h_va_space: s.h_va_space,
+            ..Default::default()
+        };
+        s.h_virtual = rm
+            .alloc(
+                gpu.device(),
+                r580::NV01_MEMORY_VIRTUAL,
+                Some(virt.as_mut_bytes()),
+            )
+            .map_err(at(Step::AllocVirtual))?;
+        s.undo.push(Undo::Free {
+            parent: gpu.device(),
+            object: s.h_virtual,
+        });
+        Ok(s)
+    }
+
+    /// The GPU.
+    pub fn gpu(&self) -> &Arc<Gpu<R>> {
+        &self.gpu
+    }
+
+    /// The VA space's handle (a context share's `hVASpace`).
+    pub fn handle(&self) -> NvHandle {
+        self.h_va_space
+    }
+
+    /// `len` bytes of rigd's own VA in this space.
+    pub(crate) fn alloc_va(&self, len: u64) -> Result<u64, NvrmError> {
+        lock(&self.own)
+            .alloc(len, OWN_ALIGN)
+            .ok_or(NvrmError::VaExhausted { len })
+    }
+
+    /// Registers all of `mem` with the RM as an OS descriptor and maps it at `va`;
+    /// pushes how to undo both onto `undo`. Returns the descriptor's handle.
+    pub(crate) fn map(
+        &self,
+        mem: &Mapping,
+        va: u64,
+        undo: &mut Vec<Undo>,
+    ) -> Result<NvHandle, NvrmError> {
+        let gpu = &self.gpu;
+        let rm = gpu.rm();
+        let h = rm
+            .alloc_os_descriptor(gpu.device(), gpu.pick_handle(), mem)
+            .map_err(at(Step::AllocOsDescriptor))?;
+        undo.push(Undo::Free {
+            parent: gpu.device(),
+            object: h,
+        });
+        rm.map_dma(MapMemoryDma {
+            h_client: rm.client(),
+            h_device: gpu.device(),
+            h_dma: self.h_virtual,
+            h_memory: h,
+            offset: 0,
+            length: mem.len() as u64,
+            flags: MAP_DMA_FLAGS,
+            dma_offset: va,
+        })
+        .map_err(at(Step::MapDma))?;
+        undo.push(Undo::UnmapDma(self.unmap_request(h, va)));
+        Ok(h)
+    }
+
+    fn unmap_request(&self, h_memory: NvHandle, va: u64) -> UnmapMemoryDma {
+        UnmapMemoryDma {
+            h_device: self.gpu.device(),
+            h_dma: self.h_virtual,
+            h_memory,
+            dma_offset: va,
+        }
+    }
+
+    /// Runs one undo step of an object in this space.
+    pub(crate) fn run(&self, u: Undo) -> Result<(), NvrmError> {
+        match u {
+            Undo::ReleaseVa { base, len } => {
+                let freed = lock(&self.own).free(base, len);
+                debug_assert!(freed, "{len:#x} bytes at {base:#x} came from alloc_va");
+                Ok(())
+            }
+            other => self.gpu.run(other),
+        }
+    }
+
+    /// Runs `undo` backwards to the end, whatever fails; returns the failures.
+    pub(crate) fn unwind(&self, undo: &mut Vec<Undo>) -> Vec<NvrmError> {
+        let mut failed = Vec::new();
+        while let Some(u) = undo.pop() {
+            if let Err(e) = self.run(u) {
+                failed.push(e);
+            }
+        }
+        failed
+    }
+
+    /// How many lease blocks are mapped here now.
+    pub fn leased_blocks(&self) -> usize {
+        lock(&self.leased).len()
+    }
+
+    fn teardown(&mut self) -> Vec<NvrmError> {
+        // Lease blocks go with their leases; any left (their pool was dropped without
+        // a release) are unmapped here, before the space that holds them.
+        let left: Vec<(u64, (NvHandle, u64))> = std::mem::take(&mut *lock(&self.leased))
+            .into_iter()
+            .collect();
+        let mut failed: Vec<NvrmError> = left
+            .into_iter()
+            .filter_map(|(va, (h, _))| self.unmap_block(va, h).err())
+            .collect();
+        let mut undo = std::mem::take(&mut self.undo);
+        failed.extend(self.unwind(&mut undo));
+        failed
+    }
+
+    fn unmap_block(&self, va: u64, h: NvHandle) -> Result<(), NvrmError> {
+        let mut undo = vec![
+            Undo::Free {
+                parent: self.gpu.device(),
+                object: h,
+            },
+            Undo::UnmapDma(self.unmap_request(h, va)),
+        ];
+        first_of(self.unwind(&mut undo), "a lease block")
+    }
+
+    /// Frees the space; whatever is still mapped in it goes first.
+    ///
+    /// # Errors
+    /// The first step that failed; the later ones still ran.
+    pub fn close(mut self) -> Result<(), NvrmError> {
+        first_of(self.teardown(), "an address space")
+    }
+}
+
+impl<R: Rm> Drop for AddressSpace<R> {
+    fn drop(&mut self) {
+        for e in self.teardown() {
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "freeing a GPU address space"
+            );
+        }
+    }
+}
+
+/// A client's DMA lease blocks, mapped at the addresses its pool picked.
+impl<R: Rm> dma::DeviceMap for AddressSpace<R> {
+    fn va_range(&self) -> std::ops::RangeInclusive<u64> {
+        LEASE_BASE..=VA_END - 1
+    }
+
+    fn map_block(&self, va: u64, block: &Mapping) -> Result<(), DmaError> {
+        let mut undo = Vec::new();
+        match self.map(block, va, &mut undo) {
+            Ok(h) => {
+                lock(&self.leased).insert(va, (h, block.len() as u64));
+                Ok(())
+            }
+            Err(e) => {
+                for u in self.unwind(&mut undo) {
+                    tracing::warn!(
+                        error = &u as &dyn std::error::Error,
+                        "rolling back a lease block's map"
+                    );
+                }
+                Err(DmaError::DeviceMap {
+                    va,
+                    source: Box::new(e),
+                })
+            }
+        }
+    }
+
+    fn unmap(&self, va: u64, len: u64) -> Result<(), DmaError> {
+        let blocks: Vec<(u64, NvHandle)> = {
+            let mut leased = lock(&self.leased);
+            let keys: Vec<u64> = leased
+                .range(va..va.saturating_add(len))
+                .map(|(&k, _)| k)
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| leased.remove(&k).map(|(h, _)| (k, h)))
+                .collect()
+        };
+        let mut first = None;
+        for (at_va, h) in blocks {
+            if let Err(e) = self.unmap_block(at_va, h) {
+                first.get_or_insert(DmaError::DeviceUnmap {
+                    va: at_va,
+                    source: Box::new(e),
+                });
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps hold plain numbers: a panic under the lock leaves them usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

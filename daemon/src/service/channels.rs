@@ -1,0 +1,174 @@
+//! Channels on the wire: the side socket's open and close requests (their replies
+//! carry the ring, notifier and usermode descriptors), `Dma.Channels` for `rigctl
+//! channels`, and the codes of channel errors. The bookkeeping is `channels`'; the
+//! side socket's framing is `side`'s.
+
+use std::{os::fd::OwnedFd, sync::Arc, time::UNIX_EPOCH};
+
+use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+
+use super::status::error_line;
+use crate::{
+    channels::{ChannelError, ChannelId, ChannelView, DOORBELL_OFFSET},
+    dma::SessionId,
+    nvrm::Engine,
+    rig::{Rig, RigError},
+};
+
+/// How often rigd reads its channels' error notifiers (a few loads per channel).
+pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
+
+fn engine_of(e: i32) -> Option<Engine> {
+    match pb::DmaEngine::try_from(e) {
+        Ok(pb::DmaEngine::Copy) => Some(Engine::Copy),
+        Ok(pb::DmaEngine::Compute) => Some(Engine::Compute),
+        _ => None,
+    }
+}
+
+fn wire_engine(e: Engine) -> pb::DmaEngine {
+    match e {
+        Engine::Copy => pb::DmaEngine::Copy,
+        Engine::Compute => pb::DmaEngine::Compute,
+    }
+}
+
+/// The side socket's code for a channel request's failure.
+pub fn code(e: &RigError) -> pb::DmaErrorCode {
+    use pb::DmaErrorCode as C;
+    match e {
+        RigError::Channel(c) => match c {
+            ChannelError::RingSize { .. } | ChannelError::RingOverQuota { .. } => C::BadRing,
+            ChannelError::TooManyChannels { .. } => C::ChannelLimit,
+            ChannelError::UnknownChannel { .. } => C::UnknownChannel,
+            ChannelError::NotServed { .. } | ChannelError::NoSpace { .. } => C::NotServed,
+            ChannelError::SpaceExists { .. } => C::BadSession,
+            ChannelError::Rm { .. } => C::Rm,
+            ChannelError::Share { .. } => C::Internal,
+        },
+        RigError::Dma(d) => super::dma::code(d),
+        _ => C::Internal,
+    }
+}
+
+fn failure(e: &RigError) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let body = Reply::Error(pb::DmaSideError {
+        code: code(e).into(),
+        message: error_line(e),
+    });
+    (pb::DmaSideReply { body: Some(body) }, Vec::new())
+}
+
+/// Opens a channel (tens of RM calls: on a blocking thread).
+pub async fn open(
+    rig: &Arc<Rig>,
+    session: SessionId,
+    req: pb::DmaChannelOpen,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let Some(engine) = engine_of(req.engine) else {
+        let body = Reply::Error(pb::DmaSideError {
+            code: pb::DmaErrorCode::Protocol.into(),
+            message: "a channel needs an engine: copy or compute".into(),
+        });
+        return (pb::DmaSideReply { body: Some(body) }, Vec::new());
+    };
+    let rig = Arc::clone(rig);
+    let opened =
+        tokio::task::spawn_blocking(move || rig.open_channel(session, engine, req.entries))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match opened {
+        Ok(o) => {
+            let body = Reply::ChannelOpened(pb::DmaChannelOpened {
+                channel: o.id.0,
+                engine: wire_engine(o.engine).into(),
+                entries: o.entries,
+                token: o.token,
+                ring_gpu_va: o.ring_gpu_va,
+                userd_offset: o.userd_offset,
+                ring_bytes: o.ring_bytes,
+                notifier_bytes: o.notifier_bytes,
+                usermode_bytes: o.usermode_bytes,
+                doorbell_offset: DOORBELL_OFFSET,
+            });
+            tracing::debug!(
+                session = session.0,
+                channel = o.id.0,
+                entries = o.entries,
+                "channel opened"
+            );
+            (
+                pb::DmaSideReply { body: Some(body) },
+                vec![o.ring, o.notifier, o.usermode],
+            )
+        }
+        Err(e) => failure(&e),
+    }
+}
+
+/// Closes a channel (deschedule, drain, free: on a blocking thread).
+pub async fn close(
+    rig: &Arc<Rig>,
+    session: SessionId,
+    req: pb::DmaChannelClose,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let rig = Arc::clone(rig);
+    let id = ChannelId(req.channel);
+    let closed = tokio::task::spawn_blocking(move || rig.close_channel(session, id))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match closed {
+        Ok(()) => (
+            pb::DmaSideReply {
+                body: Some(Reply::ChannelClosed(pb::DmaChannelClosed {
+                    channel: req.channel,
+                })),
+            },
+            Vec::new(),
+        ),
+        Err(e) => failure(&e),
+    }
+}
+
+/// `Dma.Channels`'s reply.
+pub fn status_reply(views: Vec<ChannelView>) -> pb::DmaChannelsReply {
+    pb::DmaChannelsReply {
+        channels: views
+            .into_iter()
+            .map(|v| pb::DmaChannel {
+                channel: v.id.0,
+                gpu: v.gpu,
+                session: v.session.0,
+                uid: v.uid,
+                pid: v.pid,
+                engine: wire_engine(v.engine).into(),
+                entries: v.entries,
+                gp_get: v.gp_get,
+                gp_put: v.gp_put,
+                fault: v.fault.map(|f| pb::DmaChannelFault {
+                    info32: f.info32,
+                    info16: u32::from(f.info16),
+                    status: u32::from(f.status),
+                    time_ns: f.time_ns,
+                    reason: rig_model::nv::robust_channel_reason(f.info32).to_owned(),
+                }),
+                opened_unix_ms: v
+                    .opened
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            })
+            .collect(),
+    }
+}
+
+/// Reads every channel's notifier every [`WATCH_EVERY`] until `stopping`.
+pub async fn watch(rig: Arc<Rig>, mut stopping: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(WATCH_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => { rig.watch_channels(); }
+            () = super::dma::until_true(&mut stopping) => break,
+        }
+    }
+}
