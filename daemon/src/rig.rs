@@ -57,6 +57,11 @@ pub enum RigError {
     BadRequest(String),
 }
 
+/// Where a served GPU's pool puts leases in each session's GPU address space.
+fn gpu_lease_range() -> std::ops::RangeInclusive<u64> {
+    nvrm::LEASE_BASE..=nvrm::VA_END - 1
+}
+
 /// One device rig holds (or is working on), behind its own lock.
 type Slot = Arc<Mutex<Option<Taken>>>;
 
@@ -485,15 +490,37 @@ impl Rig {
     /// # Errors
     /// [`RigError::Dma`] when the pool cannot be made (`PoolExists`, hugepages).
     pub fn serve_gpu(&self, host: Arc<dyn ChannelHost>) -> Result<(), RigError> {
-        let name = host.name().to_owned();
-        let range = nvrm::LEASE_BASE..=nvrm::VA_END - 1;
         self.dma
-            .create_configured(&name, dma::PoolMode::Gpu(range))?;
+            .create_configured(host.name(), dma::PoolMode::Gpu(gpu_lease_range()))?;
+        self.insert_served(host);
+        Ok(())
+    }
+
+    /// As [`Rig::serve_gpu`], with a pool as `spec` says (its mode becomes gpu mode):
+    /// tests serve a fake GPU on shmem blocks.
+    ///
+    /// # Errors
+    /// As [`Rig::serve_gpu`].
+    pub fn serve_gpu_with(
+        &self,
+        host: Arc<dyn ChannelHost>,
+        spec: dma::PoolSpec,
+    ) -> Result<Arc<dma::Pool>, RigError> {
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Gpu(gpu_lease_range()),
+            ..spec
+        };
+        let pool = self.dma.create(host.name(), spec)?;
+        self.insert_served(host);
+        Ok(pool)
+    }
+
+    fn insert_served(&self, host: Arc<dyn ChannelHost>) {
+        let name = host.name().to_owned();
         self.served
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name, host);
-        Ok(())
     }
 
     fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {

@@ -9,18 +9,20 @@
 //! "Before a doorbell: fence, publish, read back, ring"; host-memory rings need no
 //! read-back). Every piece here is pure arithmetic with the seed's rules as checks,
 //! so each is tested without a GPU; the memory they describe is leased from rigd
-//! (`dma`), and the channel that ties them to a real ring, USERD and doorbell comes
-//! with rigd's RM-served channels (issue 11), which lives beside `take` in the daemon.
+//! (`dma`). [`Channel`] (`lent`) ties them to a real ring, USERD, notifier and
+//! doorbell that rigd lends on an RM-served GPU ([`crate::dma::Session::open_channel`]).
 //!
 //! References: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/`
 //! clc56f.h, clc86f.h, clc8b5.h, clc361.h; shared/reference/nvidia-rm.md §1 and §3;
 //! shared/seeds/gpu-hardware-notes.txt, NVIDIA section.
 
+mod lent;
 pub mod method;
 pub mod pushbuf;
 pub mod ring;
 pub mod timeline;
 
+pub use lent::{Channel, ChannelError, DEFAULT_PUSHBUFFER, Engine, FAULT_CHECK_SPINS, Fault};
 pub use method::{MethodError, Subchannel};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use ring::{Ring, RingError};

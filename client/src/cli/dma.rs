@@ -1,9 +1,13 @@
-//! `rigctl dma`: each pool's blocks, and what each client session holds.
+//! `rigctl dma`: each pool's blocks, and what each client session holds; `rigctl
+//! channels`: every channel lent on an RM-served GPU.
 
 use std::io::{self, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
-use rig_client::dma::{Addressing, DmaStatus};
+use rig_client::{
+    channel::Engine,
+    dma::{Addressing, ChannelInfo, DmaStatus},
+};
 
 use crate::fmt;
 
@@ -104,4 +108,47 @@ fn blocks(n: u32, block: u64) -> String {
     } else {
         format!("{n} ({})", fmt::size(u64::from(n) * block))
     }
+}
+
+pub fn print_channels(out: &mut impl Write, chans: &[ChannelInfo], json: bool) -> io::Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, chans)?;
+        return writeln!(out);
+    }
+    if chans.is_empty() {
+        return writeln!(
+            out,
+            "No channels (rigd lends them on the GPUs `[channels] serve` names)."
+        );
+    }
+    let mut t = Table::new();
+    t.load_style(presets::UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header([
+            "Channel", "GPU", "Session", "UID", "PID", "Engine", "Ring", "GP_GET", "GP_PUT",
+            "Error",
+        ]);
+    for c in chans {
+        t.add_row([
+            c.channel.to_string(),
+            c.gpu.clone(),
+            c.session.to_string(),
+            c.uid.to_string(),
+            c.pid.to_string(),
+            match c.engine {
+                Some(Engine::Copy) => "copy",
+                Some(Engine::Compute) => "compute",
+                None => "?",
+            }
+            .to_owned(),
+            c.entries.to_string(),
+            c.gp_get.to_string(),
+            c.gp_put.to_string(),
+            c.fault.as_ref().map_or_else(
+                || "-".to_owned(),
+                |f| format!("{} ({})", f.info32, f.reason),
+            ),
+        ]);
+    }
+    writeln!(out, "{t}")
 }

@@ -55,6 +55,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Channels lent on RM-served GPUs: owner, engine, ring, GP_GET/GP_PUT, errors.
+    Channels {
+        #[arg(long)]
+        json: bool,
+    },
     /// Inspect vendor firmware files and plan what a chip needs (no daemon).
     #[command(subcommand)]
     Firmware(firmware::FirmwareCmd),
@@ -143,6 +148,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             Cmd::Dma { json } => {
                 let status = rig_client::dma::status(&args.socket).await?;
                 dma::print(&mut out, &status, json)?;
+            }
+            Cmd::Channels { json } => {
+                let chans = rig_client::dma::channels(&args.socket).await?;
+                dma::print_channels(&mut out, &chans, json)?;
             }
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }

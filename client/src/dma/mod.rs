@@ -50,7 +50,7 @@ use rig_sys::{
 use tonic::{Code, transport::Channel};
 
 pub use rig_sys::memfd::MemfdError;
-pub use status::{Addressing, ClientUse, DmaStatus, PoolStatus};
+pub use status::{Addressing, ChannelFaultInfo, ChannelInfo, ClientUse, DmaStatus, PoolStatus};
 
 use crate::ClientError;
 
@@ -79,6 +79,16 @@ pub enum DmaErrorKind {
     BadSession,
     Protocol,
     Internal,
+    /// A channel's ring size: not a power of two 2..2^31, or over rigd's limit.
+    BadRing,
+    /// The session has the most channels it may have.
+    ChannelLimit,
+    /// Not an open channel of this session.
+    UnknownChannel,
+    /// The session's device serves no channels (not an RM-served GPU).
+    NotServed,
+    /// The GPU's driver refused a step; the message names it.
+    Rm,
 }
 
 impl DmaErrorKind {
@@ -94,6 +104,11 @@ impl DmaErrorKind {
             Ok(C::UnknownLease) => Self::UnknownLease,
             Ok(C::BadSession) => Self::BadSession,
             Ok(C::Protocol) => Self::Protocol,
+            Ok(C::BadRing) => Self::BadRing,
+            Ok(C::ChannelLimit) => Self::ChannelLimit,
+            Ok(C::UnknownChannel) => Self::UnknownChannel,
+            Ok(C::NotServed) => Self::NotServed,
+            Ok(C::Rm) => Self::Rm,
             _ => Self::Internal,
         }
     }
@@ -136,7 +151,7 @@ impl DmaError {
         }
     }
 
-    fn refused(kind: DmaErrorKind, message: impl Into<String>) -> Self {
+    pub(crate) fn refused(kind: DmaErrorKind, message: impl Into<String>) -> Self {
         Self::Refused {
             kind,
             message: message.into(),
@@ -274,6 +289,39 @@ impl Buffer {
         let at = self.at(offset, data.len())?;
         self.region.write(at, data).map_err(DmaError::Map)
     }
+
+    /// Writes the aligned `u32` at `offset` in one volatile store (a pushbuffer word).
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`], also for an offset not 4-byte aligned.
+    pub fn write_u32(&self, offset: u64, value: u32) -> Result<(), DmaError> {
+        let at = self.at(offset, 4)?;
+        self.region
+            .write_u32(at, value)
+            .map_err(|_| DmaError::OutOfRange { offset, len: 4 })
+    }
+
+    /// Reads the aligned `u64` at `offset` in one volatile load (a 64-bit semaphore).
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`], also for an offset not 8-byte aligned.
+    pub fn read_u64(&self, offset: u64) -> Result<u64, DmaError> {
+        let at = self.at(offset, 8)?;
+        self.region
+            .read_u64(at)
+            .map_err(|_| DmaError::OutOfRange { offset, len: 8 })
+    }
+
+    /// Writes the aligned `u64` at `offset` in one volatile store.
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`], also for an offset not 8-byte aligned.
+    pub fn write_u64(&self, offset: u64, value: u64) -> Result<(), DmaError> {
+        let at = self.at(offset, 8)?;
+        self.region
+            .write_u64(at, value)
+            .map_err(|_| DmaError::OutOfRange { offset, len: 8 })
+    }
 }
 
 impl Drop for Buffer {
@@ -328,6 +376,25 @@ async fn channel(path: &Path) -> Result<Channel, ClientError> {
 /// [`DmaError::Client`]: connecting, or the daemon's refusal.
 pub async fn status(socket: impl AsRef<Path>) -> Result<DmaStatus, DmaError> {
     Monitor::connect(socket).await?.status().await
+}
+
+/// Every channel lent on rigd's RM-served GPUs (all for root, the caller's own
+/// otherwise), as `rigctl channels` shows them.
+///
+/// # Errors
+/// [`DmaError::Client`]: connecting, or the daemon's refusal.
+pub async fn channels(socket: impl AsRef<Path>) -> Result<Vec<ChannelInfo>, DmaError> {
+    let mut grpc = DmaClient::new(channel(socket.as_ref()).await?);
+    let reply = grpc
+        .channels(pb::DmaChannelsRequest {})
+        .await
+        .map_err(rpc)?
+        .into_inner();
+    Ok(reply
+        .channels
+        .into_iter()
+        .map(ChannelInfo::from_wire)
+        .collect())
 }
 
 /// A connection for repeated `Dma.Status` calls (a watcher, a benchmark).
@@ -624,6 +691,11 @@ impl Session {
         }
     }
 
+    /// One side-socket request and its reply, for the channel calls.
+    pub(crate) async fn side_call(&self, body: Request) -> Result<(Reply, Vec<OwnedFd>), DmaError> {
+        self.inner.side.lock().await.call(body).await
+    }
+
     fn take_local(&self, id: LeaseId) -> Option<LocalLease> {
         let mut local = self.inner.local();
         let i = local.leases.iter().position(|l| l.info.id == id)?;
@@ -718,7 +790,7 @@ fn map_blocks(files: &[SealedMemfd], block: usize) -> io::Result<Mapping> {
     }
 }
 
-fn refusal(e: &pb::DmaSideError) -> DmaError {
+pub(crate) fn refusal(e: &pb::DmaSideError) -> DmaError {
     DmaError::refused(DmaErrorKind::from_wire(e.code), e.message.clone())
 }
 

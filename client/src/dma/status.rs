@@ -29,6 +29,60 @@ impl Addressing {
     }
 }
 
+/// One channel lent on an RM-served GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelInfo {
+    pub channel: u64,
+    pub gpu: String,
+    pub session: u64,
+    pub uid: u32,
+    pub pid: i32,
+    /// "copy" or "compute"; `null` for an engine this rigctl does not know.
+    pub engine: Option<crate::channel::Engine>,
+    pub entries: u32,
+    pub gp_get: u32,
+    pub gp_put: u32,
+    /// The error the RM posted, if any.
+    pub fault: Option<ChannelFaultInfo>,
+    /// When it was opened, ms since the Unix epoch.
+    pub opened_unix_ms: u64,
+}
+
+/// What the RM wrote into a channel's error notifier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelFaultInfo {
+    /// ROBUST_CHANNEL_* (`nverror.h`): 31 MMU fault, 32 PBDMA error.
+    pub info32: u32,
+    pub info16: u32,
+    pub status: u32,
+    pub time_ns: u64,
+    pub reason: String,
+}
+
+impl ChannelInfo {
+    pub(crate) fn from_wire(c: pb::DmaChannel) -> Self {
+        Self {
+            channel: c.channel,
+            gpu: c.gpu,
+            session: c.session,
+            uid: c.uid,
+            pid: c.pid,
+            engine: crate::channel::Engine::from_wire(c.engine),
+            entries: c.entries,
+            gp_get: c.gp_get,
+            gp_put: c.gp_put,
+            fault: c.fault.map(|f| ChannelFaultInfo {
+                info32: f.info32,
+                info16: f.info16,
+                status: f.status,
+                time_ns: f.time_ns,
+                reason: f.reason,
+            }),
+            opened_unix_ms: c.opened_unix_ms,
+        }
+    }
+}
+
 /// Pools and sessions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DmaStatus {

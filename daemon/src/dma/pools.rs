@@ -413,12 +413,7 @@ impl Pools {
     }
 
     /// Checks a lease against the session and quotas, charges it, and names it.
-    fn reserve(
-        &self,
-        id: SessionId,
-        bytes: u64,
-        blocks: u32,
-    ) -> Result<Reserved, DmaError> {
+    fn reserve(&self, id: SessionId, bytes: u64, blocks: u32) -> Result<Reserved, DmaError> {
         let mut s = lock(&self.sessions);
         let session = s.map.get(&id).ok_or(DmaError::BadSession {
             session: id,

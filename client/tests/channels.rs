@@ -1,0 +1,302 @@
+//! Lent channels end to end against a fake RM: rigd serves a `FakeRm` GPU with its
+//! pool on shmem; a client opens a session and channels through the library, submits
+//! (the words, GP_PUT and the doorbell land where rigd and the fake see them), waits,
+//! gets the RM's fault as a typed error, is refused on bad input, and is reclaimed
+//! when its session goes while another client keeps its channel.
+
+mod dma_support;
+
+use std::{sync::Arc, time::Duration};
+
+use dma_support::{Server, wait_until};
+use rig_client::{
+    channel::{ChannelError, Engine, TimelineError},
+    dma::{Addressing, DmaErrorKind, Session},
+};
+use rigd::{
+    channels::{ChannelHost, ChannelId, Limits, Served},
+    dma::{Backing, PoolMode, PoolSpec},
+    nvrm::{Call, FAKE_TOKEN, FakeRm, Gpu, LEASE_BASE, VA_END, layout::r580},
+};
+
+const MIB: u64 = 1 << 20;
+const GPU: &str = "0000:00:06.0";
+const SHORT: Duration = Duration::from_millis(200);
+
+struct Fixture {
+    server: Server,
+    rm: FakeRm,
+    gpu: Arc<Served<FakeRm>>,
+}
+
+async fn serve() -> Fixture {
+    let server = Server::start(64 * MIB).await;
+    let rm = FakeRm::new();
+    let gpu = Arc::new(Served::new(
+        Gpu::open(rm.clone(), Some(GPU)).expect("fake GPU"),
+        Limits {
+            channels_per_session: 2,
+            max_ring_entries: 4096,
+        },
+    ));
+    let pool = server
+        .rig
+        .serve_gpu_with(
+            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
+            PoolSpec {
+                mode: PoolMode::Host,
+                blocks: 8,
+                backing: Backing::Shmem,
+                pin_threads: 2,
+            },
+        )
+        .expect("serve the fake GPU");
+    assert!(pool.wait_pinned(Duration::from_secs(20)));
+    Fixture { server, rm, gpu }
+}
+
+fn kind(e: ChannelError) -> Option<DmaErrorKind> {
+    match e {
+        ChannelError::Dma(d) => d.kind(),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    assert_eq!(session.addressing(), Addressing::GpuVa);
+    let a = session.alloc(MIB, 4096).await.expect("buffer A");
+    let b = session.alloc(MIB, 4096).await.expect("buffer B");
+    let va = a.device_address().expect("GPU VA");
+    assert!(
+        (LEASE_BASE..VA_END).contains(&va),
+        "{va:#x} in the lease window"
+    );
+
+    let mut ch = session
+        .open_channel(Engine::Copy, 256)
+        .await
+        .expect("channel");
+    assert_eq!((ch.engine(), ch.entries()), (Engine::Copy, 256));
+    ch.copy(va, b.device_address().expect("GPU VA"), MIB)
+        .expect("copy");
+    let v = ch.release().expect("release");
+    assert_eq!(v, 1);
+    ch.submit().expect("submit");
+
+    // What the GPU would read: GP_PUT moved past one entry, and the doorbell got the
+    // channel's token.
+    let views = f.server.rig.channel_status(None);
+    assert_eq!(views.len(), 1);
+    assert_eq!(
+        (views[0].gp_put, views[0].gp_get, views[0].entries),
+        (1, 0, 256)
+    );
+    assert_eq!(views[0].gpu, GPU);
+    assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
+    // rigctl channels sees the same, through gRPC.
+    let listed = rig_client::dma::channels(&f.server.socket).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    let c = &listed[0];
+    assert_eq!(
+        (c.channel, c.engine, c.entries, c.gp_put, c.session),
+        (ch.id(), Some(Engine::Copy), 256, 1, session.id())
+    );
+    assert_eq!(c.uid, nix::unistd::getuid().as_raw());
+    assert!(c.fault.is_none());
+
+    // Nothing lands on a fake GPU: the wait times out, naming the state.
+    let e = ch.wait(v, SHORT).expect_err("no GPU to release");
+    assert!(
+        matches!(
+            e,
+            ChannelError::Timeout {
+                value: 1,
+                current: 0,
+                gp_put: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
+    let sem = ch.semaphore_va();
+    let (lease, off) = session
+        .leases()
+        .into_iter()
+        .find_map(|l| {
+            let d = l.device_address?;
+            (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
+        })
+        .expect("the semaphore is in a lease");
+    let pool = f.server.rig.dma().pool(GPU).expect("pool");
+    pool.write(rigd::dma::LeaseId(lease.0), off, &1u64.to_le_bytes())
+        .expect("release");
+    ch.wait(v, SHORT).expect("landed");
+    assert_eq!(ch.completed().expect("read"), 1);
+
+    // A timeline never moves backwards: refused before anything is written.
+    ch.release_value(5).expect("forward");
+    let e = ch.release_value(4).expect_err("backwards");
+    assert!(
+        matches!(
+            e,
+            ChannelError::Timeline(TimelineError::Backwards { value: 4, last: 5 })
+        ),
+        "{e}"
+    );
+    session
+        .close_channel(ch)
+        .await
+        .expect("close (the fake never drains: logged)");
+    assert!(f.server.rig.channel_status(None).is_empty());
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posted_fault_ends_a_wait_with_the_rms_reason() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = session
+        .open_channel(Engine::Compute, 64)
+        .await
+        .expect("channel");
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    assert!(f.gpu.post_fault(ChannelId(ch.id()), 31));
+    let e = ch.wait(v, Duration::from_secs(5)).expect_err("faulted");
+    let ChannelError::Fault { fault, .. } = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(fault.info32, 31);
+    assert!(
+        e.to_string()
+            .contains("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
+        "{e}"
+    );
+    // rigd's watch sees it too, and rigctl shows it.
+    assert!(
+        wait_until(Duration::from_secs(2), || {
+            f.server.rig.channel_status(None)[0].fault.is_some()
+        })
+        .is_some()
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_rings_limits_and_foreign_handles_are_refused_and_others_keep_running() {
+    let f = serve().await;
+    f.server.shmem_pool("host", PoolMode::Host, 2);
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let mut bobs = bob
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect("bob's channel");
+    for bad in [0, 3, 1000, 1 << 40] {
+        let e = alice
+            .open_channel(Engine::Copy, bad)
+            .await
+            .expect_err("bad ring");
+        let line = e.to_string();
+        assert!(
+            line.contains("not a power of two") && !line.contains('\n'),
+            "{line}"
+        );
+        assert_eq!(kind(e), Some(DmaErrorKind::BadRing), "{bad}");
+    }
+    let e = alice
+        .open_channel(Engine::Copy, 8192)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(kind(e), Some(DmaErrorKind::BadRing));
+    let one = alice.open_channel(Engine::Copy, 64).await.expect("one");
+    let _two = alice.open_channel(Engine::Compute, 64).await.expect("two");
+    let e = alice
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect_err("three");
+    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    // Closing one's channel through another session: refused, the channel lives on.
+    let id = one.id();
+    let e = bob.close_channel(one).await.expect_err("not bob's");
+    assert_eq!(kind(e), Some(DmaErrorKind::UnknownChannel));
+    assert!(
+        f.server
+            .rig
+            .channel_status(None)
+            .iter()
+            .any(|v| v.id.0 == id)
+    );
+    // A session on a device that serves no channels.
+    let host = Session::open(&f.server.socket, "host")
+        .await
+        .expect("host session");
+    let e = host
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect_err("not served");
+    assert_eq!(kind(e), Some(DmaErrorKind::NotServed));
+    // Bob was never disturbed.
+    bobs.release().expect("release");
+    bobs.submit().expect("bob submits");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_goes_is_reclaimed_channels_first_and_the_other_keeps_its_own() {
+    let f = serve().await;
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let a1 = alice.open_channel(Engine::Copy, 64).await.expect("a1");
+    let a2 = alice.open_channel(Engine::Compute, 64).await.expect("a2");
+    let _b = bob.open_channel(Engine::Copy, 64).await.expect("b");
+    let mark = f.rm.calls().len();
+    // Her channels hold memory of her session: the session (and its side connection)
+    // goes with the last of them, as when her process dies.
+    drop((a1, a2, alice));
+    assert!(
+        wait_until(Duration::from_secs(5), || f
+            .server
+            .rig
+            .channel_status(None)
+            .len()
+            == 1)
+        .is_some(),
+        "alice's channels reclaimed"
+    );
+    let calls = f.rm.calls();
+    let after = &calls[mark..];
+    let sched = after
+        .iter()
+        .position(|c| matches!(c, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .expect("descheduled");
+    let first_free = after
+        .iter()
+        .position(|c| matches!(c, Call::Free { .. }))
+        .expect("freed");
+    assert!(sched < first_free, "descheduled before anything was freed");
+    // Her leases left her address space, and the space itself went (the fake logs
+    // the RM unmap of each block before the space's free).
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            f.rm.calls()[mark..]
+                .iter()
+                .any(|c| matches!(c, Call::Free { object, .. } if is_space(&f.rm.calls(), *object)))
+        })
+        .is_some(),
+        "alice's address space freed"
+    );
+    let v = f.server.rig.channel_status(None);
+    assert_eq!(v[0].session.0, bob.id());
+    f.server.stop().await;
+}
+
+fn is_space(calls: &[Call], handle: u32) -> bool {
+    calls.iter().any(|c| {
+        matches!(c, Call::Alloc { class: r580::FERMI_VASPACE_A, handle: h, .. } if *h == handle)
+    })
+}
