@@ -97,7 +97,9 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     assert_eq!(views[0].gpu, GPU);
     assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
     // rigctl channels sees the same, through gRPC.
-    let listed = rig_client::dma::channels(&f.server.socket).await.expect("list");
+    let listed = rig_client::dma::channels(&f.server.socket)
+        .await
+        .expect("list");
     assert_eq!(listed.len(), 1);
     let c = &listed[0];
     assert_eq!(

@@ -22,7 +22,9 @@ pub mod pushbuf;
 pub mod ring;
 pub mod timeline;
 
-pub use lent::{Channel, ChannelError, DEFAULT_PUSHBUFFER, Engine, FAULT_CHECK_SPINS, Fault};
+pub use lent::{
+    Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, FAULT_CHECK_SPINS, Fault,
+};
 pub use method::{MethodError, Subchannel};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use ring::{Ring, RingError};

@@ -187,6 +187,7 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
     /// Every channel; only `uid`'s when given.
     fn status(&self, uid: Option<u32>) -> Vec<ChannelView>;
     /// Reads every channel's notifier and records new faults; returns how many.
+    /// Returns at once, reading nothing, while another call holds the GPU's state.
     fn watch(&self) -> usize;
 }
 
@@ -489,7 +490,13 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
     }
 
     fn watch(&self) -> usize {
-        let mut st = self.lock();
+        // Called from the async side every few ms: never wait behind an open or a
+        // reclaim (tens of RM calls under the lock); the next tick reads again.
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return 0,
+        };
         let mut new = 0;
         for (session, c) in &mut st.clients {
             for (id, lent) in &mut c.channels {

@@ -193,9 +193,12 @@ impl pb::dma_server::Dma for Api {
             .map(|p| p.uid)
             .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
         let viewer = (uid != 0).then_some(uid);
-        Ok(Response::new(super::channels::status_reply(
-            self.rig.channel_status(viewer),
-        )))
+        // USERD reads under each GPU's lock, which an open holds for tens of ms.
+        let rig = Arc::clone(&self.rig);
+        let views = tokio::task::spawn_blocking(move || rig.channel_status(viewer))
+            .await
+            .map_err(|e| Status::internal(format!("listing channels: {e}")))?;
+        Ok(Response::new(super::channels::status_reply(views)))
     }
 }
 
