@@ -37,6 +37,7 @@ async fn serve() -> Fixture {
         Limits {
             channels_per_session: 2,
             max_ring_entries: 4096,
+            copy_engines: Vec::new(),
         },
     ));
     let pool = server

@@ -38,6 +38,9 @@ pub struct Channels {
     /// The largest ring one channel may have, in entries (8 bytes of pinned host
     /// memory each): a power of two up to 2^31.
     pub max_ring_entries: u64,
+    /// Async copy engines (COPY0 + n) to spread sessions' copy channels over, one per
+    /// session; empty: copy channels run in the session's GR0 group.
+    pub copy_engines: Vec<u8>,
 }
 
 impl Default for Channels {
@@ -46,6 +49,7 @@ impl Default for Channels {
             serve: Vec::new(),
             per_session: 8,
             max_ring_entries: 1 << 20,
+            copy_engines: Vec::new(),
         }
     }
 }

@@ -481,6 +481,7 @@ impl Rig {
         channels::Limits {
             channels_per_session: self.channels.per_session,
             max_ring_entries: self.channels.max_ring_entries,
+            copy_engines: self.channels.copy_engines.clone(),
         }
     }
 

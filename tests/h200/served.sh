@@ -6,6 +6,7 @@
 #
 #     tests/h200/served.sh .dev    # .dev holds static rigd, rigctl, rig-channel-probe
 #     PHASES="many" tests/h200/served.sh .dev   # only some: basic cuda open kill many
+#     COPY_ENGINES="2,3,4,5,6,7,8,9" ...           # copy channels on async copy engines
 #
 # Uses the GPU only through its driver (rigd's RM calls, CUDA). The two Xid 31 MMU
 # faults it causes are deliberate: one release each into an address the client's GPU
@@ -48,6 +49,7 @@ per_device_bytes = $((1536 << 20))
 [channels]
 serve = ["$GPU"]
 per_session = 4
+copy_engines = [${COPY_ENGINES:-}]
 EOF
 
 pgrep -x rigd > /dev/null && { say "a rigd is running already"; exit 1; }

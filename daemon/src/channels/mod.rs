@@ -12,6 +12,12 @@
 //! RM calls run under it: opening a channel is tens of RM calls, done on a blocking
 //! thread by the caller, and one GPU's opens are serialised by the RM anyway.
 //!
+//! Groups: a session's compute channels share its GR0 group; its copy channels share
+//! a group on one of the configured async copy engines (sessions spread over them),
+//! or GR0's when none is configured. Every TSG on one runlist is time-sliced against
+//! the others, so clients on GR0 wait for each other's slices (docs/BENCHMARKS.md has
+//! the H200's figures); copy engines each have their own runlist.
+//!
 //! Invariants: a client's channels are in its own groups, in its own address space,
 //! which holds only its own memory; a session's channels stop (descheduled, drained,
 //! freed) before its leases leave the GPU's page tables, and those before the space
@@ -50,14 +56,18 @@ pub const MAX_RING_ENTRIES: u64 = 1 << 31;
 /// NVC361_NOTIFY_CHANNEL_PENDING in the usermode page the client maps.
 pub const DOORBELL_OFFSET: u64 = 0x90;
 
-/// Limits on what one session may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Limits on what one session may hold, and where its copy channels run.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Channels one session may have open.
     pub channels_per_session: usize,
     /// The largest ring a client may ask for, in entries (8 bytes each, host memory
     /// rigd pins for it).
     pub max_ring_entries: u64,
+    /// Async copy engines (NV2080_ENGINE_TYPE_COPY0 + n) that sessions' copy channels
+    /// are spread over, one engine per session; empty: copy channels join the
+    /// session's GR0 group and share the graphics runlist with every client's compute.
+    pub copy_engines: Vec<u8>,
 }
 
 impl Default for Limits {
@@ -65,6 +75,7 @@ impl Default for Limits {
         Self {
             channels_per_session: 8,
             max_ring_entries: 1 << 20,
+            copy_engines: Vec::new(),
         }
     }
 }
@@ -212,13 +223,42 @@ impl<R: Rm> fmt::Debug for Lent<R> {
 struct Client<R: Rm> {
     peer: PeerCred,
     space: Arc<AddressSpace<R>>,
-    /// GR0's group (compute channels, and copy channels on GR0's copy engine).
+    /// GR0's group: compute channels, and copy channels when no async copy engine
+    /// is configured (they then run on GR0's copy engine).
     graphics: Option<Arc<ChannelGroup<R>>>,
+    /// The async copy engine's group its copy channels run in, when configured.
+    copy: Option<Arc<ChannelGroup<R>>>,
+    /// That engine: one of `Limits::copy_engines`, picked by session.
+    copy_engine: Option<u8>,
     channels: BTreeMap<ChannelId, Lent<R>>,
 }
 
 impl<R: Rm> Client<R> {
-    fn group(&mut self) -> Result<&Arc<ChannelGroup<R>>, NvrmError> {
+    /// The group a channel on `engine` goes in, made with its first channel. A copy
+    /// engine whose group the RM refuses is logged and left: copy channels then join
+    /// GR0's group, which every GPU has.
+    fn group(&mut self, engine: Engine, gpu: &str) -> Result<&Arc<ChannelGroup<R>>, NvrmError> {
+        if engine == Engine::Copy
+            && let Some(ce) = self.copy_engine
+        {
+            if self.copy.is_none() {
+                match ChannelGroup::new(&self.space, GroupEngine::Copy(ce)) {
+                    Ok(g) => self.copy = Some(Arc::new(g)),
+                    Err(e) => {
+                        tracing::warn!(
+                            gpu,
+                            copy_engine = ce,
+                            error = &e as &dyn std::error::Error,
+                            "no group on this copy engine: copy channels join GR0's"
+                        );
+                        self.copy_engine = None;
+                    }
+                }
+            }
+            if let Some(g) = &self.copy {
+                return Ok(g);
+            }
+        }
         if self.graphics.is_none() {
             self.graphics = Some(Arc::new(ChannelGroup::new(
                 &self.space,
@@ -228,14 +268,14 @@ impl<R: Rm> Client<R> {
         Ok(self.graphics.as_ref().expect("made above"))
     }
 
-    /// Closes every channel, then the group; returns the channels closed and the
-    /// failures.
+    /// Deschedules every group, closes every channel, then the groups; returns the
+    /// channels closed and the failures.
     fn close_all(&mut self) -> (usize, Vec<NvrmError>) {
         let mut failed = Vec::new();
-        if let Some(g) = &self.graphics
-            && let Err(e) = g.stop()
-        {
-            failed.push(e);
+        for g in self.graphics.iter().chain(self.copy.iter()) {
+            if let Err(e) = g.stop() {
+                failed.push(e);
+            }
         }
         let channels = std::mem::take(&mut self.channels);
         let n = channels.len();
@@ -244,14 +284,14 @@ impl<R: Rm> Client<R> {
                 failed.push(e);
             }
         }
-        if let Some(g) = self.graphics.take() {
-            match Arc::try_unwrap(g) {
-                Ok(g) => {
-                    if let Err(e) = g.close() {
-                        failed.push(e);
-                    }
-                }
-                Err(g) => drop(g),
+        for g in [self.copy.take(), self.graphics.take()]
+            .into_iter()
+            .flatten()
+        {
+            if let Ok(g) = Arc::try_unwrap(g)
+                && let Err(e) = g.close()
+            {
+                failed.push(e);
             }
         }
         (n, failed)
@@ -360,12 +400,17 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             });
         }
         let space = Arc::new(AddressSpace::new(&self.gpu).map_err(|e| self.rm_error(e))?);
+        let ces = &self.limits.copy_engines;
+        let copy_engine =
+            (!ces.is_empty()).then(|| ces[usize::try_from(session.0).unwrap_or(0) % ces.len()]);
         st.clients.insert(
             session,
             Client {
                 peer,
                 space: Arc::clone(&space),
                 graphics: None,
+                copy: None,
+                copy_engine,
                 channels: BTreeMap::new(),
             },
         );
@@ -393,7 +438,11 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         if client.channels.len() >= limit {
             return Err(ChannelError::TooManyChannels { session, limit });
         }
-        let group = Arc::clone(client.group().map_err(|e| self.rm_error(e))?);
+        let group = Arc::clone(
+            client
+                .group(engine, &self.name)
+                .map_err(|e| self.rm_error(e))?,
+        );
         let channel = Channel::new(&group, engine, entries).map_err(|e| self.rm_error(e))?;
         let ring = channel.gpfifo();
         let opened = OpenedChannel {

@@ -59,6 +59,7 @@ fn bad_ring_sizes_and_limits_are_refused_before_any_rm_call() {
     let (rm, s) = served(Limits {
         channels_per_session: 2,
         max_ring_entries: 1024,
+        copy_engines: Vec::new(),
     });
     let a = SessionId(1);
     let e = s.open(a, Engine::Copy, 64).expect_err("no space yet");
@@ -218,4 +219,47 @@ fn a_failing_rm_call_names_the_gpu_and_the_step_and_leaves_the_session_usable() 
     assert!(line.contains("HOPPER_CHANNEL_GPFIFO_A"), "{line}");
     s.open(a, Engine::Copy, 64).expect("the next open works");
     assert_eq!(s.status(None).len(), 2);
+}
+
+#[test]
+fn copy_channels_spread_over_the_configured_copy_engines_and_fall_back_to_gr0() {
+    let (rm, s) = served(Limits {
+        copy_engines: vec![2, 3],
+        ..Limits::default()
+    });
+    for id in 1..=3u32 {
+        s.attach(SessionId(u64::from(id)), peer(1000 + id, 10))
+            .expect("attach");
+    }
+    // Sessions 1 and 3 land on engine 3, session 2 on engine 2; a compute channel
+    // makes a GR0 group beside its session's copy group.
+    s.open(SessionId(1), Engine::Copy, 64).expect("copy 1");
+    s.open(SessionId(1), Engine::Compute, 64)
+        .expect("compute 1");
+    s.open(SessionId(2), Engine::Copy, 64).expect("copy 2");
+    s.open(SessionId(2), Engine::Copy, 64)
+        .expect("copy 2 again: same group");
+    let c = rm.calls();
+    assert_eq!(count(&c, r580::KEPLER_CHANNEL_GROUP_A), 3, "{c:#?}");
+    // The RM refuses session 3's copy engine group: its copy channel joins GR0's.
+    let mark = rm.calls().len();
+    rm.fail_at(0, crate::sys::nvstatus::NvStatus::InsufficientResources);
+    s.open(SessionId(3), Engine::Copy, 64)
+        .expect("falls back to GR0");
+    let groups = count(&rm.calls()[mark..], r580::KEPLER_CHANNEL_GROUP_A);
+    assert_eq!(groups, 2, "the refused CE group's call, then GR0's group");
+    assert_eq!(s.status(None).len(), 5);
+    // Reclaim deschedules both of session 1's groups before freeing anything.
+    let mark = rm.calls().len();
+    assert_eq!(s.end(SessionId(1)), 2);
+    let after = &rm.calls()[mark..];
+    let first_free = after
+        .iter()
+        .position(|x| matches!(x, Call::Free { .. }))
+        .expect("freed");
+    let offs = after[..first_free]
+        .iter()
+        .filter(|x| matches!(x, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .count();
+    assert_eq!(offs, 2, "both groups descheduled first: {after:#?}");
 }
