@@ -303,3 +303,33 @@ fn is_space(calls: &[Call], handle: u32) -> bool {
         matches!(c, Call::Alloc { class: r580::FERMI_VASPACE_A, handle: h, .. } if *h == handle)
     })
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    // A small ring and pushbuffer, on a GPU (the fake) that never completes anything.
+    let mut ch = s
+        .open_channel_with(Engine::Copy, 8, 4096)
+        .await
+        .expect("channel");
+    let mut sent = 0;
+    let e = loop {
+        match ch.release().and_then(|_| ch.submit()) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 10_000, "never filled");
+    };
+    assert!(
+        matches!(e, ChannelError::RingFull { entries: 8, .. } | ChannelError::PushbufferFull { .. }),
+        "{e}"
+    );
+    assert_eq!(sent, 7, "a ring of 8 holds 7 entries in flight");
+    // rigd and other clients are unharmed: another channel opens and submits.
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let mut o = other.open_channel(Engine::Compute, 64).await.expect("opens");
+    o.release().expect("release");
+    o.submit().expect("submits");
+    f.server.stop().await;
+}
