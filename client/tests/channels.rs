@@ -322,13 +322,19 @@ async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error()
         assert!(sent < 10_000, "never filled");
     };
     assert!(
-        matches!(e, ChannelError::RingFull { entries: 8, .. } | ChannelError::PushbufferFull { .. }),
+        matches!(
+            e,
+            ChannelError::RingFull { entries: 8, .. } | ChannelError::PushbufferFull { .. }
+        ),
         "{e}"
     );
     assert_eq!(sent, 7, "a ring of 8 holds 7 entries in flight");
     // rigd and other clients are unharmed: another channel opens and submits.
     let other = Session::open(&f.server.socket, GPU).await.expect("other");
-    let mut o = other.open_channel(Engine::Compute, 64).await.expect("opens");
+    let mut o = other
+        .open_channel(Engine::Compute, 64)
+        .await
+        .expect("opens");
     o.release().expect("release");
     o.submit().expect("submits");
     f.server.stop().await;

@@ -265,45 +265,36 @@ impl Pool {
                 return Err(e);
             }
         };
-        let addr = match &self.shared.mode {
-            PoolMode::Host => None,
-            PoolMode::Sysfs => taken
+        let mapped = match &self.shared.mode {
+            PoolMode::Host => Ok(None),
+            PoolMode::Sysfs => Ok(taken
                 .first()
                 .and_then(|(_, b)| b.phys())
-                .map(DeviceAddr::Phys),
+                .map(DeviceAddr::Phys)),
             PoolMode::Gpu(_) => {
                 let space = st
                     .iova
                     .as_mut()
                     .expect("gpu pools have an address allocator");
                 let map = map.expect("checked above").as_ref();
-                match map_gpu_lease(map, space, &taken) {
-                    Ok(va) => Some(DeviceAddr::GpuVa(va)),
-                    Err((e, reachable)) => {
-                        if reachable {
-                            st.quarantine.extend(taken.into_iter().map(|(_, b)| b));
-                        } else {
-                            put_back(&mut st, taken);
-                        }
-                        return Err(e);
-                    }
-                }
+                map_gpu_lease(map, space, &taken).map(|va| Some(DeviceAddr::GpuVa(va)))
             }
             PoolMode::Vfio(iommu) => {
                 let space = st.iova.as_mut().expect("vfio pools have an IOVA allocator");
-                match map_lease(iommu.as_ref(), space, &taken) {
-                    Ok(iova) => Some(DeviceAddr::Iova(iova)),
-                    Err((e, reachable)) => {
-                        if reachable {
-                            // The rollback unmap failed: the device may still reach
-                            // these pages, so they never go back to the free list.
-                            st.quarantine.extend(taken.into_iter().map(|(_, b)| b));
-                        } else {
-                            put_back(&mut st, taken);
-                        }
-                        return Err(e);
-                    }
+                map_lease(iommu.as_ref(), space, &taken).map(|iova| Some(DeviceAddr::Iova(iova)))
+            }
+        };
+        let addr = match mapped {
+            Ok(addr) => addr,
+            Err((e, reachable)) => {
+                if reachable {
+                    // The rollback unmap failed: the device may still reach these
+                    // pages, so they never go back to the free list.
+                    st.quarantine.extend(taken.into_iter().map(|(_, b)| b));
+                } else {
+                    put_back(&mut st, taken);
                 }
+                return Err(e);
             }
         };
         let blocks = taken.into_iter().map(|(_, b)| b).collect();
@@ -348,43 +339,36 @@ impl Pool {
     }
 
     fn take_back(&self, st: &mut State, leased: Leased) {
-        match (&self.shared.mode, leased.addr) {
+        let len = BLOCK_SIZE * leased.blocks.len() as u64;
+        let unmapped = match (&self.shared.mode, leased.addr) {
             (PoolMode::Gpu(_), Some(DeviceAddr::GpuVa(base))) => {
-                let len = BLOCK_SIZE * leased.blocks.len() as u64;
                 let map = leased.map.as_ref().expect("gpu leases keep their space");
-                match map.unmap(base, len) {
-                    Ok(()) => {
-                        if let Some(space) = st.iova.as_mut()
-                            && let Err(e) = space.free(Iova(base))
-                        {
-                            tracing::warn!(pool = %self.shared.name, "{e}");
-                        }
-                        st.retire.extend(leased.blocks);
-                    }
-                    Err(e) => {
-                        tracing::error!(pool = %self.shared.name, error = &e as &dyn std::error::Error, "GPU unmap failed: keeping the lease's blocks out of use");
-                        st.quarantine.extend(leased.blocks);
-                    }
-                }
+                Some((Iova(base), map.unmap(base, len), "GPU"))
             }
             (PoolMode::Vfio(iommu), Some(DeviceAddr::Iova(base))) => {
-                let len = BLOCK_SIZE * leased.blocks.len() as u64;
-                match iommu.unmap(base, len) {
-                    Ok(()) => {
-                        if let Some(space) = st.iova.as_mut()
-                            && let Err(e) = space.free(base)
-                        {
-                            tracing::warn!(pool = %self.shared.name, "{e}");
-                        }
-                        st.retire.extend(leased.blocks);
+                Some((base, iommu.unmap(base, len), "IOMMU"))
+            }
+            _ => None,
+        };
+        if let Some((base, result, what)) = unmapped {
+            match result {
+                Ok(()) => {
+                    if let Some(space) = st.iova.as_mut()
+                        && let Err(e) = space.free(base)
+                    {
+                        tracing::warn!(pool = %self.shared.name, "{e}");
                     }
-                    Err(e) => {
-                        // Still reachable by the device: never free these pages.
-                        tracing::error!(pool = %self.shared.name, error = &e as &dyn std::error::Error, "IOMMU unmap failed: keeping the lease's blocks out of use");
-                        st.quarantine.extend(leased.blocks);
-                    }
+                    st.retire.extend(leased.blocks);
+                }
+                Err(e) => {
+                    // Still reachable by the device: never free these pages.
+                    tracing::error!(pool = %self.shared.name, error = &e as &dyn std::error::Error, "{what} unmap failed: keeping the lease's blocks out of use");
+                    st.quarantine.extend(leased.blocks);
                 }
             }
+            return;
+        }
+        match (&self.shared.mode, leased.addr) {
             (PoolMode::Sysfs, _) => {
                 for b in &leased.blocks {
                     if let (Ok(now), Some(was)) = (b.read_phys(), b.phys())

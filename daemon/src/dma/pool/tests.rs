@@ -286,3 +286,90 @@ fn blocks_that_failed_to_pin_are_tried_again_later() {
     );
     assert_eq!(p.status().free_blocks, 2);
 }
+
+/// A session's device map that records blocks and fails on request.
+#[derive(Debug, Default)]
+struct Space {
+    mapped: std::sync::Mutex<Vec<u64>>,
+    fail_map_at: std::sync::Mutex<Option<usize>>,
+    fail_unmap: std::sync::atomic::AtomicBool,
+}
+
+impl DeviceMap for Space {
+    fn va_range(&self) -> std::ops::RangeInclusive<u64> {
+        G..=64 * G - 1
+    }
+
+    fn map_block(&self, va: u64, _block: &rig_sys::mman::Mapping) -> Result<(), DmaError> {
+        let mut m = self.mapped.lock().expect("lock");
+        if *self.fail_map_at.lock().expect("lock") == Some(m.len()) {
+            return Err(DmaError::DeviceMap {
+                va,
+                source: "refused".into(),
+            });
+        }
+        m.push(va);
+        Ok(())
+    }
+
+    fn unmap(&self, va: u64, len: u64) -> Result<(), DmaError> {
+        if self.fail_unmap.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(DmaError::DeviceUnmap {
+                va,
+                source: "refused".into(),
+            });
+        }
+        self.mapped
+            .lock()
+            .expect("lock")
+            .retain(|v| !(va..va + len).contains(v));
+        Ok(())
+    }
+}
+
+#[test]
+fn a_gpu_lease_maps_into_the_sessions_space_and_only_with_one() {
+    let p = pool(PoolMode::Gpu(G..=64 * G - 1), 4);
+    let e = p.lease(LeaseId(1), 1).expect_err("no space given");
+    assert!(matches!(e, DmaError::Config { .. }), "{e}");
+    let space = Arc::new(Space::default());
+    let map: Arc<dyn DeviceMap> = space.clone();
+    let l = p.lease_into(LeaseId(2), 3, Some(&map)).expect("lease");
+    assert_eq!(l.addr, Some(DeviceAddr::GpuVa(G)));
+    assert_eq!(*space.mapped.lock().expect("lock"), [G, 2 * G, 3 * G]);
+    p.release(LeaseId(2)).expect("release");
+    assert!(
+        space.mapped.lock().expect("lock").is_empty(),
+        "unmapped at release"
+    );
+}
+
+#[test]
+fn a_failed_gpu_map_rolls_back_and_a_failed_unmap_quarantines() {
+    let p = pool(PoolMode::Gpu(G..=64 * G - 1), 4);
+    let space = Arc::new(Space::default());
+    let map: Arc<dyn DeviceMap> = space.clone();
+    *space.fail_map_at.lock().expect("lock") = Some(1);
+    let e = p
+        .lease_into(LeaseId(1), 2, Some(&map))
+        .expect_err("second block fails");
+    assert!(matches!(e, DmaError::DeviceMap { .. }), "{e}");
+    assert!(
+        space.mapped.lock().expect("lock").is_empty(),
+        "the first rolled back"
+    );
+    assert_eq!(p.status().free_blocks, 4, "the blocks went back");
+    *space.fail_map_at.lock().expect("lock") = None;
+    p.lease_into(LeaseId(2), 1, Some(&map)).expect("lease");
+    space
+        .fail_unmap
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    p.release(LeaseId(2))
+        .expect("release succeeds for the client");
+    assert!(p.wait_pinned(Duration::from_secs(10)));
+    assert_eq!(
+        p.status().quarantined_blocks,
+        1,
+        "still reachable: never lent again"
+    );
+}
