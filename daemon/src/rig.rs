@@ -78,7 +78,7 @@ pub struct Rig {
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
     /// GPUs served through their own driver, by PCI address (their pools' names).
-    served: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
+    served_gpus: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
     channels: config::Channels,
     dev_dir: PathBuf,
 }
@@ -165,7 +165,7 @@ impl Rig {
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
-            served: RwLock::new(BTreeMap::new()),
+            served_gpus: RwLock::new(BTreeMap::new()),
             channels: config.channels.clone(),
             dev_dir: config.paths.dev.clone(),
         };
@@ -518,7 +518,7 @@ impl Rig {
 
     fn insert_served(&self, host: Arc<dyn ChannelHost>) {
         let name = host.name().to_owned();
-        self.served
+        self.served_gpus
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name, host);
@@ -527,7 +527,7 @@ impl Rig {
     fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
         let (pool, _) = self.dma.session_peer(session)?;
         Ok(self
-            .served
+            .served_gpus
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&pool)
@@ -609,7 +609,7 @@ impl Rig {
     }
 
     fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
-        self.served
+        self.served_gpus
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
