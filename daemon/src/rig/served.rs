@@ -1,0 +1,205 @@
+//! The GPUs `Rig` serves through their own driver: opening the configured ones, their
+//! DMA pools in gpu mode, and each DMA session's address space and channels on them
+//! (the bookkeeping is `channels`', the RM objects `nvrm`'s). A session ends here too:
+//! its channels stop before its leases leave the GPU's page tables.
+
+use std::sync::{Arc, PoisonError};
+
+use super::{Rig, RigError, StartWarning};
+use crate::{
+    channels::{ChannelError, ChannelHost, ChannelId, ChannelView, Limits, OpenedChannel, Served},
+    dma,
+    nvrm::{self, Engine, NvrmError, SysRm},
+};
+
+/// Where a served GPU's pool puts leases in each session's GPU address space.
+fn gpu_lease_range() -> std::ops::RangeInclusive<u64> {
+    nvrm::LEASE_BASE..=nvrm::VA_END - 1
+}
+
+impl Rig {
+    /// Opens the GPUs `[channels] serve` names through their driver and serves them;
+    /// returns one warning per GPU that could not be.
+    pub fn serve_configured(&self) -> Vec<StartWarning> {
+        let wanted = &self.channels.serve;
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        let warn =
+            |gpu: &str, e: Box<dyn std::error::Error + Send + Sync>| StartWarning::NotServed {
+                gpu: gpu.to_owned(),
+                source: e,
+            };
+        let bdfs: Vec<String> = if wanted.iter().any(|w| w == "all") {
+            match SysRm::open(&self.dev_dir).and_then(|rm| {
+                use nvrm::Rm as _;
+                rm.cards().map_err(|source| NvrmError::Call {
+                    step: nvrm::Step::Cards,
+                    source,
+                })
+            }) {
+                Ok(cards) => cards.into_iter().map(|c| c.bdf).collect(),
+                Err(e) => return vec![warn("all", Box::new(e))],
+            }
+        } else {
+            wanted.clone()
+        };
+        let mut warnings = Vec::new();
+        for bdf in bdfs {
+            let opened = SysRm::open(&self.dev_dir).and_then(|rm| nvrm::Gpu::open(rm, Some(&bdf)));
+            let served = match opened {
+                Ok(gpu) => self.serve_gpu(Arc::new(Served::new(gpu, self.channel_limits()))),
+                Err(e) => Err(RigError::Channel(ChannelError::Rm {
+                    gpu: bdf.clone(),
+                    source: e,
+                })),
+            };
+            match served {
+                Ok(()) => tracing::info!(gpu = %bdf, "serving channels through the GPU's driver"),
+                Err(e) => warnings.push(warn(&bdf, Box::new(e))),
+            }
+        }
+        warnings
+    }
+
+    /// The configured limits of one session's channels.
+    pub fn channel_limits(&self) -> Limits {
+        Limits {
+            channels_per_session: self.channels.per_session,
+            max_ring_entries: self.channels.max_ring_entries,
+            copy_engines: self.channels.copy_engines.clone(),
+        }
+    }
+
+    /// Serves `host`'s GPU: a DMA pool of its name whose leases map into each
+    /// session's GPU address space, and channels.
+    ///
+    /// # Errors
+    /// [`RigError::Dma`] when the pool cannot be made (`PoolExists`, hugepages).
+    pub fn serve_gpu(&self, host: Arc<dyn ChannelHost>) -> Result<(), RigError> {
+        self.dma
+            .create_configured(host.name(), dma::PoolMode::Gpu(gpu_lease_range()))?;
+        self.insert_served(host);
+        Ok(())
+    }
+
+    /// As [`Rig::serve_gpu`], with a pool as `spec` says (its mode becomes gpu mode):
+    /// tests serve a fake GPU on shmem blocks.
+    ///
+    /// # Errors
+    /// As [`Rig::serve_gpu`].
+    pub fn serve_gpu_with(
+        &self,
+        host: Arc<dyn ChannelHost>,
+        spec: dma::PoolSpec,
+    ) -> Result<Arc<dma::Pool>, RigError> {
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Gpu(gpu_lease_range()),
+            ..spec
+        };
+        let pool = self.dma.create(host.name(), spec)?;
+        self.insert_served(host);
+        Ok(pool)
+    }
+
+    fn insert_served(&self, host: Arc<dyn ChannelHost>) {
+        let name = host.name().to_owned();
+        self.served_gpus
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name, host);
+    }
+
+    fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
+        let (pool, _) = self.dma.session_peer(session)?;
+        Ok(self
+            .served_gpus
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pool)
+            .cloned())
+    }
+
+    fn served_host(&self, session: dma::SessionId) -> Result<Arc<dyn ChannelHost>, RigError> {
+        match self.host_of(session)? {
+            Some(h) => Ok(h),
+            None => Err(ChannelError::NotServed {
+                name: self.dma.session_peer(session)?.0,
+            }
+            .into()),
+        }
+    }
+
+    /// A session just claimed: on a served GPU, gives it its own GPU address space,
+    /// where its leases map from now on. True when it did.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`], [`RigError::Dma`].
+    pub fn attach_session(&self, session: dma::SessionId) -> Result<bool, RigError> {
+        let Some(host) = self.host_of(session)? else {
+            return Ok(false);
+        };
+        let (_, peer) = self.dma.session_peer(session)?;
+        let map = host.attach(session, peer)?;
+        if let Err(e) = self.dma.attach_device_map(session, map) {
+            host.end(session);
+            return Err(e.into());
+        }
+        Ok(true)
+    }
+
+    /// Opens a channel for `session` on its GPU.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`] (`NotServed` for a session on another kind of pool).
+    pub fn open_channel(
+        &self,
+        session: dma::SessionId,
+        engine: Engine,
+        entries: u64,
+    ) -> Result<OpenedChannel, RigError> {
+        Ok(self.served_host(session)?.open(session, engine, entries)?)
+    }
+
+    /// Closes one of `session`'s channels.
+    ///
+    /// # Errors
+    /// [`RigError::Channel`].
+    pub fn close_channel(
+        &self,
+        session: dma::SessionId,
+        channel: ChannelId,
+    ) -> Result<(), RigError> {
+        Ok(self.served_host(session)?.close(session, channel)?)
+    }
+
+    /// Ends a DMA session: its channels stop and go first, then its leases (which
+    /// leave its GPU address space, and with the last one the space itself).
+    /// Returns (channels, leases) reclaimed.
+    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
+        let channels = match self.host_of(session) {
+            Ok(Some(h)) => h.end(session),
+            _ => 0,
+        };
+        (channels, self.dma.close_session(session))
+    }
+
+    /// Every channel on every served GPU; only `uid`'s when given.
+    pub fn channel_status(&self, uid: Option<u32>) -> Vec<ChannelView> {
+        self.hosts().iter().flat_map(|h| h.status(uid)).collect()
+    }
+
+    /// Reads every channel's error notifier; returns how many new faults.
+    pub fn watch_channels(&self) -> usize {
+        self.hosts().iter().map(|h| h.watch()).sum()
+    }
+
+    fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
+        self.served_gpus
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+}
