@@ -8,9 +8,11 @@
 //! leases map into its space through `dma::DeviceMap`).
 //!
 //! State: one [`Served`] per RM-served GPU, behind the object-safe [`ChannelHost`] so
-//! `rig` holds it whatever its `Rm`; inside, one mutex over the clients by session.
-//! RM calls run under it: opening a channel is tens of RM calls, done on a blocking
-//! thread by the caller, and one GPU's opens are serialised by the RM anyway.
+//! `rig` holds it whatever its `Rm`; inside, a short-lived mutex over the map of
+//! clients by session, and one mutex per client. RM calls run under the client's
+//! lock only (opening a channel is tens of RM calls, on a blocking thread of the
+//! caller's), so one client's open never holds up another's, nor the watch. Lock
+//! order: the map, then a client, never the other way.
 //!
 //! Groups: a session's compute channels share its GR0 group; its copy channels share
 //! a group on one of the configured async copy engines (sessions spread over them),
@@ -198,7 +200,7 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
     /// Every channel; only `uid`'s when given.
     fn status(&self, uid: Option<u32>) -> Vec<ChannelView>;
     /// Reads every channel's notifier and records new faults; returns how many.
-    /// Returns at once, reading nothing, while another call holds the GPU's state.
+    /// Skips, for this call, a client whose open or reclaim is under way.
     fn watch(&self) -> usize;
 }
 
@@ -298,10 +300,18 @@ impl<R: Rm> Client<R> {
     }
 }
 
+type Shared<R> = Arc<Mutex<Client<R>>>;
+
 #[derive(Debug)]
 struct State<R: Rm> {
-    clients: HashMap<SessionId, Client<R>>,
+    clients: HashMap<SessionId, Shared<R>>,
     next: u64,
+}
+
+fn lock_client<R: Rm>(c: &Mutex<Client<R>>) -> MutexGuard<'_, Client<R>> {
+    // A panic under the lock leaves the client's objects whole: they free themselves
+    // when dropped.
+    c.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One RM-served GPU's channels, by session.
@@ -334,9 +344,21 @@ impl<R: Rm> Served<R> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State<R>> {
-        // A panic under the lock leaves each client's objects whole: they free
-        // themselves when dropped.
+        // The map holds only handles: a panic under its lock leaves it usable.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every client, with its session, outside the map's lock.
+    fn clients(&self) -> Vec<(SessionId, Shared<R>)> {
+        self.lock()
+            .clients
+            .iter()
+            .map(|(&s, c)| (s, Arc::clone(c)))
+            .collect()
+    }
+
+    fn client(&self, session: SessionId) -> Option<Shared<R>> {
+        self.lock().clients.get(&session).cloned()
     }
 
     fn rm_error(&self, source: NvrmError) -> ChannelError {
@@ -373,12 +395,12 @@ impl<R: Rm> Served<R> {
     /// Writes a fault into `channel`'s notifier as the RM would (tests: a fake GPU
     /// posts no errors of its own). False for a channel not open.
     pub fn post_fault(&self, channel: ChannelId, info32: u32) -> bool {
-        let st = self.lock();
-        let Some(lent) = st.clients.values().find_map(|c| c.channels.get(&channel)) else {
-            return false;
-        };
-        let n = lent.channel.notifier().mapping();
-        n.write_u64(8, u64::from(info32)).is_ok() && n.write_u64(0, 1).is_ok()
+        self.clients().iter().any(|(_, c)| {
+            lock_client(c).channels.get(&channel).is_some_and(|lent| {
+                let n = lent.channel.notifier().mapping();
+                n.write_u64(8, u64::from(info32)).is_ok() && n.write_u64(0, 1).is_ok()
+            })
+        })
     }
 }
 
@@ -392,27 +414,33 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         session: SessionId,
         peer: PeerCred,
     ) -> Result<Arc<dyn DeviceMap>, ChannelError> {
-        let mut st = self.lock();
-        if st.clients.contains_key(&session) {
-            return Err(ChannelError::SpaceExists {
-                session,
-                gpu: self.name.clone(),
-            });
+        let exists = || ChannelError::SpaceExists {
+            session,
+            gpu: self.name.clone(),
+        };
+        if self.lock().clients.contains_key(&session) {
+            return Err(exists());
         }
+        // The RM calls run outside the map's lock; a second attach of the same
+        // session racing this one loses below, and its space is freed as it drops.
         let space = Arc::new(AddressSpace::new(&self.gpu).map_err(|e| self.rm_error(e))?);
         let ces = &self.limits.copy_engines;
         let copy_engine =
             (!ces.is_empty()).then(|| ces[usize::try_from(session.0).unwrap_or(0) % ces.len()]);
+        let mut st = self.lock();
+        if st.clients.contains_key(&session) {
+            return Err(exists());
+        }
         st.clients.insert(
             session,
-            Client {
+            Arc::new(Mutex::new(Client {
                 peer,
                 space: Arc::clone(&space),
                 graphics: None,
                 copy: None,
                 copy_engine,
                 channels: BTreeMap::new(),
-            },
+            })),
         );
         Ok(space)
     }
@@ -424,17 +452,21 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         entries: u64,
     ) -> Result<OpenedChannel, ChannelError> {
         self.check_ring(entries)?;
-        let mut st = self.lock();
-        st.next += 1;
-        let id = ChannelId(st.next);
+        let (id, shared) = {
+            let mut st = self.lock();
+            let shared =
+                st.clients
+                    .get(&session)
+                    .cloned()
+                    .ok_or_else(|| ChannelError::NoSpace {
+                        session,
+                        gpu: self.name.clone(),
+                    })?;
+            st.next += 1;
+            (ChannelId(st.next), shared)
+        };
+        let mut client = lock_client(&shared);
         let limit = self.limits.channels_per_session;
-        let client = st
-            .clients
-            .get_mut(&session)
-            .ok_or_else(|| ChannelError::NoSpace {
-                session,
-                gpu: self.name.clone(),
-            })?;
         if client.channels.len() >= limit {
             return Err(ChannelError::TooManyChannels { session, limit });
         }
@@ -484,11 +516,13 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
     }
 
     fn close(&self, session: SessionId, channel: ChannelId) -> Result<(), ChannelError> {
-        let lent = self
-            .lock()
-            .clients
-            .get_mut(&session)
-            .and_then(|c| c.channels.remove(&channel))
+        let shared = self
+            .client(session)
+            .ok_or(ChannelError::UnknownChannel { channel })?;
+        let mut client = lock_client(&shared);
+        let lent = client
+            .channels
+            .remove(&channel)
             .ok_or(ChannelError::UnknownChannel { channel })?;
         // The channel is gone whatever a teardown step said (each step still ran):
         // the client is told it closed, rigd's log says what went wrong.
@@ -499,10 +533,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
     }
 
     fn end(&self, session: SessionId) -> usize {
-        let Some(mut client) = self.lock().clients.remove(&session) else {
+        let Some(shared) = self.lock().clients.remove(&session) else {
             return 0;
         };
-        let (n, failed) = client.close_all();
+        let (n, failed) = lock_client(&shared).close_all();
         for e in failed {
             tracing::warn!(gpu = %self.name, session = session.0, error = &e as &dyn std::error::Error, "reclaiming a session's channels");
         }
@@ -510,44 +544,44 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
     }
 
     fn status(&self, uid: Option<u32>) -> Vec<ChannelView> {
-        let st = self.lock();
-        let mut out: Vec<ChannelView> = st
-            .clients
-            .iter()
-            .filter(|(_, c)| uid.is_none_or(|u| c.peer.uid == u))
-            .flat_map(|(&session, c)| {
-                c.channels.iter().map(move |(&id, lent)| {
-                    let (gp_get, gp_put) = lent.channel.gp_get_put().unwrap_or_default();
-                    ChannelView {
-                        id,
-                        gpu: self.name.clone(),
-                        session,
-                        uid: c.peer.uid,
-                        pid: c.peer.pid,
-                        engine: lent.channel.engine(),
-                        entries: lent.channel.entries(),
-                        gp_get,
-                        gp_put,
-                        fault: lent.channel.fault(),
-                        opened: lent.opened,
-                    }
-                })
-            })
-            .collect();
+        let mut out = Vec::new();
+        for (session, shared) in self.clients() {
+            let c = lock_client(&shared);
+            if uid.is_some_and(|u| c.peer.uid != u) {
+                continue;
+            }
+            out.extend(c.channels.iter().map(|(&id, lent)| {
+                let (gp_get, gp_put) = lent.channel.gp_get_put().unwrap_or_default();
+                ChannelView {
+                    id,
+                    gpu: self.name.clone(),
+                    session,
+                    uid: c.peer.uid,
+                    pid: c.peer.pid,
+                    engine: lent.channel.engine(),
+                    entries: lent.channel.entries(),
+                    gp_get,
+                    gp_put,
+                    fault: lent.channel.fault(),
+                    opened: lent.opened,
+                }
+            }));
+        }
         out.sort_by_key(|v| v.id);
         out
     }
 
     fn watch(&self) -> usize {
-        // Called from the async side every few ms: never wait behind an open or a
-        // reclaim (tens of RM calls under the lock); the next tick reads again.
-        let mut st = match self.state.try_lock() {
-            Ok(st) => st,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return 0,
-        };
+        // Called from the async side every few ms: never wait behind a client's open
+        // or reclaim (tens of RM calls under its lock); the next tick reads it again.
         let mut new = 0;
-        for (session, c) in &mut st.clients {
+        for (session, shared) in self.clients() {
+            let mut c = match shared.try_lock() {
+                Ok(c) => c,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => continue,
+            };
+            let (uid, pid) = (c.peer.uid, c.peer.pid);
             for (id, lent) in &mut c.channels {
                 let now = lent.channel.fault();
                 if let Some(f) = now
@@ -556,7 +590,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                     new += 1;
                     tracing::warn!(
                         gpu = %self.name, session = session.0, channel = id.0,
-                        uid = c.peer.uid, pid = c.peer.pid,
+                        uid, pid,
                         "the RM posted a channel error: {}", rig_model::nv::robust_channel_reason(f.info32)
                     );
                     lent.fault = now;

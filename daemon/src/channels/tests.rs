@@ -193,8 +193,9 @@ fn the_watch_reports_a_posted_fault_once_and_status_shows_it() {
     let o = s.open(a, Engine::Compute, 64).expect("open");
     assert_eq!(s.watch(), 0);
     {
-        let st = s.lock();
-        let n = st.clients[&a].channels[&o.id].channel.notifier().mapping();
+        let shared = s.client(a).expect("a");
+        let c = lock_client(&shared);
+        let n = c.channels[&o.id].channel.notifier().mapping();
         n.write_u64(0, 123_456).expect("timestamp");
         n.write_u64(8, 31).expect("info32 = MMU fault");
     }
@@ -262,4 +263,24 @@ fn copy_channels_spread_over_the_configured_copy_engines_and_fall_back_to_gr0() 
         .filter(|x| matches!(x, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
         .count();
     assert_eq!(offs, 2, "both groups descheduled first: {after:#?}");
+}
+
+#[test]
+fn one_clients_work_under_its_lock_holds_up_neither_another_client_nor_the_watch() {
+    let (_rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    let oa = s.open(a, Engine::Compute, 64).expect("a's channel");
+    let shared = s.client(a).expect("a");
+    let held = lock_client(&shared); // as an open or a reclaim of a's would hold it
+    {
+        let n = held.channels[&oa.id].channel.notifier().mapping();
+        n.write_u64(8, 31).expect("fault");
+        n.write_u64(0, 1).expect("time");
+    }
+    assert_eq!(s.watch(), 0, "a is skipped while busy, without waiting");
+    s.open(b, Engine::Copy, 64).expect("b opens meanwhile");
+    drop(held);
+    assert_eq!(s.watch(), 1, "a's fault is read at the next tick");
 }
