@@ -29,6 +29,7 @@
 
 pub mod config;
 pub mod dma;
+pub mod nvme;
 pub mod nvrm;
 pub mod pci;
 pub mod rig;
