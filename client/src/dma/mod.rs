@@ -276,6 +276,27 @@ impl Buffer {
     }
 }
 
+impl Buffer {
+    /// Writes the naturally aligned `u32` at `offset` in one volatile store, so the
+    /// device never reads it torn (a shadow doorbell).
+    ///
+    /// # Errors
+    /// [`DmaError::OutOfRange`]; [`DmaError::Map`] when `offset` is not 4-byte aligned.
+    pub fn write_u32(&self, offset: u64, value: u32) -> Result<(), DmaError> {
+        let at = self.at(offset, 4)?;
+        self.region.write_u32(at, value).map_err(DmaError::Map)
+    }
+
+    /// Reads the naturally aligned `u32` at `offset` in one volatile load.
+    ///
+    /// # Errors
+    /// As [`Buffer::write_u32`].
+    pub fn read_u32(&self, offset: u64) -> Result<u32, DmaError> {
+        let at = self.at(offset, 4)?;
+        self.region.read_u32(at).map_err(DmaError::Map)
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         if !self.returned {
