@@ -30,7 +30,7 @@ mod error;
 pub mod regs;
 
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 #[cfg(test)]
 mod tests;
 
@@ -206,6 +206,8 @@ pub struct Controller {
     enabled: bool,
     wedged: bool,
     identity: Option<IdentifyController>,
+    /// The highest I/O queue id, from Number of Queues (0 before start).
+    max_qid: u16,
 }
 
 impl Controller {
@@ -262,6 +264,7 @@ impl Controller {
             enabled: false,
             wedged: false,
             identity: None,
+            max_qid: 0,
         })
     }
 
@@ -298,16 +301,26 @@ impl Controller {
 
     /// Resets and enables the controller in the order of NVMe 1.4 §7.6.1: disable and
     /// wait for CSTS.RDY = 0, program AQA/ASQ/ACQ, enable and wait for CSTS.RDY = 1,
-    /// then Identify Controller. Every I/O queue the controller had is gone after it.
+    /// then Identify Controller, then Number of Queues asking for as many as the field
+    /// allows (the controller answers with what it has). Every I/O queue the
+    /// controller had is gone after it.
     ///
     /// # Errors
     /// [`NvmeError::ReadyTimeout`], [`NvmeError::Fatal`], [`NvmeError::Register`],
-    /// [`NvmeError::Memory`], and the Identify command's errors.
+    /// [`NvmeError::Memory`], and the two commands' errors.
     pub fn start(&mut self) -> Result<&IdentifyController, NvmeError> {
+        self.max_qid = 0;
         self.disable()?;
         self.enable()?;
         let id = self.identify()?;
+        let (sq, cq) = self.set_queue_count(u16::MAX, u16::MAX)?;
+        self.max_qid = u16::try_from(sq.min(cq)).unwrap_or(u16::MAX);
         Ok(self.identity.insert(id))
+    }
+
+    /// The highest I/O queue id the controller allocated at start (0 before).
+    pub fn max_qid(&self) -> u16 {
+        self.max_qid
     }
 
     /// Clears CC.EN and waits up to CAP.TO for CSTS.RDY = 0 (a controller reset: every
