@@ -35,7 +35,9 @@ pub(crate) mod fake;
 mod tests;
 
 use std::{
-    fmt, thread,
+    fmt,
+    sync::atomic::{Ordering, fence},
+    thread,
     time::{Duration, Instant},
 };
 
@@ -628,11 +630,16 @@ impl Controller {
         let start = Instant::now();
         let mut spins = 0u32;
         loop {
-            let mut b = [0u8; 16];
-            self.mem_read(at, &mut b, step)?;
-            let cqe = Cqe::parse(&b);
-            if cqe.phase == self.admin.phase {
-                return Ok(cqe);
+            // DW3 (with the phase) first, then the whole entry: read in one pass, the
+            // bytes before the phase could still be the old entry's while the phase is
+            // already the new one's.
+            let mut dw3 = [0u8; 4];
+            self.mem_read(at + 12, &mut dw3, step)?;
+            if (u32::from_le_bytes(dw3) & (1 << 16) != 0) == self.admin.phase {
+                fence(Ordering::Acquire);
+                let mut b = [0u8; 16];
+                self.mem_read(at, &mut b, step)?;
+                return Ok(Cqe::parse(&b));
             }
             let csts = self.read32(regs::NVME_REG_CSTS, step)?;
             if csts & regs::NVME_CSTS_CFS != 0 {
