@@ -138,6 +138,13 @@ impl PoolMem {
     }
 }
 
+impl PoolMem {
+    /// The lease's id in its pool.
+    pub fn lease_id(&self) -> LeaseId {
+        self.lease
+    }
+}
+
 impl DmaMem for PoolMem {
     fn addr(&self) -> u64 {
         self.addr

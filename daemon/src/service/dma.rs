@@ -14,6 +14,7 @@
 //! connection a few hundred bytes, and 1,000 idle clients must fit in 15 MiB. A
 //! session not claimed within [`CLAIM_WAIT`] is dropped.
 
+mod queue;
 mod side;
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
@@ -186,7 +187,13 @@ async fn until_true(rx: &mut watch::Receiver<bool>) {
 
 /// Reclaims a session's leases off the async threads (an IOMMU unmap per lease).
 async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
-    let reclaimed = tokio::task::spawn_blocking(move || rig.dma().close_session(id)).await;
+    // Lent queues first: the device must be done with the rings before their memory
+    // leaves the session.
+    let reclaimed = tokio::task::spawn_blocking(move || {
+        rig.end_queues(id);
+        rig.dma().close_session(id)
+    })
+    .await;
     match reclaimed {
         Ok(n) => tracing::debug!(session = id.0, leases = n, "DMA session ended"),
         Err(e) => tracing::error!(session = id.0, "reclaiming a session failed: {e}"),
