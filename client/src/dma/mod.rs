@@ -28,6 +28,7 @@
 //! and the mappings (`rig_sys::mman`). This crate has no `unsafe`.
 
 mod alloc;
+mod queue;
 mod side;
 mod status;
 
@@ -49,6 +50,7 @@ use rig_sys::{
 };
 use tonic::{Code, transport::Channel};
 
+pub use queue::{LentQueue, QueueErrorKind, ShadowBell, queue_bytes};
 pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ClientUse, DmaStatus, PoolStatus};
 
@@ -125,6 +127,12 @@ pub enum DmaError {
     OutOfRange { offset: u64, len: u64 },
     #[error("rigd's reply does not follow the DMA protocol: {0}")]
     Protocol(&'static str),
+    /// A typed refusal of a queue request; `message` is one line for a person.
+    #[error("{message}")]
+    QueueRefused {
+        kind: QueueErrorKind,
+        message: String,
+    },
 }
 
 impl DmaError {
