@@ -1,0 +1,158 @@
+//! rig-queue-client SOCKET DEVICE COMMAND…: an unprivileged client of a queue rigd
+//! lends, for the disposable machine's scenarios.
+//! - `run DEPTH COUNT BASE`: opens a queue of DEPTH, writes COUNT 4 KiB patterns from
+//!   4 KiB block BASE on, reads them back and compares, closes the queue;
+//! - `hold DEPTH`: opens a queue, submits DEPTH writes and never reaps: waits to be
+//!   killed with commands in flight;
+//! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
+//!   prints the refusals.
+//!
+//! Prints `ok WHAT`, `FAIL WHAT: why`, `refused KIND: message` and `measure NAME VALUE
+//! UNIT` lines; exits 0 when nothing failed.
+
+use std::{process::ExitCode, time::Instant};
+
+use rig_client::dma::{Buffer, DmaError, LentQueue, Session};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn pattern(block: u64) -> Vec<u8> {
+    let seed = block.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (0..4096u64)
+        .map(|i| (seed.wrapping_add(i.wrapping_mul(0x2545_f491)) >> 24).to_le_bytes()[0])
+        .collect()
+}
+
+async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
+    let mut q: LentQueue<(u64, u64)> = s.open_queue(depth, 9).await?;
+    println!("ok queue {} of {} entries lent", q.qid, q.entries);
+    let slots = u64::from(depth);
+    let data: Buffer = s.alloc(2 * slots * 4096, 4096).await?;
+    let dev = data.device_address().ok_or("no device address")?;
+    let read_at = slots * 4096;
+    for (what, writing) in [("writes", true), ("reads", false)] {
+        let t = Instant::now();
+        let mut free: Vec<u64> = (0..slots).collect();
+        let (mut i, mut done) = (0, 0);
+        let mut idle = Instant::now();
+        while done < count {
+            while i < count && !free.is_empty() {
+                let slot = free.pop().expect("a slot");
+                let lba = (base + i) * 8;
+                if writing {
+                    data.write(slot * 4096, &pattern(base + i))?;
+                    q.nvme.write(lba, 8, dev + slot * 4096, 4096, (i, slot))?;
+                } else {
+                    q.nvme
+                        .read(lba, 8, dev + read_at + slot * 4096, 4096, (i, slot))?;
+                }
+                i += 1;
+            }
+            q.nvme.ring()?;
+            let mut bad = None;
+            let mut got = vec![0u8; 4096];
+            let n = q.nvme.reap(u32::MAX, |c| {
+                let (block, slot) = c.tag;
+                if !c.status.is_success() {
+                    bad = Some(format!("{what}: block {block}: {:?}", c.status));
+                } else if !writing
+                    && (data.read(read_at + slot * 4096, &mut got).is_err()
+                        || got != pattern(base + block))
+                {
+                    bad = Some(format!("block {block} read back differs"));
+                }
+                free.push(slot);
+            })?;
+            if let Some(b) = bad {
+                return Err(b.into());
+            }
+            done += u64::from(n);
+            if n > 0 {
+                idle = Instant::now();
+            } else if idle.elapsed().as_secs() >= 5 {
+                return Err(format!("no {what} completed for 5 s").into());
+            }
+        }
+        let iops = count as f64 / t.elapsed().as_secs_f64();
+        println!("ok depth {depth}: {count} {what} through the lent queue");
+        println!("measure lent-d{depth}-{what}-iops {iops:.0} iops");
+    }
+    println!("ok depth {depth}: every block read back as written");
+    s.close_queue(q).await?;
+    println!("ok queue closed");
+    Ok(())
+}
+
+async fn hold(s: &Session, depth: u32) -> Res<()> {
+    let mut q: LentQueue<u64> = s.open_queue(depth, 9).await?;
+    let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
+    let dev = data.device_address().ok_or("no device address")?;
+    for i in 0..u64::from(depth) {
+        data.write(i * 4096, &pattern(i))?;
+        // Reads into the buffer: the device writes this process's memory.
+        q.nvme.read(i * 8, 8, dev + i * 4096, 4096, i)?;
+    }
+    q.nvme.ring()?;
+    println!(
+        "holding queue {} with {} commands in flight",
+        q.qid,
+        q.nvme.in_flight()
+    );
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
+}
+
+async fn bad(s: &Session) {
+    // 1025: one over the default queue.max_depth.
+    for depth in [0, 1025] {
+        match s.open_queue::<u64>(depth, 9).await {
+            Ok(q) => println!("FAIL depth {depth} was lent as queue {}", q.qid),
+            Err(DmaError::QueueRefused { kind, message }) => {
+                println!("refused {kind:?}: {message}");
+            }
+            Err(e) => println!("FAIL depth {depth}: {e}"),
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let a: Vec<String> = std::env::args().collect();
+    let (Some(socket), Some(device), Some(cmd)) = (a.get(1), a.get(2), a.get(3)) else {
+        eprintln!("usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | bad");
+        return ExitCode::from(2);
+    };
+    let num = |i: usize| a.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let session = match Session::open(socket, device).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("FAIL open a DMA session on {device}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let depth = u32::try_from(num(4)).unwrap_or(u32::MAX);
+    let r = match cmd.as_str() {
+        "run" => run(&session, depth, num(5), num(6)).await,
+        "hold" => hold(&session, depth).await,
+        "bad" => {
+            bad(&session).await;
+            Ok(())
+        }
+        _ => Err("unknown command".into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut line = e.to_string();
+            let mut src = e.source();
+            while let Some(s) = src {
+                line.push_str(": ");
+                line.push_str(&s.to_string());
+                src = s.source();
+            }
+            println!("FAIL {cmd}: {line}");
+            ExitCode::FAILURE
+        }
+    }
+}
