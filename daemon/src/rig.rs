@@ -75,7 +75,7 @@ pub struct Rig {
 }
 
 mod queues;
-pub use queues::{LentQueue, queue_bytes};
+pub use queues::{LentQueue, QueueView, queue_bytes};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a device lock leaves the device's state as the journal

@@ -56,3 +56,11 @@ fn the_nvme_driver_gets_a_working_controller_back() {
     check_passed("nvme driver back on");
     check_passed("the nvme driver reads its disk again");
 }
+
+#[test]
+fn rigctl_queues_lists_owners_and_state_and_nothing_after_reclaim() {
+    check_passed("rigctl queues lists alice's lent queues as polled and live");
+    check_passed("rigctl queues --json gives each queue's owner, depth and doorbell");
+    check_passed("alice sees her own queues");
+    check_passed("after both clients ended, rigctl queues lists none");
+}

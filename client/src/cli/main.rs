@@ -5,6 +5,7 @@ mod dma;
 mod firmware;
 mod fmt;
 mod list;
+mod queues;
 mod regs;
 mod show;
 mod take;
@@ -52,6 +53,11 @@ enum Cmd {
     },
     /// DMA pools and what each client holds: a table, or --json.
     Dma {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hardware queues rigd lends, their owners and state: a table, or --json.
+    Queues {
         #[arg(long)]
         json: bool,
     },
@@ -143,6 +149,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             Cmd::Dma { json } => {
                 let status = rig_client::dma::status(&args.socket).await?;
                 dma::print(&mut out, &status, json)?;
+            }
+            Cmd::Queues { json } => {
+                let queues = rig_client::dma::queue_status(&args.socket).await?;
+                queues::print(&mut out, &queues, json)?;
             }
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }

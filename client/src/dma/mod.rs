@@ -50,7 +50,7 @@ use rig_sys::{
 };
 use tonic::{Code, transport::Channel};
 
-pub use queue::{LentQueue, QueueErrorKind, ShadowBell, queue_bytes};
+pub use queue::{LentQueue, QueueErrorKind, QueueInfo, ShadowBell, queue_bytes, queue_status};
 pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ClientUse, DmaStatus, PoolStatus};
 

@@ -56,6 +56,14 @@ pub struct LentQueue {
     pub kick: EventFd,
 }
 
+/// One lent queue as `rigctl queues` shows it.
+#[derive(Debug, Clone)]
+pub struct QueueView {
+    pub status: QueueStatus,
+    /// (SQ tail, CQ head) from the shadow page, when it could be read.
+    pub shadow: Option<(u32, u32)>,
+}
+
 /// Bytes a queue of `entries` takes in a lease: SQ, CQ and the shadow page, each
 /// page-aligned.
 pub fn queue_bytes(entries: u32) -> (u64, u64, u64) {
@@ -334,11 +342,28 @@ impl Rig {
         tracing::info!(%bdf, "NVMe controller no longer lends queues");
     }
 
-    /// Every lent queue on every device.
-    pub fn queue_status(&self) -> Vec<QueueStatus> {
-        lock(&self.served)
-            .values()
-            .flat_map(|s| s.queues.status())
-            .collect()
+    /// Every lent queue on every device, with the SQ tail and CQ head its client last
+    /// published in its shadow page.
+    pub fn queue_status(&self) -> Vec<QueueView> {
+        let served = lock(&self.served);
+        let mut out = Vec::new();
+        for s in served.values() {
+            let pool = self.dma.pool(&s.ctrl.bdf().to_string()).ok();
+            for q in s.queues.status() {
+                let shadow = s.pages.get(&(q.qid / 512)).zip(pool.as_ref()).and_then(
+                    |((_, lease, offset), pool)| {
+                        let mut b = [0u8; 8];
+                        let at = offset + 8 * u64::from(q.qid % 512);
+                        pool.read(*lease, at, &mut b).ok()?;
+                        Some((
+                            u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                            u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                        ))
+                    },
+                );
+                out.push(QueueView { status: q, shadow });
+            }
+        }
+        out
     }
 }

@@ -74,6 +74,15 @@ H=$!
 i=0; while ! grep -q '^holding' "$FILES/hold.txt" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 cat "$FILES/hold.txt"
 check "the doomed client holds a queue with commands in flight" grep -q '^holding queue .* 32 commands in flight' "$FILES/hold.txt"
+$RIG queues > "$FILES/queues.txt" 2>&1
+$RIG queues --json > "$FILES/queues.json" 2>&1
+as_user alice rigctl --socket $RIG_SOCK queues --json > "$FILES/queues-alice.json" 2>&1
+cat "$FILES/queues.txt"
+check "rigctl queues lists alice's lent queues as polled and live" \
+  sh -c "grep -q 'uid 1000' $FILES/queues.txt && grep -q polled $FILES/queues.txt && grep -q live $FILES/queues.txt"
+check "rigctl queues --json gives each queue's owner, depth and doorbell" \
+  sh -c "grep -q '\"uid\": 1000' $FILES/queues.json && grep -q '\"depth\": 32' $FILES/queues.json && grep -q '\"sq_doorbell\"' $FILES/queues.json"
+check "alice sees her own queues" grep -q '"uid": 1000' "$FILES/queues-alice.json"
 # busybox has no pgrep: find the holder by its command line.
 HPID=$(for p in /proc/[0-9]*; do
   tr '\0' ' ' < $p/cmdline 2> /dev/null | grep -q '^rig-queue-client .* hold ' && echo ${p#/proc/}
@@ -90,6 +99,9 @@ check "no lent queue was left undeleted" sh -c "! grep -q 'was not deleted' $FIL
 wait $S; echo "exit $?" >> "$FILES/steady.txt"; cat "$FILES/steady.txt"
 check "the other client kept running and exits 0" grep -qx 'exit 0' "$FILES/steady.txt"
 $RIG dma > "$FILES/dma-after.txt" 2>&1
+$RIG queues > "$FILES/queues-after.txt" 2>&1
+cat "$FILES/queues-after.txt"
+check "after both clients ended, rigctl queues lists none" grep -q 'No lent queues' "$FILES/queues-after.txt"
 check "the killed client's session and leases are gone" sh -c "! grep -q \" $HPID \" $FILES/dma-after.txt"
 as_user alice $C run 1 100 12000 > "$FILES/after.txt" 2>&1
 echo "exit $?" >> "$FILES/after.txt"; cat "$FILES/after.txt"
