@@ -59,8 +59,13 @@ fn the_nvme_driver_gets_a_working_controller_back() {
 
 #[test]
 fn rigctl_queues_lists_owners_and_state_and_nothing_after_reclaim() {
-    check_passed("rigctl queues lists alice's lent queues as polled and live");
+    check_passed("rigctl queues lists alice's lent queues with their interrupt, live");
     check_passed("rigctl queues --json gives each queue's owner, depth and doorbell");
     check_passed("alice sees her own queues");
     check_passed("after both clients ended, rigctl queues lists none");
+}
+
+#[test]
+fn a_lent_queue_completes_by_its_msix_interrupt_eventfd() {
+    check_passed("alice's queue completes by its MSI-X interrupt eventfd");
 }

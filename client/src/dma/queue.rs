@@ -89,6 +89,37 @@ pub struct LentQueue<T> {
     pub entries: u32,
     pub nsid: u32,
     pub nvme: NvmeQueue<Arc<Buffer>, ShadowBell, T>,
+    /// The eventfd the queue's MSI-X vector signals, when rigd lent one.
+    irq: Option<OwnedFd>,
+}
+
+impl<T> LentQueue<T> {
+    /// Whether completions also signal an interrupt eventfd ([`LentQueue::wait`]).
+    pub fn has_interrupt(&self) -> bool {
+        self.irq.is_some()
+    }
+
+    /// Sleeps until the queue's interrupt fires or `timeout_ms` pass (then reap: an
+    /// interrupt may cover several completions, so reap until empty). Returns whether
+    /// it fired.
+    ///
+    /// # Errors
+    /// `Unsupported` for a polled queue; poll(2) and read(2) errors.
+    pub fn wait(&self, timeout_ms: u16) -> std::io::Result<bool> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let fd = self
+            .irq
+            .as_ref()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::Unsupported))?;
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, PollTimeout::from(timeout_ms))? == 0 {
+            return Ok(false);
+        }
+        let mut count = [0u8; 8];
+        nix::unistd::read(fd, &mut count)?;
+        Ok(true)
+    }
 }
 
 /// The bytes a queue of `entries` takes: SQ, CQ, shadow page, each page-aligned
@@ -138,11 +169,14 @@ impl Session {
                 ));
             }
         };
-        let (Some(kick), true) = (fds.pop(), fds.is_empty()) else {
+        let want = if q.interrupts { 2 } else { 1 };
+        if fds.len() != want {
             return Err(DmaError::Protocol(
-                "a lent queue's reply carries one descriptor",
+                "a lent queue's reply carries its kick, and its interrupt when it has one",
             ));
-        };
+        }
+        let irq = q.interrupts.then(|| fds.pop()).flatten();
+        let kick = fds.pop().ok_or(DmaError::Protocol("no kick"))?;
         let rel = |o: u64| {
             o.checked_sub(offset)
                 .ok_or(DmaError::Protocol("rings before the buffer"))
@@ -165,6 +199,7 @@ impl Session {
             entries: q.entries,
             nsid: q.nsid,
             nvme: NvmeQueue::new(queue, ns, None),
+            irq,
         })
     }
 

@@ -123,11 +123,13 @@ pub trait QueueDevice: fmt::Debug {
     ///
     /// # Errors
     /// The device's error, boxed.
+    /// The completion ring interrupts on MSI-X `vector`, or is polled (`None`).
     fn create(
         &mut self,
         qid: u16,
         entries: u32,
         rings: &Rings,
+        vector: Option<u16>,
     ) -> Result<Doorbells, Box<dyn std::error::Error + Send + Sync>>;
     /// Deletes the submission ring, then the completion ring, each completed by the
     /// device before this returns (no command of the queue writes memory afterwards).
@@ -138,8 +140,22 @@ pub trait QueueDevice: fmt::Debug {
 }
 
 /// Kicks: a fixed write to a BAR0 offset, made by the kernel when an eventfd is
-/// signalled (VFIO_DEVICE_IOEVENTFD), so a client rings one doorbell and no other.
+/// signalled (VFIO_DEVICE_IOEVENTFD), so a client rings one doorbell and no other; and
+/// interrupts: one MSI-X vector's eventfd lent to the queue's owner.
 pub trait Kicks: fmt::Debug {
+    /// MSI-X vectors 1..=n that queues may interrupt on (0: queues are polled).
+    fn vectors(&self) -> u16;
+    /// Points `vector` at a fresh eventfd and returns it.
+    ///
+    /// # Errors
+    /// The kernel's error, boxed.
+    fn lend_vector(&self, vector: u16)
+    -> Result<EventFd, Box<dyn std::error::Error + Send + Sync>>;
+    /// Points `vector` back at rigd's own eventfd: the lent one is signalled no more.
+    ///
+    /// # Errors
+    /// The kernel's error, boxed.
+    fn take_vector(&self, vector: u16) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
     /// Registers a kick writing `data` at `offset` and returns its eventfd.
     ///
     /// # Errors
@@ -171,6 +187,8 @@ pub struct Lent {
     pub kick: EventFd,
     /// The value the kick writes.
     pub kick_data: u64,
+    /// The completion interrupt's eventfd, when the queue has a vector.
+    pub irq: Option<EventFd>,
 }
 
 /// How a lent queue stands.
@@ -192,6 +210,8 @@ pub struct QueueStatus {
     pub rings: Rings,
     pub doorbells: Doorbells,
     pub kick_data: u64,
+    /// The MSI-X vector its completions signal (`None`: polled).
+    pub vector: Option<u16>,
     /// No other client's doorbell shares this queue's doorbell page.
     pub page_isolated: bool,
     pub since: SystemTime,
@@ -277,9 +297,25 @@ impl Queues {
                 source,
             }
         };
-        let doorbells = dev
-            .create(qid, entries, &rings)
-            .map_err(device(qid, "create the queue pair"))?;
+        let vector = self.pick_vector(kicks);
+        let irq = match vector.map(|v| kicks.lend_vector(v)).transpose() {
+            Ok(irq) => irq,
+            Err(source) => return Err(device(qid, "lend the interrupt")(source)),
+        };
+        let give_back = |why: &str| {
+            if let Some(v) = vector
+                && let Err(e) = kicks.take_vector(v)
+            {
+                tracing::warn!(%bdf, qid, vector = v, error = &*e as &dyn std::error::Error, "{why}");
+            }
+        };
+        let doorbells = match dev.create(qid, entries, &rings, vector) {
+            Ok(d) => d,
+            Err(source) => {
+                give_back("the interrupt of a queue that was not created stays lent");
+                return Err(device(qid, "create the queue pair")(source));
+            }
+        };
         // The kick writes 0: with shadow doorbells the device takes the tail from
         // memory and the write only says "look" (queues.md §2; a value past the ring
         // would be ignored, and 0 never is).
@@ -289,6 +325,8 @@ impl Queues {
             Err(source) => {
                 if let Err(e) = dev.delete(qid) {
                     tracing::warn!(%bdf, qid, error = &*e as &dyn std::error::Error, "a queue whose kick failed could not be deleted");
+                } else {
+                    give_back("the interrupt of a deleted queue stays lent");
                 }
                 return Err(device(qid, "register the kick")(source));
             }
@@ -307,6 +345,7 @@ impl Queues {
                 rings,
                 doorbells,
                 kick_data,
+                vector,
                 page_isolated,
                 since: SystemTime::now(),
                 state: State::Live,
@@ -318,7 +357,13 @@ impl Queues {
             doorbells,
             kick,
             kick_data,
+            irq,
         })
+    }
+
+    /// The lowest vector no lent queue uses, if the device lends any.
+    fn pick_vector(&self, kicks: &dyn Kicks) -> Option<u16> {
+        (1..=kicks.vectors()).find(|v| self.lent.values().all(|q| q.vector != Some(*v)))
     }
 
     fn check_depth(&self, dev: &dyn QueueDevice, depth: u32) -> Result<(), QueueError> {
@@ -407,7 +452,8 @@ impl Queues {
     }
 
     /// Takes back every queue `session` holds, in order: delete the SQ, then the CQ,
-    /// each completed by the device; then unregister the kick; only then is the queue
+    /// each completed by the device; then unregister the kick and take the interrupt
+    /// back; only then is the queue
     /// listed in [`Reclaimed::freed`]. A queue the device did not delete is listed as
     /// stuck and stays in the table.
     pub fn reclaim(
@@ -457,6 +503,16 @@ impl Queues {
                 bdf,
                 qid,
                 step: "unregister the kick",
+                source,
+            });
+        }
+        if let Some(v) = q.vector
+            && let Err(source) = kicks.take_vector(v)
+        {
+            out.warnings.push(QueueError::Device {
+                bdf,
+                qid,
+                step: "take the interrupt back",
                 source,
             });
         }

@@ -2,8 +2,10 @@
 //! ioeventfds as [`Kicks`], and a lease of the device's own pool as the controller's
 //! admin memory ([`PoolMem`]).
 //!
-//! A lent pair is polled by default (IEN = 0): lending the queue's MSI-X vector as an
-//! eventfd is not done yet, so the CQ is created without an interrupt.
+//! A lent pair's completion ring interrupts on an MSI-X vector of its own when rigd
+//! has them ([`VfioKicks::with_vectors`]): rigd enables every vector at start with
+//! eventfds of its own ("parked"), and lending a vector points it at a fresh eventfd
+//! the client gets; taking it back points it at the parked one again.
 
 use std::sync::Arc;
 
@@ -31,12 +33,18 @@ impl QueueDevice for Controller {
         self.cap().max_entries
     }
 
-    fn create(&mut self, qid: u16, entries: u32, rings: &Rings) -> Result<Doorbells, BoxError> {
+    fn create(
+        &mut self,
+        qid: u16,
+        entries: u32,
+        rings: &Rings,
+        vector: Option<u16>,
+    ) -> Result<Doorbells, BoxError> {
         self.create_cq(&CqSpec {
             qid,
             entries,
             addr: rings.cq,
-            vector: None,
+            vector,
         })?;
         if let Err(e) = self.create_sq(&SqSpec {
             qid,
@@ -62,25 +70,78 @@ impl QueueDevice for Controller {
     }
 }
 
-/// Kicks as VFIO ioeventfds on BAR0 of a held device.
+/// Kicks as VFIO ioeventfds on BAR0 of a held device, and its MSI-X vectors.
 #[derive(Debug)]
 pub struct VfioKicks<'a> {
     device: &'a dyn vfio::Device,
     bar0: RegionInfo,
+    /// rigd's own eventfd of each enabled MSI-X vector (index = vector).
+    parked: &'a [EventFd],
 }
 
 impl<'a> VfioKicks<'a> {
+    /// Kicks only: queues are polled.
+    ///
     /// # Errors
     /// [`vfio::VfioError::RegionInfo`].
     pub fn new(device: &'a dyn vfio::Device) -> Result<Self, vfio::VfioError> {
+        Self::with_vectors(device, &[])
+    }
+
+    /// Kicks, and vectors 1.. of `parked` (enabled with [`enable_vectors`]) to lend.
+    ///
+    /// # Errors
+    /// [`vfio::VfioError::RegionInfo`].
+    pub fn with_vectors(
+        device: &'a dyn vfio::Device,
+        parked: &'a [EventFd],
+    ) -> Result<Self, vfio::VfioError> {
         Ok(Self {
             bar0: device.region(0)?,
             device,
+            parked,
         })
     }
 }
 
+/// Enables up to `most` MSI-X vectors of `device`, each signalling an eventfd rigd
+/// keeps (vector 0 is the admin queue's, which rigd polls); returns them.
+///
+/// # Errors
+/// [`vfio::VfioError`] from reading or setting the IRQs.
+pub fn enable_vectors(device: &dyn vfio::Device, most: u32) -> Result<Vec<EventFd>, BoxError> {
+    let n = device.irq(vfio::IrqIndex::Msix)?.count.min(most);
+    let fds = (0..n)
+        .map(|_| EventFd::new(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK))
+        .collect::<Result<Vec<_>, _>>()?;
+    if n > 0 {
+        device.enable_irq(vfio::IrqIndex::Msix, &fds.iter().collect::<Vec<_>>())?;
+    }
+    Ok(fds)
+}
+
 impl Kicks for VfioKicks<'_> {
+    fn vectors(&self) -> u16 {
+        u16::try_from(self.parked.len().saturating_sub(1)).unwrap_or(u16::MAX)
+    }
+
+    fn lend_vector(&self, vector: u16) -> Result<EventFd, BoxError> {
+        let fd = EventFd::new(libc::EFD_CLOEXEC)?;
+        self.device
+            .set_irq_vector(vfio::IrqIndex::Msix, vector.into(), &fd)?;
+        Ok(fd)
+    }
+
+    fn take_vector(&self, vector: u16) -> Result<(), BoxError> {
+        let parked = self
+            .parked
+            .get(usize::from(vector))
+            .ok_or("no such vector")?;
+        self.device
+            .set_irq_vector(vfio::IrqIndex::Msix, vector.into(), parked)?;
+        Ok(())
+    }
+
     fn register(&self, offset: u64, data: u64) -> Result<EventFd, BoxError> {
         let event = self.bar0.ioevent(offset, Width::W32, data)?;
         let fd = EventFd::new(libc::EFD_CLOEXEC)?;

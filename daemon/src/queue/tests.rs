@@ -58,7 +58,9 @@ fn a_device_with_fewer_ids_than_a_page_gets_dense_ids_and_says_so() {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Call {
-    Create(u16, u32),
+    Create(u16, u32, Option<u16>),
+    Lend(u16),
+    Take(u16),
     Delete(u16),
     Register(u64),
     Unregister(u64),
@@ -91,8 +93,17 @@ impl QueueDevice for Dev {
     fn max_entries(&self) -> u32 {
         2048
     }
-    fn create(&mut self, qid: u16, entries: u32, _: &Rings) -> Result<Doorbells, BoxError> {
-        self.log.0.borrow_mut().push(Call::Create(qid, entries));
+    fn create(
+        &mut self,
+        qid: u16,
+        entries: u32,
+        _: &Rings,
+        vector: Option<u16>,
+    ) -> Result<Doorbells, BoxError> {
+        self.log
+            .0
+            .borrow_mut()
+            .push(Call::Create(qid, entries, vector));
         if self.fail_create {
             return Err("Invalid Queue Identifier".into());
         }
@@ -114,9 +125,21 @@ impl QueueDevice for Dev {
 struct Kick {
     log: Log,
     fail: bool,
+    vectors: u16,
 }
 
 impl Kicks for Kick {
+    fn vectors(&self) -> u16 {
+        self.vectors
+    }
+    fn lend_vector(&self, v: u16) -> Result<EventFd, BoxError> {
+        self.log.0.borrow_mut().push(Call::Lend(v));
+        Ok(EventFd::new(libc::EFD_CLOEXEC)?)
+    }
+    fn take_vector(&self, v: u16) -> Result<(), BoxError> {
+        self.log.0.borrow_mut().push(Call::Take(v));
+        Ok(())
+    }
     fn register(&self, offset: u64, _: u64) -> Result<EventFd, BoxError> {
         self.log.0.borrow_mut().push(Call::Register(offset));
         if self.fail {
@@ -161,6 +184,7 @@ fn setup(max_qid: u16) -> (Queues, Dev, Kick, Log) {
     let kick = Kick {
         log: log.clone(),
         fail: false,
+        vectors: 0,
     };
     (q, dev, kick, log)
 }
@@ -170,7 +194,10 @@ fn a_lent_queue_is_created_then_kicked_and_reclaimed_deleted_then_unkicked() {
     let (mut q, mut dev, kick, log) = setup(2047);
     let lent = q.open(&mut dev, &kick, owner(1), 32, RINGS).expect("lent");
     assert_eq!((lent.qid, lent.entries, lent.kick_data), (512, 33, 0));
-    assert_eq!(log.take(), [Call::Create(512, 33), Call::Register(0x2000)]);
+    assert_eq!(
+        log.take(),
+        [Call::Create(512, 33, None), Call::Register(0x2000)]
+    );
     let st = q.status();
     assert_eq!(st.len(), 1);
     assert!(st[0].page_isolated);
@@ -232,7 +259,7 @@ fn a_pair_whose_kick_cannot_be_registered_is_deleted_again() {
     assert_eq!(
         log.take(),
         [
-            Call::Create(512, 9),
+            Call::Create(512, 9, None),
             Call::Register(0x2000),
             Call::Delete(512)
         ]
@@ -276,7 +303,7 @@ fn a_device_error_on_create_leaves_nothing_lent() {
         e.to_string(),
         "Failed to create the queue pair for queue 512 on 0000:00:05.0"
     );
-    assert_eq!(log.take(), [Call::Create(512, 9)]);
+    assert_eq!(log.take(), [Call::Create(512, 9, None)]);
     assert!(q.status().is_empty());
 }
 
@@ -318,6 +345,7 @@ mod on_the_controller_model {
         let kick = Kick {
             log: log.clone(),
             fail: false,
+            vectors: 0,
         };
         let mut q = Queues::new(
             bdf(),
@@ -371,6 +399,7 @@ mod on_the_controller_model {
         let kick = Kick {
             log: Log::default(),
             fail: false,
+            vectors: 0,
         };
         let mut q = Queues::new(
             bdf(),
@@ -392,4 +421,31 @@ mod on_the_controller_model {
         // The model still has the pair: the memory must not be freed.
         assert!(nvme.sqs().contains_key(&1));
     }
+}
+
+#[test]
+fn a_lent_vector_is_lent_before_the_create_and_taken_back_after_the_kick() {
+    let (mut q, mut dev, mut kick, log) = setup(2047);
+    kick.vectors = 2;
+    let a = q.open(&mut dev, &kick, owner(1), 8, RINGS).expect("a");
+    let b = q.open(&mut dev, &kick, owner(2), 8, RINGS).expect("b");
+    let c = q.open(&mut dev, &kick, owner(3), 8, RINGS).expect("c");
+    assert!(a.irq.is_some() && b.irq.is_some());
+    assert!(c.irq.is_none(), "two vectors: the third queue is polled");
+    assert_eq!(
+        log.take()[..3],
+        [
+            Call::Lend(1),
+            Call::Create(512, 9, Some(1)),
+            Call::Register(0x2000)
+        ]
+    );
+    assert_eq!(q.status()[0].vector, Some(1));
+    q.reclaim(&mut dev, &kick, SessionId(1));
+    assert_eq!(
+        log.take(),
+        [Call::Delete(512), Call::Unregister(0x2000), Call::Take(1)]
+    );
+    let d = q.open(&mut dev, &kick, owner(4), 8, RINGS).expect("d");
+    assert!(d.irq.is_some(), "vector 1 is free again");
 }

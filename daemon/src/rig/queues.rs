@@ -29,6 +29,8 @@ const NVME_CLASS: &str = "0x010802";
 const EVENTIDX_AT: u64 = 1 << 20;
 /// rigd's page 0 of the shadow window, in its block (after the admin memory).
 const SHADOW0_AT: u64 = nvme::ADMIN_MEMORY;
+/// MSI-X vectors rigd enables: vector 0 (the admin queue, polled) and up to 64 lent.
+const MAX_VECTORS: u32 = 65;
 
 /// A controller rigd drives to lend its queues.
 #[derive(Debug)]
@@ -38,6 +40,8 @@ pub(super) struct Served {
     /// The lease each lent queue's rings are in.
     leases: BTreeMap<u16, (SessionId, LeaseId)>,
     window: Iova,
+    /// rigd's eventfd of each enabled MSI-X vector; lent vectors point elsewhere.
+    parked: Vec<EventFd>,
     /// Client shadow pages aliased into the window: page → (session, lease, offset).
     pages: BTreeMap<u16, (SessionId, LeaseId, u64)>,
 }
@@ -54,6 +58,8 @@ pub struct LentQueue {
     /// Where in the shadow page this queue's SQ tail is (its CQ head is 4 further).
     pub shadow_slot: u64,
     pub kick: EventFd,
+    /// The completion interrupt, when the controller had a vector free.
+    pub irq: Option<EventFd>,
 }
 
 /// One lent queue as `rigctl queues` shows it.
@@ -121,7 +127,7 @@ impl Rig {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::btree_map::Entry::Vacant(e) => e.insert(self.serve(bdf, v)?),
             };
-            let kicks = VfioKicks::new(v.device.as_ref())
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
                 .map_err(|source| TakeError::Vfio { bdf, source })?;
             let rings = Rings {
                 sq: base.0 + offset,
@@ -168,6 +174,7 @@ impl Rig {
                 shadow_offset,
                 shadow_slot: slot,
                 kick: lent.kick,
+                irq: lent.irq,
             })
         })
     }
@@ -208,6 +215,9 @@ impl Rig {
                 ),
             }));
         }
+        // MSI-X vectors for lent completion rings (QEMU's controller has 65).
+        let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
+            .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
         let window = pool.reserve_window(BLOCK_SIZE)?;
         pool.alias(own_id, SHADOW0_AT, window)?;
         ctrl.config_dbbuf(window.0, own_addr + EVENTIDX_AT)?;
@@ -217,6 +227,7 @@ impl Rig {
             queues: Queues::new(bdf, self.queue_limits),
             leases: BTreeMap::new(),
             window,
+            parked,
             pages: BTreeMap::new(),
         })
     }
@@ -235,12 +246,12 @@ impl Rig {
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t.hold.vfio().ok_or(TakeError::NotHeld { bdf })?;
-            let kicks = VfioKicks::new(v.device.as_ref())
-                .map_err(|source| TakeError::Vfio { bdf, source })?;
             let mut served = lock(&self.served);
             let s = served
                 .get_mut(&bdf)
                 .ok_or(QueueError::NotYours { bdf, qid })?;
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
+                .map_err(|source| TakeError::Vfio { bdf, source })?;
             s.queues.close(&mut s.ctrl, &kicks, session, qid)?;
             s.leases.remove(&qid);
             self.drop_pages(s, session);
@@ -264,12 +275,12 @@ impl Rig {
             let Some(v) = slot.as_ref().and_then(|t| t.hold.vfio()) else {
                 return Ok(());
             };
-            let kicks = VfioKicks::new(v.device.as_ref())
-                .map_err(|source| TakeError::Vfio { bdf, source })?;
             let mut served = lock(&self.served);
             let Some(s) = served.get_mut(&bdf) else {
                 return Ok(());
             };
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
+                .map_err(|source| TakeError::Vfio { bdf, source })?;
             let r = s.queues.reclaim(&mut s.ctrl, &kicks, session);
             for w in &r.warnings {
                 tracing::warn!(%bdf, error = w as &dyn std::error::Error, "reclaim");
@@ -328,7 +339,7 @@ impl Rig {
             return;
         };
         if let Some(d) = device
-            && let Ok(kicks) = VfioKicks::new(d)
+            && let Ok(kicks) = VfioKicks::with_vectors(d, &s.parked)
         {
             let sessions: Vec<SessionId> =
                 s.queues.status().iter().map(|q| q.owner.session).collect();
@@ -338,6 +349,11 @@ impl Rig {
         }
         if let Err(e) = s.ctrl.disable() {
             tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "the NVMe controller was not disabled");
+        }
+        if let Some(d) = device
+            && let Err(e) = d.disable_irq(crate::vfio::IrqIndex::Msix)
+        {
+            tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "MSI-X left enabled");
         }
         tracing::info!(%bdf, "NVMe controller no longer lends queues");
     }

@@ -59,7 +59,7 @@ impl pb::queues_server::Queues for Api {
                         .map_or(0, |d| d.as_secs()),
                     sq_tail,
                     cq_head,
-                    interrupts: false,
+                    interrupts: q.vector.is_some(),
                 }
             })
             .collect();

@@ -2,8 +2,10 @@
 //! lends, for the disposable machine's scenarios.
 //! - `run DEPTH COUNT BASE`: opens a queue of DEPTH, writes COUNT 4 KiB patterns from
 //!   4 KiB block BASE on, reads them back and compares, closes the queue;
-//! - `hold DEPTH`: opens a queue, submits DEPTH writes and never reaps: waits to be
+//! - `hold DEPTH`: opens a queue, submits DEPTH reads and never reaps: waits to be
 //!   killed with commands in flight;
+//! - `lat COUNT BASE`: depth-1 read latency of blocks written before, polled, then
+//!   sleeping on the queue's MSI-X interrupt eventfd;
 //! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
 //!   prints the refusals.
 //!
@@ -83,6 +85,55 @@ async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
     Ok(())
 }
 
+/// Depth-1 read latency of blocks `base..base + count` (written by an earlier `run`),
+/// completions polled, then slept for on the queue's interrupt eventfd.
+async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
+    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
+    if !q.has_interrupt() {
+        return Err("the queue came without an interrupt".into());
+    }
+    println!("ok queue {} lent with its MSI-X interrupt", q.qid);
+    let data = s.alloc(4096, 4096).await?;
+    let dev = data.device_address().ok_or("no device address")?;
+    let mut got = vec![0u8; 4096];
+    for irq in [false, true] {
+        let mut woken = 0u64;
+        let t = Instant::now();
+        for i in 0..count {
+            q.nvme.read((base + i) * 8, 8, dev, 4096, i)?;
+            q.nvme.ring()?;
+            let started = Instant::now();
+            let mut done = 0;
+            while done == 0 {
+                if irq && q.wait(5000)? {
+                    woken += 1;
+                }
+                done = q.nvme.reap(1, |_| {})?;
+                if started.elapsed().as_secs() >= 5 {
+                    return Err(format!("read {i} did not complete in 5 s").into());
+                }
+            }
+            data.read(0, &mut got)?;
+            if got != pattern(base + i) {
+                return Err(format!("block {} read back differs", base + i).into());
+            }
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / count as f64;
+        let how = if irq { "interrupt" } else { "polled" };
+        println!("measure lent-d1-read-latency-{how} {us:.1} us");
+        if irq {
+            println!("ok depth 1: {count} reads, {woken} woken by the interrupt eventfd");
+            if woken < count {
+                return Err(format!("only {woken} of {count} completions woke the eventfd").into());
+            }
+        } else {
+            println!("ok depth 1: {count} reads, completions polled");
+        }
+    }
+    s.close_queue(q).await?;
+    Ok(())
+}
+
 async fn hold(s: &Session, depth: u32) -> Res<()> {
     let mut q: LentQueue<u64> = s.open_queue(depth, 9).await?;
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
@@ -120,7 +171,9 @@ async fn bad(s: &Session) {
 async fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().collect();
     let (Some(socket), Some(device), Some(cmd)) = (a.get(1), a.get(2), a.get(3)) else {
-        eprintln!("usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | bad");
+        eprintln!(
+            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | bad"
+        );
         return ExitCode::from(2);
     };
     let num = |i: usize| a.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
@@ -135,6 +188,7 @@ async fn main() -> ExitCode {
     let r = match cmd.as_str() {
         "run" => run(&session, depth, num(5), num(6)).await,
         "hold" => hold(&session, depth).await,
+        "lat" => lat(&session, num(4), num(5)).await,
         "bad" => {
             bad(&session).await;
             Ok(())

@@ -49,11 +49,11 @@ pub(super) async fn open(
                 shadow_offset: lent.shadow_offset,
                 shadow_slot: lent.shadow_slot,
                 nsid: NSID,
+                interrupts: lent.irq.is_some(),
             };
-            (
-                reply(Reply::QueueOpened(opened)),
-                vec![crate::sys::vfio::eventfd_into_owned(lent.kick)],
-            )
+            let mut fds = vec![crate::sys::vfio::eventfd_into_owned(lent.kick)];
+            fds.extend(lent.irq.map(crate::sys::vfio::eventfd_into_owned));
+            (reply(Reply::QueueOpened(opened)), fds)
         }
         Err(e) => (refused(&e), Vec::new()),
     }

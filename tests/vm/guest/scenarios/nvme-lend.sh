@@ -54,6 +54,10 @@ as_user alice $C run 32 2000 2000 > "$FILES/d32.txt" 2>&1
 echo "exit $?" >> "$FILES/d32.txt"; cat "$FILES/d32.txt"; lines "$FILES/d32.txt" alice-d32
 check "alice's depth-32 client exits 0" grep -qx 'exit 0' "$FILES/d32.txt"
 
+as_user alice $C lat 500 0 > "$FILES/lat.txt" 2>&1
+echo "exit $?" >> "$FILES/lat.txt"; cat "$FILES/lat.txt"; lines "$FILES/lat.txt" alice-lat
+check "alice's queue completes by its MSI-X interrupt eventfd" grep -qx 'exit 0' "$FILES/lat.txt"
+
 as_user alice $C run 32 1000 4000 > "$FILES/two-a.txt" 2>&1 &
 A=$!
 as_user alice $C run 8 1000 6000 > "$FILES/two-b.txt" 2>&1 &
@@ -78,8 +82,8 @@ $RIG queues > "$FILES/queues.txt" 2>&1
 $RIG queues --json > "$FILES/queues.json" 2>&1
 as_user alice rigctl --socket $RIG_SOCK queues --json > "$FILES/queues-alice.json" 2>&1
 cat "$FILES/queues.txt"
-check "rigctl queues lists alice's lent queues as polled and live" \
-  sh -c "grep -q 'uid 1000' $FILES/queues.txt && grep -q polled $FILES/queues.txt && grep -q live $FILES/queues.txt"
+check "rigctl queues lists alice's lent queues with their interrupt, live" \
+  sh -c "grep -q 'uid 1000' $FILES/queues.txt && grep -q MSI-X $FILES/queues.txt && grep -q live $FILES/queues.txt"
 check "rigctl queues --json gives each queue's owner, depth and doorbell" \
   sh -c "grep -q '\"uid\": 1000' $FILES/queues.json && grep -q '\"depth\": 32' $FILES/queues.json && grep -q '\"sq_doorbell\"' $FILES/queues.json"
 check "alice sees her own queues" grep -q '"uid": 1000' "$FILES/queues-alice.json"
