@@ -323,103 +323,95 @@ mod on_the_controller_model {
     use super::*;
     use crate::nvme::{
         ADMIN_MEMORY, Controller, DmaMem, Options,
-        fake::{FakeBus, FakeNvme},
+        fake::{FakeBus, FakeMem, FakeNvme},
         regs::PAGE,
     };
 
-    #[test]
-    fn a_lent_pair_exists_on_the_controller_until_its_session_is_reclaimed() {
-        let bus = FakeBus::default();
-        let nvme = FakeNvme::new(&bus);
-        nvme.script(|s| s.max_qid = 1024);
-        let mut c = Controller::new(
-            bdf(),
-            Box::new(nvme.clone()),
-            Box::new(bus.alloc(ADMIN_MEMORY)),
-            Options::default(),
-        )
-        .expect("usable");
-        c.start().expect("starts");
-        let ring = bus.alloc(2 * PAGE);
-        let log = Log::default();
-        let kick = Kick {
-            log: log.clone(),
-            fail: false,
-            vectors: 0,
-        };
-        let mut q = Queues::new(
-            bdf(),
-            Limits {
-                per_client: 4,
-                max_depth: 1024,
-            },
-        );
-        let lent = q
-            .open(
-                &mut c,
-                &kick,
-                owner(7),
-                32,
-                Rings {
-                    sq: ring.addr(),
-                    cq: ring.addr() + PAGE,
-                },
-            )
-            .expect("lent");
-        assert_eq!(lent.qid, 512);
-        assert_eq!(lent.doorbells.sq_tail, 0x2000);
-        assert_eq!(nvme.sqs()[&512].cqid, 512);
-        assert_eq!(nvme.cqs()[&512].entries, 33);
-        assert_eq!(nvme.cqs()[&512].vector, None);
-        let r = q.reclaim(&mut c, &kick, SessionId(7));
-        assert!(r.memory_free());
-        assert!(nvme.sqs().is_empty() && nvme.cqs().is_empty());
-        assert_eq!(
-            log.take(),
-            [Call::Register(0x2000), Call::Unregister(0x2000)]
-        );
+    /// A started controller model with `max_qid` queue ids, rings on its bus, an
+    /// empty table and recording kicks.
+    struct Model {
+        nvme: FakeNvme,
+        c: Controller,
+        rings: Rings,
+        q: Queues,
+        kick: Kick,
+        log: Log,
+        _ring: FakeMem,
     }
 
-    #[test]
-    fn a_lost_delete_leaves_the_queue_stuck_on_the_controller_model() {
+    fn model(max_qid: u16, admin_timeout: std::time::Duration) -> Model {
         let bus = FakeBus::default();
         let nvme = FakeNvme::new(&bus);
+        nvme.script(|s| s.max_qid = max_qid);
         let mut c = Controller::new(
             bdf(),
             Box::new(nvme.clone()),
             Box::new(bus.alloc(ADMIN_MEMORY)),
             Options {
-                admin_timeout: std::time::Duration::from_millis(20),
+                admin_timeout,
                 ..Options::default()
             },
         )
         .expect("usable");
         c.start().expect("starts");
         let ring = bus.alloc(2 * PAGE);
-        let kick = Kick {
-            log: Log::default(),
-            fail: false,
-            vectors: 0,
-        };
-        let mut q = Queues::new(
-            bdf(),
-            Limits {
-                per_client: 4,
-                max_depth: 1024,
+        let log = Log::default();
+        Model {
+            nvme,
+            c,
+            rings: Rings {
+                sq: ring.addr(),
+                cq: ring.addr() + PAGE,
             },
+            q: Queues::new(
+                bdf(),
+                Limits {
+                    per_client: 4,
+                    max_depth: 1024,
+                },
+            ),
+            kick: Kick {
+                log: log.clone(),
+                fail: false,
+                vectors: 0,
+            },
+            log,
+            _ring: ring,
+        }
+    }
+
+    #[test]
+    fn a_lent_pair_exists_on_the_controller_until_its_session_is_reclaimed() {
+        let mut m = model(1024, std::time::Duration::from_secs(5));
+        let lent =
+            m.q.open(&mut m.c, &m.kick, owner(7), 32, m.rings)
+                .expect("lent");
+        assert_eq!(lent.qid, 512);
+        assert_eq!(lent.doorbells.sq_tail, 0x2000);
+        assert_eq!(m.nvme.sqs()[&512].cqid, 512);
+        assert_eq!(m.nvme.cqs()[&512].entries, 33);
+        assert_eq!(m.nvme.cqs()[&512].vector, None);
+        let r = m.q.reclaim(&mut m.c, &m.kick, SessionId(7));
+        assert!(r.memory_free());
+        assert!(m.nvme.sqs().is_empty() && m.nvme.cqs().is_empty());
+        assert_eq!(
+            m.log.take(),
+            [Call::Register(0x2000), Call::Unregister(0x2000)]
         );
-        let rings = Rings {
-            sq: ring.addr(),
-            cq: ring.addr() + PAGE,
-        };
-        q.open(&mut c, &kick, owner(7), 4, rings).expect("lent");
-        nvme.script(|s| {
+    }
+
+    #[test]
+    fn a_lost_delete_leaves_the_queue_stuck_on_the_controller_model() {
+        let mut m = model(64, std::time::Duration::from_millis(20));
+        m.q.open(&mut m.c, &m.kick, owner(7), 4, m.rings)
+            .expect("lent");
+        m.nvme.script(|s| {
             s.swallow.insert(crate::nvme::cmd::NVME_ADMIN_DELETE_SQ);
         });
-        let r = q.reclaim(&mut c, &kick, SessionId(7));
+        let r = m.q.reclaim(&mut m.c, &m.kick, SessionId(7));
         assert!(!r.memory_free());
         // The model still has the pair: the memory must not be freed.
-        assert!(nvme.sqs().contains_key(&1));
+        assert!(m.nvme.sqs().contains_key(&1));
     }
 }
 

@@ -44,6 +44,7 @@ use rigd::{
         Kicks,
         nvme::{PoolMem, VfioKicks},
     },
+    service::status::error_line,
     sys::mmio::{Mmio, Width},
     vfio::{self, EventFd, RealVfio},
 };
@@ -158,23 +159,11 @@ fn check<T>(p: &mut Probe, what: &str, r: Res<T>) -> Option<T> {
             Some(v)
         }
         Err(e) => {
-            println!("FAIL {what}: {}", chain(&*e));
+            println!("FAIL {what}: {}", error_line(&*e));
             p.fails += 1;
             None
         }
     }
-}
-
-/// An error and its causes on one line.
-fn chain(e: &dyn Error) -> String {
-    let mut line = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        line.push_str(": ");
-        line.push_str(&s.to_string());
-        src = s.source();
-    }
-    line
 }
 
 fn pattern(run: u64, block: u64) -> Vec<u8> {
@@ -522,7 +511,10 @@ fn main() -> ExitCode {
     let mut p = match open(bdf) {
         Ok(p) => p,
         Err(e) => {
-            println!("FAIL open {bdf} through VFIO with a pool: {}", chain(&*e));
+            println!(
+                "FAIL open {bdf} through VFIO with a pool: {}",
+                error_line(&*e)
+            );
             return ExitCode::FAILURE;
         }
     };

@@ -198,14 +198,7 @@ async fn main() -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut line = e.to_string();
-            let mut src = e.source();
-            while let Some(s) = src {
-                line.push_str(": ");
-                line.push_str(&s.to_string());
-                src = s.source();
-            }
-            println!("FAIL {cmd}: {line}");
+            println!("FAIL {cmd}: {}", rigd::service::status::error_line(&*e));
             ExitCode::FAILURE
         }
     }
