@@ -32,7 +32,7 @@ fn an_unprivileged_client_writes_and_reads_back_through_a_lent_queue_at_depth_32
 fn two_clients_at_once_get_their_own_queues() {
     check_passed("two clients at once: the first exits 0");
     check_passed("two clients at once: the second exits 0");
-    check_passed("got queues in different doorbell pages");
+    check_passed("have queues in different doorbell pages (512 and 1024)");
 }
 
 #[test]
@@ -68,4 +68,18 @@ fn rigctl_queues_lists_owners_and_state_and_nothing_after_reclaim() {
 #[test]
 fn a_lent_queue_completes_by_its_msix_interrupt_eventfd() {
     check_passed("alice's queue completes by its MSI-X interrupt eventfd");
+}
+
+#[test]
+fn the_killed_clients_queue_is_gone_from_the_controller() {
+    check_passed("is created again: the controller had deleted it");
+}
+
+#[test]
+fn a_flooded_kick_and_a_stray_dma_harm_neither_rigd_nor_the_next_client() {
+    check_passed("alice-flood: 20000 kicks with nothing to fetch");
+    check_passed("after a client flooded its kick, a new queue still works");
+    check_passed("alice-stray: a read into 0x7ff000000 completed");
+    check_passed("the IOMMU blocks the stray DMA write");
+    check_passed("after the stray read, a new queue still works");
 }

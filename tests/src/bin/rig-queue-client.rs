@@ -6,6 +6,8 @@
 //!   killed with commands in flight;
 //! - `lat COUNT BASE`: depth-1 read latency of blocks written before, polled, then
 //!   sleeping on the queue's MSI-X interrupt eventfd;
+//! - `flood COUNT`: rings the kick COUNT times with nothing to fetch;
+//! - `stray ADDR`: reads into device address ADDR, outside the session's leases;
 //! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
 //!   prints the refusals.
 //!
@@ -134,6 +136,47 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
     Ok(())
 }
 
+/// Rings the kick `count` times with nothing new to fetch, then checks the queue
+/// still works: a flood costs the flooder, not the controller or rigd.
+async fn flood(s: &Session, count: u64) -> Res<()> {
+    use rig_client::queue::Doorbell;
+    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
+    let t = Instant::now();
+    for _ in 0..count {
+        let tail = q.nvme.queue().sq_tail();
+        q.nvme.queue_mut().doorbell().sq_tail(tail)?;
+    }
+    let us = t.elapsed().as_secs_f64() * 1e6 / count as f64;
+    println!("ok {count} kicks with nothing to fetch");
+    println!("measure lent-kick-flood {us:.2} us");
+    s.close_queue(q).await?;
+    Ok(())
+}
+
+/// Reads into a device address outside every lease of this session and prints how
+/// the command completed.
+async fn stray(s: &Session, addr: u64) -> Res<()> {
+    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
+    q.nvme.read(0, 8, addr, 4096, 0)?;
+    q.nvme.ring()?;
+    let t = Instant::now();
+    let mut status = None;
+    while status.is_none() && t.elapsed().as_secs() < 5 {
+        q.nvme.reap(1, |c| status = Some(c.status))?;
+    }
+    // What the device answers is reported, not judged: the IOMMU's fault is what
+    // protects memory (the scenario checks it), whatever status the device posts.
+    match status {
+        Some(st) => println!(
+            "ok a read into {addr:#x} completed, status type {:#x} code {:#04x}",
+            st.sct, st.sc
+        ),
+        None => println!("FAIL a read into {addr:#x} did not complete in 5 s"),
+    }
+    s.close_queue(q).await?;
+    Ok(())
+}
+
 async fn hold(s: &Session, depth: u32) -> Res<()> {
     let mut q: LentQueue<u64> = s.open_queue(depth, 9).await?;
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
@@ -172,7 +215,7 @@ async fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().collect();
     let (Some(socket), Some(device), Some(cmd)) = (a.get(1), a.get(2), a.get(3)) else {
         eprintln!(
-            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | bad"
+            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | flood COUNT | stray ADDR | bad"
         );
         return ExitCode::from(2);
     };
@@ -189,6 +232,8 @@ async fn main() -> ExitCode {
         "run" => run(&session, depth, num(5), num(6)).await,
         "hold" => hold(&session, depth).await,
         "lat" => lat(&session, num(4), num(5)).await,
+        "flood" => flood(&session, num(4)).await,
+        "stray" => stray(&session, num(4)).await,
         "bad" => {
             bad(&session).await;
             Ok(())
