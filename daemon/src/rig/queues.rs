@@ -200,27 +200,47 @@ impl Rig {
         let regs = nvme::map_bar0(bdf, v.device.as_ref())?;
         let mut ctrl = Controller::new(bdf, Box::new(regs), Box::new(own), Options::default())?;
         ctrl.start()?;
-        if !ctrl.has_dbbuf() {
-            return Err(RigError::Nvme(NvmeError::Unsupported {
-                bdf,
-                why: "it lacks Doorbell Buffer Config, which lent kicks need".into(),
-            }));
-        }
-        if ctrl.max_qid() < 512 {
-            return Err(RigError::Nvme(NvmeError::Unsupported {
-                bdf,
-                why: format!(
-                    "it has {} queue ids; a shadow page per client needs 512 or more (QEMU: max_ioqpairs)",
-                    ctrl.max_qid()
-                ),
-            }));
-        }
-        // MSI-X vectors for lent completion rings (QEMU's controller has 65).
-        let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
-            .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
-        let window = pool.reserve_window(BLOCK_SIZE)?;
-        pool.alias(own_id, SHADOW0_AT, window)?;
-        ctrl.config_dbbuf(window.0, own_addr + EVENTIDX_AT)?;
+        // From here a failure leaves nothing behind: the controller disabled (before its
+        // memory goes with `ctrl`), MSI-X off, the window unaliased and given back.
+        let mut window = None;
+        let set_up = (|| {
+            if !ctrl.has_dbbuf() {
+                return Err(RigError::Nvme(NvmeError::Unsupported {
+                    bdf,
+                    why: "it lacks Doorbell Buffer Config, which lent kicks need".into(),
+                }));
+            }
+            if ctrl.max_qid() < 512 {
+                return Err(RigError::Nvme(NvmeError::Unsupported {
+                    bdf,
+                    why: format!(
+                        "it has {} queue ids; a shadow page per client needs 512 or more (QEMU: max_ioqpairs)",
+                        ctrl.max_qid()
+                    ),
+                }));
+            }
+            // MSI-X vectors for lent completion rings (QEMU's controller has 65).
+            let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
+                .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
+            let w = *window.insert(pool.reserve_window(BLOCK_SIZE)?);
+            pool.alias(own_id, SHADOW0_AT, w)?;
+            ctrl.config_dbbuf(w.0, own_addr + EVENTIDX_AT)?;
+            Ok((parked, w))
+        })();
+        let (parked, window) = match set_up {
+            Ok(done) => done,
+            Err(e) => {
+                if let Err(d) = ctrl.disable() {
+                    tracing::warn!(%bdf, error = &d as &dyn std::error::Error, "the NVMe controller was not disabled");
+                }
+                let _ = v.device.disable_irq(crate::vfio::IrqIndex::Msix);
+                if let Some(w) = window {
+                    let _ = pool.unalias(w);
+                    let _ = pool.free_window(w, BLOCK_SIZE);
+                }
+                return Err(e);
+            }
+        };
         tracing::info!(%bdf, max_qid = ctrl.max_qid(), "NVMe controller started for lent queues");
         Ok(Served {
             ctrl,
