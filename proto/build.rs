@@ -7,7 +7,11 @@ use prost::Message;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("proto");
-    let protos = [root.join("rig/v1/rig.proto"), root.join("rig/v1/dma.proto")];
+    let protos = [
+        root.join("rig/v1/rig.proto"),
+        root.join("rig/v1/dma.proto"),
+        root.join("rig/v1/queue.proto"),
+    ];
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());
     }

@@ -19,6 +19,7 @@ pub mod channel;
 mod convert;
 pub mod dma;
 pub mod model;
+pub mod queue;
 pub mod regs;
 pub mod take;
 

@@ -22,6 +22,7 @@ pub struct Config {
     pub take: Take,
     pub dma: Dma,
     pub channels: Channels,
+    pub queue: Queue,
 }
 
 /// GPUs served through their own kernel driver (NVIDIA's RM): rigd makes channels and
@@ -174,6 +175,27 @@ impl Default for Paths {
             firmware: PathBuf::from("/lib/firmware"),
             proc: PathBuf::from("/proc"),
             dev: PathBuf::from("/dev"),
+        }
+    }
+}
+
+/// Hardware queues lent to clients (the `queue` stage).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Queue {
+    /// Queues one client session may hold on one device.
+    pub per_client: u32,
+    /// The most commands one lent queue may have in flight.
+    pub max_depth: u32,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            per_client: 4,
+            // NVMe allows 65536 entries; 1024 keeps one client's rings within a 2 MiB
+            // block (64 KiB of submission entries, 16 KiB of completions).
+            max_depth: 1024,
         }
     }
 }

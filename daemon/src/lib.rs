@@ -12,7 +12,8 @@
 //! - `vfio`: the container, group and device a vfio-mode device is held through;
 //! - `dma`: pinned hugepage pools, leases and device addresses (IOVA through
 //!   `vfio`'s IOMMU, physical in sysfs mode);
-//! - (`queue`, the rings lent to clients, comes with the queue work.)
+//! - `nvme`: rigd's own driver of a held NVMe controller's admin queue;
+//! - `queue`: hardware queues lent to clients, and taking them back.
 //!
 //! A GPU that keeps its kernel driver is served, not taken: `nvrm`, beside `take`,
 //! speaks NVIDIA's RM in the layouts of the release it finds (a GPU's device, each
@@ -32,8 +33,10 @@
 pub mod channels;
 pub mod config;
 pub mod dma;
+pub mod nvme;
 pub mod nvrm;
 pub mod pci;
+pub mod queue;
 pub mod rig;
 pub mod service;
 #[expect(

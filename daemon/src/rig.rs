@@ -52,6 +52,10 @@ pub enum RigError {
     Busy { bdf: Bdf },
     #[error("Only root or members of the admin group{} may take, reset or give back devices (you are uid {uid})", .group.as_deref().map(|g| format!(" `{g}`")).unwrap_or_default())]
     NotAdmin { uid: u32, group: Option<String> },
+    #[error(transparent)]
+    Nvme(#[from] crate::nvme::NvmeError),
+    #[error(transparent)]
+    Queue(#[from] crate::queue::QueueError),
     #[error("{0}")]
     BadRequest(String),
 }
@@ -77,7 +81,13 @@ pub struct Rig {
     served_gpus: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
     channels: config::Channels,
     dev_dir: PathBuf,
+    /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
+    served: Mutex<BTreeMap<Bdf, queues::Served>>,
+    queue_limits: crate::queue::Limits,
 }
+
+mod queues;
+pub use queues::{LentQueue, QueueView, queue_bytes};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a device lock leaves the device's state as the journal
@@ -164,6 +174,8 @@ impl Rig {
             served_gpus: RwLock::new(BTreeMap::new()),
             channels: config.channels.clone(),
             dev_dir: config.paths.dev.clone(),
+            served: Mutex::new(BTreeMap::new()),
+            queue_limits: (&config.queue).into(),
         };
         (rig, warnings)
     }
@@ -245,6 +257,22 @@ impl Rig {
         result
     }
 
+    /// As `with_slot`, but waits for the device's lock (reclaim must not be refused as
+    /// busy).
+    fn with_slot_wait<R>(
+        &self,
+        bdf: Bdf,
+        f: impl FnOnce(&mut Option<Taken>) -> Result<R, RigError>,
+    ) -> Result<R, RigError> {
+        let slot = Arc::clone(
+            lock(&self.devices)
+                .get(&bdf)
+                .ok_or(TakeError::NotHeld { bdf })?,
+        );
+        let mut guard = lock(&slot);
+        f(&mut guard)
+    }
+
     /// Takes a device from its driver.
     ///
     /// # Errors
@@ -288,6 +316,9 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         self.with_slot(bdf, |slot| match slot.take() {
             Some(t) => {
+                // Lent queues go first: deleted through the admin queue while the
+                // device still masters the bus to complete the deletions.
+                self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
                 // The device stops mastering the bus before its pool's memory is
                 // unmapped and freed (seed: a device keeps writing what it was given).
                 self.taker.stop_bus_master(bdf)?;
@@ -336,6 +367,7 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let report = self.taker.reset_held(t, method, progress)?;
             // Seed: memory a device without an IOMMU reached stays reserved until the
             // device is reset; now it has been, so its pool may reuse those blocks.
@@ -362,6 +394,7 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
+            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let r = self.taker.resize_held(t, Some(bar), size, progress)?;
             Ok((r, self.view(t)))
         })
@@ -426,6 +459,16 @@ impl Rig {
             }
             Ok(was_on)
         })
+    }
+
+    /// Ends a DMA session: first what lends its memory to a device — its lent queues
+    /// (deleted on the controller) and its channels (descheduled, drained, freed) —
+    /// then its leases, which leave the IOMMU or its GPU address space. Returns
+    /// (channels, leases) reclaimed.
+    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
+        self.end_queues(session);
+        let channels = self.end_channels(session);
+        (channels, self.dma.close_session(session))
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its

@@ -75,7 +75,7 @@ SYSTEMD_DIR=${RIG_VM_SYSTEMD_DIR:-$REPO_DIR/systemd}
 for u in rigd.service rigd.socket rig.sysusers.conf rigd.toml; do
   [ -f "$SYSTEMD_DIR/$u" ] && install -m 0644 "$SYSTEMD_DIR/$u" "$P/rig/systemd/"
 done
-for b in rigd rigctl rig-vm-guard rig-dma-probe; do
+for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client; do
   if [ -x "$GUEST_BIN_DIR/$b" ]; then
     install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"
   else
@@ -118,7 +118,7 @@ QEMU_ARGS=(
   -device VGA,addr=02.0
   -device bochs-display,addr=03.0
   -device virtio-gpu-pci,addr=04.0
-  -drive file="$OUT/nvme.img",if=none,id=nvm,format=raw -device nvme,serial=rig-nvme,drive=nvm,addr=05.0
+  -drive file="$OUT/nvme.img",if=none,id=nvm,format=raw -device nvme,serial=rig-nvme,drive=nvm,addr=05.0,max_ioqpairs=1024
   -device "$EDU",addr=06.0
   -object memory-backend-file,id=shm,mem-path="$OUT/ivshmem.bin",size=1M,share=on
   -device ivshmem-plain,memdev=shm,addr=07.0

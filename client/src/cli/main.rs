@@ -5,6 +5,7 @@ mod dma;
 mod firmware;
 mod fmt;
 mod list;
+mod queues;
 mod regs;
 mod show;
 mod take;
@@ -57,6 +58,11 @@ enum Cmd {
     },
     /// Channels lent on RM-served GPUs: owner, engine, ring, GP_GET/GP_PUT, errors.
     Channels {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hardware queues rigd lends, their owners and state: a table, or --json.
+    Queues {
         #[arg(long)]
         json: bool,
     },
@@ -152,6 +158,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             Cmd::Channels { json } => {
                 let chans = rig_client::dma::channels(&args.socket).await?;
                 dma::print_channels(&mut out, &chans, json)?;
+            }
+            Cmd::Queues { json } => {
+                let queues = rig_client::dma::queue_status(&args.socket).await?;
+                queues::print(&mut out, &queues, json)?;
             }
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }

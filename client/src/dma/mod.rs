@@ -28,6 +28,7 @@
 //! and the mappings (`rig_sys::mman`). This crate has no `unsafe`.
 
 mod alloc;
+mod queue;
 mod side;
 mod status;
 
@@ -49,6 +50,7 @@ use rig_sys::{
 };
 use tonic::{Code, transport::Channel};
 
+pub use queue::{LentQueue, QueueErrorKind, QueueInfo, ShadowBell, queue_bytes, queue_status};
 pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ChannelFaultInfo, ChannelInfo, ClientUse, DmaStatus, PoolStatus};
 
@@ -140,6 +142,12 @@ pub enum DmaError {
     OutOfRange { offset: u64, len: u64 },
     #[error("rigd's reply does not follow the DMA protocol: {0}")]
     Protocol(&'static str),
+    /// A typed refusal of a queue request; `message` is one line for a person.
+    #[error("{message}")]
+    QueueRefused {
+        kind: QueueErrorKind,
+        message: String,
+    },
 }
 
 impl DmaError {
@@ -290,7 +298,8 @@ impl Buffer {
         self.region.write(at, data).map_err(DmaError::Map)
     }
 
-    /// Writes the aligned `u32` at `offset` in one volatile store (a pushbuffer word).
+    /// Writes the aligned `u32` at `offset` in one volatile store, so the device never
+    /// reads it torn (a pushbuffer word, a shadow doorbell).
     ///
     /// # Errors
     /// [`DmaError::OutOfRange`], also for an offset not 4-byte aligned.
@@ -298,6 +307,17 @@ impl Buffer {
         let at = self.at(offset, 4)?;
         self.region
             .write_u32(at, value)
+            .map_err(|_| DmaError::OutOfRange { offset, len: 4 })
+    }
+
+    /// Reads the aligned `u32` at `offset` in one volatile load.
+    ///
+    /// # Errors
+    /// As [`Buffer::write_u32`].
+    pub fn read_u32(&self, offset: u64) -> Result<u32, DmaError> {
+        let at = self.at(offset, 4)?;
+        self.region
+            .read_u32(at)
             .map_err(|_| DmaError::OutOfRange { offset, len: 4 })
     }
 

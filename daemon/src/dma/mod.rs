@@ -43,7 +43,7 @@ use std::{fmt, io, ops::RangeInclusive, path::PathBuf};
 pub use block::BlockStep;
 pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
-pub use pool::{Lent, Pool, PoolSpec, PoolStatus};
+pub use pool::{ALIAS_PAGE, Lent, Pool, PoolSpec, PoolStatus};
 pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
 pub use session::{LeaseId, SessionId};
 
@@ -281,6 +281,8 @@ pub enum DmaError {
     },
     #[error("dma.{key}: {why}")]
     Config { key: &'static str, why: String },
+    #[error("Cannot alias a page at IOVA {iova}: {why}")]
+    BadAlias { iova: Iova, why: &'static str },
     #[error("Failed to read {path} for a session token")]
     Token {
         path: PathBuf,

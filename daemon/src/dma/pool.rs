@@ -73,6 +73,8 @@ struct State {
     free: BTreeMap<u64, Block>,
     seq: u64,
     leases: HashMap<LeaseId, Leased>,
+    /// Pages mapped a second time ([`Pool::alias`]): IOVA → their lease.
+    aliases: BTreeMap<u64, LeaseId>,
     quarantine: Vec<Block>,
     retire: Vec<Block>,
     deficit: u32,
@@ -326,12 +328,17 @@ impl Pool {
     /// [`DmaError::UnknownLease`].
     pub fn release(&self, id: LeaseId) -> Result<u32, DmaError> {
         let mut st = self.shared.state();
-        let leased = st
-            .leases
-            .remove(&id)
-            .ok_or(DmaError::UnknownLease { lease: id })?;
+        if !st.leases.contains_key(&id) {
+            return Err(DmaError::UnknownLease { lease: id });
+        }
+        let unaliased = self.drop_aliases(&mut st, id);
+        let leased = st.leases.remove(&id).expect("checked above");
         let n = u32::try_from(leased.blocks.len()).expect("at most MAX_LEASE_BLOCKS");
-        self.take_back(&mut st, leased);
+        if unaliased {
+            self.take_back(&mut st, leased);
+        } else {
+            st.quarantine.extend(leased.blocks);
+        }
         st.deficit += n + std::mem::take(&mut st.failed);
         drop(st);
         self.shared.work.notify_all();
@@ -398,6 +405,14 @@ impl Pool {
         drop(st);
         self.shared.work.notify_all();
         n
+    }
+
+    /// A lease's device address and length, while it is lent.
+    pub fn lease_addr(&self, id: LeaseId) -> Option<(Option<DeviceAddr>, u64)> {
+        let st = self.shared.state();
+        st.leases
+            .get(&id)
+            .map(|l| (l.addr, BLOCK_SIZE * l.blocks.len() as u64))
     }
 
     /// Volatile read of a lease's bytes at `offset` (across blocks).
@@ -492,9 +507,15 @@ impl Drop for Pool {
             tracing::error!(pool = %self.shared.name, "the pinner thread panicked");
         }
         let mut st = self.shared.state();
-        let leases: Vec<Leased> = st.leases.drain().map(|(_, l)| l).collect();
-        for l in leases {
-            self.take_back(&mut st, l);
+        let ids: Vec<LeaseId> = st.leases.keys().copied().collect();
+        for id in ids {
+            let unaliased = self.drop_aliases(&mut st, id);
+            let l = st.leases.remove(&id).expect("listed above");
+            if unaliased {
+                self.take_back(&mut st, l);
+            } else {
+                st.quarantine.extend(l.blocks);
+            }
         }
         let gone = std::mem::take(&mut st.retire);
         let quarantine = std::mem::take(&mut st.quarantine);
@@ -784,6 +805,9 @@ fn same_error(a: &dyn std::error::Error, b: &dyn std::error::Error) -> bool {
     }
     a.is_none() && b.is_none()
 }
+
+mod alias;
+pub use alias::ALIAS_PAGE;
 
 #[cfg(test)]
 mod tests;

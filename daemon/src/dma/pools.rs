@@ -516,6 +516,50 @@ impl Pools {
         Ok(())
     }
 
+    /// A lease of a claimed session: its pool, device address and length.
+    ///
+    /// # Errors
+    /// [`DmaError::BadSession`], [`DmaError::UnknownLease`], [`DmaError::NoPool`].
+    pub fn session_lease(
+        &self,
+        id: SessionId,
+        lease: LeaseId,
+    ) -> Result<(Arc<Pool>, Option<DeviceAddr>, u64), DmaError> {
+        let s = lock(&self.sessions);
+        let session = s.map.get(&id).ok_or(DmaError::BadSession {
+            session: id,
+            why: "no such session",
+        })?;
+        if !session.leases.contains_key(&lease) {
+            return Err(DmaError::UnknownLease { lease });
+        }
+        let name = session.pool.clone();
+        drop(s);
+        let pool = self.pool(&name)?;
+        let (addr, bytes) = pool
+            .lease_addr(lease)
+            .ok_or(DmaError::UnknownLease { lease })?;
+        Ok((pool, addr, bytes))
+    }
+
+    /// Takes `lease` out of its session without giving its blocks back: the device may
+    /// still write them (a lent queue it did not delete). The pool keeps them until it
+    /// goes, after the device has stopped mastering the bus. Returns whether it was the
+    /// session's.
+    pub fn withhold(&self, id: SessionId, lease: LeaseId) -> bool {
+        let mut s = lock(&self.sessions);
+        let Some(session) = s.map.get_mut(&id) else {
+            return false;
+        };
+        let Some(bytes) = session.leases.remove(&lease) else {
+            return false;
+        };
+        let (uid, name) = (session.peer.uid, session.pool.clone());
+        s.refund(uid, &name, bytes);
+        tracing::warn!(session = %id, lease = lease.0, pool = %name, "a lease stays with rigd: its device may still write it");
+        true
+    }
+
     /// Ends a session and reclaims all its leases; returns how many. Closing an
     /// ended or unknown session does nothing.
     pub fn close_session(&self, id: SessionId) -> usize {

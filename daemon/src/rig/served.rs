@@ -173,15 +173,13 @@ impl Rig {
         Ok(self.served_host(session)?.close(session, channel)?)
     }
 
-    /// Ends a DMA session: its channels stop and go first, then its leases (which
-    /// leave its GPU address space, and with the last one the space itself).
-    /// Returns (channels, leases) reclaimed.
-    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
-        let channels = match self.host_of(session) {
+    /// Stops and frees `session`'s channels (its groups descheduled first); returns
+    /// how many. Its leases are `end_session`'s.
+    pub(super) fn end_channels(&self, session: dma::SessionId) -> usize {
+        match self.host_of(session) {
             Ok(Some(h)) => h.end(session),
             _ => 0,
-        };
-        (channels, self.dma.close_session(session))
+        }
     }
 
     /// Every channel on every served GPU; only `uid`'s when given.

@@ -14,6 +14,7 @@
 //! connection a few hundred bytes, and 1,000 idle clients must fit in 15 MiB. A
 //! session not claimed within [`CLAIM_WAIT`] is dropped.
 
+mod queue;
 mod side;
 
 use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};

@@ -10,6 +10,7 @@
 mod channels;
 mod convert;
 pub mod dma;
+mod queue;
 pub mod socket;
 pub mod status;
 mod take;
@@ -80,6 +81,7 @@ pub async fn run(
         let _ = stopping_tx.send(true);
     };
     let serve = tonic::transport::Server::builder()
+        .add_service(queue::service(Arc::clone(&rig)))
         .add_service(RigServer::new(Service { rig }))
         .add_service(dma.service())
         .add_service(reflection)

@@ -6,7 +6,9 @@ use rig_proto::v1 as pb;
 use tonic::Status;
 
 use crate::{
+    nvme::NvmeError,
     pci::PciError,
+    queue::QueueError,
     rig::RigError,
     take::{RecoverError, Recovered, ResizeError, TakeError},
 };
@@ -85,6 +87,18 @@ pub fn from_rig(e: &RigError) -> Status {
             Status::permission_denied(msg)
         }
         RigError::Busy { .. } | RigError::Take(TakeError::Locked { .. }) => Status::aborted(msg),
+        RigError::Queue(q) => match q {
+            QueueError::DepthZero { .. } | QueueError::DepthOverLimit { .. } => {
+                Status::invalid_argument(msg)
+            }
+            QueueError::TooMany { .. } | QueueError::NoQueueId { .. } => {
+                Status::resource_exhausted(msg)
+            }
+            QueueError::NotYours { .. } => Status::not_found(msg),
+            QueueError::Device { .. } => Status::internal(msg),
+        },
+        RigError::Nvme(NvmeError::Unsupported { .. }) => Status::failed_precondition(msg),
+        RigError::Nvme(_) => Status::internal(msg),
         RigError::Take(t) => match t {
             TakeError::UnbindTimeout { .. } => Status::deadline_exceeded(msg),
             TakeError::Mmio { .. } => Status::invalid_argument(msg),

@@ -343,6 +343,15 @@ pub fn device_ioeventfd(
     Ok(())
 }
 
+/// An eventfd as an owned descriptor, to send over SCM_RIGHTS (a lent kick).
+pub fn eventfd_into_owned(fd: vmm_sys_util::eventfd::EventFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let raw = fd.into_raw_fd();
+    // SAFETY: `into_raw_fd` gave up the `EventFd`'s ownership of `raw`, an open
+    // descriptor nothing else owns or closes, so the `OwnedFd` becomes its one owner.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

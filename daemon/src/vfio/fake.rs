@@ -87,6 +87,11 @@ pub enum VfioCall {
         index: IrqIndex,
         vectors: usize,
     },
+    SetIrqVector {
+        bdf: Bdf,
+        index: IrqIndex,
+        vector: u32,
+    },
     DisableIrq {
         bdf: Bdf,
         index: IrqIndex,
@@ -608,6 +613,32 @@ impl Device for FakeDevice {
             .irqs
             .insert((self.bdf, index), fds.len());
         Ok(())
+    }
+
+    fn set_irq_vector(&self, index: IrqIndex, vector: u32, _fd: &EventFd) -> Result<(), VfioError> {
+        let have = self.irq(index)?.count;
+        let enabled = lock(&self.vfio.state)
+            .irqs
+            .get(&(self.bdf, index))
+            .copied()
+            .unwrap_or(0);
+        if vector >= have || vector as usize >= enabled {
+            return Err(VfioError::IrqCount {
+                index,
+                want: vector as usize + 1,
+                have: u32::try_from(enabled).unwrap_or(u32::MAX).min(have),
+            });
+        }
+        self.vfio
+            .enter(
+                VfioCall::SetIrqVector {
+                    bdf: self.bdf,
+                    index,
+                    vector,
+                },
+                VfioStep::SetIrqs,
+            )
+            .map_err(|source| VfioError::SetIrqs { index, source })
     }
 
     fn disable_irq(&self, index: IrqIndex) -> Result<(), VfioError> {

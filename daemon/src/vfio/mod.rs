@@ -425,6 +425,12 @@ pub trait Device: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`VfioError::IrqCount`] for more eventfds than vectors, [`VfioError::SetIrqs`].
     fn enable_irq(&self, index: IrqIndex, fds: &[&EventFd]) -> Result<(), VfioError>;
+    /// Vector `vector` of `index`, already enabled, signals `fd` from now on instead
+    /// of the eventfd it had (VFIO_DEVICE_SET_IRQS with start = `vector`, count 1).
+    ///
+    /// # Errors
+    /// [`VfioError::IrqCount`] for a vector past the index's, [`VfioError::SetIrqs`].
+    fn set_irq_vector(&self, index: IrqIndex, vector: u32, fd: &EventFd) -> Result<(), VfioError>;
     /// Disables every vector of `index` and lets go of their eventfds.
     ///
     /// # Errors

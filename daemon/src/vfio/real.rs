@@ -213,6 +213,19 @@ impl Device for RealDevice {
             .map_err(|source| VfioError::SetIrqs { index, source })
     }
 
+    fn set_irq_vector(&self, index: IrqIndex, vector: u32, fd: &EventFd) -> Result<(), VfioError> {
+        let have = self.irq(index)?.count;
+        if vector >= have {
+            return Err(VfioError::IrqCount {
+                index,
+                want: vector as usize + 1,
+                have,
+            });
+        }
+        sys::set_irq_eventfds(&self.file, index.raw(), vector, &[fd])
+            .map_err(|source| VfioError::SetIrqs { index, source })
+    }
+
     fn disable_irq(&self, index: IrqIndex) -> Result<(), VfioError> {
         sys::disable_irq(&self.file, index.raw())
             .map_err(|source| VfioError::SetIrqs { index, source })

@@ -8,7 +8,7 @@ use rig_sys::{
 };
 
 use super::*;
-use crate::dma::{FakeIommu, IovaError};
+use crate::dma::{FakeIommu, IommuCall, IovaError};
 
 const G: u64 = BLOCK_SIZE;
 
@@ -372,4 +372,84 @@ fn a_failed_gpu_map_rolls_back_and_a_failed_unmap_quarantines() {
         1,
         "still reachable: never lent again"
     );
+}
+
+#[test]
+fn an_alias_maps_a_lease_page_a_second_time_and_goes_before_the_lease() {
+    let iommu = Arc::new(FakeIommu::typical());
+    let p = pool(PoolMode::Vfio(iommu.clone()), 2);
+    let lent = p.lease(LeaseId(1), 1).expect("lease");
+    let Some(DeviceAddr::Iova(base)) = lent.addr else {
+        panic!("an IOVA")
+    };
+    let window = p.reserve_window(G).expect("window");
+    assert_ne!(window, base);
+    p.alias(LeaseId(1), 0x3000, Iova(window.0 + 0x5000))
+        .expect("alias");
+    let direct = iommu.translate(Iova(base.0 + 0x3008)).expect("lease page");
+    let aliased = iommu
+        .translate(Iova(window.0 + 0x5008))
+        .expect("alias page");
+    assert_eq!(direct, aliased, "both IOVAs reach the same byte");
+    let e = p.free_window(window, G).expect_err("still aliased");
+    assert!(matches!(e, DmaError::BadAlias { .. }), "{e}");
+    p.release(LeaseId(1)).expect("release");
+    let calls = iommu.calls();
+    let unmaps: Vec<_> = calls
+        .iter()
+        .filter_map(|c| match c {
+            IommuCall::Unmap { iova, len } => Some((*iova, *len)),
+            IommuCall::Map { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        unmaps,
+        [(Iova(window.0 + 0x5000), 0x1000), (base, G)],
+        "the alias goes first"
+    );
+    p.free_window(window, G).expect("empty now");
+}
+
+#[test]
+fn aliases_must_be_whole_pages_of_a_lease_and_each_iova_is_aliased_once() {
+    let iommu = Arc::new(FakeIommu::typical());
+    let p = pool(PoolMode::Vfio(iommu), 2);
+    p.lease(LeaseId(1), 1).expect("lease");
+    let w = p.reserve_window(G).expect("window");
+    let bad = |r: Result<(), DmaError>| matches!(r, Err(DmaError::BadAlias { .. }));
+    assert!(bad(p.alias(LeaseId(1), 0x10, w)));
+    assert!(bad(p.alias(LeaseId(1), 0, Iova(w.0 + 8))));
+    assert!(matches!(
+        p.alias(LeaseId(1), G, w),
+        Err(DmaError::OutOfLease { .. })
+    ));
+    assert!(matches!(
+        p.alias(LeaseId(9), 0, w),
+        Err(DmaError::UnknownLease { .. })
+    ));
+    p.alias(LeaseId(1), 0, w).expect("alias");
+    assert!(bad(p.alias(LeaseId(1), 0x1000, w)));
+    p.unalias(w).expect("unalias");
+    assert!(bad(p.unalias(w)));
+}
+
+#[test]
+fn a_lease_whose_alias_cannot_be_unmapped_is_kept_out_of_use() {
+    let iommu = Arc::new(FakeIommu::typical());
+    let p = pool(PoolMode::Vfio(iommu.clone()), 2);
+    p.lease(LeaseId(1), 1).expect("lease");
+    let w = p.reserve_window(G).expect("window");
+    p.alias(LeaseId(1), 0, w).expect("alias");
+    iommu.fail_next_unmap(libc::EIO);
+    p.release(LeaseId(1)).expect("released from the session");
+    assert_eq!(p.status().quarantined_blocks, 1);
+}
+
+#[test]
+fn host_pools_have_no_iova_to_reserve_or_alias() {
+    let p = pool(PoolMode::Host, 1);
+    assert!(matches!(
+        p.reserve_window(G),
+        Err(DmaError::BadAlias { .. })
+    ));
 }

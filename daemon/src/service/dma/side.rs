@@ -173,7 +173,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         tokio::select! {
             got = recv(&fd, &mut buf) => {
                 let Some(req) = got else { break };
-                let (answer, fds) = handle(&rig, id, iommu, req).await;
+                let (answer, fds) = handle(&rig, id, peer, iommu, req).await;
                 if let Some(pb::dma_side_reply::Body::Error(e)) = &answer.body {
                     span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
                 }
@@ -220,7 +220,7 @@ async fn send(
         .await
 }
 
-fn reply(body: Reply) -> pb::DmaSideReply {
+pub(super) fn reply(body: Reply) -> pb::DmaSideReply {
     pb::DmaSideReply { body: Some(body) }
 }
 
@@ -256,6 +256,7 @@ fn claim(
 async fn handle(
     rig: &Arc<Rig>,
     id: SessionId,
+    peer: PeerCred,
     iommu: bool,
     req: Parsed,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
@@ -297,6 +298,8 @@ async fn handle(
         }
         Some(Request::ChannelOpen(o)) => super::super::channels::open(rig, id, o).await,
         Some(Request::ChannelClose(c)) => super::super::channels::close(rig, id, c).await,
+        Some(Request::OpenQueue(q)) => super::queue::open(rig, id, peer, q).await,
+        Some(Request::CloseQueue(q)) => super::queue::close(rig, id, q).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }

@@ -1,0 +1,287 @@
+//! Lent hardware queues on a DMA session: [`Session::open_queue`] leases the rings'
+//! memory, asks rigd for a queue pair on them, and returns the typed NVMe queue over
+//! it with its doorbell: the shadow tail and head in the client's own page, then a
+//! write to the kick eventfd rigd lent (a VFIO ioeventfd: the kernel writes the
+//! device's doorbell register; the client never maps a register).
+//!
+//! The queue lives as long as the session's side connection: when the process ends,
+//! rigd deletes it on the device before the memory goes.
+
+use std::{os::fd::OwnedFd, sync::Arc};
+
+use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+
+use super::{Buffer, DmaError, Session};
+use crate::queue::{
+    Doorbell, Queue,
+    nvme::{Namespace, NvmeQueue, layout},
+};
+
+/// Why rigd refused a queue request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueErrorKind {
+    DepthZero,
+    /// Over `queue.max_depth` or the device's largest ring.
+    DepthOverLimit,
+    /// Over `queue.per_client`, or no queue id left.
+    TooMany,
+    /// The device is not held by rig in vfio mode.
+    NotHeld,
+    /// Not a device whose queues rig lends.
+    Unsupported,
+    /// Rings outside the lease, an unknown lease.
+    BadRequest,
+    NotYours,
+    /// The device refused or failed.
+    Device,
+}
+
+impl QueueErrorKind {
+    fn from_wire(code: i32) -> Self {
+        use pb::QueueErrorCode as C;
+        match C::try_from(code) {
+            Ok(C::DepthZero) => Self::DepthZero,
+            Ok(C::DepthOverLimit) => Self::DepthOverLimit,
+            Ok(C::TooMany) => Self::TooMany,
+            Ok(C::NotHeld) => Self::NotHeld,
+            Ok(C::Unsupported) => Self::Unsupported,
+            Ok(C::BadRequest) => Self::BadRequest,
+            Ok(C::NotYours) => Self::NotYours,
+            _ => Self::Device,
+        }
+    }
+}
+
+/// The doorbell of a lent NVMe queue: shadow values in the client's page, then the
+/// kick.
+#[derive(Debug)]
+pub struct ShadowBell {
+    mem: Arc<Buffer>,
+    /// Offset in `mem` of the SQ tail slot; the CQ head is 4 bytes on.
+    slot: u64,
+    kick: OwnedFd,
+}
+
+impl Doorbell for ShadowBell {
+    fn sq_tail(&mut self, tail: u32) -> std::io::Result<()> {
+        self.mem
+            .write_u32(self.slot, tail)
+            .map_err(std::io::Error::other)?;
+        // The tail is in memory before the controller is told to look.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        nix::unistd::write(&self.kick, &1u64.to_ne_bytes())?;
+        Ok(())
+    }
+
+    fn cq_head(&mut self, head: u32) -> std::io::Result<()> {
+        // The controller reads the head from the shadow page before it posts; the
+        // queue never holds more than entries − 1 completions, so no kick is needed.
+        self.mem
+            .write_u32(self.slot + 4, head)
+            .map_err(std::io::Error::other)
+    }
+}
+
+/// A queue pair rigd lent this session. `T` tags commands.
+#[derive(Debug)]
+pub struct LentQueue<T> {
+    pub qid: u16,
+    pub entries: u32,
+    pub nsid: u32,
+    pub nvme: NvmeQueue<Arc<Buffer>, ShadowBell, T>,
+    /// The eventfd the queue's MSI-X vector signals, when rigd lent one.
+    irq: Option<OwnedFd>,
+}
+
+impl<T> LentQueue<T> {
+    /// Whether completions also signal an interrupt eventfd ([`LentQueue::wait`]).
+    pub fn has_interrupt(&self) -> bool {
+        self.irq.is_some()
+    }
+
+    /// Sleeps until the queue's interrupt fires or `timeout_ms` pass (then reap: an
+    /// interrupt may cover several completions, so reap until empty). Returns whether
+    /// it fired.
+    ///
+    /// # Errors
+    /// `Unsupported` for a polled queue; poll(2) and read(2) errors.
+    pub fn wait(&self, timeout_ms: u16) -> std::io::Result<bool> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let fd = self
+            .irq
+            .as_ref()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::Unsupported))?;
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, PollTimeout::from(timeout_ms))? == 0 {
+            return Ok(false);
+        }
+        let mut count = [0u8; 8];
+        nix::unistd::read(fd, &mut count)?;
+        Ok(true)
+    }
+}
+
+/// The bytes a queue of `entries` takes: SQ, CQ, shadow page, each page-aligned
+/// (queue.proto's layout).
+pub fn queue_bytes(entries: u32) -> u64 {
+    let page = |b: u64| b.next_multiple_of(4096);
+    page(u64::from(entries) * 64) + page(u64::from(entries) * 16) + 4096
+}
+
+impl Session {
+    /// Asks rigd for an NVMe queue pair of `depth` commands on this session's device,
+    /// with its rings in a buffer of this session. `lba_shift` is the namespace's
+    /// block size as log2 (9 for QEMU's default 512 bytes: rig does not read Identify
+    /// Namespace yet).
+    ///
+    /// # Errors
+    /// [`DmaError::QueueRefused`] with its kind (depth 0 or over the limit, too many
+    /// queues, a device not held or not NVMe…); the buffer's allocation errors.
+    pub async fn open_queue<T>(
+        &self,
+        depth: u32,
+        lba_shift: u32,
+    ) -> Result<LentQueue<T>, DmaError> {
+        let entries = depth.saturating_add(1).max(2);
+        let buf = Arc::new(self.alloc(queue_bytes(entries), 4096).await?);
+        let (lease, offset) = buf.lease();
+        let (reply, mut fds) = {
+            let side = self.inner.side.lock().await;
+            side.call(Request::OpenQueue(pb::QueueOpen {
+                depth,
+                lease: lease.0,
+                offset,
+            }))
+            .await?
+        };
+        let q = match reply {
+            Reply::QueueOpened(q) => q,
+            Reply::QueueRefused(r) => {
+                return Err(DmaError::QueueRefused {
+                    kind: QueueErrorKind::from_wire(r.code),
+                    message: r.message,
+                });
+            }
+            _ => {
+                return Err(DmaError::Protocol(
+                    "a queue request must be answered `queue_opened`",
+                ));
+            }
+        };
+        let want = if q.interrupts { 2 } else { 1 };
+        if fds.len() != want {
+            return Err(DmaError::Protocol(
+                "a lent queue's reply carries its kick, and its interrupt when it has one",
+            ));
+        }
+        let irq = q.interrupts.then(|| fds.pop()).flatten();
+        let kick = fds.pop().ok_or(DmaError::Protocol("no kick"))?;
+        let rel = |o: u64| {
+            o.checked_sub(offset)
+                .ok_or(DmaError::Protocol("rings before the buffer"))
+        };
+        let (sq, cq, shadow) = (rel(q.sq_offset)?, rel(q.cq_offset)?, rel(q.shadow_offset)?);
+        let qid = u16::try_from(q.qid).map_err(|_| DmaError::Protocol("queue id"))?;
+        let bell = ShadowBell {
+            mem: Arc::clone(&buf),
+            slot: shadow + q.shadow_slot,
+            kick,
+        };
+        let queue = Queue::new(Arc::clone(&buf), bell, layout(q.entries, sq, cq))
+            .map_err(|_| DmaError::Protocol("rigd's ring layout"))?;
+        let ns = Namespace {
+            nsid: q.nsid,
+            lba_shift,
+        };
+        Ok(LentQueue {
+            qid,
+            entries: q.entries,
+            nsid: q.nsid,
+            nvme: NvmeQueue::new(queue, ns, None),
+            irq,
+        })
+    }
+
+    /// Gives a lent queue back (rigd deletes it on the device first).
+    ///
+    /// # Errors
+    /// [`DmaError::QueueRefused`] (`NotYours`, `Device`), side socket errors.
+    pub async fn close_queue<T>(&self, q: LentQueue<T>) -> Result<(), DmaError> {
+        let (reply, _) = {
+            let side = self.inner.side.lock().await;
+            side.call(Request::CloseQueue(pb::QueueClose { qid: q.qid.into() }))
+                .await?
+        };
+        match reply {
+            Reply::QueueClosed(_) => Ok(()),
+            Reply::QueueRefused(r) => Err(DmaError::QueueRefused {
+                kind: QueueErrorKind::from_wire(r.code),
+                message: r.message,
+            }),
+            _ => Err(DmaError::Protocol(
+                "a queue close must be answered `queue_closed`",
+            )),
+        }
+    }
+}
+
+/// One lent queue, as rigd lists it (`Queues.Status`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueInfo {
+    pub device: String,
+    pub qid: u32,
+    pub session: u64,
+    pub uid: u32,
+    pub pid: i32,
+    pub depth: u32,
+    pub entries: u32,
+    pub sq_address: u64,
+    pub cq_address: u64,
+    pub sq_doorbell: u64,
+    pub page_isolated: bool,
+    pub stuck: bool,
+    pub since_unix_s: u64,
+    /// As the client last published them in its shadow page.
+    pub sq_tail: u32,
+    pub cq_head: u32,
+    /// Whether an MSI-X vector is lent (not yet: lent queues are polled).
+    pub interrupts: bool,
+}
+
+impl From<pb::QueueInfo> for QueueInfo {
+    fn from(q: pb::QueueInfo) -> Self {
+        Self {
+            device: q.device,
+            qid: q.qid,
+            session: q.session,
+            uid: q.uid,
+            pid: q.pid,
+            depth: q.depth,
+            entries: q.entries,
+            sq_address: q.sq_address,
+            cq_address: q.cq_address,
+            sq_doorbell: q.sq_doorbell,
+            page_isolated: q.page_isolated,
+            stuck: q.stuck,
+            since_unix_s: q.since_unix_s,
+            sq_tail: q.sq_tail,
+            cq_head: q.cq_head,
+            interrupts: q.interrupts,
+        }
+    }
+}
+
+/// Every queue rigd at `socket` lends (root sees all, others their own).
+///
+/// # Errors
+/// [`DmaError::Client`] when rigd cannot be reached or refuses.
+pub async fn queue_status(socket: impl AsRef<std::path::Path>) -> Result<Vec<QueueInfo>, DmaError> {
+    let channel = super::channel(socket.as_ref()).await?;
+    let reply = pb::queues_client::QueuesClient::new(channel)
+        .status(pb::QueueStatusRequest {})
+        .await
+        .map_err(super::rpc)?
+        .into_inner();
+    Ok(reply.queues.into_iter().map(Into::into).collect())
+}

@@ -1,0 +1,372 @@
+//! NVMe I/O commands on a [`Queue`]: Read, Write and Flush into leased buffers, with
+//! PRP1/PRP2 and PRP lists, command ids tracked per queue, and completions decoded.
+//!
+//! Layouts: NVMe Base Specification 1.4 §4.2 (the 64-byte command: CDW0 opcode 7:0
+//! and CID 31:16, NSID, PRP1 at byte 24, PRP2 at 32, CDW10–15 at 40), §4.3 "Physical
+//! Region Page Entry and List" (PRP1 may start anywhere dword-aligned in a page; a
+//! transfer that ends in the next page puts that page in PRP2; a longer one puts a
+//! list of the following pages' addresses in PRP2), §4.6 (the 16-byte completion:
+//! SQHD in DW2, CID 15:0, phase 16, status 31:17 in DW3), and the NVM command set's
+//! Flush (00h), Write (01h), Read (02h): SLBA in CDW10–11, NLB 0's based in CDW12
+//! 15:0.
+//!
+//! Who writes what: the client writes commands, PRP lists (one page per command id,
+//! in its own memory) and its doorbells; the controller reads them and the data
+//! buffers of writes, and writes the data buffers of reads and the completions. A
+//! command id is the client's again only once its completion is reaped.
+
+use std::collections::VecDeque;
+
+use super::{Doorbell, Layout, Queue, QueueError, RingMem};
+
+/// NVM command set opcodes.
+pub const NVME_CMD_FLUSH: u8 = 0x00;
+pub const NVME_CMD_WRITE: u8 = 0x01;
+pub const NVME_CMD_READ: u8 = 0x02;
+
+/// The memory page size rigd programs (CC.MPS = 0).
+pub const PAGE: u64 = 4096;
+pub const SQE_BYTES: u32 = 64;
+pub const CQE_BYTES: u32 = 16;
+/// PRP entries one list page holds; rig does not chain lists.
+pub const PRP_PER_PAGE: u64 = PAGE / 8;
+
+/// The generic layout of an NVMe queue pair of `entries` entries each, SQ at `sq_at`
+/// and CQ at `cq_at`: the phase is bit 16 of DW3, bit 0 of byte 14.
+pub fn layout(entries: u32, sq_at: u64, cq_at: u64) -> Layout {
+    Layout {
+        sq_at,
+        sq_entries: entries,
+        sq_entry_bytes: SQE_BYTES,
+        cq_at,
+        cq_entries: entries,
+        cq_entry_bytes: CQE_BYTES,
+        phase_byte: 14,
+        phase_bit: 0,
+    }
+}
+
+/// A transfer's data pointer: PRP1, PRP2, and the list PRP2 points at when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prp {
+    /// The data lies in PRP1's page; PRP2 is 0.
+    One(u64),
+    /// PRP1's page and the page PRP2 names.
+    Two(u64, u64),
+    /// PRP1's page, then the pages of the list (PRP2 is the list's address).
+    List(u64, Vec<u64>),
+}
+
+/// The PRP entries for `len` bytes at device address `addr`, contiguous in the
+/// device's address space (a leased buffer is).
+///
+/// # Errors
+/// [`QueueError::Transfer`] for no bytes, an address not dword-aligned, a transfer
+/// that wraps the address space, or one that needs more than one list page.
+pub fn prp(addr: u64, len: u64) -> Result<Prp, QueueError> {
+    let bad = |why: &str| {
+        Err(QueueError::Transfer {
+            addr,
+            len,
+            why: why.into(),
+        })
+    };
+    if len == 0 {
+        return bad("no bytes");
+    }
+    if !addr.is_multiple_of(4) {
+        return bad("PRP1 must be dword-aligned");
+    }
+    let Some(end) = addr.checked_add(len) else {
+        return bad("it wraps the address space");
+    };
+    let first_page = addr - addr % PAGE;
+    let pages_after: u64 = (end - 1) / PAGE - first_page / PAGE;
+    match pages_after {
+        0 => Ok(Prp::One(addr)),
+        1 => Ok(Prp::Two(addr, first_page + PAGE)),
+        n if n <= PRP_PER_PAGE => Ok(Prp::List(
+            addr,
+            (1..=n).map(|i| first_page + i * PAGE).collect(),
+        )),
+        n => bad(&format!(
+            "it spans {} pages; one PRP list holds {PRP_PER_PAGE} after the first",
+            n + 1
+        )),
+    }
+}
+
+/// One 64-byte NVM command.
+fn command(opcode: u8, cid: u16, nsid: u32, prp1: u64, prp2: u64, cdw: [u32; 3]) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    let cdw0 = u32::from(opcode) | (u32::from(cid) << 16);
+    b[0..4].copy_from_slice(&cdw0.to_le_bytes());
+    b[4..8].copy_from_slice(&nsid.to_le_bytes());
+    b[24..32].copy_from_slice(&prp1.to_le_bytes());
+    b[32..40].copy_from_slice(&prp2.to_le_bytes());
+    for (i, dw) in cdw.iter().enumerate() {
+        b[40 + 4 * i..44 + 4 * i].copy_from_slice(&dw.to_le_bytes());
+    }
+    b
+}
+
+/// A completion's status field (DW3 31:17 without the phase).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// Status Code Type: 0 generic, 1 command specific, 2 media errors.
+    pub sct: u8,
+    pub sc: u8,
+    pub dnr: bool,
+}
+
+impl Status {
+    pub fn is_success(&self) -> bool {
+        self.sct == 0 && self.sc == 0
+    }
+}
+
+/// A reaped completion, with the tag its command was submitted under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion<T> {
+    pub tag: T,
+    pub cid: u16,
+    pub status: Status,
+    /// DW0: command specific.
+    pub result: u32,
+    /// SQHD: the controller's SQ head when it posted this.
+    pub sq_head: u16,
+}
+
+fn parse_completion(b: &[u8]) -> (u16, Status, u32, u16) {
+    let dw = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let (dw2, dw3) = (dw(8), dw(12));
+    let sf = dw3 >> 17;
+    let status = Status {
+        sc: (sf & 0xff) as u8,
+        sct: ((sf >> 8) & 0x7) as u8,
+        dnr: sf & (1 << 14) != 0,
+    };
+    ((dw3 & 0xffff) as u16, status, dw(0), (dw2 & 0xffff) as u16)
+}
+
+/// Where a queue's PRP lists go: one page per command id, in memory the queue's
+/// [`RingMem`] reaches at `at` and the device at `device`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PrpLists {
+    pub at: u64,
+    pub device: u64,
+}
+
+/// A namespace's geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespace {
+    pub nsid: u32,
+    /// log2 of the logical block size (9 for 512 bytes).
+    pub lba_shift: u32,
+}
+
+/// Typed NVMe I/O on one lent queue pair. `T` is what the caller tags commands with.
+#[derive(Debug)]
+pub struct NvmeQueue<M, D, T> {
+    queue: Queue<M, D>,
+    ns: Namespace,
+    lists: Option<PrpLists>,
+    tags: Vec<Option<T>>,
+    free: VecDeque<u16>,
+}
+
+impl<M: RingMem, D: Doorbell, T> NvmeQueue<M, D, T> {
+    /// Typed commands on `queue` (made with [`layout`]); `lists` is where PRP lists go
+    /// (`queue.limit()` pages), or `None` to refuse transfers of more than two pages.
+    pub fn new(queue: Queue<M, D>, ns: Namespace, lists: Option<PrpLists>) -> Self {
+        let limit = queue.limit();
+        let ids = u16::try_from(limit).unwrap_or(u16::MAX);
+        Self {
+            queue,
+            ns,
+            lists,
+            tags: (0..ids).map(|_| None).collect(),
+            free: (0..ids).collect(),
+        }
+    }
+
+    pub fn queue(&self) -> &Queue<M, D> {
+        &self.queue
+    }
+
+    pub fn queue_mut(&mut self) -> &mut Queue<M, D> {
+        &mut self.queue
+    }
+
+    /// Commands in flight.
+    pub fn in_flight(&self) -> u32 {
+        self.queue.in_flight()
+    }
+
+    /// Read `blocks` logical blocks from `lba` into `len` bytes at device address `addr`.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`], [`QueueError::Transfer`] (a length that is not
+    /// `blocks` blocks, or a bad data pointer), memory errors.
+    pub fn read(
+        &mut self,
+        lba: u64,
+        blocks: u32,
+        addr: u64,
+        len: u64,
+        tag: T,
+    ) -> Result<u16, QueueError> {
+        self.io(NVME_CMD_READ, lba, blocks, addr, len, tag)
+    }
+
+    /// Write `blocks` logical blocks at `lba` from `len` bytes at `addr`.
+    ///
+    /// # Errors
+    /// As [`NvmeQueue::read`].
+    pub fn write(
+        &mut self,
+        lba: u64,
+        blocks: u32,
+        addr: u64,
+        len: u64,
+        tag: T,
+    ) -> Result<u16, QueueError> {
+        self.io(NVME_CMD_WRITE, lba, blocks, addr, len, tag)
+    }
+
+    /// Flush the namespace's volatile write cache.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`], memory errors.
+    pub fn flush(&mut self, tag: T) -> Result<u16, QueueError> {
+        let cid = self.take_id()?;
+        let sqe = command(NVME_CMD_FLUSH, cid, self.ns.nsid, 0, 0, [0; 3]);
+        self.put(cid, &sqe, tag)
+    }
+
+    fn io(
+        &mut self,
+        opcode: u8,
+        lba: u64,
+        blocks: u32,
+        addr: u64,
+        len: u64,
+        tag: T,
+    ) -> Result<u16, QueueError> {
+        let want = u64::from(blocks) << self.ns.lba_shift;
+        if blocks == 0 || blocks > 0x1_0000 || want != len {
+            return Err(QueueError::Transfer {
+                addr,
+                len,
+                why: format!(
+                    "{blocks} blocks of {} bytes (1 to 65536 blocks, exactly the length)",
+                    1u64 << self.ns.lba_shift
+                ),
+            });
+        }
+        let p = prp(addr, len)?;
+        let cid = self.take_id()?;
+        let (prp1, prp2) = match self.place(cid, p) {
+            Ok(v) => v,
+            Err(e) => {
+                self.free.push_front(cid);
+                return Err(e);
+            }
+        };
+        // CAST: SLBA's halves; NLB is 0's based and blocks <= 65536 was checked.
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "halves and a checked count"
+        )]
+        let cdw = [lba as u32, (lba >> 32) as u32, blocks - 1];
+        let sqe = command(opcode, cid, self.ns.nsid, prp1, prp2, cdw);
+        self.put(cid, &sqe, tag)
+    }
+
+    /// PRP1 and PRP2 for a command, writing its list to its page when it has one.
+    fn place(&self, cid: u16, p: Prp) -> Result<(u64, u64), QueueError> {
+        match p {
+            Prp::One(a) => Ok((a, 0)),
+            Prp::Two(a, b) => Ok((a, b)),
+            Prp::List(a, pages) => {
+                let Some(lists) = self.lists else {
+                    return Err(QueueError::Transfer {
+                        addr: a,
+                        len: (pages.len() as u64 + 1) * PAGE,
+                        why: "it needs a PRP list and this queue has no list pages".into(),
+                    });
+                };
+                let at = lists.at + u64::from(cid) * PAGE;
+                let bytes: Vec<u8> = pages.iter().flat_map(|p| p.to_le_bytes()).collect();
+                self.queue
+                    .mem()
+                    .write(at, &bytes)
+                    .map_err(|source| QueueError::Memory {
+                        step: "write a PRP list",
+                        source,
+                    })?;
+                Ok((a, lists.device + u64::from(cid) * PAGE))
+            }
+        }
+    }
+
+    fn take_id(&mut self) -> Result<u16, QueueError> {
+        self.free.pop_front().ok_or(QueueError::Full {
+            in_flight: self.queue.in_flight(),
+        })
+    }
+
+    fn put(&mut self, cid: u16, sqe: &[u8; 64], tag: T) -> Result<u16, QueueError> {
+        match self.queue.submit(sqe) {
+            Ok(_) => {
+                self.tags[usize::from(cid)] = Some(tag);
+                Ok(cid)
+            }
+            Err(e) => {
+                self.free.push_front(cid);
+                Err(e)
+            }
+        }
+    }
+
+    /// Publishes the commands submitted since the last call.
+    ///
+    /// # Errors
+    /// [`QueueError::Doorbell`].
+    pub fn ring(&mut self) -> Result<(), QueueError> {
+        self.queue.ring()
+    }
+
+    /// Reaps up to `max` completions, giving each to `each` with its command's tag.
+    ///
+    /// # Errors
+    /// [`QueueError::UnknownCommand`] for a completion whose id has no command in
+    /// flight (the entry is consumed); memory and doorbell errors.
+    pub fn reap(
+        &mut self,
+        max: u32,
+        mut each: impl FnMut(Completion<T>),
+    ) -> Result<u32, QueueError> {
+        let (tags, free) = (&mut self.tags, &mut self.free);
+        self.queue.reap(max, |b| {
+            let (cid, status, result, sq_head) = parse_completion(b);
+            let tag = tags
+                .get_mut(usize::from(cid))
+                .and_then(Option::take)
+                .ok_or(QueueError::UnknownCommand { cid })?;
+            free.push_back(cid);
+            each(Completion {
+                tag,
+                cid,
+                status,
+                result,
+                sq_head,
+            });
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+#[path = "nvme_tests.rs"]
+mod tests;

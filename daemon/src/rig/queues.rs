@@ -1,0 +1,405 @@
+//! `Rig`'s sequencing of queue lending: a held NVMe controller is started by rigd the
+//! first time a client asks for a queue on it (`nvme`), its shadow doorbell window is
+//! set up in its pool (`dma`), and each queue is lent and taken back through `queue`,
+//! with the kick as a VFIO ioeventfd (`vfio`).
+//!
+//! Memory: the controller's admin queues, its page 0 of shadow doorbells (the admin
+//! queue and ids 1–511) and every queue's event index live in one block rigd leases
+//! from the device's own pool. Client k's shadow page (ids 512k…) is a page of its own
+//! lease, aliased at `dbs + 4096k`, so its doorbell values stay in its memory and no
+//! other client's are in that page. Lock order: the device's slot, then `served`.
+
+use std::collections::BTreeMap;
+
+use super::{Rig, RigError, lock};
+use crate::{
+    dma::{ALIAS_PAGE, BLOCK_SIZE, DeviceAddr, Iova, LeaseId, SessionId},
+    nvme::{self, Controller, NvmeError, Options},
+    pci::Bdf,
+    queue::{
+        EventFd, Owner, QueueError, QueueStatus, Queues, Rings,
+        nvme::{PoolMem, VfioKicks},
+    },
+    take::TakeError,
+};
+
+/// PCI class of an NVMe controller (mass storage, NVM, NVM Express).
+const NVME_CLASS: &str = "0x010802";
+/// Where the event indexes live in rigd's block: 8 bytes per id up to 65535, 512 KiB.
+const EVENTIDX_AT: u64 = 1 << 20;
+/// rigd's page 0 of the shadow window, in its block (after the admin memory).
+const SHADOW0_AT: u64 = nvme::ADMIN_MEMORY;
+/// MSI-X vectors rigd enables: vector 0 (the admin queue, polled) and up to 64 lent.
+const MAX_VECTORS: u32 = 65;
+
+/// A controller rigd drives to lend its queues.
+#[derive(Debug)]
+pub(super) struct Served {
+    ctrl: Controller,
+    queues: Queues,
+    /// The lease each lent queue's rings are in.
+    leases: BTreeMap<u16, (SessionId, LeaseId)>,
+    window: Iova,
+    /// rigd's eventfd of each enabled MSI-X vector; lent vectors point elsewhere.
+    parked: Vec<EventFd>,
+    /// Client shadow pages aliased into the window: page → (session, lease, offset).
+    pages: BTreeMap<u16, (SessionId, LeaseId, u64)>,
+}
+
+/// What a client is lent, with where it lies in the client's lease.
+#[derive(Debug)]
+pub struct LentQueue {
+    pub qid: u16,
+    pub entries: u32,
+    /// Byte offsets in the lease: the SQ, the CQ, the shadow doorbell page.
+    pub sq_offset: u64,
+    pub cq_offset: u64,
+    pub shadow_offset: u64,
+    /// Where in the shadow page this queue's SQ tail is (its CQ head is 4 further).
+    pub shadow_slot: u64,
+    pub kick: EventFd,
+    /// The completion interrupt, when the controller had a vector free.
+    pub irq: Option<EventFd>,
+}
+
+/// One lent queue as `rigctl queues` shows it.
+#[derive(Debug, Clone)]
+pub struct QueueView {
+    pub status: QueueStatus,
+    /// (SQ tail, CQ head) from the shadow page, when it could be read.
+    pub shadow: Option<(u32, u32)>,
+}
+
+/// Bytes a queue of `entries` takes in a lease: SQ, CQ and the shadow page, each
+/// page-aligned.
+pub fn queue_bytes(entries: u32) -> (u64, u64, u64) {
+    let sq = (u64::from(entries) * 64).next_multiple_of(ALIAS_PAGE);
+    let cq = (u64::from(entries) * 16).next_multiple_of(ALIAS_PAGE);
+    (sq, cq, ALIAS_PAGE)
+}
+
+impl Rig {
+    /// Lends session `session` a queue of `depth` commands on the device its DMA
+    /// session is on, with rings in its lease `lease` from `offset`.
+    ///
+    /// # Errors
+    /// The session's or lease's [`crate::dma::DmaError`]; [`TakeError::NotHeld`];
+    /// [`RigError::BadRequest`] for a device not held in vfio mode, not an NVMe
+    /// controller, or rings that do not fit the lease; [`NvmeError`] starting the
+    /// controller; [`QueueError`] for the limits and the device's refusal.
+    pub fn open_queue(
+        &self,
+        session: SessionId,
+        owner: Owner,
+        depth: u32,
+        lease: LeaseId,
+        offset: u64,
+    ) -> Result<LentQueue, RigError> {
+        let (pool, addr, bytes) = self.dma.session_lease(session, lease)?;
+        let bdf: Bdf = pool
+            .name()
+            .parse()
+            .map_err(|_| RigError::BadRequest(format!("pool {} is no device's", pool.name())))?;
+        let Some(DeviceAddr::Iova(base)) = addr else {
+            return Err(RigError::BadRequest(
+                "lent queues need a device held in vfio mode (IOVA leases)".into(),
+            ));
+        };
+        let entries = depth.saturating_add(1);
+        let (sq, cq, shadow) = queue_bytes(entries);
+        let fits = offset.is_multiple_of(ALIAS_PAGE)
+            && offset
+                .checked_add(sq + cq + shadow)
+                .is_some_and(|end| end <= bytes);
+        if depth != 0 && !fits {
+            return Err(RigError::BadRequest(format!(
+                "a queue of depth {depth} needs {:#x} page-aligned bytes at offset {offset:#x} of a {bytes:#x}-byte lease",
+                sq + cq + shadow
+            )));
+        }
+        self.with_slot_wait(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            let v = t.hold.vfio().ok_or_else(|| {
+                RigError::BadRequest(format!("{bdf} is held in sysfs mode; lent queues need vfio mode"))
+            })?;
+            let mut served = lock(&self.served);
+            let s = match served.entry(bdf) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.serve(bdf, v)?),
+            };
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
+                .map_err(|source| TakeError::Vfio { bdf, source })?;
+            let rings = Rings {
+                sq: base.0 + offset,
+                cq: base.0 + offset + sq,
+            };
+            let shadow_offset = offset + sq + cq;
+            // A fresh CQ: no entry carries phase 1.
+            let zero = vec![0u8; usize::try_from(cq).expect("small")];
+            pool.write(lease, offset + sq, &zero)?;
+            let lent = s.queues.open(&mut s.ctrl, &kicks, owner, depth, rings)?;
+            // No stale shadow tail or head: the controller trusts them unchecked
+            // (queues.md §2). Only this queue's slot: others may share the page.
+            let slot = 8 * u64::from(lent.qid % 512);
+            pool.write(lease, shadow_offset + slot, &[0; 8])?;
+            s.leases.insert(lent.qid, (session, lease));
+            let page = lent.qid / 512;
+            let mapped = match s.pages.get(&page) {
+                Some((sess, l, o)) if *sess == session && *l == lease && *o == shadow_offset => Ok(()),
+                Some(_) => Err(RigError::BadRequest(format!(
+                    "queue {} shares its shadow page with another of this session's queues; ask with the same lease and offset layout",
+                    lent.qid
+                ))),
+                None => pool
+                    .alias(lease, shadow_offset, Iova(s.window.0 + u64::from(page) * ALIAS_PAGE))
+                    .map(|()| {
+                        s.pages.insert(page, (session, lease, shadow_offset));
+                    })
+                    .map_err(RigError::from),
+            };
+            if let Err(e) = mapped {
+                s.leases.remove(&lent.qid);
+                let r = s.queues.close(&mut s.ctrl, &kicks, session, lent.qid);
+                if let Err(undo) = r {
+                    tracing::warn!(%bdf, qid = lent.qid, error = &undo as &dyn std::error::Error, "a queue whose shadow page failed could not be taken back");
+                }
+                return Err(e);
+            }
+            tracing::debug!(%bdf, qid = lent.qid, session = session.0, depth, "queue lent");
+            Ok(LentQueue {
+                qid: lent.qid,
+                entries: lent.entries,
+                sq_offset: offset,
+                cq_offset: offset + sq,
+                shadow_offset,
+                shadow_slot: slot,
+                kick: lent.kick,
+                irq: lent.irq,
+            })
+        })
+    }
+
+    /// Starts driving `bdf`'s NVMe controller: rigd's block, the controller's reset,
+    /// enable and Identify, the shadow window and Doorbell Buffer Config.
+    fn serve(&self, bdf: Bdf, v: &crate::vfio::Hold) -> Result<Served, RigError> {
+        let class = self.sysfs.read_attr(bdf, "class")?;
+        if class.as_deref() != Some(NVME_CLASS) {
+            return Err(RigError::BadRequest(format!(
+                "{bdf} is not an NVMe controller (class {}); only NVMe queues are lent yet",
+                class.as_deref().unwrap_or("unknown")
+            )));
+        }
+        let pool = self.dma.pool(&bdf.to_string())?;
+        // The controller fetches its queues by DMA: bus mastering on (give-back, and
+        // vfio-pci when rigd's fd closes, turn it off again).
+        if !self.taker.set_bus_master(bdf, true)? {
+            tracing::info!(%bdf, "bus mastering on for lent queues");
+        }
+        let own = PoolMem::lease(std::sync::Arc::clone(&pool), 0)?;
+        let (own_id, own_addr) = (own.lease_id(), nvme::DmaMem::addr(&own));
+        let regs = nvme::map_bar0(bdf, v.device.as_ref())?;
+        let mut ctrl = Controller::new(bdf, Box::new(regs), Box::new(own), Options::default())?;
+        ctrl.start()?;
+        // From here a failure leaves nothing behind: the controller disabled (before its
+        // memory goes with `ctrl`), MSI-X off, the window unaliased and given back.
+        let mut window = None;
+        let set_up = (|| {
+            if !ctrl.has_dbbuf() {
+                return Err(RigError::Nvme(NvmeError::Unsupported {
+                    bdf,
+                    why: "it lacks Doorbell Buffer Config, which lent kicks need".into(),
+                }));
+            }
+            if ctrl.max_qid() < 512 {
+                return Err(RigError::Nvme(NvmeError::Unsupported {
+                    bdf,
+                    why: format!(
+                        "it has {} queue ids; a shadow page per client needs 512 or more (QEMU: max_ioqpairs)",
+                        ctrl.max_qid()
+                    ),
+                }));
+            }
+            // MSI-X vectors for lent completion rings (QEMU's controller has 65).
+            let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
+                .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
+            let w = *window.insert(pool.reserve_window(BLOCK_SIZE)?);
+            pool.alias(own_id, SHADOW0_AT, w)?;
+            ctrl.config_dbbuf(w.0, own_addr + EVENTIDX_AT)?;
+            Ok((parked, w))
+        })();
+        let (parked, window) = match set_up {
+            Ok(done) => done,
+            Err(e) => {
+                if let Err(d) = ctrl.disable() {
+                    tracing::warn!(%bdf, error = &d as &dyn std::error::Error, "the NVMe controller was not disabled");
+                }
+                let _ = v.device.disable_irq(crate::vfio::IrqIndex::Msix);
+                if let Some(w) = window {
+                    let _ = pool.unalias(w);
+                    let _ = pool.free_window(w, BLOCK_SIZE);
+                }
+                return Err(e);
+            }
+        };
+        tracing::info!(%bdf, max_qid = ctrl.max_qid(), "NVMe controller started for lent queues");
+        Ok(Served {
+            ctrl,
+            queues: Queues::new(bdf, self.queue_limits),
+            leases: BTreeMap::new(),
+            window,
+            parked,
+            pages: BTreeMap::new(),
+        })
+    }
+
+    /// Takes back queue `qid` of `session`.
+    ///
+    /// # Errors
+    /// [`QueueError::NotYours`], the deletion's error.
+    pub fn close_queue(&self, session: SessionId, qid: u16) -> Result<(), RigError> {
+        let bdf: Bdf = self
+            .dma
+            .session_pool(session)?
+            .name()
+            .parse()
+            .map_err(|_| RigError::BadRequest("no device's session".into()))?;
+        self.with_slot_wait(bdf, |slot| {
+            let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
+            let v = t.hold.vfio().ok_or(TakeError::NotHeld { bdf })?;
+            let mut served = lock(&self.served);
+            let s = served
+                .get_mut(&bdf)
+                .ok_or(QueueError::NotYours { bdf, qid })?;
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
+                .map_err(|source| TakeError::Vfio { bdf, source })?;
+            s.queues.close(&mut s.ctrl, &kicks, session, qid)?;
+            s.leases.remove(&qid);
+            self.drop_pages(s, session);
+            Ok(())
+        })
+    }
+
+    /// Takes back every queue `session` holds, before its leases go: called when its
+    /// connection ends. Leases behind a queue the device did not delete are withheld.
+    pub fn end_queues(&self, session: SessionId) {
+        let Ok(pool) = self.dma.session_pool(session) else {
+            return;
+        };
+        let Ok(bdf) = pool.name().parse::<Bdf>() else {
+            return;
+        };
+        if !lock(&self.served).contains_key(&bdf) {
+            return;
+        }
+        let r = self.with_slot_wait(bdf, |slot| {
+            let Some(v) = slot.as_ref().and_then(|t| t.hold.vfio()) else {
+                return Ok(());
+            };
+            let mut served = lock(&self.served);
+            let Some(s) = served.get_mut(&bdf) else {
+                return Ok(());
+            };
+            let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
+                .map_err(|source| TakeError::Vfio { bdf, source })?;
+            let r = s.queues.reclaim(&mut s.ctrl, &kicks, session);
+            for w in &r.warnings {
+                tracing::warn!(%bdf, error = w as &dyn std::error::Error, "reclaim");
+            }
+            for qid in &r.freed {
+                s.leases.remove(qid);
+            }
+            for (qid, e) in &r.stuck {
+                tracing::error!(%bdf, qid, error = e as &dyn std::error::Error, "a lent queue was not deleted: its memory stays with rigd");
+                if let Some((sess, lease)) = s.leases.get(qid) {
+                    self.dma.withhold(*sess, *lease);
+                }
+            }
+            if r.memory_free() {
+                self.drop_pages(s, session);
+            }
+            tracing::debug!(%bdf, session = session.0, freed = r.freed.len(), "queues reclaimed");
+            Ok(())
+        });
+        if let Err(e) = r {
+            tracing::error!(%bdf, session = session.0, error = &e as &dyn std::error::Error, "queues not reclaimed");
+        }
+    }
+
+    /// Unaliases `session`'s shadow pages once it holds no queue on the device.
+    fn drop_pages(&self, s: &mut Served, session: SessionId) {
+        if s.queues.status().iter().any(|q| q.owner.session == session) {
+            return;
+        }
+        let Ok(pool) = self.dma.pool(&s.ctrl.bdf().to_string()) else {
+            return;
+        };
+        let pages: Vec<u16> = s
+            .pages
+            .iter()
+            .filter(|(_, p)| p.0 == session)
+            .map(|(k, _)| *k)
+            .collect();
+        for page in pages {
+            match pool.unalias(Iova(s.window.0 + u64::from(page) * ALIAS_PAGE)) {
+                Ok(()) => {
+                    s.pages.remove(&page);
+                }
+                Err(e) => {
+                    tracing::error!(bdf = %s.ctrl.bdf(), page, error = &e as &dyn std::error::Error, "a shadow page stays aliased");
+                }
+            }
+        }
+    }
+
+    /// Stops lending on `bdf` before it is given back, reset or resized: every lent
+    /// queue is deleted, the controller disabled, rigd's block released. Called under
+    /// the device's slot lock.
+    pub(super) fn stop_serving(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
+        let Some(mut s) = lock(&self.served).remove(&bdf) else {
+            return;
+        };
+        if let Some(d) = device
+            && let Ok(kicks) = VfioKicks::with_vectors(d, &s.parked)
+        {
+            let sessions: Vec<SessionId> =
+                s.queues.status().iter().map(|q| q.owner.session).collect();
+            for session in sessions {
+                s.queues.reclaim(&mut s.ctrl, &kicks, session);
+            }
+        }
+        if let Err(e) = s.ctrl.disable() {
+            tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "the NVMe controller was not disabled");
+        }
+        if let Some(d) = device
+            && let Err(e) = d.disable_irq(crate::vfio::IrqIndex::Msix)
+        {
+            tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "MSI-X left enabled");
+        }
+        tracing::info!(%bdf, "NVMe controller no longer lends queues");
+    }
+
+    /// Every lent queue on every device, with the SQ tail and CQ head its client last
+    /// published in its shadow page.
+    pub fn queue_status(&self) -> Vec<QueueView> {
+        let served = lock(&self.served);
+        let mut out = Vec::new();
+        for s in served.values() {
+            let pool = self.dma.pool(&s.ctrl.bdf().to_string()).ok();
+            for q in s.queues.status() {
+                let shadow = s.pages.get(&(q.qid / 512)).zip(pool.as_ref()).and_then(
+                    |((_, lease, offset), pool)| {
+                        let mut b = [0u8; 8];
+                        let at = offset + 8 * u64::from(q.qid % 512);
+                        pool.read(*lease, at, &mut b).ok()?;
+                        Some((
+                            u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                            u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                        ))
+                    },
+                );
+                out.push(QueueView { status: q, shadow });
+            }
+        }
+        out
+    }
+}

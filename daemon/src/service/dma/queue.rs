@@ -1,0 +1,115 @@
+//! Queue requests on the DMA side socket: `QueueOpen` and `QueueClose` of a claimed
+//! session, answered `QueueOpened` with the kick eventfd attached, `QueueClosed`, or
+//! `QueueRefused` with a code and one line. The work (admin commands that poll, VFIO
+//! ioctls) runs on a blocking thread. Errors a client causes are logged at debug by
+//! the connection, like the DMA ones.
+
+use std::{os::fd::OwnedFd, sync::Arc};
+
+use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+use rig_sys::scm::PeerCred;
+
+use super::side::reply;
+use crate::{
+    dma::{DmaError, LeaseId, SessionId},
+    nvme::NvmeError,
+    queue::{Owner, QueueError},
+    rig::{Rig, RigError},
+    service::status::error_line,
+    take::TakeError,
+};
+
+/// The namespace lent queues' commands name (QEMU's controller has one).
+const NSID: u32 = 1;
+
+pub(super) async fn open(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    peer: PeerCred,
+    q: pb::QueueOpen,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let rig = Arc::clone(rig);
+    let owner = Owner {
+        session: id,
+        uid: peer.uid,
+        pid: peer.pid,
+    };
+    let done = tokio::task::spawn_blocking(move || {
+        rig.open_queue(id, owner, q.depth, LeaseId(q.lease), q.offset)
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match done {
+        Ok(lent) => {
+            let opened = pb::QueueOpened {
+                qid: lent.qid.into(),
+                entries: lent.entries,
+                sq_offset: lent.sq_offset,
+                cq_offset: lent.cq_offset,
+                shadow_offset: lent.shadow_offset,
+                shadow_slot: lent.shadow_slot,
+                nsid: NSID,
+                interrupts: lent.irq.is_some(),
+            };
+            let mut fds = vec![crate::sys::vfio::eventfd_into_owned(lent.kick)];
+            fds.extend(lent.irq.map(crate::sys::vfio::eventfd_into_owned));
+            (reply(Reply::QueueOpened(opened)), fds)
+        }
+        Err(e) => (refused(&e), Vec::new()),
+    }
+}
+
+pub(super) async fn close(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    q: pb::QueueClose,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let rig = Arc::clone(rig);
+    let Ok(qid) = u16::try_from(q.qid) else {
+        return (
+            refused_with(pb::QueueErrorCode::NotYours, format!("No queue {}", q.qid)),
+            Vec::new(),
+        );
+    };
+    let done = tokio::task::spawn_blocking(move || rig.close_queue(id, qid))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match done {
+        Ok(()) => (
+            reply(Reply::QueueClosed(pb::QueueClosed { qid: q.qid })),
+            Vec::new(),
+        ),
+        Err(e) => (refused(&e), Vec::new()),
+    }
+}
+
+fn refused_with(code: pb::QueueErrorCode, message: String) -> pb::DmaSideReply {
+    reply(Reply::QueueRefused(pb::QueueRefused {
+        code: code.into(),
+        message,
+    }))
+}
+
+fn refused(e: &RigError) -> pb::DmaSideReply {
+    refused_with(code(e), error_line(e))
+}
+
+fn code(e: &RigError) -> pb::QueueErrorCode {
+    use pb::QueueErrorCode as C;
+    match e {
+        RigError::Queue(q) => match q {
+            QueueError::DepthZero { .. } => C::DepthZero,
+            QueueError::DepthOverLimit { .. } => C::DepthOverLimit,
+            QueueError::TooMany { .. } | QueueError::NoQueueId { .. } => C::TooMany,
+            QueueError::NotYours { .. } => C::NotYours,
+            QueueError::Device { .. } => C::Device,
+        },
+        RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
+        RigError::Nvme(NvmeError::Unsupported { .. }) => C::Unsupported,
+        RigError::Nvme(_) => C::Device,
+        RigError::Dma(DmaError::UnknownLease { .. } | DmaError::BadSession { .. })
+        | RigError::BadRequest(_)
+        | RigError::BadAddress(_) => C::BadRequest,
+        _ => C::Device,
+    }
+}
