@@ -142,7 +142,10 @@ pub enum ChannelError {
     Protocol(&'static str),
 }
 
-/// A channel of this process's own, on an RM-served GPU.
+/// A channel of this process's own, on an RM-served GPU. Give it back with
+/// [`Session::close_channel`]; one only dropped stays open in rigd (counting against
+/// the session's limit) until the session ends, and its pushbuffer and semaphore
+/// memory go back to the session for other buffers.
 #[derive(Debug)]
 pub struct Channel {
     id: u64,
