@@ -339,3 +339,37 @@ async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error()
     o.submit().expect("submits");
     f.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = s.open_channel(Engine::Copy, 64).await.expect("channel");
+    let sem = ch.semaphore_va();
+    ch.release().expect("release");
+    ch.submit().expect("submit"); // the fake GPU never completes it
+    drop(ch);
+    // What the GPU may still write is never handed out again in this session.
+    for _ in 0..8 {
+        let b = s.alloc(16, 16).await.expect("small buffer");
+        assert_ne!(
+            b.device_address(),
+            Some(sem),
+            "the semaphore's space was reused"
+        );
+        std::mem::forget(b);
+    }
+    // A channel closed through rigd (stopped and drained there) gives its memory back.
+    let mut ch = s.open_channel(Engine::Copy, 64).await.expect("channel");
+    let sem = ch.semaphore_va();
+    ch.release().expect("release");
+    ch.submit().expect("submit");
+    s.close_channel(ch).await.expect("close");
+    let b = s.alloc(16, 16).await.expect("small buffer");
+    assert_eq!(
+        b.device_address(),
+        Some(sem),
+        "first fit: the closed channel's space"
+    );
+    f.server.stop().await;
+}

@@ -144,8 +144,10 @@ pub enum ChannelError {
 
 /// A channel of this process's own, on an RM-served GPU. Give it back with
 /// [`Session::close_channel`]; one only dropped stays open in rigd (counting against
-/// the session's limit) until the session ends, and its pushbuffer and semaphore
-/// memory go back to the session for other buffers.
+/// the session's limit) until the session ends. Its pushbuffer and semaphore memory go
+/// back to the session when it drops, unless work it submitted has not completed:
+/// then they stay out of use until the session ends, since the GPU may still read and
+/// write them.
 #[derive(Debug)]
 pub struct Channel {
     id: u64,
@@ -171,6 +173,22 @@ pub struct Channel {
     in_flight: VecDeque<(u64, u64)>,
     /// The largest value `in_flight` has held.
     recorded: u64,
+    /// rigd closed it: the GPU no longer runs its work.
+    drained: bool,
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // Work still in flight may yet read the pushbuffer and write the semaphore.
+        let done = self
+            .sem
+            .read_u64(0)
+            .is_ok_and(|v| v >= self.timeline.last());
+        if !self.drained && !done {
+            self.pb_mem.keep_out();
+            self.sem.keep_out();
+        }
+    }
 }
 
 fn map_err(channel: u64, what: &'static str) -> impl FnOnce(io::Error) -> ChannelError {
@@ -284,6 +302,7 @@ impl Session {
             queued: VecDeque::new(),
             in_flight: VecDeque::new(),
             recorded: 0,
+            drained: false,
         };
         ch.push(&engine.set_object())?;
         Ok(ch)
@@ -293,13 +312,16 @@ impl Session {
     ///
     /// # Errors
     /// [`DmaError::Refused`] (`UnknownChannel`), side-socket errors.
-    pub async fn close_channel(&self, channel: Channel) -> Result<(), ChannelError> {
-        let id = channel.id;
+    pub async fn close_channel(&self, mut channel: Channel) -> Result<(), ChannelError> {
+        // rigd stops and drains it first; only then is its memory free here.
+        let answer = self
+            .side_call(Request::ChannelClose(pb::DmaChannelClose {
+                channel: channel.id,
+            }))
+            .await;
+        channel.drained = matches!(answer, Ok((Reply::ChannelClosed(_), _)));
         drop(channel);
-        match self
-            .side_call(Request::ChannelClose(pb::DmaChannelClose { channel: id }))
-            .await?
-        {
+        match answer? {
             (Reply::ChannelClosed(_), _) => Ok(()),
             (Reply::Error(e), _) => Err(refusal(&e).into()),
             _ => Err(ChannelError::Protocol(

@@ -344,6 +344,15 @@ impl Buffer {
     }
 }
 
+impl Buffer {
+    /// Keeps the buffer's space out of the session's use after it drops (until the
+    /// session ends): for memory a device may still write, such as a dropped
+    /// channel's semaphore with work in flight.
+    pub(crate) fn keep_out(&mut self) {
+        self.returned = true;
+    }
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         if !self.returned {
