@@ -291,25 +291,27 @@ fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
 /// picks codes for `Rig` errors; DMA errors reach gRPC only here.)
 pub fn status(e: &DmaError) -> Status {
     let msg = error_line(e);
-    match code(e) {
-        pb::DmaErrorCode::ZeroSize
-        | pb::DmaErrorCode::Misaligned
-        | pb::DmaErrorCode::Oversized
-        | pb::DmaErrorCode::Protocol => Status::invalid_argument(msg),
-        pb::DmaErrorCode::Quota | pb::DmaErrorCode::Exhausted => Status::resource_exhausted(msg),
-        pb::DmaErrorCode::NotContiguous => Status::failed_precondition(msg),
-        pb::DmaErrorCode::UnknownLease => Status::not_found(msg),
-        pb::DmaErrorCode::BadSession => Status::permission_denied(msg),
-        pb::DmaErrorCode::BadRing => Status::invalid_argument(msg),
-        pb::DmaErrorCode::ChannelLimit => Status::resource_exhausted(msg),
-        pb::DmaErrorCode::UnknownChannel => Status::not_found(msg),
-        pb::DmaErrorCode::NotServed => Status::failed_precondition(msg),
-        pb::DmaErrorCode::Rm => Status::unavailable(msg),
-        pb::DmaErrorCode::Unspecified | pb::DmaErrorCode::Internal => match e {
-            DmaError::NoPool { .. } => Status::not_found(msg),
-            DmaError::TooManyPending { .. } => Status::resource_exhausted(msg),
-            _ => Status::internal(msg),
-        },
+    match e {
+        DmaError::NoPool { .. } => Status::not_found(msg),
+        DmaError::TooManyPending { .. } => Status::resource_exhausted(msg),
+        _ => status_of_code(code(e), msg),
+    }
+}
+
+/// The gRPC status for a side-socket error code, the one table for DMA and channel
+/// errors alike; `msg` is the error's line.
+pub fn status_of_code(code: pb::DmaErrorCode, msg: String) -> Status {
+    use pb::DmaErrorCode as C;
+    match code {
+        C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => {
+            Status::invalid_argument(msg)
+        }
+        C::Quota | C::Exhausted | C::ChannelLimit => Status::resource_exhausted(msg),
+        C::NotContiguous | C::NotServed => Status::failed_precondition(msg),
+        C::UnknownLease | C::UnknownChannel => Status::not_found(msg),
+        C::BadSession => Status::permission_denied(msg),
+        C::Rm => Status::unavailable(msg),
+        C::Unspecified | C::Internal => Status::internal(msg),
     }
 }
 

@@ -2,7 +2,6 @@
 //! travel typed from `pci`, `take` and `dma` up to here (and to `main.rs`, the other
 //! edge), and become text only here.
 
-use rig_proto::v1 as pb;
 use tonic::Status;
 
 use crate::{
@@ -73,16 +72,7 @@ pub fn from_rig(e: &RigError) -> Status {
         RigError::Pci(p) | RigError::Take(TakeError::Read { source: p, .. }) => from_pci(p, msg),
         // Transparent: the DMA error's own code and line.
         RigError::Dma(d) => super::dma::status(d),
-        RigError::Channel(_) => match super::channels::code(e) {
-            pb::DmaErrorCode::BadRing => Status::invalid_argument(msg),
-            pb::DmaErrorCode::ChannelLimit => Status::resource_exhausted(msg),
-            pb::DmaErrorCode::UnknownChannel => Status::not_found(msg),
-            pb::DmaErrorCode::NotServed | pb::DmaErrorCode::BadSession => {
-                Status::failed_precondition(msg)
-            }
-            pb::DmaErrorCode::Rm => Status::unavailable(msg),
-            _ => Status::internal(msg),
-        },
+        RigError::Channel(_) => super::dma::status_of_code(super::channels::code(e), msg),
         RigError::NotAdmin { .. } | RigError::Take(TakeError::SysfsModeNotAllowed) => {
             Status::permission_denied(msg)
         }
