@@ -300,14 +300,15 @@ impl Rm for FakeRm {
         usermode: NvHandle,
     ) -> Result<FakeUsermode, CallError> {
         self.rm(Call::MapUsermode { usermode })?;
-        let page =
-            rig_sys::memfd::Memfd::create(c"rig-fake-usermode", rig_sys::memfd::Backing::Shmem)
-                .and_then(|f| f.set_len(super::calls::USERMODE_LEN as u64).map(|()| f))
-                .and_then(rig_sys::memfd::Memfd::seal)
-                .map_err(|source| CallError::Map {
-                    what: "the fake usermode page",
-                    source,
-                })?;
+        let page = rig_sys::memfd::Memfd::sealed(
+            c"rig-fake-usermode",
+            rig_sys::memfd::Backing::Shmem,
+            super::calls::USERMODE_LEN as u64,
+        )
+        .map_err(|source| CallError::Map {
+            what: "the fake usermode page",
+            source,
+        })?;
         Ok(FakeUsermode {
             rm: self.clone(),
             page,

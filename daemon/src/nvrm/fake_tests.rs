@@ -154,6 +154,13 @@ fn host_memory_is_unmapped_then_freed() {
     );
 }
 
+/// A 2 MiB sealed shmem block, mapped, as a lease's block would be.
+fn two_mib_block() -> rig_sys::mman::Mapping {
+    let f = rig_sys::memfd::Memfd::sealed(c"t", rig_sys::memfd::Backing::Shmem, 2 << 20)
+        .expect("memfd");
+    rig_sys::mman::Mapping::shared(&f, rig_sys::mman::Fill::Populate).expect("map")
+}
+
 /// The DMA object of each space: what its maps name as `h_dma`.
 fn virtual_of(calls: &[Call], space: NvHandle) -> NvHandle {
     let i = position(
@@ -176,14 +183,7 @@ fn two_clients_get_two_spaces_and_each_lease_lands_only_in_its_own() {
     let (gpu, a) = open(&rm).expect("open");
     let b = Arc::new(AddressSpace::new(&gpu).expect("second space"));
     assert_ne!(a.handle(), b.handle());
-    let block = rig_sys::mman::Mapping::shared(
-        &rig_sys::memfd::Memfd::create(c"t", rig_sys::memfd::Backing::Shmem)
-            .and_then(|f| f.set_len(2 << 20).map(|()| f))
-            .and_then(rig_sys::memfd::Memfd::seal)
-            .expect("memfd"),
-        rig_sys::mman::Fill::Populate,
-    )
-    .expect("map");
+    let block = two_mib_block();
     let va = LEASE_BASE + (4 << 20);
     assert!(a.va_range().contains(&va));
     a.map_block(va, &block).expect("map into a");
@@ -217,11 +217,7 @@ fn two_clients_get_two_spaces_and_each_lease_lands_only_in_its_own() {
 fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
     let rm = FakeRm::new();
     let (gpu, space) = open(&rm).expect("open");
-    let f = rig_sys::memfd::Memfd::create(c"t", rig_sys::memfd::Backing::Shmem)
-        .and_then(|f| f.set_len(2 << 20).map(|()| f))
-        .and_then(rig_sys::memfd::Memfd::seal)
-        .expect("memfd");
-    let block = rig_sys::mman::Mapping::shared(&f, rig_sys::mman::Fill::Populate).expect("map");
+    let block = two_mib_block();
     space.map_block(LEASE_BASE, &block).expect("map");
     drop(space);
     drop(gpu);

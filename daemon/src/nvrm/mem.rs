@@ -53,10 +53,8 @@ impl<R: Rm> HostMem<R> {
             return Err(NvrmError::HostMemSize { len });
         }
         let len = len.next_multiple_of(PAGE);
-        let memfd_err = |source| NvrmError::Memfd { len, source };
-        let fd = Memfd::create(c"rig-gpu-host", Backing::Shmem).map_err(memfd_err)?;
-        fd.set_len(len).map_err(memfd_err)?;
-        let file = fd.seal().map_err(memfd_err)?;
+        let file = Memfd::sealed(c"rig-gpu-host", Backing::Shmem, len)
+            .map_err(|source| NvrmError::Memfd { len, source })?;
         let map = Mapping::shared(&file, Fill::Populate)
             .map_err(|source| NvrmError::MapHost { len, source })?;
         let mut m = Self {

@@ -86,6 +86,17 @@ impl Memfd {
         Ok(ftruncate(&self.fd, len)?)
     }
 
+    /// A memfd of `len` bytes, sealed: [`Memfd::create`], [`Memfd::set_len`],
+    /// [`Memfd::seal`]. Its pages are allocated as they are first touched.
+    ///
+    /// # Errors
+    /// As those three.
+    pub fn sealed(name: &CStr, backing: Backing, len: u64) -> io::Result<SealedMemfd> {
+        let fd = Self::create(name, backing)?;
+        fd.set_len(len)?;
+        fd.seal()
+    }
+
     /// Adds [`block_seals`] (fcntl(2) `F_ADD_SEALS`); from here on the size is final.
     ///
     /// # Errors
@@ -194,7 +205,7 @@ pub fn seals(fd: impl AsFd) -> io::Result<SealFlag> {
 /// A sealed shmem memfd of `len` bytes, for this crate's tests.
 #[cfg(test)]
 pub(crate) fn sealed_for_test(len: u64) -> SealedMemfd {
-    sized_for_test(len).seal().expect("seal")
+    Memfd::sealed(c"rig-test", Backing::Shmem, len).expect("sealed memfd")
 }
 
 #[cfg(test)]
