@@ -231,6 +231,19 @@ impl Client {
     }
 }
 
+/// An error and its causes on one line, joined by ": " (what rigctl and the probes
+/// print for a failure).
+pub fn error_line(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// Turns a failed connect into the error a person can act on.
 fn diagnose(path: &Path, e: io::Error) -> ClientError {
     let path = path.to_owned();

@@ -82,14 +82,10 @@ fn main() -> ExitCode {
     match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut line = e.to_string();
-            let mut src = e.source();
-            while let Some(s) = src {
-                line.push_str(": ");
-                line.push_str(&s.to_string());
-                src = s.source();
-            }
-            eprintln!("rig-channel-probe {role}: {line}");
+            eprintln!(
+                "rig-channel-probe {role}: {}",
+                rig_client::error_line(e.as_ref())
+            );
             ExitCode::FAILURE
         }
     }

@@ -100,18 +100,6 @@ fn run_inner(cmd: FirmwareCmd) -> Result<ExitCode, BoxError> {
     }
 }
 
-/// An error and its causes on one line.
-fn chain(e: &dyn Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
 fn inspect(out: &mut impl Write, files: &[PathBuf], json: bool) -> Result<ExitCode, BoxError> {
     let mut failed = false;
     let mut values = Vec::new();
@@ -122,7 +110,7 @@ fn inspect(out: &mut impl Write, files: &[PathBuf], json: bool) -> Result<ExitCo
             Ok(r) => print_report(out, &r)?,
             Err(e) => {
                 failed = true;
-                let msg = chain(&e);
+                let msg = rig_client::error_line(&e);
                 eprintln!("rigctl: {msg}");
                 if json {
                     values.push(
