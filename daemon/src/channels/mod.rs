@@ -476,7 +476,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 .map_err(|e| self.rm_error(e))?,
         );
         let channel = Channel::new(&group, engine, entries).map_err(|e| self.rm_error(e))?;
-        let ring = channel.gpfifo();
+        // Channel::new places rings in host memory, the only kind lent so far.
+        let ring = channel.gpfifo().host().ok_or_else(|| {
+            self.share("the ring")(std::io::Error::other("it lies in GPU memory"))
+        })?;
         let opened = OpenedChannel {
             id,
             engine,

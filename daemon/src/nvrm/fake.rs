@@ -8,7 +8,7 @@ use rig_sys::mman::Mapping;
 
 use super::{
     Card,
-    calls::{Doorbell, Rm, UnmapMemoryDma},
+    calls::{Caching, Doorbell, Rm, UnmapMemoryDma, Window},
     error::CallError,
     layout::{MapMemoryDma, Release, r580},
 };
@@ -69,6 +69,14 @@ pub enum Call {
         usermode: NvHandle,
     },
     UnmapUsermode,
+    MapWindow {
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    },
+    UnmapWindow {
+        memory: NvHandle,
+    },
     Doorbell {
         token: u32,
     },
@@ -176,6 +184,45 @@ impl Drop for FakeUsermode {
     }
 }
 
+/// GPU memory's CPU view, standing in: host memory of the same length.
+#[derive(Debug)]
+pub struct FakeWindow {
+    rm: FakeRm,
+    memory: NvHandle,
+    map: Mapping,
+    file: rig_sys::memfd::SealedMemfd,
+}
+
+impl Window for FakeWindow {
+    fn write_u32(&self, offset: usize, value: u32) -> std::io::Result<()> {
+        self.map.write_u32(offset, value)
+    }
+
+    fn write_u64(&self, offset: usize, value: u64) -> std::io::Result<()> {
+        self.map.write_u64(offset, value)
+    }
+
+    fn read_u32(&self, offset: usize) -> std::io::Result<u32> {
+        self.map.read_u32(offset)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.file.try_clone().map(Into::into)
+    }
+}
+
+impl Drop for FakeWindow {
+    fn drop(&mut self) {
+        let _ = self.rm.record(Call::UnmapWindow {
+            memory: self.memory,
+        });
+    }
+}
+
 fn put_u32(params: &mut [u8], at: usize, v: u32) {
     if let Some(b) = params.get_mut(at..at + 4) {
         b.copy_from_slice(&v.to_ne_bytes());
@@ -184,6 +231,7 @@ fn put_u32(params: &mut [u8], at: usize, v: u32) {
 
 impl Rm for FakeRm {
     type Usermode = FakeUsermode;
+    type Window = FakeWindow;
 
     fn client(&self) -> NvHandle {
         FAKE_CLIENT
@@ -312,6 +360,37 @@ impl Rm for FakeRm {
         Ok(FakeUsermode {
             rm: self.clone(),
             page,
+        })
+    }
+
+    fn map_window(
+        &self,
+        _device: NvHandle,
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    ) -> Result<FakeWindow, CallError> {
+        self.rm(Call::MapWindow {
+            memory,
+            len,
+            caching,
+        })?;
+        let map = |source| CallError::Map {
+            what: "the fake GPU memory",
+            source,
+        };
+        let file = rig_sys::memfd::Memfd::sealed(
+            c"rig-fake-vidmem",
+            rig_sys::memfd::Backing::Shmem,
+            len as u64,
+        )
+        .map_err(map)?;
+        let m = Mapping::shared(&file, rig_sys::mman::Fill::Populate).map_err(map)?;
+        Ok(FakeWindow {
+            rm: self.clone(),
+            memory,
+            map: m,
+            file,
         })
     }
 }

@@ -492,26 +492,54 @@ impl DeviceMapping {
         Ok(Self { ptr, len })
     }
 
+    /// The address of the `T` at `offset`, if it lies inside and is aligned for `T`.
+    fn word<T>(&self, offset: usize) -> io::Result<*mut T> {
+        let size = size_of::<T>();
+        if !offset.is_multiple_of(size)
+            || offset.checked_add(size).is_none_or(|e| e > self.len.get())
+        {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: `offset + size` lies inside the mapping (checked above), so the
+        // result stays inside the same mapped object.
+        Ok(unsafe { self.ptr.as_ptr().cast::<u8>().add(offset).cast::<T>() })
+    }
+
     /// Writes `value` to the aligned u32 at `offset` in one volatile store.
     ///
     /// # Errors
     /// `InvalidInput` for an offset outside the mapping or not 4-byte aligned.
     pub fn write_u32(&self, offset: usize, value: u32) -> io::Result<()> {
-        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|e| e > self.len.get()) {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        // SAFETY: the 4 bytes at `offset` lie inside the mapping (checked), which lives
-        // as long as `self`; the address is 4-byte aligned (a page plus an aligned
-        // offset); a volatile store is what MMIO needs.
-        unsafe {
-            self.ptr
-                .as_ptr()
-                .cast::<u8>()
-                .add(offset)
-                .cast::<u32>()
-                .write_volatile(value);
-        }
+        let at = self.word::<u32>(offset)?;
+        // SAFETY: `at` is inside the mapping, which lives as long as `self`, and
+        // 4-byte aligned (a page plus an aligned offset); a volatile store is what
+        // MMIO needs.
+        unsafe { at.write_volatile(value) };
         Ok(())
+    }
+
+    /// Writes `value` to the aligned u64 at `offset` in one volatile store (a ring
+    /// entry in GPU memory through BAR1).
+    ///
+    /// # Errors
+    /// `InvalidInput` for an offset outside the mapping or not 8-byte aligned.
+    pub fn write_u64(&self, offset: usize, value: u64) -> io::Result<()> {
+        let at = self.word::<u64>(offset)?;
+        // SAFETY: as in `write_u32`, for 8 aligned bytes.
+        unsafe { at.write_volatile(value) };
+        Ok(())
+    }
+
+    /// Reads the aligned u32 at `offset` in one volatile load. Through a BAR it returns
+    /// only after the stores posted before it have landed (PCIe ordering), which is
+    /// how a writer of GPU memory makes its stores visible before a doorbell.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an offset outside the mapping or not 4-byte aligned.
+    pub fn read_u32(&self, offset: usize) -> io::Result<u32> {
+        let at = self.word::<u32>(offset)?;
+        // SAFETY: as in `write_u32`; a volatile load.
+        Ok(unsafe { at.read_volatile() })
     }
 
     /// The mapping's length.
