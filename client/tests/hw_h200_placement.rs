@@ -92,44 +92,73 @@ struct Variant {
     ring: Placement,
     pb_in_gpu: bool,
     read_back: bool,
+    /// Store fences (sfence) instead of full ones around GP_PUT.
+    sfence: bool,
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 9] = [
     Variant {
         name: "ring host, pushbuffer host (today)",
         ring: Placement::Host,
         pb_in_gpu: false,
         read_back: false,
+        sfence: false,
     },
     Variant {
         name: "ring GPU (WC), pushbuffer host, read-back",
         ring: Placement::Device(Caching::WriteCombined),
         pb_in_gpu: false,
         read_back: true,
+        sfence: false,
     },
     Variant {
         name: "ring GPU (WC), pushbuffer GPU (WC), read-back",
         ring: Placement::Device(Caching::WriteCombined),
         pb_in_gpu: true,
         read_back: true,
+        sfence: false,
     },
     Variant {
         name: "ring host, pushbuffer GPU (WC), read-back",
         ring: Placement::Host,
         pb_in_gpu: true,
         read_back: true,
+        sfence: false,
     },
     Variant {
         name: "diagnostic: ring GPU (UC), pushbuffer host, no read-back",
         ring: Placement::Device(Caching::Uncached),
         pb_in_gpu: false,
         read_back: false,
+        sfence: false,
     },
     Variant {
         name: "diagnostic: ring GPU (WC), pushbuffer GPU (WC), no read-back",
         ring: Placement::Device(Caching::WriteCombined),
         pb_in_gpu: true,
         read_back: false,
+        sfence: false,
+    },
+    Variant {
+        name: "ring GPU (WC), pushbuffer host, no read-back",
+        ring: Placement::Device(Caching::WriteCombined),
+        pb_in_gpu: false,
+        read_back: false,
+        sfence: false,
+    },
+    Variant {
+        name: "ring GPU (WC), pushbuffer GPU (WC), no read-back, sfence",
+        ring: Placement::Device(Caching::WriteCombined),
+        pb_in_gpu: true,
+        read_back: false,
+        sfence: true,
+    },
+    Variant {
+        name: "ring GPU (UC), pushbuffer GPU (UC), no read-back",
+        ring: Placement::Device(Caching::Uncached),
+        pb_in_gpu: true,
+        read_back: false,
+        sfence: false,
     },
 ];
 
@@ -180,7 +209,11 @@ impl Lane {
     ) -> Res<Self> {
         let ch = Channel::placed(group, Engine::Copy, ENTRIES, v.ring)?;
         let pb_mem = if v.pb_in_gpu {
-            let mem = DeviceMem::new(space.gpu(), PB_WORDS * 4, Caching::WriteCombined)?;
+            let caching = match v.ring {
+                Placement::Device(c) => c,
+                Placement::Host => Caching::WriteCombined,
+            };
+            let mem = DeviceMem::new(space.gpu(), PB_WORDS * 4, caching)?;
             Pb::Gpu(DeviceView::map(space, Arc::new(mem))?)
         } else {
             Pb::Host(HostMem::new(space, PB_WORDS * 4)?)
@@ -243,7 +276,7 @@ impl Lane {
             g.w64(slot as usize * 8, ring::entry(seg.va, seg.words)?)?;
             self.last_end = seg.end;
         }
-        fence(Ordering::SeqCst);
+        self.fence();
         g.w32(userd + USERD_GP_PUT, self.ring.put())?;
         if self.v.read_back {
             // A read through BAR1 returns once the stores posted before it landed
@@ -254,9 +287,17 @@ impl Lane {
                 (_, pb) => pb.r32(0)?,
             };
         }
-        fence(Ordering::SeqCst);
+        self.fence();
         self.ch.ring_doorbell();
         Ok(())
+    }
+
+    fn fence(&self) {
+        if self.v.sfence {
+            rig_sys::mman::store_fence();
+        } else {
+            fence(Ordering::SeqCst);
+        }
     }
 
     fn wait(&mut self, sems: &Mapping, v: u64, timeout: Duration) -> Res<()> {
@@ -350,6 +391,26 @@ fn run() -> Res<()> {
                 l.failed = Some(e.to_string());
             }
         }
+    }
+    // What a submission's host time is made of: the doorbell store alone (the GPU
+    // finds no new entry), and a full fence alone.
+    if let Some(l) = lanes.first() {
+        let n = 10_000u32;
+        let t = Instant::now();
+        for _ in 0..n {
+            l.ch.ring_doorbell();
+        }
+        let bell = t.elapsed() / n;
+        let t = Instant::now();
+        for _ in 0..n {
+            fence(Ordering::SeqCst);
+        }
+        let full = t.elapsed() / n;
+        println!(
+            "doorbell store alone {:.3} µs, full fence alone {:.3} µs",
+            bell.as_secs_f64() * 1e6,
+            full.as_secs_f64() * 1e6
+        );
     }
     for l in &mut lanes {
         l.rtt.sort();

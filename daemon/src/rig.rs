@@ -73,6 +73,8 @@ pub struct Rig {
     taker: Taker,
     devices: Mutex<BTreeMap<Bdf, Slot>>,
     admin_group: Option<(String, u32)>,
+    /// `[channels] gpu_rings_group`, resolved.
+    gpu_rings_group: Option<(String, u32)>,
     unbind_timeout: Duration,
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
@@ -109,6 +111,8 @@ pub enum StartWarning {
     NoNames(#[source] IdsError),
     #[error("Only root may take devices")]
     NoAdminGroup(#[source] ConfigError),
+    #[error("Only root's channels may have rings in GPU memory")]
+    NoGpuRingsGroup(#[source] ConfigError),
     #[error("GPU {gpu} is not served: no channels on it")]
     NotServed {
         gpu: String,
@@ -152,6 +156,15 @@ impl Rig {
                 }
             }
         });
+        let gpu_rings_group = config.channels.gpu_rings_group.as_deref().and_then(|g| {
+            match config::resolve_group(g, &config.paths.group_file) {
+                Ok(gid) => Some((g.to_owned(), gid)),
+                Err(e) => {
+                    warnings.push(StartWarning::NoGpuRingsGroup(e));
+                    None
+                }
+            }
+        });
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -168,6 +181,7 @@ impl Rig {
             taker,
             devices: Mutex::new(BTreeMap::new()),
             admin_group,
+            gpu_rings_group,
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
@@ -203,31 +217,40 @@ impl Rig {
     /// # Errors
     /// [`RigError::NotAdmin`].
     pub fn authorize_admin(&self, c: PeerCred) -> Result<(), RigError> {
-        if c.uid == 0 {
+        if c.uid == 0
+            || self
+                .admin_group
+                .as_ref()
+                .is_some_and(|(_, g)| self.in_group(c, *g))
+        {
             return Ok(());
-        }
-        if let Some((_, gid)) = &self.admin_group {
-            let status = self
-                .taker
-                .places
-                .proc_root
-                .join(format!("{}/status", c.pid));
-            let supplementary = std::fs::read_to_string(status).ok().and_then(|text| {
-                let line = text.lines().find(|l| l.starts_with("Groups:"))?;
-                Some(
-                    line.split_whitespace()
-                        .skip(1)
-                        .filter_map(|g| g.parse::<u32>().ok())
-                        .collect::<Vec<_>>(),
-                )
-            });
-            if c.gid == *gid || supplementary.is_some_and(|g| g.contains(gid)) {
-                return Ok(());
-            }
         }
         Err(RigError::NotAdmin {
             uid: c.uid,
             group: self.admin_group.as_ref().map(|(n, _)| n.clone()),
+        })
+    }
+
+    /// Whether the peer process is in group `gid` (its primary group, or one of its
+    /// supplementary groups from /proc/<pid>/status).
+    fn in_group(&self, c: PeerCred, gid: u32) -> bool {
+        if c.gid == gid {
+            return true;
+        }
+        let status = self
+            .taker
+            .places
+            .proc_root
+            .join(format!("{}/status", c.pid));
+        std::fs::read_to_string(status).is_ok_and(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Groups:"))
+                .is_some_and(|line| {
+                    line.split_whitespace()
+                        .skip(1)
+                        .filter_map(|g| g.parse::<u32>().ok())
+                        .any(|g| g == gid)
+                })
         })
     }
 

@@ -309,7 +309,7 @@ pub fn status_of_code(code: pb::DmaErrorCode, msg: String) -> Status {
         C::Quota | C::Exhausted | C::ChannelLimit => Status::resource_exhausted(msg),
         C::NotContiguous | C::NotServed => Status::failed_precondition(msg),
         C::UnknownLease | C::UnknownChannel => Status::not_found(msg),
-        C::BadSession => Status::permission_denied(msg),
+        C::BadSession | C::GpuRingsRefused => Status::permission_denied(msg),
         C::Rm => Status::unavailable(msg),
         C::Unspecified | C::Internal => Status::internal(msg),
     }
