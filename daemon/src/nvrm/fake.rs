@@ -89,6 +89,8 @@ struct State {
     /// Fail the call with this index (counting every call) with this status.
     fail_at: Option<(usize, NvStatus)>,
     classes: Option<Vec<u32>>,
+    /// What SYSTEM_GET_PRIVILEGED_STATUS answers.
+    privileged: u8,
 }
 
 /// A fake RM; clones share one log.
@@ -113,6 +115,12 @@ impl FakeRm {
     /// Answers GPU_GET_CLASSLIST with `classes`.
     pub fn set_classes(&self, classes: Vec<u32>) {
         self.lock().classes = Some(classes);
+    }
+
+    /// Answers SYSTEM_GET_PRIVILEGED_STATUS with `flags` (as a root rigd that kept
+    /// CAP_SYS_ADMIN around its RM calls would get).
+    pub fn set_privileged(&self, flags: u8) {
+        self.lock().privileged = flags;
     }
 
     /// Every call so far.
@@ -307,6 +315,11 @@ impl Rm for FakeRm {
                 }
             }
             r580::NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN => put_u32(params, 0, FAKE_TOKEN),
+            r580::NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS => {
+                if let Some(b) = params.first_mut() {
+                    *b = self.lock().privileged;
+                }
+            }
             _ => {}
         }
         Ok(())

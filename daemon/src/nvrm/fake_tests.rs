@@ -436,3 +436,13 @@ fn a_failure_at_every_step_in_gpu_memory_frees_what_was_made_before_it() {
         assert_balanced(&calls);
     }
 }
+
+#[test]
+fn a_client_the_rm_counts_as_privileged_serves_nothing_and_frees_what_it_made() {
+    let rm = FakeRm::new();
+    rm.set_privileged(0x5);
+    let e = Gpu::open(rm.clone(), None).expect_err("privileged");
+    assert!(matches!(e, NvrmError::Privileged { flags: 0x5 }), "{e}");
+    assert!(e.to_string().contains("would run privileged"), "{e}");
+    assert_balanced(&rm.calls());
+}
