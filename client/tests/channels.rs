@@ -126,6 +126,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         ),
         "{e}"
     );
+    assert_eq!(ch.rekicks(), 0, "host rings never ring again");
     // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
     let sem = ch.semaphore_va();
     let (lease, off) = session
@@ -405,6 +406,10 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
     assert_eq!(listed[0].rings, Some(Rings::Gpu));
     let e = ch.wait(v, SHORT).expect_err("no GPU to release");
     assert!(matches!(e, ChannelError::Timeout { gp_put: 1, .. }), "{e}");
+    // GP_GET never moved: the wait rang the doorbell again, backing off (20 µs
+    // doubling to 1 ms: a few hundred in 200 ms, not thousands).
+    let kicks = ch.rekicks();
+    assert!((2..=400).contains(&kicks), "{kicks} rekicks");
     let uid = nix::unistd::getuid().as_raw();
     session.close_channel(ch).await.expect("close");
     assert_eq!(f.gpu.windows_of(uid), (1, 0), "kept for the uid, idle");

@@ -146,7 +146,7 @@ bad=0
 for f in "$RUN"/c*.out; do grep -q '^steady' "$f" || { bad=$((bad + 1)); cat "$f"; }; done
 say "$N clients: $bad failed"
 [ $bad -eq 0 ] || FAIL=1
-cat "$RUN"/c*.out | awk -v n=$N '/^steady/ {for (i=1;i<=NF;i++) {split($i,kv,"="); v[kv[1]]=kv[2]} c++; r+=v["releases"]; if (v["p99_us"]>m) m=v["p99_us"]; s+=v["p50_us"]} END {printf "%d clients: releases=%d mean_p50_us=%.2f worst_p99_us=%.2f\n", n, r, s/c, m}'
+cat "$RUN"/c*.out | awk -v n=$N '/^steady/ {for (i=1;i<=NF;i++) {split($i,kv,"="); v[kv[1]]=kv[2]} c++; r+=v["releases"]; if (v["p99_us"]>m) m=v["p99_us"]; s+=v["p50_us"]; k+=v["rekicks"]} END {printf "%d clients: releases=%d mean_p50_us=%.2f worst_p99_us=%.2f rekicks=%d\n", n, r, s/c, m, k}'
 sleep 0.5
 say "after $N clients: $(count_channels) channels"
 done

@@ -147,13 +147,15 @@ fn time_releases(name: &str, ch: &mut Channel, n: usize, how: method::Release) -
     rtt.sort();
     host.sort();
     println!(
-        "round_trip channel={name} wfi={} timestamp={} n={n} p50_us={:.2} p99_us={:.2} host_p50_us={:.3} host_p99_us={:.3}",
+        "round_trip channel={name} wfi={} timestamp={} n={n} p50_us={:.2} p99_us={:.2} host_p50_us={:.3} host_p99_us={:.3} rings={:?} rekicks={}",
         how.wait_idle,
         how.timestamp,
         pct(&rtt, 0.5),
         pct(&rtt, 0.99),
         pct(&host, 0.5),
-        pct(&host, 0.99)
+        pct(&host, 0.99),
+        ch.rings(),
+        ch.rekicks()
     );
     Ok(())
 }
@@ -272,10 +274,11 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
         .into());
     }
     println!(
-        "million releases={n} wraps={} seconds={:.2} per_release_us={:.2} last={last}",
+        "million releases={n} wraps={} seconds={:.2} per_release_us={:.2} last={last} rekicks={}",
         n / u64::from(copy.entries()),
         t.elapsed().as_secs_f64(),
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
+        t.elapsed().as_secs_f64() * 1e6 / n as f64,
+        copy.rekicks()
     );
     session.close_channel(copy).await?;
     session.close_channel(compute).await?;
@@ -367,12 +370,13 @@ async fn steady(socket: &str, gpu: &str, secs: u64) -> Res<()> {
     }
     rtt.sort();
     println!(
-        "steady pid={} releases={} p50_us={:.2} p99_us={:.2} max_us={:.1}",
+        "steady pid={} releases={} p50_us={:.2} p99_us={:.2} max_us={:.1} rekicks={}",
         std::process::id(),
         rtt.len(),
         pct(&rtt, 0.5),
         pct(&rtt, 0.99),
-        rtt.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
+        rtt.last().map_or(0.0, |d| d.as_secs_f64() * 1e6),
+        ch.rekicks()
     );
     Ok(())
 }

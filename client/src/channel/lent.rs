@@ -45,6 +45,16 @@ use crate::dma::{Buffer, DmaError, Session, refusal};
 
 /// How many spins of a wait go between reads of the error notifier.
 pub const FAULT_CHECK_SPINS: u32 = 256;
+/// With rings in GPU memory: how long a wait lets the GPU go without the value
+/// landing before it looks whether the GPU fetched what was submitted, and if not
+/// rings the doorbell again; the interval then doubles, up to [`REKICK_MAX`]. A
+/// doorbell can overtake GP_PUT's write through BAR1 inside the GPU, which then reads
+/// the old GP_PUT and fetches nothing until the next doorbell (seen on the H200 with
+/// 64 clients at once); NVIDIA's drivers read BAR1 back before every doorbell instead,
+/// at 1.5 µs of host time each. Ringing again is harmless: the GPU re-reads GP_PUT.
+pub const REKICK_AFTER: Duration = Duration::from_micros(20);
+/// The longest a wait goes between two such looks.
+pub const REKICK_MAX: Duration = Duration::from_millis(1);
 /// A release that waits for nothing and writes no timestamp: the value says only
 /// that the channel reached it, which is all an empty submission means.
 pub const EMPTY_RELEASE: method::Release = method::Release {
@@ -251,6 +261,8 @@ pub struct Channel {
     in_flight: VecDeque<(u64, u64)>,
     /// The largest value `in_flight` has held.
     recorded: u64,
+    /// Doorbells rung again by waits (rings in GPU memory).
+    rekicks: u64,
     /// rigd closed it: the GPU no longer runs its work.
     drained: bool,
 }
@@ -441,6 +453,7 @@ impl Session {
             queued: VecDeque::new(),
             in_flight: VecDeque::new(),
             recorded: 0,
+            rekicks: 0,
             drained: false,
         };
         ch.push(&engine.set_object())?;
@@ -494,6 +507,12 @@ impl Channel {
     /// Where its ring, USERD and pushbuffer live.
     pub fn rings(&self) -> Rings {
         self.rings
+    }
+
+    /// How many times waits rang the doorbell again because the GPU had not fetched
+    /// what was submitted ([`REKICK_AFTER`]); always 0 with rings in host memory.
+    pub fn rekicks(&self) -> u64 {
+        self.rekicks
     }
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
@@ -705,6 +724,8 @@ impl Channel {
     /// [`ChannelError::Timeline`] for a value never promised.
     pub fn wait(&mut self, value: u64, timeout: Duration) -> Result<(), ChannelError> {
         let start = Instant::now();
+        let mut every = REKICK_AFTER;
+        let mut kick = start + every;
         let mut spins = 0u32;
         loop {
             let current = self.sem.read_u64(0)?;
@@ -714,6 +735,11 @@ impl Channel {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(FAULT_CHECK_SPINS) {
+                if self.rings == Rings::Gpu && Instant::now() >= kick {
+                    self.rekick()?;
+                    every = (every * 2).min(REKICK_MAX);
+                    kick = Instant::now() + every;
+                }
                 if let Some(fault) = self.fault() {
                     return Err(ChannelError::Fault {
                         channel: self.id,
@@ -734,6 +760,22 @@ impl Channel {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// Rings the doorbell again if the GPU has not fetched every entry submitted (one
+    /// read of GP_GET through BAR1).
+    fn rekick(&mut self) -> Result<(), ChannelError> {
+        let get = self
+            .gpfifo
+            .read_u32(self.userd + USERD_GP_GET)
+            .map_err(map_err(self.id, "USERD"))?;
+        if get != self.ring.put() {
+            self.doorbell
+                .write_u32(self.doorbell_offset, self.token)
+                .map_err(map_err(self.id, "its doorbell"))?;
+            self.rekicks += 1;
+        }
+        Ok(())
     }
 
     fn retire_completed(&mut self) -> Result<(), ChannelError> {
