@@ -236,7 +236,7 @@ pub fn ring_len(n: u32) -> u64 {
 /// have landed before the RM makes the channel.
 fn clear_userd<W: Window>(w: &W, offset: u64) -> std::io::Result<()> {
     let base = usize::try_from(offset).map_err(|_| std::io::ErrorKind::InvalidInput)?;
-    for i in (0..USERD_LEN as usize).step_by(4) {
+    for i in (0..512).step_by(4) {
         w.write_u32(base + i, 0)?;
     }
     std::sync::atomic::fence(Ordering::SeqCst);
