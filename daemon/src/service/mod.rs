@@ -66,9 +66,16 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
+    // Reflection in both versions: grpcurl and grpcio-reflection ask v1 first, older
+    // tools (and grpcio-reflection's v1alpha module, still the documented one) ask only
+    // v1alpha.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
+        .map_err(ServiceError::Reflection)?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
         .map_err(ServiceError::Reflection)?;
     // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
     let dma = dma::Dma::start(&rig, &listener)?;
@@ -85,6 +92,7 @@ pub async fn run(
         .add_service(RigServer::new(Service { rig }))
         .add_service(dma.service())
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(signal));
     tokio::select! {
         served = serve => served.map_err(ServiceError::Serve),
