@@ -67,7 +67,7 @@ fn python() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs Python grpcio: scripts/grpcio-test.sh runs it"]
-async fn python_grpcio_with_default_options_calls_every_read_only_rpc_by_reflection() {
+async fn python_grpcio_with_default_options_calls_every_read_only_rpc_and_reads_error_details() {
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = tree(&dir.path().join("sys"));

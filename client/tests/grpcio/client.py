@@ -14,13 +14,17 @@ reflection serves. It checks, and prints one line per check and a summary line
   so a new RPC fails this script until someone decides which it is;
 - every read-only RPC answers, with the fake tree's facts in its reply;
 - the socket path as :authority (grpcio's default), "localhost" and an empty one are
-  all served.
+  all served;
+- refusals (that change nothing) carry typed details: a google.rpc.Status whose one
+  ErrorInfo has rig's domain, a stable reason and the device, read with grpcio-status.
 """
 
 import sys
 
 import grpc
 from google.protobuf import descriptor_pool, json_format, message_factory
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from grpc_reflection.v1alpha import reflection_pb2
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
@@ -54,6 +58,21 @@ CHANGING = {
     "rig.v1.Rig/SetBusMaster",
     "rig.v1.Dma/OpenSession",
 }
+
+# Requests rigd refuses before doing anything, and what the refusal must say:
+# (method, request, gRPC code, ErrorInfo reason, metadata it must hold).
+REFUSALS = [
+    ("rig.v1.Rig/GetDevice", {"bdf": "0000:09:00.0"}, grpc.StatusCode.NOT_FOUND,
+     "NO_DEVICE", {"device": "0000:09:00.0"}),
+    ("rig.v1.Rig/GetDevice", {"bdf": "zz"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "BAD_ADDRESS", {}),
+    ("rig.v1.Dma/OpenSession", {"device": "nothing"}, grpc.StatusCode.NOT_FOUND,
+     "NO_POOL", {"device": "nothing"}),
+    # A streamed take-over refused before its first step: a mode this rigd does not know.
+    ("rig.v1.Rig/Detach", {"bdf": GPU, "mode": 99}, grpc.StatusCode.INVALID_ARGUMENT,
+     "BAD_REQUEST", {}),
+]
+DOMAIN = "rig.dev"
 
 TIMEOUT = 10  # seconds per call; each is a local round trip of milliseconds
 
@@ -91,6 +110,47 @@ def unary(channel, pool, service, method):
         request_serializer=req.SerializeToString,
         response_deserializer=rep.FromString,
     )
+
+
+def error_info(e):
+    """The one ErrorInfo of a failed call's google.rpc.Status, or why there is none."""
+    status = rpc_status.from_call(e)  # also checks it agrees with the call's code and message
+    if status is None:
+        return None, "no grpc-status-details-bin"
+    infos = []
+    for any_detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if any_detail.Unpack(info):
+            infos.append(info)
+    if len(infos) != 1:
+        return None, f"{len(infos)} ErrorInfo details in {status}"
+    return infos[0], ""
+
+
+def refusal(channel, pool, path, body, code, reason, metadata):
+    service, method = path.split("/")
+    m = pool.FindServiceByName(service).FindMethodByName(method)
+    req = message_factory.GetMessageClass(m.input_type)
+    rep = message_factory.GetMessageClass(m.output_type)
+    kind = channel.unary_stream if m.server_streaming else channel.unary_unary
+    call = kind(
+        f"/{path}", request_serializer=req.SerializeToString, response_deserializer=rep.FromString
+    )
+    name = f"{path} {body} is refused with {code.name} and reason {reason}"
+    try:
+        reply = call(json_format.ParseDict(body, req()), timeout=TIMEOUT)
+        if m.server_streaming:
+            list(reply)
+        return check(name, False, "it succeeded")
+    except grpc.RpcError as e:
+        if e.code() != code:
+            return check(name, False, f"{e.code()}: {e.details()}")
+        info, why = error_info(e)
+        if info is None:
+            return check(name, False, why)
+        got = (info.domain, info.reason, {k: info.metadata[k] for k in metadata if k in info.metadata})
+        return check(name, got == (DOMAIN, reason, metadata) and "\n" not in e.details(),
+                     f"{got}; {e.details()!r}")
 
 
 def main(target):
@@ -148,6 +208,9 @@ def main(target):
         except grpc.RpcError as e:
             check(f":authority {authority!r} is served", False, f"{e.code()}: {e.details()}")
         other.close()
+
+    for path, body, code, reason, metadata in REFUSALS:
+        refusal(channel, pool, path, body, code, reason, metadata)
 
     channel.close()
     print(f"grpcio: {results['passed']} passed, {results['failed']} failed")

@@ -132,7 +132,7 @@ impl Service {
         let joined = tokio::task::spawn_blocking(move || inner.in_scope(|| work(&rig)))
             .instrument(span.clone())
             .await;
-        let result = joined.map_err(|e| Status::internal(format!("request task failed: {e}")))?;
+        let result = joined.map_err(|e| internal(format!("request task failed: {e}")))?;
         if let Err(status) = &result {
             // A client can cause errors at will: debug, not warn.
             span.in_scope(|| tracing::debug!(code = ?status.code(), message = status.message(), "request failed"));
@@ -143,8 +143,25 @@ impl Service {
 
 /// The caller of an admin request, from its peer credentials (authorised by `Rig`).
 fn admin_caller<T>(req: &Request<T>) -> Result<PeerCred, Status> {
-    peer_cred(req)
-        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))
+    peer_cred(req).ok_or_else(no_peer_credentials)
+}
+
+/// The refusal of a request whose connection has no peer credentials (SO_PEERCRED).
+fn no_peer_credentials() -> Status {
+    status::status(
+        tonic::Code::PermissionDenied,
+        "no peer credentials (uid and pid from SO_PEERCRED) on this connection",
+        status::Why::reason("NO_PEER_CREDENTIALS"),
+    )
+}
+
+/// A failure of rigd itself (a request's task panicked).
+fn internal(message: String) -> Status {
+    status::status(
+        tonic::Code::Internal,
+        message,
+        status::Why::reason("INTERNAL"),
+    )
 }
 
 impl Service {

@@ -89,8 +89,11 @@ pub fn stream<T>(
         span.in_scope(|| {
             let start = Instant::now();
             let elapsed = || start.elapsed().as_secs_f64();
+            // The last step reported: an error that names no step of its own gets it.
+            let mut last_step = None::<String>;
             let mut progress = |step: &str| {
                 tracing::debug!(step, "progress");
+                last_step = Some(step.to_owned());
                 let _ = tx.blocking_send(Ok(pb::Progress {
                     elapsed_s: elapsed(),
                     event: Some(pb::progress::Event::Step(step.to_owned())),
@@ -108,7 +111,7 @@ pub fn stream<T>(
                 Err(e) => {
                     // A requested operation failed: error level (STYLE's policy).
                     tracing::error!("{}", super::status::error_line(&e));
-                    Err(status::from_rig(&e))
+                    Err(status::from_rig_during(&e, last_step.as_deref()))
                 }
             };
             let _ = tx.blocking_send(msg);
