@@ -14,6 +14,7 @@ mod queue;
 pub mod socket;
 pub mod status;
 mod take;
+pub mod watchdog;
 
 use std::{future::Future, sync::Arc};
 
@@ -28,6 +29,7 @@ use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
 use tracing::Instrument;
 
 use crate::rig::{Rig, RigError};
+use watchdog::Health;
 
 /// Who sent a request: its connection's peer credentials, read by tonic at accept time.
 /// `None` without them (tokio reads `SO_PEERCRED` on Linux, which always has the pid).
@@ -66,6 +68,20 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
+    serve(rig, listener, shutdown, &Health::new()).await
+}
+
+/// As [`run`], registering each request's blocking work with `health` (which
+/// systemd's watchdog reads: `watchdog`).
+///
+/// # Errors
+/// [`ServiceError`] when the server cannot start or fails while serving.
+pub async fn serve(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+    health: &Health,
+) -> Result<(), ServiceError> {
     // Reflection in both versions: grpcurl and grpcio-reflection ask v1 first, older
     // tools (and grpcio-reflection's v1alpha module, still the documented one) ask only
     // v1alpha.
@@ -89,7 +105,10 @@ pub async fn run(
     };
     let serve = tonic::transport::Server::builder()
         .add_service(queue::service(Arc::clone(&rig)))
-        .add_service(RigServer::new(Service { rig }))
+        .add_service(RigServer::new(Service {
+            rig,
+            health: health.clone(),
+        }))
         .add_service(dma.service())
         .add_service(reflection)
         .add_service(reflection_v1alpha)
@@ -113,6 +132,7 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Service {
     rig: Arc<Rig>,
+    health: Health,
 }
 
 impl Service {
@@ -129,9 +149,13 @@ impl Service {
         let span = request_span(method, req);
         let rig = Arc::clone(&self.rig);
         let inner = span.clone();
-        let joined = tokio::task::spawn_blocking(move || inner.in_scope(|| work(&rig)))
-            .instrument(span.clone())
-            .await;
+        let working = self.health.begin(method, watchdog::READ_LIMIT);
+        let joined = tokio::task::spawn_blocking(move || {
+            let _working = working;
+            inner.in_scope(|| work(&rig))
+        })
+        .instrument(span.clone())
+        .await;
         let result = joined.map_err(|e| internal(format!("request task failed: {e}")))?;
         if let Err(status) = &result {
             // A client can cause errors at will: debug, not warn.
@@ -208,31 +232,38 @@ impl RigApi for Service {
         req: Request<pb::DetachRequest>,
     ) -> Result<Response<Self::DetachStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Detach", &req, move |rig, progress| {
-            let opts = take::detach_options(&r)?;
-            let v = rig.detach(&r.bdf, opts, progress)?;
-            let mut warnings = v.overrode.clone();
-            warnings.extend(v.no_pool.as_ref().map(|e| {
-                format!(
-                    "no DMA pool for {}: {}",
-                    v.bdf,
-                    status::error_line(e.as_ref())
-                )
-            }));
-            warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
-            Ok(pb::Outcome {
-                resize: v.resize.as_ref().map(take::resize_outcome),
-                summary: format!(
-                    "{} held in {} mode (was {})",
-                    v.bdf,
-                    v.mode.map(|m| m.to_string()).unwrap_or_default(),
-                    v.original_driver.as_deref().unwrap_or("driverless")
-                ),
-                warnings,
-                device: Some(take::held(&v)),
-                ..pb::Outcome::default()
-            })
-        })
+        let limit = watchdog::TAKE_LIMIT + std::time::Duration::from_secs(r.timeout_s.into());
+        take::stream(
+            &self.rig,
+            (&self.health, limit),
+            "Detach",
+            &req,
+            move |rig, progress| {
+                let opts = take::detach_options(&r)?;
+                let v = rig.detach(&r.bdf, opts, progress)?;
+                let mut warnings = v.overrode.clone();
+                warnings.extend(v.no_pool.as_ref().map(|e| {
+                    format!(
+                        "no DMA pool for {}: {}",
+                        v.bdf,
+                        status::error_line(e.as_ref())
+                    )
+                }));
+                warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
+                Ok(pb::Outcome {
+                    resize: v.resize.as_ref().map(take::resize_outcome),
+                    summary: format!(
+                        "{} held in {} mode (was {})",
+                        v.bdf,
+                        v.mode.map(|m| m.to_string()).unwrap_or_default(),
+                        v.original_driver.as_deref().unwrap_or("driverless")
+                    ),
+                    warnings,
+                    device: Some(take::held(&v)),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn attach(
@@ -240,19 +271,25 @@ impl RigApi for Service {
         req: Request<pb::AttachRequest>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let bdf = req.get_ref().bdf.clone();
-        take::stream(&self.rig, "Attach", &req, move |rig, progress| {
-            let r = rig.attach(&bdf, progress)?;
-            Ok(pb::Outcome {
-                summary: format!(
-                    "{bdf} is back with {}",
-                    r.driver.as_deref().unwrap_or("no driver (it had none)")
-                ),
-                warnings: r.warnings.iter().map(|w| status::error_line(w)).collect(),
-                reset_method: r.reset.unwrap_or_default(),
-                driver: r.driver.unwrap_or_default(),
-                ..pb::Outcome::default()
-            })
-        })
+        take::stream(
+            &self.rig,
+            (&self.health, watchdog::TAKE_LIMIT),
+            "Attach",
+            &req,
+            move |rig, progress| {
+                let r = rig.attach(&bdf, progress)?;
+                Ok(pb::Outcome {
+                    summary: format!(
+                        "{bdf} is back with {}",
+                        r.driver.as_deref().unwrap_or("no driver (it had none)")
+                    ),
+                    warnings: r.warnings.iter().map(|w| status::error_line(w)).collect(),
+                    reset_method: r.reset.unwrap_or_default(),
+                    driver: r.driver.unwrap_or_default(),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn reset(
@@ -260,10 +297,15 @@ impl RigApi for Service {
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<Self::ResetStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Reset", &req, move |rig, progress| {
-            let method = take::reset_method(&r)?;
-            let rep = rig.reset(&r.bdf, method, progress)?;
-            Ok(pb::Outcome {
+        take::stream(
+            &self.rig,
+            (&self.health, watchdog::TAKE_LIMIT),
+            "Reset",
+            &req,
+            move |rig, progress| {
+                let method = take::reset_method(&r)?;
+                let rep = rig.reset(&r.bdf, method, progress)?;
+                Ok(pb::Outcome {
                 summary: format!("{} reset by {} in {:.3} s", r.bdf, rep.method, rep.seconds),
                 warnings: rep
                     .restored
@@ -278,7 +320,8 @@ impl RigApi for Service {
                 reset_seconds: rep.seconds,
                 ..pb::Outcome::default()
             })
-        })
+            },
+        )
     }
 
     async fn resize(
@@ -286,26 +329,32 @@ impl RigApi for Service {
         req: Request<pb::ResizeRequest>,
     ) -> Result<Response<Self::ResizeStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Resize", &req, move |rig, progress| {
-            let size = take::resize_size(&r)?;
-            let bar = u8::try_from(r.bar).map_err(|_| {
-                crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
-            })?;
-            let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
-            Ok(pb::Outcome {
-                summary: format!(
-                    "{} BAR{}: {} → {}",
-                    r.bdf,
-                    rep.bar,
-                    crate::take::resize::human(rep.before),
-                    crate::take::resize::human(rep.after)
-                ),
-                warnings: rep.small_bar.clone().into_iter().collect(),
-                device: Some(take::held(&v)),
-                resize: Some(take::resize_outcome(&rep)),
-                ..pb::Outcome::default()
-            })
-        })
+        take::stream(
+            &self.rig,
+            (&self.health, watchdog::TAKE_LIMIT),
+            "Resize",
+            &req,
+            move |rig, progress| {
+                let size = take::resize_size(&r)?;
+                let bar = u8::try_from(r.bar).map_err(|_| {
+                    crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
+                })?;
+                let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
+                Ok(pb::Outcome {
+                    summary: format!(
+                        "{} BAR{}: {} → {}",
+                        r.bdf,
+                        rep.bar,
+                        crate::take::resize::human(rep.before),
+                        crate::take::resize::human(rep.after)
+                    ),
+                    warnings: rep.small_bar.clone().into_iter().collect(),
+                    device: Some(take::held(&v)),
+                    resize: Some(take::resize_outcome(&rep)),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn status(
