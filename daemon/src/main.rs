@@ -92,7 +92,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         let rig = Arc::new(rig);
-        let health = supervise(&rig)?;
+        let unbind_wait = std::time::Duration::from_secs(config.take.unbind_timeout_s);
+        let health = supervise(&rig, Health::with_unbind_wait(unbind_wait))?;
         let served = service::serve(Arc::clone(&rig), listener, shutdown_signal(), &health).await;
         rig.shutdown();
         served?;
@@ -108,8 +109,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
 /// Under systemd: `STATUS=` lines, and the watchdog if the unit asks for one
 /// (`WatchdogSec=`): the runtime beats, a thread pings while rigd is healthy.
-fn supervise(rig: &Arc<Rig>) -> std::io::Result<Health> {
-    let health = Health::new();
+fn supervise(rig: &Arc<Rig>, health: Health) -> std::io::Result<Health> {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return Ok(health);
     }

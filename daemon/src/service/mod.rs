@@ -232,7 +232,9 @@ impl RigApi for Service {
         req: Request<pb::DetachRequest>,
     ) -> Result<Response<Self::DetachStream>, Status> {
         let r = req.get_ref().clone();
-        let limit = watchdog::TAKE_LIMIT + std::time::Duration::from_secs(r.timeout_s.into());
+        let limit = self
+            .health
+            .take_limit(std::time::Duration::from_secs(r.timeout_s.into()));
         take::stream(
             &self.rig,
             (&self.health, limit),
@@ -273,7 +275,10 @@ impl RigApi for Service {
         let bdf = req.get_ref().bdf.clone();
         take::stream(
             &self.rig,
-            (&self.health, watchdog::TAKE_LIMIT),
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
             "Attach",
             &req,
             move |rig, progress| {
@@ -299,7 +304,10 @@ impl RigApi for Service {
         let r = req.get_ref().clone();
         take::stream(
             &self.rig,
-            (&self.health, watchdog::TAKE_LIMIT),
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
             "Reset",
             &req,
             move |rig, progress| {
@@ -331,7 +339,10 @@ impl RigApi for Service {
         let r = req.get_ref().clone();
         take::stream(
             &self.rig,
-            (&self.health, watchdog::TAKE_LIMIT),
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
             "Resize",
             &req,
             move |rig, progress| {

@@ -50,8 +50,8 @@ pub const STATUS_EVERY: Duration = Duration::from_secs(1);
 // means sysfs itself has stopped answering.
 pub const READ_LIMIT: Duration = Duration::from_secs(60);
 
-/// The most a take-over, reset or resize may take beyond the unbind wait its request
-/// asked for.
+/// The most a take-over, reset or resize may take beyond its unbind wait (the one its
+/// request asked for, or the configured `take.unbind_timeout_s`: [`Health::take_limit`]).
 // TIMEOUT: the slowest steps seen are a GPU's bus reset with its config restore and
 // pinning a large pool at detach, seconds each; five minutes beyond the unbind wait
 // is long past anything that still makes progress.
@@ -85,6 +85,8 @@ pub struct Health(Arc<Inner>);
 #[derive(Debug)]
 struct Inner {
     origin: Instant,
+    /// The configured unbind wait, part of every take-over's limit.
+    unbind_wait: Duration,
     /// The last beat, in ns after `origin` (u64 ns last 584 years).
     beat_ns: AtomicU64,
     next_id: AtomicU64,
@@ -118,10 +120,16 @@ impl Default for Health {
 }
 
 impl Health {
-    /// Healthy, with a beat now.
+    /// Healthy, with a beat now, for a rigd whose unbinds wait 10 s unless asked.
     pub fn new() -> Self {
+        Self::with_unbind_wait(Duration::from_secs(10))
+    }
+
+    /// As [`Health::new`], for a rigd whose unbinds wait `unbind_wait` unless asked.
+    pub fn with_unbind_wait(unbind_wait: Duration) -> Self {
         Self(Arc::new(Inner {
             origin: Instant::now(),
+            unbind_wait,
             beat_ns: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             work: Mutex::new(BTreeMap::new()),
@@ -131,6 +139,17 @@ impl Health {
     fn work(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Work>> {
         // Inserts and removes only: the map stays valid whatever a holder did.
         self.0.work.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The limit of a take-over whose request asked for an unbind wait of `asked`
+    /// (zero: the configured one).
+    pub fn take_limit(&self, asked: Duration) -> Duration {
+        let wait = if asked.is_zero() {
+            self.0.unbind_wait
+        } else {
+            asked
+        };
+        TAKE_LIMIT + wait
     }
 
     /// The runtime answered.
@@ -387,6 +406,19 @@ mod tests {
         assert!(h.check(at, STALE).is_err());
         drop(work);
         assert_eq!(h.check(at, STALE), Ok(()));
+    }
+
+    #[test]
+    fn a_take_over_may_take_its_unbind_wait_beyond_the_take_limit() {
+        let h = Health::with_unbind_wait(Duration::from_secs(600));
+        assert_eq!(
+            h.take_limit(Duration::ZERO),
+            TAKE_LIMIT + Duration::from_secs(600)
+        );
+        assert_eq!(
+            h.take_limit(Duration::from_secs(5)),
+            TAKE_LIMIT + Duration::from_secs(5)
+        );
     }
 
     #[test]
