@@ -43,7 +43,7 @@ use nix::fcntl::{Flock, FlockArg};
 pub use error::{AttachWarning, TakeError};
 pub use journal::{AttachStep, DetachStep, Journal, Mode, Phase, Record, ResizeStep, SavedConfig};
 pub use recover::{RecoverError, Recovered, recover};
-pub use reset::{ResetMethod, ResetReport};
+pub use reset::{ResetError, ResetMethod, ResetReport};
 pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{
