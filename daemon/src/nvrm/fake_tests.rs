@@ -246,8 +246,9 @@ fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
     assert_balanced(&rm.calls());
 }
 
-#[test]
-fn a_failure_at_every_step_frees_what_was_made_before_it() {
+/// Runs `scenario` once whole, then once per call up to the group's scheduling with
+/// that call failing: each run fails with the injected status and frees what it made.
+fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     let full = FakeRm::new();
     scenario(&full).expect("scenario");
     let made = full
@@ -259,18 +260,22 @@ fn a_failure_at_every_step_frees_what_was_made_before_it() {
     for k in 0..made {
         let rm = FakeRm::new();
         rm.fail_at(k, NvStatus::InsufficientResources);
-        let r = scenario(&rm);
-        let mut calls = rm.calls();
-        let e = r.expect_err("the injected failure");
+        let e = scenario(&rm).expect_err("the injected failure");
         assert_eq!(
             e.status(),
             Some(NvStatus::InsufficientResources),
             "step {k}: {e}"
         );
         // The failed call made nothing.
+        let mut calls = rm.calls();
         calls.remove(k);
         assert_balanced(&calls);
     }
+}
+
+#[test]
+fn a_failure_at_every_step_frees_what_was_made_before_it() {
+    sweep(scenario);
 }
 
 #[test]
@@ -414,27 +419,7 @@ fn gpu_memory_is_mapped_for_the_cpu_then_each_space_and_unmapped_in_reverse() {
 
 #[test]
 fn a_failure_at_every_step_in_gpu_memory_frees_what_was_made_before_it() {
-    let full = FakeRm::new();
-    scenario_in_gpu_memory(&full).expect("scenario");
-    let made = full
-        .calls()
-        .iter()
-        .position(|c| matches!(c, Call::Control { cmd, .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
-        .expect("scheduled")
-        + 1;
-    for k in 0..made {
-        let rm = FakeRm::new();
-        rm.fail_at(k, NvStatus::InsufficientResources);
-        let e = scenario_in_gpu_memory(&rm).expect_err("the injected failure");
-        assert_eq!(
-            e.status(),
-            Some(NvStatus::InsufficientResources),
-            "step {k}: {e}"
-        );
-        let mut calls = rm.calls();
-        calls.remove(k);
-        assert_balanced(&calls);
-    }
+    sweep(scenario_in_gpu_memory);
 }
 
 #[test]
