@@ -47,10 +47,27 @@ pub fn recovered_line(r: &Recovered) -> String {
             }
             line
         }
+        Recovered::Reclaimed {
+            bdf,
+            mode,
+            from,
+            report,
+        } => {
+            let mut line = format!(
+                "{bdf}: taken back from its lease and held ({mode} mode; was at: {from}; reset: {})",
+                report.reset.as_deref().unwrap_or("none")
+            );
+            for w in &report.warnings {
+                line.push_str(&format!("; {}", error_line(w)));
+            }
+            line
+        }
         Recovered::Failed(e) => {
             let bdf = match e {
                 RecoverError::Journal(_) => "?".to_owned(),
-                RecoverError::Gone { bdf } | RecoverError::RollBack { bdf, .. } => bdf.to_string(),
+                RecoverError::Gone { bdf }
+                | RecoverError::RollBack { bdf, .. }
+                | RecoverError::Reclaim { bdf, .. } => bdf.to_string(),
             };
             let mut line = format!("{bdf}: left as it is: {}", error_line(e));
             if let RecoverError::RollBack {
