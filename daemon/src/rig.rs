@@ -58,9 +58,37 @@ pub enum RigError {
     Queue(#[from] crate::queue::QueueError),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{bdf} is leased whole to uid {uid} (pid {pid}, session {session}){}; rigd refuses other requests on it until the lease ends", if .failed.is_some() { ", and taking it back failed" } else { "" })]
+    Leased {
+        bdf: Bdf,
+        uid: u32,
+        pid: i32,
+        session: u64,
+        #[source]
+        failed: Option<Arc<RigError>>,
+    },
+    #[error(
+        "uid {uid} may not lease {bdf} whole: only root and those a [lease] rule names with it may"
+    )]
+    LeaseNotAllowed { bdf: Bdf, uid: u32 },
+    #[error("{bdf} cannot be leased whole now: {why}")]
+    LeaseInUse { bdf: Bdf, why: String },
+    #[error("{bdf} is not leased whole by this session")]
+    NotLeased { bdf: Bdf },
+    #[error(
+        "Failed to take {bdf} back from its lease; it stays out of use until an admin gives it back"
+    )]
+    Reclaim {
+        bdf: Bdf,
+        #[source]
+        source: Arc<RigError>,
+    },
 }
 
+mod lease;
 mod served;
+
+pub use lease::{LeaseHolder, LentDevice, LentRegion};
 
 /// One device rig holds (or is working on), behind its own lock.
 type Slot = Arc<Mutex<Option<Taken>>>;
@@ -84,6 +112,9 @@ pub struct Rig {
     /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
     served: Mutex<BTreeMap<Bdf, queues::Served>>,
     queue_limits: crate::queue::Limits,
+    /// Devices leased whole, by address (`rig::lease`).
+    leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
+    lease_policy: lease::Policy,
 }
 
 mod queues;
@@ -109,6 +140,12 @@ pub enum StartWarning {
     NoNames(#[source] IdsError),
     #[error("Only root may take devices")]
     NoAdminGroup(#[source] ConfigError),
+    #[error("Group `{group}` of a [lease] rule allows nobody")]
+    LeaseGroup {
+        group: String,
+        #[source]
+        source: ConfigError,
+    },
     #[error("GPU {gpu} is not served: no channels on it")]
     NotServed {
         gpu: String,
@@ -152,6 +189,12 @@ impl Rig {
                 }
             }
         });
+        let (lease_policy, unknown) = lease::Policy::new(&config.lease, &config.paths.group_file);
+        warnings.extend(
+            unknown
+                .into_iter()
+                .map(|(group, source)| StartWarning::LeaseGroup { group, source }),
+        );
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -176,6 +219,8 @@ impl Rig {
             dev_dir: config.paths.dev.clone(),
             served: Mutex::new(BTreeMap::new()),
             queue_limits: (&config.queue).into(),
+            leases: Mutex::new(BTreeMap::new()),
+            lease_policy,
         };
         (rig, warnings)
     }
@@ -206,29 +251,39 @@ impl Rig {
         if c.uid == 0 {
             return Ok(());
         }
-        if let Some((_, gid)) = &self.admin_group {
-            let status = self
-                .taker
-                .places
-                .proc_root
-                .join(format!("{}/status", c.pid));
-            let supplementary = std::fs::read_to_string(status).ok().and_then(|text| {
-                let line = text.lines().find(|l| l.starts_with("Groups:"))?;
-                Some(
-                    line.split_whitespace()
-                        .skip(1)
-                        .filter_map(|g| g.parse::<u32>().ok())
-                        .collect::<Vec<_>>(),
-                )
-            });
-            if c.gid == *gid || supplementary.is_some_and(|g| g.contains(gid)) {
-                return Ok(());
-            }
+        if let Some((_, gid)) = &self.admin_group
+            && self.groups_of(c).contains(gid)
+        {
+            return Ok(());
         }
         Err(RigError::NotAdmin {
             uid: c.uid,
             group: self.admin_group.as_ref().map(|(n, _)| n.clone()),
         })
+    }
+
+    /// The caller's primary group and its process's supplementary groups (from
+    /// /proc/<pid>/status; none when /proc cannot show them, e.g. pid 0: a peer outside
+    /// rigd's pid namespace).
+    fn groups_of(&self, c: PeerCred) -> Vec<u32> {
+        let status = self
+            .taker
+            .places
+            .proc_root
+            .join(format!("{}/status", c.pid));
+        let mut groups = vec![c.gid];
+        if let Some(line) = std::fs::read_to_string(status).ok().and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Groups:"))
+                .map(str::to_owned)
+        }) {
+            groups.extend(
+                line.split_whitespace()
+                    .skip(1)
+                    .filter_map(|g| g.parse::<u32>().ok()),
+            );
+        }
+        groups
     }
 
     /// Runs `f` on the slot of `bdf` under its lock; `Busy` if another operation holds
@@ -314,8 +369,15 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<AttachReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        // A lease whose reclaim failed may be given back by an admin: its holder is gone.
+        if let Some(l) = lock(&self.leases).get(&bdf)
+            && l.failed.is_none()
+        {
+            return Err(lease::leased(bdf, l));
+        }
         self.with_slot(bdf, |slot| match slot.take() {
             Some(t) => {
+                lock(&self.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
                 self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -365,6 +427,7 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<ResetReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -392,6 +455,7 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<(ResizeReport, HeldView), RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
             self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -413,6 +477,7 @@ impl Rig {
         count: u32,
     ) -> Result<Vec<u64>, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let values = t.read_bar(bar, offset, width, count)?;
@@ -434,6 +499,7 @@ impl Rig {
         value: u64,
     ) -> Result<(), RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             t.write_bar(bar, offset, width, value)?;
@@ -451,6 +517,7 @@ impl Rig {
     /// A malformed address, a busy device, one rig does not hold, or the config write.
     pub fn set_bus_master(&self, bdf: &str, on: bool) -> Result<bool, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let was_on = self.taker.set_bus_master(bdf, on)?;
@@ -461,11 +528,14 @@ impl Rig {
         })
     }
 
-    /// Ends a DMA session: first what lends its memory to a device — its lent queues
+    /// Ends a DMA session: first a device it leases whole, then what lends its memory to a device — its lent queues
     /// (deleted on the controller) and its channels (descheduled, drained, freed) —
     /// then its leases, which leave the IOMMU or its GPU address space. Returns
     /// (channels, leases) reclaimed.
     pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
+        // A device leased whole stops mastering the bus before anything it may
+        // still be writing is unmapped.
+        self.end_device_lease(session);
         self.end_queues(session);
         let channels = self.end_channels(session);
         (channels, self.dma.close_session(session))
@@ -506,6 +576,7 @@ impl Rig {
                     overrode: Vec::new(),
                     resize: None,
                     no_pool: None,
+                    lease: self.lease_holder(bdf),
                 }),
             }
         }
@@ -529,6 +600,7 @@ impl Rig {
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
             no_pool: None,
+            lease: self.lease_holder(t.bdf),
         }
     }
 
@@ -591,6 +663,8 @@ pub struct HeldView {
     /// Why the device has no DMA pool, when the detach that made this view could not
     /// make one (the device is held all the same).
     pub no_pool: Option<Arc<RigError>>,
+    /// Who leases it whole, if anyone.
+    pub lease: Option<LeaseHolder>,
 }
 
 #[cfg(test)]
@@ -632,3 +706,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "rig/lease_tests.rs"]
+mod lease_tests;

@@ -94,6 +94,11 @@ pub fn from_rig(e: &RigError) -> Status {
             Status::permission_denied(msg)
         }
         RigError::Busy { .. } | RigError::Take(TakeError::Locked { .. }) => Status::aborted(msg),
+        RigError::LeaseNotAllowed { .. } => Status::permission_denied(msg),
+        RigError::Leased { .. } | RigError::LeaseInUse { .. } | RigError::NotLeased { .. } => {
+            Status::failed_precondition(msg)
+        }
+        RigError::Reclaim { .. } => Status::internal(msg),
         RigError::Queue(q) => match q {
             QueueError::DepthZero { .. } | QueueError::DepthOverLimit { .. } => {
                 Status::invalid_argument(msg)
