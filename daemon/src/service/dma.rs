@@ -14,6 +14,7 @@
 //! connection a few hundred bytes, and 1,000 idle clients must fit in 15 MiB. A
 //! session not claimed within [`CLAIM_WAIT`] is dropped.
 
+mod lease;
 mod queue;
 mod side;
 
@@ -307,7 +308,7 @@ pub fn status_of_code(code: pb::DmaErrorCode, msg: String) -> Status {
             Status::invalid_argument(msg)
         }
         C::Quota | C::Exhausted | C::ChannelLimit => Status::resource_exhausted(msg),
-        C::NotContiguous | C::NotServed => Status::failed_precondition(msg),
+        C::NotContiguous | C::NotServed | C::Leased => Status::failed_precondition(msg),
         C::UnknownLease | C::UnknownChannel => Status::not_found(msg),
         C::BadSession => Status::permission_denied(msg),
         C::Rm => Status::unavailable(msg),
