@@ -69,3 +69,10 @@ fn a_crash_of_rigd_mid_reclaim_is_finished_at_its_next_start() {
     check_passed("its start took the device back from the lease and holds it");
     check_passed("a lease after the recovery works and its DMA checks out");
 }
+
+#[test]
+fn a_holder_that_keeps_a_copy_of_the_fd_keeps_the_device_out_of_use() {
+    check_passed("a give-back while the holder keeps a copy is refused, naming its pid");
+    check_passed("the device stays out of use: rigd refuses a register read");
+    check_passed("once the holder is gone an admin gives it back");
+}

@@ -294,7 +294,7 @@ impl Rig {
         let holder = self.lease_holder(bdf).ok_or(RigError::NotLeased { bdf })?;
         let r = self.with_slot_wait(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
-            let report = self.taker.reclaim(t, &mut |_| {})?;
+            let report = self.taker.reclaim(t, Some(holder.pid), &mut |_| {})?;
             match self.lease_policy.pool {
                 LeasePool::Keep => {
                     // Sysfs mode: the blocks it reached stay quarantined until a reset,

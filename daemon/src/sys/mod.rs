@@ -9,6 +9,7 @@
 //! their stages. Fakes of kernel interfaces (`sysfs::FakeKernel`) exist only in tests
 //! and the `fakes` feature.
 
+pub mod kcmp;
 pub mod memfd;
 pub mod mmio;
 pub mod nvrm;

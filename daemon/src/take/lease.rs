@@ -10,10 +10,22 @@
 //! then, in vfio mode, rigd's device fd is closed and opened again, which makes
 //! vfio-pci run its own teardown (`vfio_pci_core_close_device`: ioeventfds the holder
 //! registered, which rigd cannot name, and vfio-pci's own reset) once no other fd of
-//! the device is open. The pool step is `rig`'s (`dma`); it is journaled here.
+//! the device is open. Before that, every process's descriptors are compared with
+//! rigd's device file (kcmp(2), `sys::kcmp`), and the holder's mappings are read: a
+//! process that kept the device past its lease (a dup, a fork, a descriptor passed
+//! on) stops the reclaim there with [`TakeError::LeaseKept`] naming it, and the device
+//! stays out of use. A process other than the holder that kept only a mapping (a
+//! forked child that closed its descriptors) is not found. The pool step is `rig`'s
+//! (`dma`); it is journaled here.
 //!
 //! Not here: the policy, the holder's identity and the refusals (`rig::lease`), the
 //! descriptors (`service`).
+
+use std::{
+    fs, io,
+    os::fd::{AsFd, AsRawFd},
+    path::Path,
+};
 
 use super::{
     Hold, Mode, Phase, Progress, ReclaimStep, TakeError, Taken, Taker, VfioHold, bars,
@@ -42,6 +54,12 @@ pub enum ReclaimWarning {
     NoReset { bdf: crate::pci::Bdf },
     #[error(transparent)]
     Reset(reset::ResetError),
+    #[error("Could not check which processes still hold {bdf} after its lease")]
+    Unchecked {
+        bdf: crate::pci::Bdf,
+        #[source]
+        source: io::Error,
+    },
     #[error("Failed to tear down {index:?} interrupts of {bdf}")]
     Irqs {
         bdf: crate::pci::Bdf,
@@ -77,6 +95,7 @@ impl Taker {
     pub fn reclaim(
         &self,
         t: &mut Taken,
+        holder: Option<i32>,
         progress: Progress<'_>,
     ) -> Result<ReclaimReport, TakeError> {
         let bdf = t.bdf;
@@ -118,6 +137,16 @@ impl Taker {
         }
         rec.phase = Phase::Reclaiming(ReclaimStep::Reopen);
         self.record(&rec)?;
+        if let Some(v) = t.hold.vfio() {
+            progress("look for processes that kept the device");
+            match holders(&self.places.proc_root, v.device.file(), holder) {
+                Ok(pids) if !pids.is_empty() => return Err(TakeError::LeaseKept { bdf, pids }),
+                Ok(_) => {}
+                Err(source) => report
+                    .warnings
+                    .push(ReclaimWarning::Unchecked { bdf, source }),
+            }
+        }
         if t.mode() == Mode::Vfio {
             progress("close and reopen the VFIO device");
             self.reopen_device(t)?;
@@ -163,5 +192,100 @@ impl Taker {
         let bars = bars::map_vfio(bdf, &v)?;
         t.hold = Hold::Vfio(VfioHold { bars, vfio: v });
         Ok(())
+    }
+}
+
+/// What `/proc/<pid>/maps` and the descriptor links call a VFIO device file.
+const VFIO_DEVICE_LINK: &str = "anon_inode:[vfio-device]";
+
+/// Processes other than rigd that hold `file` open under `proc_root`: a descriptor of
+/// the same open file (kcmp), or, for `holder`, any mapping of a VFIO device (a
+/// mapping holds the file but has no descriptor to compare). Empty when `proc_root`
+/// has no `self` (tests on a fake tree).
+///
+/// # Errors
+/// `proc_root` unreadable; kcmp(2) unavailable (`ENOSYS`: a kernel without
+/// CONFIG_KCMP) or refused.
+fn holders(proc_root: &Path, file: &fs::File, holder: Option<i32>) -> io::Result<Vec<i32>> {
+    let me = std::process::id().cast_signed();
+    let Ok(ours) = fs::read_link(proc_root.join(format!("self/fd/{}", file.as_raw_fd()))) else {
+        return Ok(Vec::new());
+    };
+    let mut found = Vec::new();
+    for entry in fs::read_dir(proc_root)?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        // A process may exit or close descriptors while it is read: skip what went.
+        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
+            continue;
+        };
+        let mut holds = false;
+        for fd in fds.flatten() {
+            let Some(n) = fd.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if fs::read_link(fd.path()).is_ok_and(|l| l == ours) {
+                match crate::sys::kcmp::same_file(file.as_fd(), pid, n) {
+                    Ok(true) => {
+                        holds = true;
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ESRCH | libc::EBADF)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        if !holds && holder == Some(pid) && ours.as_os_str() == VFIO_DEVICE_LINK {
+            holds = fs::read_to_string(entry.path().join("maps"))
+                .is_ok_and(|m| m.lines().any(|l| l.ends_with(VFIO_DEVICE_LINK)));
+        }
+        if holds {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_holding_a_copy_of_the_file_is_found_and_one_without_it_is_not() {
+        let f = tempfile::tempfile().expect("file");
+        let proc_root = Path::new("/proc");
+        // rigd itself is left out: here the test process plays rigd, so a child that
+        // inherits a copy plays the holder.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(f.try_clone().expect("dup"))
+            .spawn()
+            .expect("sleep");
+        let pid = i32::try_from(child.id()).expect("pid");
+
+        let found = holders(proc_root, &f, None);
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        let after = holders(proc_root, &f, None).expect("scan");
+
+        assert_eq!(found.expect("scan"), [pid]);
+        assert!(after.is_empty(), "{after:?}");
+    }
+
+    #[test]
+    fn a_fake_proc_tree_has_no_holders() {
+        let dir = tempfile::tempdir().expect("dir");
+        let f = tempfile::tempfile().expect("file");
+        assert!(holders(dir.path(), &f, Some(1)).expect("scan").is_empty());
     }
 }

@@ -54,7 +54,7 @@ fn lend_journals_leased_and_a_reclaim_journals_each_step_then_held() {
     let mut steps = Vec::new();
     let report = w
         .taker
-        .reclaim(&mut t, &mut |s| steps.push(s.to_owned()))
+        .reclaim(&mut t, None, &mut |s| steps.push(s.to_owned()))
         .expect("reclaim");
     assert_eq!(phase(&w), Phase::Reclaiming(ReclaimStep::Pool));
     w.taker.settle(&t).expect("settle");
@@ -82,7 +82,7 @@ fn a_reclaim_clears_bus_mastering_before_the_reset() {
     let _fds = holder_programs(&w, &t);
     let before = calls(&w).len();
 
-    let report = w.taker.reclaim(&mut t, &mut |_| {}).expect("reclaim");
+    let report = w.taker.reclaim(&mut t, None, &mut |_| {}).expect("reclaim");
 
     let after = &calls(&w)[before..];
     let master_off = after
@@ -112,7 +112,7 @@ fn a_reclaim_tears_down_the_holders_interrupts_before_the_reset_and_reopens_last
     assert_eq!(w.vfio.irq_vectors(bdf(GPU), IrqIndex::Msix), 4);
     let before = w.vfio.calls().len();
 
-    let report = w.taker.reclaim(&mut t, &mut |_| {}).expect("reclaim");
+    let report = w.taker.reclaim(&mut t, None, &mut |_| {}).expect("reclaim");
 
     let after = &w.vfio.calls()[before..];
     let at = |want: &dyn Fn(&VfioCall) -> bool| after.iter().position(want).expect("call");
@@ -157,7 +157,7 @@ fn a_sysfs_mode_lease_turns_bus_mastering_on_and_its_reclaim_off() {
         0x4,
         "the holder cannot write config itself"
     );
-    let report = w.taker.reclaim(&mut t, &mut |_| {}).expect("reclaim");
+    let report = w.taker.reclaim(&mut t, None, &mut |_| {}).expect("reclaim");
 
     assert_eq!(command(&w) & 0x4, 0);
     assert!(!report.reopened);
@@ -184,7 +184,7 @@ fn a_reclaim_that_cannot_clear_bus_mastering_stops_there() {
 
     let e = w
         .taker
-        .reclaim(&mut t, &mut |_| {})
+        .reclaim(&mut t, None, &mut |_| {})
         .expect_err("config unwritable");
 
     std::fs::remove_dir(&config).expect("rmdir");

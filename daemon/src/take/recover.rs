@@ -177,7 +177,7 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
 /// first step, and journals it held.
 fn reclaim(taker: &Taker, bdf: Bdf, r: &Record) -> Result<(Taken, ReclaimReport), TakeError> {
     let mut t = readopt(taker, bdf, r)?;
-    let report = taker.reclaim(&mut t, &mut |_| {})?;
+    let report = taker.reclaim(&mut t, None, &mut |_| {})?;
     taker.settle(&t)?;
     Ok((t, report))
 }

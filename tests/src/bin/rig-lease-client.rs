@@ -10,6 +10,8 @@
 //! - `hang`: leases, enables MSI, then keeps edu's DMA engine busy writing into its
 //!   buffer, one transfer after another, and prints `dma running pid N` during the
 //!   second: waits to be killed with a transfer in flight;
+//! - `keep`: leases, keeps a copy of the device fd, and gives the device back: prints
+//!   rigd's refusal (the copy keeps the device), then exits;
 //! - `try`: asks for the lease and prints the refusal (or `leased`), then exits.
 //!
 //! Prints `ok WHAT`, `FAIL WHAT: why` and `refused KIND: message` lines; exits 0 when
@@ -167,6 +169,20 @@ async fn hang(s: &Session, device: &str) -> Res<()> {
     Ok(())
 }
 
+async fn keep(s: &Session, device: &str) -> Res<()> {
+    let lease = s.lease_device(device).await?;
+    let r = lease.region(0).ok_or("no BAR0 region")?;
+    let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
+    println!("ok kept a copy of the lent fd, pid {}", std::process::id());
+    match s.give_back_device(lease).await {
+        Ok(_) => println!("given back"),
+        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(e) => return Err(e.into()),
+    }
+    drop(copy);
+    Ok(())
+}
+
 async fn attempt(s: &Session, device: &str) -> Res<()> {
     match s.lease_device(device).await {
         Ok(_) => println!("leased"),
@@ -180,7 +196,7 @@ async fn attempt(s: &Session, device: &str) -> Res<()> {
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let [_, socket, device, command, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | try");
+        eprintln!("usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | try");
         return ExitCode::from(2);
     };
     let s = match Session::open(socket, device).await {
@@ -196,6 +212,7 @@ async fn main() -> ExitCode {
             dma(&s, device, seed).await
         }
         "hang" => hang(&s, device).await,
+        "keep" => keep(&s, device).await,
         "try" => attempt(&s, device).await,
         other => Err(format!("unknown command {other}").into()),
     };

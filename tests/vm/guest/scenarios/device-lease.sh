@@ -136,6 +136,19 @@ as_user alice $C $L dma 17 > "$FILES/after-crash.txt" 2>&1
 echo "exit $?" >> "$FILES/after-crash.txt"; cat "$FILES/after-crash.txt"
 check "a lease after the recovery works and its DMA checks out" grep -qx 'exit 0' "$FILES/after-crash.txt"
 
+# A holder that keeps a copy of the fd past its lease keeps the device: rigd finds it
+# (kcmp of every process's descriptors) and keeps the device out of use.
+as_user alice $C $L keep > "$FILES/keep.txt" 2>&1
+cat "$FILES/keep.txt"
+KPID=$(sed -n 's/^ok kept a copy of the lent fd, pid \([0-9]*\)/\1/p' "$FILES/keep.txt")
+check "a give-back while the holder keeps a copy is refused, naming its pid" \
+  grep -q "^refused Device: .*$L is still open in process $KPID after its lease ended" "$FILES/keep.txt"
+check "bus mastering is off all the same" no_bus_master $L
+$RIG mmio read $L bar0:0 > "$FILES/mmio-kept.txt" 2>&1
+check "the device stays out of use: rigd refuses a register read" grep -q "and taking it back failed" "$FILES/mmio-kept.txt"
+$RIG attach $L > "$FILES/attach-kept.txt" 2>&1
+check "once the holder is gone an admin gives it back" sh -c "[ \$(readlink /sys/bus/pci/devices/$L/driver 2>/dev/null | wc -c) = 0 ]"
+
 dmesg > "$FILES/dmesg.txt"
 check "no DMAR fault: nothing wrote after its memory went" sh -c "! grep -q 'DMAR: \[DMA' $FILES/dmesg.txt"
 $RIG attach $L > "$FILES/attach.txt" 2>&1
