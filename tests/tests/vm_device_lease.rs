@@ -76,3 +76,10 @@ fn a_holder_that_keeps_a_copy_of_the_fd_keeps_the_device_out_of_use() {
     check_passed("the device stays out of use: rigd refuses a register read");
     check_passed("once the holder is gone an admin gives it back");
 }
+
+#[test]
+fn with_pool_clear_a_leases_end_makes_the_pool_afresh_and_the_next_lease_works() {
+    check_passed("a lease's end with pool = clear made the pool afresh");
+    check_passed("the device has its pool again");
+    check_passed("the next lease's DMA works in the new pool");
+}

@@ -149,6 +149,22 @@ check "the device stays out of use: rigd refuses a register read" grep -q "and t
 $RIG attach $L > "$FILES/attach-kept.txt" 2>&1
 check "once the holder is gone an admin gives it back" sh -c "[ \$(readlink /sys/bus/pci/devices/$L/driver 2>/dev/null | wc -c) = 0 ]"
 
+# pool = "clear": the lease's end makes the device's pool afresh (new blocks, new IOVA
+# space), and the next lease's DMA works in it.
+stop_rigd
+sed -i 's/^\[\[lease.allow\]\]/[lease]\npool = "clear"\n[[lease.allow]]/' /etc/rig/rigd-lease.toml
+check "rigd starts with lease.pool = clear" start_lease_rigd
+$RIG detach $L --mode vfio > "$FILES/detach-clear.txt" 2>&1
+as_user alice $C $L dma 21 > "$FILES/clear-1.txt" 2>&1
+echo "exit $?" >> "$FILES/clear-1.txt"; cat "$FILES/clear-1.txt"
+cleared() { log | grep 'lease ended' | tail -1 | grep -q 'pool=Clear'; }
+check "a lease's end with pool = clear made the pool afresh" cleared
+$RIG dma > "$FILES/dma-clear.txt" 2>&1
+check "the device has its pool again" grep -q "$L" "$FILES/dma-clear.txt"
+as_user alice $C $L dma 23 > "$FILES/clear-2.txt" 2>&1
+echo "exit $?" >> "$FILES/clear-2.txt"; cat "$FILES/clear-2.txt"
+check "the next lease's DMA works in the new pool" grep -qx 'exit 0' "$FILES/clear-2.txt"
+
 dmesg > "$FILES/dmesg.txt"
 check "no DMAR fault: nothing wrote after its memory went" sh -c "! grep -q 'DMAR: \[DMA' $FILES/dmesg.txt"
 $RIG attach $L > "$FILES/attach.txt" 2>&1
