@@ -535,10 +535,14 @@ impl Rig {
     pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
         // A device leased whole stops mastering the bus before anything it may
         // still be writing is unmapped.
-        self.end_device_lease(session);
+        let sysfs_reset = self.end_device_lease(session);
         self.end_queues(session);
         let channels = self.end_channels(session);
-        (channels, self.dma.close_session(session))
+        let leases = self.dma.close_session(session);
+        if let Some(bdf) = sysfs_reset {
+            self.lease_memory_released(bdf);
+        }
+        (channels, leases)
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its

@@ -2,12 +2,16 @@
 //! an unprivileged client maps edu's BAR through the VFIO device fd rigd lent it and
 //! drives edu's DMA itself; killed mid-DMA, the device comes back clean (bus mastering
 //! off, reset, reopened) and a second lease's DMA checks out; everyone else is refused
-//! while it is leased; a crash of rigd mid-reclaim is finished at its next start.
+//! while it is leased; a crash of rigd mid-reclaim is finished at its next start. A
+//! second boot (iommu=pt) does the same in sysfs mode, by physical address.
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_device_lease`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 
 static LEASE: SharedBoot = SharedBoot::new(Flavour::Fast, Profile::Translated, &["device-lease"]);
+/// Sysfs mode needs untranslated DMA: physical addresses reach memory only with iommu=pt.
+static SYSFS: SharedBoot =
+    SharedBoot::new(Flavour::Fast, Profile::Passthrough, &["device-lease-sysfs"]);
 
 fn check_passed(what: &str) {
     let Some(out) = LEASE.outcome() else { return };
@@ -23,7 +27,7 @@ fn check_passed(what: &str) {
 fn an_unprivileged_holder_drives_edus_dma_through_the_lent_device_fd() {
     check_passed("first-lease: edu answers through the lent BAR0 map");
     check_passed("first-lease: bus mastering on through the lent config region");
-    check_passed("first-lease: edu copied 2048 bytes RAM -> edu -> RAM by IOVA");
+    check_passed("first-lease: edu copied 2048 bytes RAM -> edu -> RAM by device address");
     check_passed("first-lease: edu's completion MSI reached this client's eventfd");
     check_passed("alice's first lease drives edu's DMA and exits 0");
     check_passed("after her give-back bus mastering is off");
@@ -82,4 +86,24 @@ fn with_pool_clear_a_leases_end_makes_the_pool_afresh_and_the_next_lease_works()
     check_passed("a lease's end with pool = clear made the pool afresh");
     check_passed("the device has its pool again");
     check_passed("the next lease's DMA works in the new pool");
+}
+
+fn sysfs_passed(what: &str) {
+    let Some(out) = SYSFS.outcome() else { return };
+    let s = out.assert_passed("device-lease-sysfs");
+    assert!(
+        s.checks.iter().any(|c| c.ok && c.what.contains(what)),
+        "device-lease-sysfs: no passing check containing {what:?}; serial log: {}",
+        out.serial_log().display()
+    );
+}
+
+#[test]
+fn a_sysfs_mode_holder_drives_edu_by_physical_address_and_its_kill_is_reclaimed() {
+    sysfs_passed("sysfs-lease: edu copied 2048 bytes RAM -> edu -> RAM by device address");
+    sysfs_passed("after the sysfs-mode give-back bus mastering is off");
+    sysfs_passed("rigd took the sysfs-mode device back after the holder's kill -9");
+    sysfs_passed("bus mastering is off after the sysfs-mode reclaim");
+    sysfs_passed("the killed holder's blocks are not left quarantined");
+    sysfs_passed("a holder that keeps a resource file is refused, naming its pid");
 }

@@ -257,17 +257,40 @@ impl Rig {
     }
 
     /// Takes back the device `session` leases whole, if any: its connection ended.
-    /// Called before its memory goes (`end_session`).
-    pub fn end_device_lease(&self, session: SessionId) {
+    /// Called before its memory goes (`end_session`). Returns the device when it was
+    /// held in sysfs mode and reset: the session's blocks, released after this, are
+    /// quarantined by the pool, and that reset already stopped the device reaching
+    /// them ([`Rig::lease_memory_released`]).
+    pub fn end_device_lease(&self, session: SessionId) -> Option<Bdf> {
         let found = lock(&self.leases)
             .iter()
             .find(|(_, l)| l.holder.session == session && l.failed.is_none())
-            .map(|(b, _)| *b);
-        if let Some(bdf) = found
-            && let Err(e) = self.reclaim_lease(bdf)
-        {
-            tracing::error!(%bdf, session = session.0, error = &e as &dyn std::error::Error, "a leased device was not taken back; it stays out of use");
+            .map(|(b, _)| *b)?;
+        match self.reclaim_lease(found) {
+            Ok(r) => {
+                (r.reset.is_some() && !r.reopened && self.held_in_sysfs(found)).then_some(found)
+            }
+            Err(e) => {
+                tracing::error!(bdf = %found, session = session.0, error = &e as &dyn std::error::Error, "a leased device was not taken back; it stays out of use");
+                None
+            }
         }
+    }
+
+    /// After a sysfs-mode holder's session released its memory: the device was reset
+    /// after it stopped mastering the bus and before the release, so the blocks the
+    /// pool quarantined at the release are safe to lend again.
+    pub fn lease_memory_released(&self, bdf: Bdf) {
+        if let Err(e) = self.dma.device_reset(&bdf.to_string())
+            && !matches!(e, crate::dma::DmaError::NoPool { .. })
+        {
+            tracing::warn!(%bdf, error = &e as &dyn std::error::Error, "a lease's quarantined blocks were not released");
+        }
+    }
+
+    fn held_in_sysfs(&self, bdf: Bdf) -> bool {
+        let slot = lock(&self.devices).get(&bdf).cloned();
+        slot.is_some_and(|s| lock(&s).as_ref().is_some_and(|t| t.mode() == Mode::Sysfs))
     }
 
     /// The holder gives `bdf` back before its connection ends.
@@ -297,9 +320,9 @@ impl Rig {
             let report = self.taker.reclaim(t, Some(holder.pid), &mut |_| {})?;
             match self.lease_policy.pool {
                 LeasePool::Keep => {
-                    // Sysfs mode: the blocks it reached stay quarantined until a reset,
-                    // which has just been made.
-                    if t.mode() == Mode::Sysfs {
+                    // Sysfs mode: the blocks it reached stay quarantined until a reset;
+                    // only a reset that ran releases them.
+                    if t.mode() == Mode::Sysfs && report.reset.is_some() {
                         let _ = self.dma.device_reset(&bdf.to_string());
                     }
                 }

@@ -15,7 +15,8 @@
 //! process that kept the device past its lease (a dup, a fork, a descriptor passed
 //! on) stops the reclaim there with [`TakeError::LeaseKept`] naming it, and the device
 //! stays out of use. A process other than the holder that kept only a mapping (a
-//! forked child that closed its descriptors) is not found. The pool step is `rig`'s
+//! forked child that closed its descriptors) is not found. In sysfs mode the same scan
+//! looks for the device's `resourceN` files, by path. The pool step is `rig`'s
 //! (`dma`); it is journaled here.
 //!
 //! Not here: the policy, the holder's identity and the refusals (`rig::lease`), the
@@ -137,15 +138,17 @@ impl Taker {
         }
         rec.phase = Phase::Reclaiming(ReclaimStep::Reopen);
         self.record(&rec)?;
-        if let Some(v) = t.hold.vfio() {
-            progress("look for processes that kept the device");
-            match holders(&self.places.proc_root, v.device.file(), holder) {
-                Ok(pids) if !pids.is_empty() => return Err(TakeError::LeaseKept { bdf, pids }),
-                Ok(_) => {}
-                Err(source) => report
-                    .warnings
-                    .push(ReclaimWarning::Unchecked { bdf, source }),
-            }
+        progress("look for processes that kept the device");
+        let kept = match t.hold.vfio() {
+            Some(v) => holders(&self.places.proc_root, v.device.file(), holder),
+            None => resource_holders(&self.places.proc_root, &self.root().device_dir(bdf)),
+        };
+        match kept {
+            Ok(pids) if !pids.is_empty() => return Err(TakeError::LeaseKept { bdf, pids }),
+            Ok(_) => {}
+            Err(source) => report
+                .warnings
+                .push(ReclaimWarning::Unchecked { bdf, source }),
         }
         if t.mode() == Mode::Vfio {
             progress("close and reopen the VFIO device");
@@ -256,6 +259,58 @@ fn holders(proc_root: &Path, file: &fs::File, holder: Option<i32>) -> io::Result
     Ok(found)
 }
 
+/// Processes other than rigd with a descriptor or a mapping of one of the device's
+/// `resourceN` files (sysfs mode: rigd opened them for the holder and kept none).
+///
+/// # Errors
+/// `proc_root` unreadable.
+fn resource_holders(proc_root: &Path, device_dir: &Path) -> io::Result<Vec<i32>> {
+    let me = std::process::id().cast_signed();
+    // A fake tree (tests) has no processes to look at.
+    if !proc_root.join("self").exists() {
+        return Ok(Vec::new());
+    }
+    let Ok(dir) = fs::canonicalize(device_dir) else {
+        return Ok(Vec::new());
+    };
+    let resource = |p: &Path| {
+        p.parent() == Some(dir.as_path())
+            && p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("resource"))
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut found = Vec::new();
+    for entry in fs::read_dir(proc_root)?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let by_fd = fs::read_dir(entry.path().join("fd")).is_ok_and(|fds| {
+            fds.flatten()
+                .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| resource(&l)))
+        });
+        let by_map = || {
+            fs::read_to_string(entry.path().join("maps")).is_ok_and(|m| {
+                m.lines()
+                    .filter_map(|l| l.split_whitespace().nth(5))
+                    .any(|p| resource(Path::new(p)))
+            })
+        };
+        if by_fd || by_map() {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +335,36 @@ mod tests {
 
         assert_eq!(found.expect("scan"), [pid]);
         assert!(after.is_empty(), "{after:?}");
+    }
+
+    #[test]
+    fn a_process_holding_a_resource_file_of_the_device_is_found() {
+        let dir = tempfile::tempdir().expect("dir");
+        let dev = dir.path().join("0000:00:06.0");
+        fs::create_dir(&dev).expect("device dir");
+        fs::write(dev.join("resource0"), b"").expect("resource0");
+        fs::write(dev.join("config"), b"").expect("config");
+        let bar = fs::File::open(dev.join("resource0")).expect("open");
+        let config = fs::File::open(dev.join("config")).expect("open");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(bar)
+            .spawn()
+            .expect("sleep");
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(config)
+            .spawn()
+            .expect("sleep");
+        let pid = i32::try_from(child.id()).expect("pid");
+
+        let found = resource_holders(Path::new("/proc"), &dev);
+        for c in [&mut child, &mut other] {
+            c.kill().expect("kill");
+            c.wait().expect("wait");
+        }
+
+        assert_eq!(found.expect("scan"), [pid], "config is not a BAR");
     }
 
     #[test]

@@ -161,6 +161,7 @@ fn a_sysfs_mode_lease_turns_bus_mastering_on_and_its_reclaim_off() {
 
     assert_eq!(command(&w) & 0x4, 0);
     assert!(!report.reopened);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
     assert_eq!(report.reset.as_deref(), Some("kernel default"));
     w.taker.settle(&t).expect("settle");
     w.taker.attach(t, &mut |_| {}).expect("attach");

@@ -19,7 +19,7 @@
 
 use std::{fs::File, process::ExitCode, time::Instant};
 
-use rig_client::dma::{Bar, DeviceLease, DmaError, Session};
+use rig_client::dma::{Bar, DeviceLease, DmaError, LeaseMode, Session};
 use rigd::vfio::EventFd;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -104,23 +104,28 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
         lease.mode(),
         lease.regions().len()
     );
+    let vfio = lease.mode() == LeaseMode::Vfio;
     let bar = lease.map_bar(0)?;
     let id = bar.read_u32(EDU_ID)?;
     if id & 0xff != 0xed {
         return Err(format!("BAR0 identification {id:#x} is not edu's").into());
     }
     println!("ok edu answers through the lent BAR0 map ({id:#x})");
-    lease.set_bus_master(true)?;
-    println!("ok bus mastering on through the lent config region");
+    if vfio {
+        lease.set_bus_master(true)?;
+        println!("ok bus mastering on through the lent config region");
+    } else {
+        println!("ok bus mastering on: rigd turns it on for a sysfs-mode lease");
+    }
     let buf = s.alloc(2 << 20, 4096).await?;
-    let iova = buf.device_address().ok_or("no device address")?;
+    let addr = buf.device_address().ok_or("no device address")?;
     let pattern: Vec<u8> = (0..LEN)
         .map(|i| (i.to_le_bytes()[0]).wrapping_mul(7).wrapping_add(seed))
         .collect();
     buf.write(0, &pattern)?;
-    start(&bar, iova, EDU_BUFFER, false)?;
+    start(&bar, addr, EDU_BUFFER, false)?;
     finish(&bar)?;
-    start(&bar, EDU_BUFFER, iova + 0x1000, true)?;
+    start(&bar, EDU_BUFFER, addr + 0x1000, true)?;
     finish(&bar)?;
     let mut back = vec![0u8; LEN];
     buf.read(0x1000, &mut back)?;
@@ -128,16 +133,18 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
         return Err("the bytes edu copied back differ".into());
     }
     println!(
-        "ok edu copied {LEN} bytes RAM -> edu -> RAM by IOVA {iova:#x}, driven by this client"
+        "ok edu copied {LEN} bytes RAM -> edu -> RAM by device address {addr:#x}, driven by this client"
     );
-    let efd = enable_msi(&lease)?;
-    start_with(&bar, iova, EDU_BUFFER, EDU_DMA_IRQ)?;
-    let n = wait_irq(&efd)?;
-    finish(&bar)?;
-    bar.write_u32(EDU_IRQ_ACK, bar.read_u32(EDU_IRQ_STATUS)?)?;
-    println!(
-        "ok edu's completion MSI reached this client's eventfd ({n}), set up through the lent fd"
-    );
+    if vfio {
+        let efd = enable_msi(&lease)?;
+        start_with(&bar, addr, EDU_BUFFER, EDU_DMA_IRQ)?;
+        let n = wait_irq(&efd)?;
+        finish(&bar)?;
+        bar.write_u32(EDU_IRQ_ACK, bar.read_u32(EDU_IRQ_STATUS)?)?;
+        println!(
+            "ok edu's completion MSI reached this client's eventfd ({n}), set up through the lent fd"
+        );
+    }
     drop(bar);
     let back = s.give_back_device(lease).await?;
     println!(
@@ -151,16 +158,20 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
 async fn hang(s: &Session, device: &str) -> Res<()> {
     let lease = s.lease_device(device).await?;
     let bar = lease.map_bar(0)?;
-    lease.set_bus_master(true)?;
-    let _irq = enable_msi(&lease)?;
+    let _irq = if lease.mode() == LeaseMode::Vfio {
+        lease.set_bus_master(true)?;
+        Some(enable_msi(&lease)?)
+    } else {
+        None
+    };
     let buf = s.alloc(2 << 20, 4096).await?;
-    let iova = buf.device_address().ok_or("no device address")?;
+    let addr = buf.device_address().ok_or("no device address")?;
     for n in 0u64.. {
-        start(&bar, EDU_BUFFER, iova + 0x1000 * (n % 16), true)?;
+        start(&bar, EDU_BUFFER, addr + 0x1000 * (n % 16), true)?;
         if n == 1 {
             // Printed with the second transfer in flight (edu takes 100 ms each).
             println!(
-                "dma running pid {}: edu writes into IOVA {iova:#x} until this process dies",
+                "dma running pid {}: edu writes into {addr:#x} until this process dies",
                 std::process::id()
             );
         }
