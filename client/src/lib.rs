@@ -70,9 +70,14 @@ pub enum ClientError {
         daemon: u32,
         needed: u32,
     },
-    /// The daemon answered with an error; `message` is its one-line reason.
+    /// The daemon answered with an error; `message` is its one-line reason, `info`
+    /// the same for programs (see [`ClientError::error_info`]).
     #[error("{message}")]
-    Rpc { code: Code, message: String },
+    Rpc {
+        code: Code,
+        message: String,
+        info: Option<ErrorInfo>,
+    },
     /// The daemon answered with something this client cannot read: a newer or
     /// garbled reply (the source says which field).
     #[error("rigd sent a reply this client cannot read")]
@@ -90,8 +95,55 @@ impl ClientError {
     pub(crate) fn rpc(s: tonic::Status) -> Self {
         Self::Rpc {
             code: s.code(),
+            info: ErrorInfo::of(&s),
             message: s.message().to_owned(),
         }
+    }
+
+    /// What rigd's error says to programs, so they need not parse its message: `None`
+    /// for errors rigd did not send (no daemon, a refused argument) and for statuses
+    /// without rig's details (a daemon older than them, or one tonic itself made).
+    pub fn error_info(&self) -> Option<&ErrorInfo> {
+        match self {
+            Self::Rpc { info, .. } => info.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The stable code of rigd's error (`"NO_DEVICE"`, `"QUOTA"`; docs/errors.md).
+    pub fn reason(&self) -> Option<&str> {
+        self.error_info().map(|i| i.reason.as_str())
+    }
+}
+
+/// The typed details of one of rigd's error statuses: its `google.rpc.ErrorInfo` in
+/// domain [`ERROR_DOMAIN`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ErrorInfo {
+    /// A stable UPPER_SNAKE code (docs/errors.md lists them).
+    pub reason: String,
+    /// The device the error concerns: a PCI address, or a DMA pool's device name.
+    pub device: Option<String>,
+    /// The step that failed (a take-over's last reported step, or the error's own).
+    pub step: Option<String>,
+}
+
+/// The `domain` of rigd's ErrorInfo details.
+pub const ERROR_DOMAIN: &str = "rig.dev";
+
+impl ErrorInfo {
+    /// The details of `s`, if it carries an ErrorInfo of rig's domain.
+    pub fn of(s: &tonic::Status) -> Option<Self> {
+        use tonic_types::StatusExt;
+        let mut info = s.get_details_error_info()?;
+        if info.domain != ERROR_DOMAIN {
+            return None;
+        }
+        Some(Self {
+            reason: info.reason,
+            device: info.metadata.remove("device"),
+            step: info.metadata.remove("step"),
+        })
     }
 }
 
@@ -181,6 +233,7 @@ impl Client {
             Err(s) if s.code() == Code::Unimplemented => Err(match self.version().await {
                 Ok(v) if v.api >= rig_proto::API_VERSION => ClientError::Rpc {
                     code: s.code(),
+                    info: None,
                     message: format!(
                         "rigd {} does not offer this call: it is older than this client (rig-client {})",
                         v.daemon,

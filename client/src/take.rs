@@ -357,6 +357,7 @@ async fn follow(
     }
     Err(ClientError::Rpc {
         code: tonic::Code::Unknown,
+        info: None,
         message: "rigd ended the operation without an outcome".into(),
     })
 }

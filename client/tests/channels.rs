@@ -2,7 +2,9 @@
 //! pool on shmem; a client opens a session and channels through the library, submits
 //! (the words, GP_PUT and the doorbell land where rigd and the fake see them), waits,
 //! gets the RM's fault as a typed error, is refused on bad input, and is reclaimed
-//! when its session goes while another client keeps its channel.
+//! when its session goes while another client keeps its channel; a channel whose rings
+//! live in GPU memory (the fake's window is host memory) is submitted on the same way
+//! and its window is reused for the same uid.
 
 mod dma_support;
 
@@ -10,7 +12,7 @@ use std::{sync::Arc, time::Duration};
 
 use dma_support::{Server, wait_until};
 use rig_client::{
-    channel::{ChannelError, Engine, TimelineError},
+    channel::{ChannelError, Engine, Rings, TimelineError},
     dma::{Addressing, DmaErrorKind, Session},
 };
 use rigd::{
@@ -37,7 +39,7 @@ async fn serve() -> Fixture {
         Limits {
             channels_per_session: 2,
             max_ring_entries: 4096,
-            copy_engines: Vec::new(),
+            ..Limits::default()
         },
     ));
     let pool = server
@@ -124,6 +126,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         ),
         "{e}"
     );
+    assert_eq!(ch.rekicks(), 0, "host rings never ring again");
     // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
     let sem = ch.semaphore_va();
     let (lease, off) = session
@@ -371,5 +374,65 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
         Some(sem),
         "first fit: the closed channel's space"
     );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
+    // The test runs as root, whom rigd always lends GPU memory (the group rule is
+    // rig::served's unit test).
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: rings in GPU memory are lent to root and a configured group");
+        return;
+    }
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = session
+        .open_channel_in(Engine::Copy, 256, 16 << 10, Rings::Gpu)
+        .await
+        .expect("channel");
+    assert_eq!(ch.rings(), Rings::Gpu);
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    // rigd reads GP_PUT through its own view of the window; the client wrote it
+    // through the descriptor rigd sent.
+    let views = f.server.rig.channel_status(None);
+    assert_eq!((views[0].gp_put, views[0].entries), (1, 256));
+    assert_eq!(views[0].rings, rigd::channels::Rings::Gpu);
+    assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
+    let listed = rig_client::dma::channels(&f.server.socket)
+        .await
+        .expect("list");
+    assert_eq!(listed[0].rings, Some(Rings::Gpu));
+    let e = ch.wait(v, SHORT).expect_err("no GPU to release");
+    assert!(matches!(e, ChannelError::Timeout { gp_put: 1, .. }), "{e}");
+    // GP_GET never moved: the wait rang the doorbell again, backing off (20 µs
+    // doubling to 1 ms: a few hundred in 200 ms, not thousands).
+    let kicks = ch.rekicks();
+    assert!((2..=400).contains(&kicks), "{kicks} rekicks");
+    let uid = nix::unistd::getuid().as_raw();
+    session.close_channel(ch).await.expect("close");
+    assert_eq!(f.gpu.windows_of(uid), (1, 0), "kept for the uid, idle");
+    let again = session
+        .open_channel_in(Engine::Compute, 256, 16 << 10, Rings::Gpu)
+        .await
+        .expect("again");
+    assert_eq!(f.gpu.windows_of(uid), (1, 1), "the same window");
+    let vidmem = f
+        .rm
+        .calls()
+        .iter()
+        .filter(
+            |c| matches!(c, Call::Alloc { class, .. } if *class == r580::NV01_MEMORY_LOCAL_USER),
+        )
+        .count();
+    assert_eq!(vidmem, 1);
+    // A pushbuffer that is no whole number of words is refused, typed.
+    let e = session
+        .open_channel_in(Engine::Copy, 256, 6, Rings::Gpu)
+        .await
+        .expect_err("bad pushbuffer");
+    assert_eq!(kind(e), Some(DmaErrorKind::BadRing));
+    drop(again);
     f.server.stop().await;
 }

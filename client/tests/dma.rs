@@ -192,6 +192,14 @@ async fn an_unknown_pool_is_not_found() {
         ),
         "{e:?}"
     );
+    let rig_client::dma::DmaError::Client(c) = &e else {
+        unreachable!("matched above")
+    };
+    let info = c.error_info().expect("rig's error details");
+    assert_eq!(
+        (info.reason.as_str(), info.device.as_deref()),
+        ("NO_POOL", Some("0000:99:00.0"))
+    );
     server.stop().await;
 }
 

@@ -122,7 +122,12 @@ impl<'c> Submitter<'c> {
         if let Some(seg) = self.pb.close() {
             self.queued.push_back(seg);
         }
-        let g = self.ch.gpfifo().mapping();
+        let g = self
+            .ch
+            .gpfifo()
+            .host()
+            .ok_or("Channel::new places the ring in host memory")?
+            .mapping();
         let userd = self.ch.userd_offset();
         while let Some(seg) = self.queued.pop_front() {
             self.ring.update_get(g.read_u32(userd + USERD_GP_GET)?)?;

@@ -263,28 +263,44 @@ async fn bad_requests_get_one_line_each_and_the_daemon_keeps_serving() {
     })
     .await;
     let mut client = Client::connect(&server.socket).await.expect("connect");
+    // Each with its typed details too: the reason, and the device where it is one.
     let cases = [
-        ("zz:00.0", Code::InvalidArgument, "is not a PCI address"),
+        (
+            "zz:00.0",
+            Code::InvalidArgument,
+            "is not a PCI address",
+            ("BAD_ADDRESS", None),
+        ),
         (
             "0000:00:20.0",
             Code::InvalidArgument,
             "device number above 1f",
+            ("BAD_ADDRESS", None),
         ),
         (
             "0000:42:00.0",
             Code::NotFound,
             "No PCI function 0000:42:00.0",
+            ("NO_DEVICE", Some("0000:42:00.0")),
         ),
-        ("00:1f.0", Code::DataLoss, "truncated: 10 bytes"),
+        (
+            "00:1f.0",
+            Code::DataLoss,
+            "truncated: 10 bytes",
+            ("SHORT_CONFIG", Some("0000:00:1f.0")),
+        ),
     ];
-    for (bdf, want_code, want_text) in cases {
+    for (bdf, want_code, want_text, (reason, device)) in cases {
         let err = client.device(bdf).await.expect_err(bdf);
-        let ClientError::Rpc { code, message } = &err else {
+        let ClientError::Rpc { code, message, .. } = &err else {
             panic!("{bdf}: {err:?}")
         };
         assert_eq!(*code, want_code, "{bdf}: {message}");
         assert!(message.contains(want_text), "{bdf}: {message}");
         assert!(!message.contains('\n'), "{bdf}: {message}");
+        let info = err.error_info().expect("rig's error details");
+        assert_eq!(info.reason, reason, "{bdf}: {message}");
+        assert_eq!(info.device.as_deref(), device, "{bdf}: {message}");
     }
     // A function with missing sysfs files still decodes, and says what was missing.
     let bare = client.device("00:1e.0").await.expect("bare function");
@@ -381,6 +397,9 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
         e.to_string().contains("already held by rig (sysfs mode)"),
         "{e}"
     );
+    let info = e.error_info().expect("details on a streamed error");
+    assert_eq!(info.reason, "ALREADY_HELD");
+    assert_eq!(info.device.as_deref(), Some("0000:03:00.0"));
     let e = ClientError::from("magic".parse::<Mode>().expect_err("bad mode"));
     assert!(
         matches!(&e, ClientError::Argument(ArgError::Mode(m)) if m == "magic"),

@@ -83,6 +83,16 @@ pub struct Channels {
     /// Async copy engines (COPY0 + n) to spread sessions' copy channels over, one per
     /// session; empty: copy channels run in the session's GR0 group.
     pub copy_engines: Vec<u8>,
+    /// Members of this group (and root) may have their channels' rings, USERD and
+    /// pushbuffers in GPU memory, mapped through BAR1: the shortest round trip, but
+    /// a client's mapping outlives rigd's free of it (docs/channels.md). Unset: only
+    /// root's clients.
+    pub gpu_rings_group: Option<String>,
+    /// The most GPU memory one such channel window may take (ring, USERD and
+    /// pushbuffer, rounded up to a power of two).
+    pub gpu_ring_bytes: u64,
+    /// How many windows rigd keeps for one uid (reused for that uid only).
+    pub gpu_rings_per_uid: usize,
 }
 
 impl Default for Channels {
@@ -92,6 +102,9 @@ impl Default for Channels {
             per_session: 8,
             max_ring_entries: 1 << 20,
             copy_engines: Vec::new(),
+            gpu_rings_group: None,
+            gpu_ring_bytes: 4 << 20,
+            gpu_rings_per_uid: 32,
         }
     }
 }
@@ -257,7 +270,9 @@ pub enum ConfigError {
         column: usize,
         message: String,
     },
-    #[error("Group `{group}` (server.group or server.admin_group) is not in {path}")]
+    #[error(
+        "Group `{group}` (server.group, server.admin_group or channels.gpu_rings_group) is not in {path}"
+    )]
     UnknownGroup { group: String, path: PathBuf },
     #[error("{path}: lease.allow rule {rule}: `{device}` is neither a PCI address nor \"*\"")]
     LeaseDevice {

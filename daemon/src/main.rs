@@ -9,6 +9,7 @@ use rigd::{
     service::{
         self,
         status::{error_line, recovered_line},
+        watchdog::{self, Health},
     },
 };
 use tracing_subscriber::EnvFilter;
@@ -91,14 +92,39 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         let rig = Arc::new(rig);
-        let served = service::run(Arc::clone(&rig), listener, shutdown_signal()).await;
+        let unbind_wait = std::time::Duration::from_secs(config.take.unbind_timeout_s);
+        let health = supervise(&rig, Health::with_unbind_wait(unbind_wait))?;
+        let served = service::serve(Arc::clone(&rig), listener, shutdown_signal(), &health).await;
         rig.shutdown();
         served?;
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status("Stopping"),
+        ]);
         tracing::info!("stopped");
         drop(bound);
         Ok(())
     })
+}
+
+/// Under systemd: `STATUS=` lines, and the watchdog if the unit asks for one
+/// (`WatchdogSec=`): the runtime beats, a thread pings while rigd is healthy.
+fn supervise(rig: &Arc<Rig>, health: Health) -> std::io::Result<Health> {
+    if std::env::var_os("NOTIFY_SOCKET").is_none() {
+        return Ok(health);
+    }
+    tokio::spawn(watchdog::status_lines(Arc::clone(rig)));
+    if let Some(interval) = watchdog::start_monitor(&health)? {
+        tokio::spawn(watchdog::beat(
+            health.clone(),
+            watchdog::beat_every(interval),
+        ));
+        tracing::info!(
+            "watchdog: pinging every {} ms while healthy",
+            (interval / 4).as_millis()
+        );
+    }
+    Ok(health)
 }
 
 async fn shutdown_signal() {

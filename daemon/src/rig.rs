@@ -101,6 +101,8 @@ pub struct Rig {
     taker: Taker,
     devices: Mutex<BTreeMap<Bdf, Slot>>,
     admin_group: Option<(String, u32)>,
+    /// `[channels] gpu_rings_group`, resolved.
+    gpu_rings_group: Option<(String, u32)>,
     unbind_timeout: Duration,
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
@@ -146,6 +148,8 @@ pub enum StartWarning {
         #[source]
         source: ConfigError,
     },
+    #[error("Only root's channels may have rings in GPU memory")]
+    NoGpuRingsGroup(#[source] ConfigError),
     #[error("GPU {gpu} is not served: no channels on it")]
     NotServed {
         gpu: String,
@@ -195,6 +199,15 @@ impl Rig {
                 .into_iter()
                 .map(|(group, source)| StartWarning::LeaseGroup { group, source }),
         );
+        let gpu_rings_group = config.channels.gpu_rings_group.as_deref().and_then(|g| {
+            match config::resolve_group(g, &config.paths.group_file) {
+                Ok(gid) => Some((g.to_owned(), gid)),
+                Err(e) => {
+                    warnings.push(StartWarning::NoGpuRingsGroup(e));
+                    None
+                }
+            }
+        });
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -211,6 +224,7 @@ impl Rig {
             taker,
             devices: Mutex::new(BTreeMap::new()),
             admin_group,
+            gpu_rings_group,
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
@@ -248,11 +262,11 @@ impl Rig {
     /// # Errors
     /// [`RigError::NotAdmin`].
     pub fn authorize_admin(&self, c: PeerCred) -> Result<(), RigError> {
-        if c.uid == 0 {
-            return Ok(());
-        }
-        if let Some((_, gid)) = &self.admin_group
-            && self.groups_of(c).contains(gid)
+        if c.uid == 0
+            || self
+                .admin_group
+                .as_ref()
+                .is_some_and(|(_, g)| self.in_group(c, *g))
         {
             return Ok(());
         }
@@ -284,6 +298,11 @@ impl Rig {
             );
         }
         groups
+    }
+
+    /// Whether the peer process is in group `gid` (primary or supplementary).
+    fn in_group(&self, c: PeerCred, gid: u32) -> bool {
+        self.groups_of(c).contains(&gid)
     }
 
     /// Runs `f` on the slot of `bdf` under its lock; `Busy` if another operation holds

@@ -5,8 +5,9 @@
 # and 64 of them run at once; CUDA's anchors run in the same call for the ratios.
 #
 #     tests/h200/served.sh .dev    # .dev holds static rigd, rigctl, rig-channel-probe
-#     PHASES="many" tests/h200/served.sh .dev   # only some: basic cuda open kill many
+#     PHASES="many" tests/h200/served.sh .dev   # only some: basic gpu cuda open kill many
 #     COPY_ENGINES="2,3,4,5,6,7,8,9" ...           # copy channels on async copy engines
+#     RINGS=gpu ...   # every phase's channels with rings in GPU memory (phase gpu: basic so)
 #
 # Uses the GPU only through its driver (rigd's RM calls, CUDA). The two Xid 31 MMU
 # faults it causes are deliberate: one release each into an address the client's GPU
@@ -50,7 +51,10 @@ per_device_bytes = $((1536 << 20))
 serve = ["$GPU"]
 per_session = 4
 copy_engines = [${COPY_ENGINES:-}]
+# The probes run with gid nogroup: they may have rings in GPU memory.
+gpu_rings_group = "nogroup"
 EOF
+[ -n "${RINGS:-}" ] && export RIG_PROBE_RINGS="$RINGS"
 
 pgrep -x rigd > /dev/null && { say "a rigd is running already"; exit 1; }
 say "before: GPU $GPU, $(nvidia-smi --query-gpu=memory.used --format=csv,noheader) used, nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
@@ -68,6 +72,11 @@ FAIL=0
 if want basic; then
 say "basic (uid $NOBODY): copy and compute channels, 256 MiB copies, round trips, a million releases"
 taskset -c 2 sh -c "RIG_PROBE_UID=$NOBODY $BIN/rig-channel-probe basic $RUN/rigd.sock $GPU" || FAIL=1
+fi
+
+if want gpu; then
+say "basic (uid $NOBODY) with rings, USERD and pushbuffers in GPU memory"
+taskset -c 2 sh -c "RIG_PROBE_RINGS=gpu RIG_PROBE_UID=$NOBODY $BIN/rig-channel-probe basic $RUN/rigd.sock $GPU" || FAIL=1
 fi
 
 if want cuda; then
@@ -137,7 +146,7 @@ bad=0
 for f in "$RUN"/c*.out; do grep -q '^steady' "$f" || { bad=$((bad + 1)); cat "$f"; }; done
 say "$N clients: $bad failed"
 [ $bad -eq 0 ] || FAIL=1
-cat "$RUN"/c*.out | awk -v n=$N '/^steady/ {for (i=1;i<=NF;i++) {split($i,kv,"="); v[kv[1]]=kv[2]} c++; r+=v["releases"]; if (v["p99_us"]>m) m=v["p99_us"]; s+=v["p50_us"]} END {printf "%d clients: releases=%d mean_p50_us=%.2f worst_p99_us=%.2f\n", n, r, s/c, m}'
+cat "$RUN"/c*.out | awk -v n=$N '/^steady/ {for (i=1;i<=NF;i++) {split($i,kv,"="); v[kv[1]]=kv[2]} c++; r+=v["releases"]; if (v["p99_us"]>m) m=v["p99_us"]; s+=v["p50_us"]; k+=v["rekicks"]} END {printf "%d clients: releases=%d mean_p50_us=%.2f worst_p99_us=%.2f rekicks=%d\n", n, r, s/c, m, k}'
 sleep 0.5
 say "after $N clients: $(count_channels) channels"
 done

@@ -6,7 +6,12 @@ use rig_tests::vm::{Flavour, Profile, SharedBoot, Verdict};
 static FULL: SharedBoot = SharedBoot::new(
     Flavour::Full,
     Profile::Translated,
-    &["systemd-rigd", "systemd-socket", "socket-access"],
+    &[
+        "systemd-rigd",
+        "systemd-socket",
+        "socket-access",
+        "systemd-watchdog",
+    ],
 );
 
 #[test]
@@ -41,6 +46,13 @@ fn group_member_reaches_rigd_under_debian_tools_too() {
     let Some(out) = FULL.outcome() else { return };
 
     out.assert_passed("socket-access");
+}
+
+#[test]
+fn a_stopped_rigd_is_restarted_by_the_watchdog_and_readopts_its_device() {
+    let Some(out) = FULL.outcome() else { return };
+
+    out.assert_passed("systemd-watchdog");
 }
 
 #[test]

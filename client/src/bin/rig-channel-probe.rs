@@ -17,6 +17,10 @@
 //! - `open N`: opens N sessions with one channel each, one after another, and prints
 //!   the median time from nothing to a channel that ran its first release.
 //!
+//! With `RIG_PROBE_RINGS=gpu` every channel it opens has its ring, USERD and
+//! pushbuffer in GPU memory (rigd must allow the probe's uid or gid); otherwise in
+//! host memory.
+//!
 //! Every line it prints is `key=value` pairs after a word saying what was measured.
 
 use std::{
@@ -26,7 +30,7 @@ use std::{
 };
 
 use rig_client::{
-    channel::{Channel, ChannelError, EMPTY_RELEASE, Engine, method},
+    channel::{Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, Rings, method},
     dma::{Buffer, Session},
 };
 
@@ -143,13 +147,15 @@ fn time_releases(name: &str, ch: &mut Channel, n: usize, how: method::Release) -
     rtt.sort();
     host.sort();
     println!(
-        "round_trip channel={name} wfi={} timestamp={} n={n} p50_us={:.2} p99_us={:.2} host_p50_us={:.3} host_p99_us={:.3}",
+        "round_trip channel={name} wfi={} timestamp={} n={n} p50_us={:.2} p99_us={:.2} host_p50_us={:.3} host_p99_us={:.3} rings={:?} rekicks={}",
         how.wait_idle,
         how.timestamp,
         pct(&rtt, 0.5),
         pct(&rtt, 0.99),
         pct(&host, 0.5),
-        pct(&host, 0.99)
+        pct(&host, 0.99),
+        ch.rings(),
+        ch.rekicks()
     );
     Ok(())
 }
@@ -194,18 +200,19 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
     );
     let t = Instant::now();
     let session = Session::open(socket, gpu).await?;
-    let mut copy = session.open_channel(Engine::Copy, 1024).await?;
+    let mut copy = open_one(&session, Engine::Copy, 1024).await?;
     let v = copy.release()?;
     copy.submit()?;
     copy.wait(v, LONG)?;
     println!(
-        "opened session_and_copy_channel_ms={:.2} channel={} entries={} ring_va={:#x}",
+        "opened session_and_copy_channel_ms={:.2} channel={} entries={} ring_va={:#x} rings={:?}",
         t.elapsed().as_secs_f64() * 1e3,
         copy.id(),
         copy.entries(),
-        copy.ring_gpu_va()
+        copy.ring_gpu_va(),
+        copy.rings()
     );
-    let mut compute = session.open_channel(Engine::Compute, 1024).await?;
+    let mut compute = open_one(&session, Engine::Compute, 1024).await?;
     let v = compute.release()?;
     compute.submit()?;
     compute.wait(v, LONG)?;
@@ -267,10 +274,11 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
         .into());
     }
     println!(
-        "million releases={n} wraps={} seconds={:.2} per_release_us={:.2} last={last}",
+        "million releases={n} wraps={} seconds={:.2} per_release_us={:.2} last={last} rekicks={}",
         n / u64::from(copy.entries()),
         t.elapsed().as_secs_f64(),
-        t.elapsed().as_secs_f64() * 1e6 / n as f64
+        t.elapsed().as_secs_f64() * 1e6 / n as f64,
+        copy.rekicks()
     );
     session.close_channel(copy).await?;
     session.close_channel(compute).await?;
@@ -278,9 +286,24 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
     Ok(())
 }
 
+/// Opens a channel with its rings where `RIG_PROBE_RINGS` says.
+async fn open_one(
+    session: &Session,
+    engine: Engine,
+    entries: u64,
+) -> Result<Channel, ChannelError> {
+    let rings = match std::env::var("RIG_PROBE_RINGS").as_deref() {
+        Ok("gpu") => Rings::Gpu,
+        _ => Rings::Host,
+    };
+    session
+        .open_channel_in(engine, entries, DEFAULT_PUSHBUFFER, rings)
+        .await
+}
+
 async fn spin(socket: &str, gpu: &str) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
-    let mut ch = session.open_channel(Engine::Copy, 1024).await?;
+    let mut ch = open_one(&session, Engine::Copy, 1024).await?;
     let buf = session.alloc(64 * MIB, 2 * MIB).await?;
     let va = buf.device_address().ok_or("no GPU VA")?;
     println!("ready channel={} pid={}", ch.id(), std::process::id());
@@ -297,7 +320,7 @@ async fn spin(socket: &str, gpu: &str) -> Res<()> {
 
 async fn fault(socket: &str, gpu: &str) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
-    let mut ch = session.open_channel(Engine::Compute, 64).await?;
+    let mut ch = open_one(&session, Engine::Compute, 64).await?;
     let v = ch.release()?;
     ch.submit()?;
     ch.wait(v, LONG)?;
@@ -320,7 +343,7 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
     }
     session.close_channel(ch).await?;
     // The session itself still answers: a new channel opens and runs.
-    let mut again = session.open_channel(Engine::Copy, 64).await?;
+    let mut again = open_one(&session, Engine::Copy, 64).await?;
     let v = again.release()?;
     again.submit()?;
     again.wait(v, LONG)?;
@@ -330,7 +353,7 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
 
 async fn steady(socket: &str, gpu: &str, secs: u64) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
-    let mut ch = session.open_channel(Engine::Copy, 1024).await?;
+    let mut ch = open_one(&session, Engine::Copy, 1024).await?;
     let mut rtt = Vec::new();
     let end = Instant::now() + Duration::from_secs(secs.max(1));
     while Instant::now() < end {
@@ -347,12 +370,13 @@ async fn steady(socket: &str, gpu: &str, secs: u64) -> Res<()> {
     }
     rtt.sort();
     println!(
-        "steady pid={} releases={} p50_us={:.2} p99_us={:.2} max_us={:.1}",
+        "steady pid={} releases={} p50_us={:.2} p99_us={:.2} max_us={:.1} rekicks={}",
         std::process::id(),
         rtt.len(),
         pct(&rtt, 0.5),
         pct(&rtt, 0.99),
-        rtt.last().map_or(0.0, |d| d.as_secs_f64() * 1e6)
+        rtt.last().map_or(0.0, |d| d.as_secs_f64() * 1e6),
+        ch.rekicks()
     );
     Ok(())
 }
@@ -362,7 +386,7 @@ async fn open(socket: &str, gpu: &str, n: u64) -> Res<()> {
     for _ in 0..n.max(1) {
         let t = Instant::now();
         let session = Session::open(socket, gpu).await?;
-        let mut ch = session.open_channel(Engine::Compute, 1024).await?;
+        let mut ch = open_one(&session, Engine::Compute, 1024).await?;
         let v = ch.release()?;
         ch.submit()?;
         ch.wait(v, LONG)?;

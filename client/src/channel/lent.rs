@@ -1,11 +1,18 @@
-//! A channel rigd lends on an RM-served GPU: [`Channel`] owns its ring and USERD
-//! (mapped from the memfd rigd sent), a read-only view of its error notifier, its
-//! doorbell (the usermode page rigd mapped through an unregistered `/dev/nvidiaN`),
-//! a pushbuffer and a 64-bit timeline semaphore in the session's own leased memory.
+//! A channel rigd lends on an RM-served GPU: [`Channel`] owns its ring and USERD, a
+//! read-only view of its error notifier, its doorbell (the usermode page rigd mapped
+//! through an unregistered `/dev/nvidiaN`), a pushbuffer and a 64-bit timeline
+//! semaphore in the session's own leased memory.
+//!
+//! Where the ring lives is the client's choice ([`Rings`]): in host memory (the memfd
+//! rigd sent; the pushbuffer is then one of the session's leases), or in GPU memory
+//! the client maps through BAR1 (one window holding ring, USERD and pushbuffer, for
+//! the uids rigd allows): the GPU then fetches none of them across PCIe, which on
+//! the H200 shortens an empty round trip by about a third (docs/BENCHMARKS.md), at
+//! the price of write-combined stores and two store fences per submission.
 //!
 //! Hot path ([`Channel::submit`]): ring entries for the closed segments, a store
-//! fence, GP_PUT in USERD, the doorbell — loads and stores only, no syscall, no lock
-//! shared with anyone. GP_GET is read only when the ring looks full; the semaphore
+//! fence, GP_PUT in USERD, (a store fence, for BAR1), the doorbell — loads and stores
+//! only, no syscall, no lock shared with anyone. GP_GET is read only when the ring looks full; the semaphore
 //! and the notifier only while waiting ([`Channel::wait`]), the notifier every
 //! [`FAULT_CHECK_SPINS`] spins, so a posted error ends a wait with the RM's reason.
 //!
@@ -25,7 +32,7 @@ use std::{
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
 use rig_sys::{
     memfd::SealedMemfd,
-    mman::{DeviceMapping, Fill, Mapping, ReadMapping},
+    mman::{self, DeviceMapping, Fill, Mapping, ReadMapping},
 };
 
 use super::{
@@ -38,6 +45,16 @@ use crate::dma::{Buffer, DmaError, Session, refusal};
 
 /// How many spins of a wait go between reads of the error notifier.
 pub const FAULT_CHECK_SPINS: u32 = 256;
+/// With rings in GPU memory: how long a wait lets the GPU go without the value
+/// landing before it looks whether the GPU fetched what was submitted, and if not
+/// rings the doorbell again; the interval then doubles, up to [`REKICK_MAX`]. A
+/// doorbell can overtake GP_PUT's write through BAR1 inside the GPU, which then reads
+/// the old GP_PUT and fetches nothing until the next doorbell (seen on the H200 with
+/// 64 clients at once); NVIDIA's drivers read BAR1 back before every doorbell instead,
+/// at 1.5 µs of host time each. Ringing again is harmless: the GPU re-reads GP_PUT.
+pub const REKICK_AFTER: Duration = Duration::from_micros(20);
+/// The longest a wait goes between two such looks.
+pub const REKICK_MAX: Duration = Duration::from_millis(1);
 /// A release that waits for nothing and writes no timestamp: the value says only
 /// that the channel reached it, which is all an empty submission means.
 pub const EMPTY_RELEASE: method::Release = method::Release {
@@ -46,6 +63,76 @@ pub const EMPTY_RELEASE: method::Release = method::Release {
 };
 /// The pushbuffer a channel gets unless told otherwise: 64 KiB, 16,384 words.
 pub const DEFAULT_PUSHBUFFER: u64 = 64 << 10;
+
+/// Where a channel's ring, USERD and pushbuffer live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rings {
+    /// Host memory: the least host time per submission.
+    #[default]
+    Host,
+    /// GPU memory through BAR1: the shortest round trip. rigd lends it to root and
+    /// the members of its `[channels] gpu_rings_group` only.
+    Gpu,
+}
+
+impl Rings {
+    fn wire(self) -> pb::DmaRings {
+        match self {
+            Self::Host => pb::DmaRings::Host,
+            Self::Gpu => pb::DmaRings::Gpu,
+        }
+    }
+
+    pub(crate) fn from_wire(v: i32) -> Option<Self> {
+        match pb::DmaRings::try_from(v) {
+            Ok(pb::DmaRings::Host) => Some(Self::Host),
+            Ok(pb::DmaRings::Gpu) => Some(Self::Gpu),
+            Err(_) => None,
+        }
+    }
+}
+
+/// A channel's ring and USERD as this process maps them.
+#[derive(Debug)]
+enum RingView {
+    /// The memfd rigd sent.
+    Host(Mapping),
+    /// GPU memory through BAR1, write-combined.
+    Gpu(DeviceMapping),
+}
+
+impl RingView {
+    fn read_u32(&self, at: usize) -> io::Result<u32> {
+        match self {
+            Self::Host(m) => m.read_u32(at),
+            Self::Gpu(m) => m.read_u32(at),
+        }
+    }
+
+    fn write_u32(&self, at: usize, v: u32) -> io::Result<()> {
+        match self {
+            Self::Host(m) => m.write_u32(at, v),
+            Self::Gpu(m) => m.write_u32(at, v),
+        }
+    }
+
+    fn write_u64(&self, at: usize, v: u64) -> io::Result<()> {
+        match self {
+            Self::Host(m) => m.write_u64(at, v),
+            Self::Gpu(m) => m.write_u64(at, v),
+        }
+    }
+}
+
+/// Where a channel's pushbuffer words go.
+#[derive(Debug)]
+enum PbMem {
+    /// One of the session's leases.
+    Lease(Buffer),
+    /// The ring's window in GPU memory, from this offset.
+    Window(usize),
+}
 
 /// The engine a channel drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -155,14 +242,15 @@ pub struct Channel {
     token: u32,
     doorbell_offset: usize,
     ring_gpu_va: u64,
+    rings: Rings,
     // Field order: mappings go before the buffers their GPU addresses name.
-    gpfifo: Mapping,
+    gpfifo: RingView,
     userd: usize,
     notifier: ReadMapping,
     doorbell: DeviceMapping,
     ring: Ring,
     pb: Pushbuffer,
-    pb_mem: Buffer,
+    pb_mem: PbMem,
     sem: Buffer,
     timeline: Timeline,
     /// Closed segments not yet in the ring.
@@ -173,6 +261,8 @@ pub struct Channel {
     in_flight: VecDeque<(u64, u64)>,
     /// The largest value `in_flight` has held.
     recorded: u64,
+    /// Doorbells rung again by waits (rings in GPU memory).
+    rekicks: u64,
     /// rigd closed it: the GPU no longer runs its work.
     drained: bool,
 }
@@ -185,7 +275,10 @@ impl Drop for Channel {
             .read_u64(0)
             .is_ok_and(|v| v >= self.timeline.last());
         if !self.drained && !done {
-            self.pb_mem.keep_out();
+            // A pushbuffer in the window is rigd's: it goes with the channel.
+            if let PbMem::Lease(b) = &mut self.pb_mem {
+                b.keep_out();
+            }
             self.sem.keep_out();
         }
     }
@@ -228,6 +321,24 @@ impl Session {
         entries: u64,
         pushbuffer: u64,
     ) -> Result<Channel, ChannelError> {
+        self.open_channel_in(engine, entries, pushbuffer, Rings::Host)
+            .await
+    }
+
+    /// As [`Session::open_channel_with`], with the ring, USERD and (for
+    /// [`Rings::Gpu`]) the pushbuffer where `rings` says.
+    ///
+    /// # Errors
+    /// As [`Session::open_channel`]; `GpuRingsRefused` for a uid rigd does not lend
+    /// GPU memory to, `BadRing` for a window over rigd's limit, `Exhausted` when the
+    /// uid's windows are all held.
+    pub async fn open_channel_in(
+        &self,
+        engine: Engine,
+        entries: u64,
+        pushbuffer: u64,
+        rings: Rings,
+    ) -> Result<Channel, ChannelError> {
         if self.addressing() != crate::dma::Addressing::GpuVa {
             return Err(DmaError::refused(
                 crate::dma::DmaErrorKind::NotServed,
@@ -236,16 +347,17 @@ impl Session {
             .into());
         }
         // Memory first: a refusal here leaves no channel behind in rigd.
-        let pb_mem = self.alloc(pushbuffer, 4096).await?;
+        let lease = match rings {
+            Rings::Host => Some(self.alloc(pushbuffer, 4096).await?),
+            Rings::Gpu => None,
+        };
         let sem = self.alloc(16, 16).await?;
-        let pb_va = pb_mem.device_address().ok_or(ChannelError::Protocol(
-            "a channel's session has no GPU addresses",
-        ))?;
-        let pb = Pushbuffer::new(pb_va, pushbuffer / 4)?;
         let (reply, fds) = self
             .side_call(Request::ChannelOpen(pb::DmaChannelOpen {
                 engine: engine.wire().into(),
                 entries,
+                rings: rings.wire().into(),
+                pushbuffer_bytes: pushbuffer,
             }))
             .await?;
         let o = match reply {
@@ -261,14 +373,16 @@ impl Session {
             .try_into()
             .map_err(|_| ChannelError::Protocol("an opened channel carries three descriptors"))?;
         let id = o.channel;
-        let ring_file = SealedMemfd::check(ring_fd).map_err(DmaError::Unsealed)?;
+        if Rings::from_wire(o.rings) != Some(rings) {
+            return Err(ChannelError::Protocol(
+                "the channel's rings are not where they were asked for",
+            ));
+        }
         let notifier_file = SealedMemfd::check(notifier_fd).map_err(DmaError::Unsealed)?;
         let userd =
             usize::try_from(o.userd_offset).map_err(|_| ChannelError::Protocol("USERD offset"))?;
-        if ring_file.len() != o.ring_bytes || o.userd_offset + 512 > o.ring_bytes {
-            return Err(ChannelError::Protocol(
-                "the ring file is not as long as the reply says",
-            ));
+        if o.userd_offset + 512 > o.ring_bytes {
+            return Err(ChannelError::Protocol("USERD lies past the ring's end"));
         }
         let usermode_len = usize::try_from(o.usermode_bytes)
             .ok()
@@ -278,8 +392,44 @@ impl Session {
             .ok()
             .filter(|d| d % 4 == 0 && d + 4 <= usermode_len.get())
             .ok_or(ChannelError::Protocol("doorbell offset"))?;
-        let gpfifo =
-            Mapping::shared(&ring_file, Fill::Populate).map_err(map_err(id, "its ring"))?;
+        let (gpfifo, pb_mem, pb) = match lease {
+            Some(b) => {
+                let ring_file = SealedMemfd::check(ring_fd).map_err(DmaError::Unsealed)?;
+                if ring_file.len() != o.ring_bytes {
+                    return Err(ChannelError::Protocol(
+                        "the ring file is not as long as the reply says",
+                    ));
+                }
+                let m =
+                    Mapping::shared(&ring_file, Fill::Populate).map_err(map_err(id, "its ring"))?;
+                let pb_va = b.device_address().ok_or(ChannelError::Protocol(
+                    "a channel's session has no GPU addresses",
+                ))?;
+                let pb = Pushbuffer::new(pb_va, pushbuffer / 4)?;
+                (RingView::Host(m), PbMem::Lease(b), pb)
+            }
+            None => {
+                let len = usize::try_from(o.ring_bytes)
+                    .ok()
+                    .and_then(NonZeroUsize::new)
+                    .ok_or(ChannelError::Protocol("window size"))?;
+                let at = usize::try_from(o.pushbuffer_offset)
+                    .ok()
+                    .filter(|&at| {
+                        at.is_multiple_of(4)
+                            && at >= userd + 512
+                            && o.pushbuffer_bytes >= pushbuffer
+                            && o.pushbuffer_offset + o.pushbuffer_bytes <= o.ring_bytes
+                    })
+                    .ok_or(ChannelError::Protocol(
+                        "the pushbuffer lies outside the window",
+                    ))?;
+                let m = DeviceMapping::map(ring_fd.as_fd(), len)
+                    .map_err(map_err(id, "its window in GPU memory"))?;
+                let pb = Pushbuffer::new(o.pushbuffer_gpu_va, pushbuffer / 4)?;
+                (RingView::Gpu(m), PbMem::Window(at), pb)
+            }
+        };
         let notifier =
             ReadMapping::shared(&notifier_file).map_err(map_err(id, "its error notifier"))?;
         let doorbell = DeviceMapping::map(usermode_fd.as_fd(), usermode_len)
@@ -290,6 +440,7 @@ impl Session {
             token: o.token,
             doorbell_offset,
             ring_gpu_va: o.ring_gpu_va,
+            rings,
             gpfifo,
             userd,
             notifier,
@@ -302,6 +453,7 @@ impl Session {
             queued: VecDeque::new(),
             in_flight: VecDeque::new(),
             recorded: 0,
+            rekicks: 0,
             drained: false,
         };
         ch.push(&engine.set_object())?;
@@ -350,6 +502,17 @@ impl Channel {
     /// The ring's GPU address (USERD follows it).
     pub fn ring_gpu_va(&self) -> u64 {
         self.ring_gpu_va
+    }
+
+    /// Where its ring, USERD and pushbuffer live.
+    pub fn rings(&self) -> Rings {
+        self.rings
+    }
+
+    /// How many times waits rang the doorbell again because the GPU had not fetched
+    /// what was submitted ([`REKICK_AFTER`]); always 0 with rings in host memory.
+    pub fn rekicks(&self) -> u64 {
+        self.rekicks
     }
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
@@ -407,9 +570,20 @@ impl Channel {
         if let Some(seg) = r.closed {
             self.queued.push_back(seg);
         }
-        for (i, w) in words.iter().enumerate() {
-            self.pb_mem
-                .write_u32((u64::from(r.at) + i as u64) * 4, *w)?;
+        match &self.pb_mem {
+            PbMem::Lease(b) => {
+                for (i, w) in words.iter().enumerate() {
+                    b.write_u32((u64::from(r.at) + i as u64) * 4, *w)?;
+                }
+            }
+            PbMem::Window(base) => {
+                let at = base + r.at as usize * 4;
+                for (i, w) in words.iter().enumerate() {
+                    self.gpfifo
+                        .write_u32(at + i * 4, *w)
+                        .map_err(map_err(self.id, "its pushbuffer"))?;
+                }
+            }
         }
         if self.pb.must_close()
             && let Some(seg) = self.pb.close()
@@ -518,14 +692,23 @@ impl Channel {
             self.recorded = last;
         }
         // Entries and commands before GP_PUT, GP_PUT before the doorbell (seed:
-        // "Before a doorbell: fence, publish, read back, ring"; host-memory rings need
-        // no read-back). On x86 stores stay in order; the fence orders the compiler
-        // and weaker machines.
-        fence(Ordering::Release);
+        // "Before a doorbell: fence, publish, read back, ring"). Host memory: x86
+        // keeps cached stores in order, the fence orders the compiler and weaker
+        // machines. BAR1: write-combined stores may land in any order, so a store
+        // fence each side of GP_PUT; no read-back, since GP_PUT itself is in GPU
+        // memory (NVIDIA's UVM reads BAR1 back only when GP_PUT is in host memory:
+        // `uvm_hal_volta_host_write_gpu_put`, uvm_volta_host.c).
+        match self.rings {
+            Rings::Host => fence(Ordering::Release),
+            Rings::Gpu => mman::store_fence(),
+        }
         self.gpfifo
             .write_u32(self.userd + USERD_GP_PUT, self.ring.put())
             .map_err(map_err(self.id, "USERD"))?;
-        fence(Ordering::SeqCst);
+        match self.rings {
+            Rings::Host => fence(Ordering::SeqCst),
+            Rings::Gpu => mman::store_fence(),
+        }
         self.doorbell
             .write_u32(self.doorbell_offset, self.token)
             .map_err(map_err(self.id, "its doorbell"))?;
@@ -541,6 +724,8 @@ impl Channel {
     /// [`ChannelError::Timeline`] for a value never promised.
     pub fn wait(&mut self, value: u64, timeout: Duration) -> Result<(), ChannelError> {
         let start = Instant::now();
+        let mut every = REKICK_AFTER;
+        let mut kick = start + every;
         let mut spins = 0u32;
         loop {
             let current = self.sem.read_u64(0)?;
@@ -550,6 +735,11 @@ impl Channel {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(FAULT_CHECK_SPINS) {
+                if self.rings == Rings::Gpu && Instant::now() >= kick {
+                    self.rekick()?;
+                    every = (every * 2).min(REKICK_MAX);
+                    kick = Instant::now() + every;
+                }
                 if let Some(fault) = self.fault() {
                     return Err(ChannelError::Fault {
                         channel: self.id,
@@ -570,6 +760,22 @@ impl Channel {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// Rings the doorbell again if the GPU has not fetched every entry submitted (one
+    /// read of GP_GET through BAR1).
+    fn rekick(&mut self) -> Result<(), ChannelError> {
+        let get = self
+            .gpfifo
+            .read_u32(self.userd + USERD_GP_GET)
+            .map_err(map_err(self.id, "USERD"))?;
+        if get != self.ring.put() {
+            self.doorbell
+                .write_u32(self.doorbell_offset, self.token)
+                .map_err(map_err(self.id, "its doorbell"))?;
+            self.rekicks += 1;
+        }
+        Ok(())
     }
 
     fn retire_completed(&mut self) -> Result<(), ChannelError> {

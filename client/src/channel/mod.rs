@@ -24,6 +24,7 @@ pub mod timeline;
 
 pub use lent::{
     Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, FAULT_CHECK_SPINS, Fault,
+    REKICK_AFTER, REKICK_MAX, Rings,
 };
 pub use method::{MethodError, Subchannel};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};

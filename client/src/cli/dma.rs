@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
 use rig_client::{
-    channel::Engine,
+    channel::{Engine, Rings},
     dma::{Addressing, ChannelInfo, DmaStatus},
 };
 
@@ -141,7 +141,10 @@ pub fn print_channels(out: &mut impl Write, chans: &[ChannelInfo], json: bool) -
                 None => "?",
             }
             .to_owned(),
-            c.entries.to_string(),
+            match c.rings {
+                Some(Rings::Gpu) => format!("{} in GPU", c.entries),
+                _ => c.entries.to_string(),
+            },
             c.gp_get.to_string(),
             c.gp_put.to_string(),
             c.fault.as_ref().map_or_else(

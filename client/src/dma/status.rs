@@ -40,6 +40,10 @@ pub struct ChannelInfo {
     /// "copy" or "compute"; `null` for an engine this rigctl does not know.
     pub engine: Option<crate::channel::Engine>,
     pub entries: u32,
+    /// Where ring, USERD and pushbuffer live: "host" or "gpu"; `null` for a place
+    /// this rigctl does not know.
+    #[serde(default)]
+    pub rings: Option<crate::channel::Rings>,
     pub gp_get: u32,
     pub gp_put: u32,
     /// The error the RM posted, if any.
@@ -69,6 +73,7 @@ impl ChannelInfo {
             pid: c.pid,
             engine: crate::channel::Engine::from_wire(c.engine),
             entries: c.entries,
+            rings: crate::channel::Rings::from_wire(c.rings),
             gp_get: c.gp_get,
             gp_put: c.gp_put,
             fault: c.fault.map(|f| ChannelFaultInfo {

@@ -47,8 +47,8 @@ use rig_sys::scm::PeerCred;
 use crate::{
     dma::{DeviceMap, SessionId},
     nvrm::{
-        AddressSpace, Channel, ChannelFault, ChannelGroup, Doorbell, Engine, Gpu, GroupEngine,
-        NvrmError, Rm,
+        AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, DeviceMem, Doorbell, Engine,
+        Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
     },
 };
 
@@ -70,6 +70,12 @@ pub struct Limits {
     /// are spread over, one engine per session; empty: copy channels join the
     /// session's GR0 group and share the graphics runlist with every client's compute.
     pub copy_engines: Vec<u8>,
+    /// The most GPU memory one channel's ring, USERD and pushbuffer may take when
+    /// they live in GPU memory ([`Rings::Gpu`]).
+    pub gpu_ring_bytes: u64,
+    /// How many such windows rigd keeps for one uid: they are reused for that uid's
+    /// later channels and never given to another (see [`Rings::Gpu`]).
+    pub gpu_rings_per_uid: usize,
 }
 
 impl Default for Limits {
@@ -78,8 +84,48 @@ impl Default for Limits {
             channels_per_session: 8,
             max_ring_entries: 1 << 20,
             copy_engines: Vec::new(),
+            gpu_ring_bytes: 4 << 20,
+            gpu_rings_per_uid: 32,
         }
     }
+}
+
+/// Where a lent channel's ring, USERD and pushbuffer live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rings {
+    /// Host memory: the ring and USERD in a sealed memfd rigd pins, the pushbuffer in
+    /// the client's own leases. The GPU fetches all three across PCIe, one after the
+    /// other; the client's stores are cached ones (the least host time).
+    #[default]
+    Host,
+    /// GPU memory, written by the client through BAR1 (write-combined): ring, USERD
+    /// and pushbuffer in one window rigd allocates. The GPU fetches locally (the
+    /// shortest round trip); the client fences before and after GP_PUT. The client's
+    /// CPU mapping of BAR1 outlives rigd's free (nvidia-rm.md §4), so a window, once
+    /// lent, is kept by rigd and reused only for the same uid, who could reach it
+    /// anyway; a client that outlives rigd keeps its mapping, which is why rigd lends
+    /// windows only to whom `[channels] gpu_rings_group` names.
+    Gpu,
+}
+
+/// What a client asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelRequest {
+    pub engine: Engine,
+    /// Ring entries: a power of two, 2..2^31, within the limit.
+    pub entries: u64,
+    pub rings: Rings,
+    /// With [`Rings::Gpu`], the pushbuffer's bytes in the window (a multiple of 4).
+    pub pushbuffer: u64,
+}
+
+/// Where a window's pushbuffer starts, and the window's size class: ring, USERD and
+/// pushbuffer, rounded up to a power of two of at least 64 KiB, so windows are reused
+/// across requests of similar sizes.
+fn window_len(entries: u32, pushbuffer: u64) -> (u64, u64) {
+    let pb_offset = ring_len(entries).next_multiple_of(4096);
+    let len = (pb_offset + pushbuffer).next_power_of_two().max(64 << 10);
+    (pb_offset, len)
 }
 
 /// A channel's number, unique in its GPU for rigd's life.
@@ -99,6 +145,22 @@ pub enum ChannelError {
     RingSize { entries: u64 },
     #[error("A ring of {entries} entries is more than {limit}, the most one channel may have")]
     RingOverQuota { entries: u64, limit: u64 },
+    #[error(
+        "A channel window of {bytes} bytes (ring, USERD and a pushbuffer of {pushbuffer}) is more than {limit}, the most one may have in GPU memory"
+    )]
+    WindowOverQuota {
+        bytes: u64,
+        pushbuffer: u64,
+        limit: u64,
+    },
+    #[error("A pushbuffer of {bytes} bytes: it needs a positive multiple of 4")]
+    PushbufferSize { bytes: u64 },
+    #[error(
+        "Uid {uid} already holds {limit} channel windows in GPU memory on {gpu}, the most one may"
+    )]
+    WindowsExhausted { uid: u32, gpu: String, limit: usize },
+    #[error("Uid {uid} may not have rings in GPU memory: they are lent only to root and {}", .group.as_deref().map_or("no group (set [channels] gpu_rings_group)".to_owned(), |g| format!("the members of group `{g}`")))]
+    GpuRingsRefused { uid: u32, group: Option<String> },
     #[error("Session {session} already has {limit} channels open, the most one may have")]
     TooManyChannels { session: SessionId, limit: usize },
     #[error("Channel {channel} is not one of this session's open channels")]
@@ -135,11 +197,19 @@ pub struct OpenedChannel {
     /// The ring's GPU VA (USERD follows at `userd_offset`).
     pub ring_gpu_va: u64,
     pub userd_offset: u64,
-    /// Length of the ring + USERD file.
+    /// Length of the ring + USERD file (with [`Rings::Gpu`], the whole window).
     pub ring_bytes: u64,
+    pub rings: Rings,
+    /// With [`Rings::Gpu`]: the pushbuffer's offset in the window, its GPU VA and
+    /// length; zero otherwise (the client's pushbuffer is its own lease).
+    pub pushbuffer_offset: u64,
+    pub pushbuffer_gpu_va: u64,
+    pub pushbuffer_bytes: u64,
     pub notifier_bytes: u64,
     pub usermode_bytes: u64,
-    /// Ring and USERD (read-write), error notifier (read-only), usermode page.
+    /// Ring and USERD (read-write: a sealed memfd, or with [`Rings::Gpu`] the
+    /// `/dev/nvidiaN` file that holds the window's mapping), error notifier
+    /// (read-only), usermode page.
     pub ring: OwnedFd,
     pub notifier: OwnedFd,
     pub usermode: OwnedFd,
@@ -155,6 +225,7 @@ pub struct ChannelView {
     pub pid: i32,
     pub engine: Engine,
     pub entries: u32,
+    pub rings: Rings,
     pub gp_get: u32,
     pub gp_put: u32,
     /// The error the RM posted, if any.
@@ -175,18 +246,15 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
         session: SessionId,
         peer: PeerCred,
     ) -> Result<Arc<dyn DeviceMap>, ChannelError>;
-    /// Opens a channel of `entries` ring entries on `engine` for `session`.
+    /// Opens the channel `req` asks for, for `session`. Whether its uid may have
+    /// rings in GPU memory is the caller's to decide, before.
     ///
     /// # Errors
     /// [`ChannelError::RingSize`], [`ChannelError::RingOverQuota`],
-    /// [`ChannelError::TooManyChannels`], [`ChannelError::NoSpace`],
-    /// [`ChannelError::Rm`], [`ChannelError::Share`].
-    fn open(
-        &self,
-        session: SessionId,
-        engine: Engine,
-        entries: u64,
-    ) -> Result<OpenedChannel, ChannelError>;
+    /// [`ChannelError::PushbufferSize`], [`ChannelError::WindowOverQuota`],
+    /// [`ChannelError::WindowsExhausted`], [`ChannelError::TooManyChannels`],
+    /// [`ChannelError::NoSpace`], [`ChannelError::Rm`], [`ChannelError::Share`].
+    fn open(&self, session: SessionId, req: ChannelRequest) -> Result<OpenedChannel, ChannelError>;
     /// Closes one of `session`'s channels: deschedules it if it was its group's last,
     /// waits for its ring to drain, frees it. A step that fails is logged; the
     /// channel is gone all the same.
@@ -206,6 +274,7 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
 
 struct Lent<R: Rm> {
     channel: Channel<R>,
+    rings: Rings,
     opened: SystemTime,
     /// The fault already reported, so it is logged once.
     fault: Option<ChannelFault>,
@@ -306,6 +375,9 @@ type Shared<R> = Arc<Mutex<Client<R>>>;
 struct State<R: Rm> {
     clients: HashMap<SessionId, Shared<R>>,
     next: u64,
+    /// Channel windows in GPU memory, by the uid they were lent to: kept for rigd's
+    /// life (see [`Rings::Gpu`]); one no channel holds is free for that uid again.
+    windows: HashMap<u32, Vec<Arc<DeviceMem<R>>>>,
 }
 
 fn lock_client<R: Rm>(c: &Mutex<Client<R>>) -> MutexGuard<'_, Client<R>> {
@@ -334,6 +406,7 @@ impl<R: Rm> Served<R> {
             state: Mutex::new(State {
                 clients: HashMap::new(),
                 next: 0,
+                windows: HashMap::new(),
             }),
         }
     }
@@ -388,6 +461,118 @@ impl<R: Rm> Served<R> {
         }
         Ok(())
     }
+}
+
+impl<R: Rm> Served<R> {
+    /// An idle window of `len` bytes kept for `uid`, or a new one.
+    fn window(&self, uid: u32, len: u64) -> Result<Arc<DeviceMem<R>>, ChannelError> {
+        {
+            let st = self.lock();
+            let kept = st.windows.get(&uid).map_or(&[][..], Vec::as_slice);
+            // Under the map's lock: a window found idle is taken before anyone else
+            // can look; channels only ever let go of windows.
+            if let Some(w) = kept
+                .iter()
+                .find(|w| w.len() == len && Arc::strong_count(w) == 1)
+            {
+                return Ok(Arc::clone(w));
+            }
+            if kept.len() >= self.limits.gpu_rings_per_uid {
+                return Err(ChannelError::WindowsExhausted {
+                    uid,
+                    gpu: self.name.clone(),
+                    limit: self.limits.gpu_rings_per_uid,
+                });
+            }
+        }
+        let w = Arc::new(
+            DeviceMem::new(&self.gpu, len, Caching::WriteCombined).map_err(|e| self.rm_error(e))?,
+        );
+        self.lock()
+            .windows
+            .entry(uid)
+            .or_default()
+            .push(Arc::clone(&w));
+        Ok(w)
+    }
+
+    /// How many windows rigd keeps for `uid`, and how many of them a channel holds.
+    pub fn windows_of(&self, uid: u32) -> (usize, usize) {
+        let st = self.lock();
+        let kept = st.windows.get(&uid).map_or(&[][..], Vec::as_slice);
+        let held = kept.iter().filter(|w| Arc::strong_count(w) > 1).count();
+        (kept.len(), held)
+    }
+
+    /// The channel on `group` that `req` asks for, and what the client maps.
+    fn make(
+        &self,
+        group: &Arc<ChannelGroup<R>>,
+        uid: u32,
+        req: ChannelRequest,
+    ) -> Result<(Channel<R>, Lending), ChannelError> {
+        let rm = |e| self.rm_error(e);
+        match req.rings {
+            Rings::Host => {
+                let channel = Channel::new(group, req.engine, req.entries).map_err(rm)?;
+                let RingMem::Host(ring) = channel.gpfifo() else {
+                    unreachable!("Channel::new places the ring in host memory");
+                };
+                let fd = ring
+                    .file()
+                    .try_clone()
+                    .map(OwnedFd::from)
+                    .map_err(self.share("the ring"))?;
+                let bytes = ring.len();
+                Ok((
+                    channel,
+                    Lending {
+                        fd,
+                        bytes,
+                        pushbuffer: (0, 0, 0),
+                    },
+                ))
+            }
+            Rings::Gpu => {
+                if req.pushbuffer == 0 || !req.pushbuffer.is_multiple_of(4) {
+                    return Err(ChannelError::PushbufferSize {
+                        bytes: req.pushbuffer,
+                    });
+                }
+                // check_ring bounded the entries to 2^31.
+                let n = u32::try_from(req.entries).unwrap_or(u32::MAX);
+                let (pb_offset, len) = window_len(n, req.pushbuffer);
+                if len > self.limits.gpu_ring_bytes {
+                    return Err(ChannelError::WindowOverQuota {
+                        bytes: len,
+                        pushbuffer: req.pushbuffer,
+                        limit: self.limits.gpu_ring_bytes,
+                    });
+                }
+                let mem = self.window(uid, len)?;
+                let fd = mem.window().share().map_err(self.share("the window"))?;
+                let channel =
+                    Channel::in_device_mem(group, req.engine, req.entries, mem).map_err(rm)?;
+                let va = channel.gpfifo().gpu_va();
+                Ok((
+                    channel,
+                    Lending {
+                        fd,
+                        bytes: len,
+                        pushbuffer: (pb_offset, va + pb_offset, len - pb_offset),
+                    },
+                ))
+            }
+        }
+    }
+}
+
+/// What a client maps for a channel's ring: its descriptor and length, and (offset,
+/// GPU VA, bytes) of a pushbuffer in it.
+struct Lending {
+    fd: OwnedFd,
+    bytes: u64,
+    pushbuffer: (u64, u64, u64),
 }
 
 #[cfg(any(test, feature = "fakes"))]
@@ -445,13 +630,8 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         Ok(space)
     }
 
-    fn open(
-        &self,
-        session: SessionId,
-        engine: Engine,
-        entries: u64,
-    ) -> Result<OpenedChannel, ChannelError> {
-        self.check_ring(entries)?;
+    fn open(&self, session: SessionId, req: ChannelRequest) -> Result<OpenedChannel, ChannelError> {
+        self.check_ring(req.entries)?;
         let (id, shared) = {
             let mut st = self.lock();
             let shared =
@@ -472,26 +652,26 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         }
         let group = Arc::clone(
             client
-                .group(engine, &self.name)
+                .group(req.engine, &self.name)
                 .map_err(|e| self.rm_error(e))?,
         );
-        let channel = Channel::new(&group, engine, entries).map_err(|e| self.rm_error(e))?;
-        let ring = channel.gpfifo();
+        let (channel, lending) = self.make(&group, client.peer.uid, req)?;
+        let (pushbuffer_offset, pushbuffer_gpu_va, pushbuffer_bytes) = lending.pushbuffer;
         let opened = OpenedChannel {
             id,
-            engine,
+            engine: req.engine,
             entries: channel.entries(),
             token: channel.token(),
-            ring_gpu_va: ring.gpu_va(),
+            ring_gpu_va: channel.gpfifo().gpu_va(),
             userd_offset: channel.userd_offset() as u64,
-            ring_bytes: ring.len(),
+            ring_bytes: lending.bytes,
+            rings: req.rings,
+            pushbuffer_offset,
+            pushbuffer_gpu_va,
+            pushbuffer_bytes,
             notifier_bytes: channel.notifier().len(),
             usermode_bytes: crate::nvrm::USERMODE_LEN as u64,
-            ring: ring
-                .file()
-                .try_clone()
-                .map(OwnedFd::from)
-                .map_err(self.share("the ring"))?,
+            ring: lending.fd,
             notifier: channel
                 .notifier()
                 .file()
@@ -508,6 +688,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             id,
             Lent {
                 channel,
+                rings: req.rings,
                 opened: SystemTime::now(),
                 fault: None,
             },
@@ -560,6 +741,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                     pid: c.peer.pid,
                     engine: lent.channel.engine(),
                     entries: lent.channel.entries(),
+                    rings: lent.rings,
                     gp_get,
                     gp_put,
                     fault: lent.channel.fault(),

@@ -22,6 +22,26 @@ fn served(limits: Limits) -> (FakeRm, Served<FakeRm>) {
     (rm, Served::new(gpu, limits))
 }
 
+/// A request for rings in host memory.
+fn host(engine: Engine, entries: u64) -> ChannelRequest {
+    ChannelRequest {
+        engine,
+        entries,
+        rings: Rings::Host,
+        pushbuffer: 0,
+    }
+}
+
+/// A request for rings and a pushbuffer of `pushbuffer` bytes in GPU memory.
+fn gpu(engine: Engine, entries: u64, pushbuffer: u64) -> ChannelRequest {
+    ChannelRequest {
+        engine,
+        entries,
+        rings: Rings::Gpu,
+        pushbuffer,
+    }
+}
+
 fn count(calls: &[Call], class: u32) -> usize {
     calls
         .iter()
@@ -41,9 +61,9 @@ fn each_session_gets_its_own_space_and_group_and_one_space_only() {
     s.attach(b, peer(1001, 11)).expect("b");
     let e = s.attach(a, peer(1000, 10)).expect_err("twice");
     assert!(matches!(e, ChannelError::SpaceExists { .. }), "{e}");
-    s.open(a, Engine::Compute, 64).expect("a compute");
-    s.open(a, Engine::Copy, 64).expect("a copy");
-    s.open(b, Engine::Compute, 64).expect("b compute");
+    s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    s.open(a, host(Engine::Copy, 64)).expect("a copy");
+    s.open(b, host(Engine::Compute, 64)).expect("b compute");
     let c = rm.calls();
     assert_eq!(count(&c, r580::FERMI_VASPACE_A), 2, "a space per session");
     assert_eq!(
@@ -59,21 +79,21 @@ fn bad_ring_sizes_and_limits_are_refused_before_any_rm_call() {
     let (rm, s) = served(Limits {
         channels_per_session: 2,
         max_ring_entries: 1024,
-        copy_engines: Vec::new(),
+        ..Limits::default()
     });
     let a = SessionId(1);
-    let e = s.open(a, Engine::Copy, 64).expect_err("no space yet");
+    let e = s.open(a, host(Engine::Copy, 64)).expect_err("no space yet");
     assert!(matches!(e, ChannelError::NoSpace { .. }), "{e}");
     s.attach(a, peer(1000, 10)).expect("attach");
     let before = rm.calls().len();
     for bad in [0, 1, 3, 1000, (1 << 31) + 1, 1 << 32, u64::MAX] {
-        let e = s.open(a, Engine::Copy, bad).expect_err("bad size");
+        let e = s.open(a, host(Engine::Copy, bad)).expect_err("bad size");
         assert!(
             matches!(e, ChannelError::RingSize { entries } if entries == bad),
             "{e}"
         );
     }
-    let e = s.open(a, Engine::Copy, 2048).expect_err("over quota");
+    let e = s.open(a, host(Engine::Copy, 2048)).expect_err("over quota");
     assert_eq!(
         e.to_string(),
         "A ring of 2048 entries is more than 1024, the most one channel may have"
@@ -83,9 +103,9 @@ fn bad_ring_sizes_and_limits_are_refused_before_any_rm_call() {
         before,
         "refused before the RM saw anything"
     );
-    s.open(a, Engine::Copy, 1024).expect("at the limit");
-    s.open(a, Engine::Compute, 2).expect("second");
-    let e = s.open(a, Engine::Copy, 2).expect_err("third");
+    s.open(a, host(Engine::Copy, 1024)).expect("at the limit");
+    s.open(a, host(Engine::Compute, 2)).expect("second");
+    let e = s.open(a, host(Engine::Copy, 2)).expect_err("third");
     assert!(
         matches!(e, ChannelError::TooManyChannels { limit: 2, .. }),
         "{e}"
@@ -97,7 +117,7 @@ fn a_client_gets_its_ring_rw_its_notifier_read_only_and_the_doorbell_page() {
     let (_rm, s) = served(Limits::default());
     let a = SessionId(1);
     s.attach(a, peer(1000, 10)).expect("attach");
-    let o = s.open(a, Engine::Copy, 512).expect("open");
+    let o = s.open(a, host(Engine::Copy, 512)).expect("open");
     assert_eq!((o.entries, o.token), (512, FAKE_TOKEN));
     assert_eq!(o.userd_offset, 512 * 8);
     assert!(o.ring_gpu_va >= crate::nvrm::OWN_BASE && o.ring_gpu_va < crate::nvrm::LEASE_BASE);
@@ -134,9 +154,9 @@ fn ending_a_session_stops_its_channels_first_and_leaves_others_running() {
     let (a, b) = (SessionId(1), SessionId(2));
     s.attach(a, peer(1000, 10)).expect("a");
     s.attach(b, peer(1001, 11)).expect("b");
-    s.open(a, Engine::Compute, 64).expect("a compute");
-    s.open(a, Engine::Copy, 64).expect("a copy");
-    let kept = s.open(b, Engine::Compute, 64).expect("b");
+    s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    s.open(a, host(Engine::Copy, 64)).expect("a copy");
+    let kept = s.open(b, host(Engine::Compute, 64)).expect("b");
     let mark = rm.calls().len();
     assert_eq!(s.end(a), 2);
     let c = &rm.calls()[mark..];
@@ -168,7 +188,7 @@ fn closing_a_channel_of_another_session_or_twice_is_refused() {
     let (a, b) = (SessionId(1), SessionId(2));
     s.attach(a, peer(1000, 10)).expect("a");
     s.attach(b, peer(1001, 11)).expect("b");
-    let o = s.open(a, Engine::Copy, 64).expect("a");
+    let o = s.open(a, host(Engine::Copy, 64)).expect("a");
     let e = s.close(b, o.id).expect_err("b cannot close a's");
     assert!(
         matches!(e, ChannelError::UnknownChannel { channel } if channel == o.id),
@@ -190,7 +210,7 @@ fn the_watch_reports_a_posted_fault_once_and_status_shows_it() {
     let (_rm, s) = served(Limits::default());
     let a = SessionId(1);
     s.attach(a, peer(1000, 10)).expect("a");
-    let o = s.open(a, Engine::Compute, 64).expect("open");
+    let o = s.open(a, host(Engine::Compute, 64)).expect("open");
     assert_eq!(s.watch(), 0);
     {
         let shared = s.client(a).expect("a");
@@ -210,15 +230,16 @@ fn a_failing_rm_call_names_the_gpu_and_the_step_and_leaves_the_session_usable() 
     let (rm, s) = served(Limits::default());
     let a = SessionId(1);
     s.attach(a, peer(1000, 10)).expect("a");
-    s.open(a, Engine::Compute, 64).expect("first");
+    s.open(a, host(Engine::Compute, 64)).expect("first");
     // The channel allocation of the next open fails (after its two host memories:
     // descriptor and map each).
     rm.fail_at(4, crate::sys::nvstatus::NvStatus::InsufficientResources);
-    let e = s.open(a, Engine::Copy, 64).expect_err("injected");
+    let e = s.open(a, host(Engine::Copy, 64)).expect_err("injected");
     let line = crate::service::status::error_line(&e);
     assert!(line.starts_with("0000:00:06.0: "), "{line}");
     assert!(line.contains("HOPPER_CHANNEL_GPFIFO_A"), "{line}");
-    s.open(a, Engine::Copy, 64).expect("the next open works");
+    s.open(a, host(Engine::Copy, 64))
+        .expect("the next open works");
     assert_eq!(s.status(None).len(), 2);
 }
 
@@ -234,18 +255,20 @@ fn copy_channels_spread_over_the_configured_copy_engines_and_fall_back_to_gr0() 
     }
     // Sessions 1 and 3 land on engine 3, session 2 on engine 2; a compute channel
     // makes a GR0 group beside its session's copy group.
-    s.open(SessionId(1), Engine::Copy, 64).expect("copy 1");
-    s.open(SessionId(1), Engine::Compute, 64)
+    s.open(SessionId(1), host(Engine::Copy, 64))
+        .expect("copy 1");
+    s.open(SessionId(1), host(Engine::Compute, 64))
         .expect("compute 1");
-    s.open(SessionId(2), Engine::Copy, 64).expect("copy 2");
-    s.open(SessionId(2), Engine::Copy, 64)
+    s.open(SessionId(2), host(Engine::Copy, 64))
+        .expect("copy 2");
+    s.open(SessionId(2), host(Engine::Copy, 64))
         .expect("copy 2 again: same group");
     let c = rm.calls();
     assert_eq!(count(&c, r580::KEPLER_CHANNEL_GROUP_A), 3, "{c:#?}");
     // The RM refuses session 3's copy engine group: its copy channel joins GR0's.
     let mark = rm.calls().len();
     rm.fail_at(0, crate::sys::nvstatus::NvStatus::InsufficientResources);
-    s.open(SessionId(3), Engine::Copy, 64)
+    s.open(SessionId(3), host(Engine::Copy, 64))
         .expect("falls back to GR0");
     let groups = count(&rm.calls()[mark..], r580::KEPLER_CHANNEL_GROUP_A);
     assert_eq!(groups, 2, "the refused CE group's call, then GR0's group");
@@ -271,7 +294,7 @@ fn one_clients_work_under_its_lock_holds_up_neither_another_client_nor_the_watch
     let (a, b) = (SessionId(1), SessionId(2));
     s.attach(a, peer(1000, 10)).expect("a");
     s.attach(b, peer(1001, 11)).expect("b");
-    let oa = s.open(a, Engine::Compute, 64).expect("a's channel");
+    let oa = s.open(a, host(Engine::Compute, 64)).expect("a's channel");
     let shared = s.client(a).expect("a");
     let held = lock_client(&shared); // as an open or a reclaim of a's would hold it
     {
@@ -280,7 +303,130 @@ fn one_clients_work_under_its_lock_holds_up_neither_another_client_nor_the_watch
         n.write_u64(0, 1).expect("time");
     }
     assert_eq!(s.watch(), 0, "a is skipped while busy, without waiting");
-    s.open(b, Engine::Copy, 64).expect("b opens meanwhile");
+    s.open(b, host(Engine::Copy, 64))
+        .expect("b opens meanwhile");
     drop(held);
     assert_eq!(s.watch(), 1, "a's fault is read at the next tick");
+}
+
+#[test]
+fn rings_in_gpu_memory_come_in_one_window_with_the_pushbuffer_after_userd() {
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("attach");
+    let o = s.open(a, gpu(Engine::Copy, 1024, 64 << 10)).expect("open");
+    assert_eq!(o.rings, Rings::Gpu);
+    // 1024 entries and USERD (0x2200 bytes), the pushbuffer at the next page, the
+    // window rounded up to a power of two.
+    assert_eq!(o.userd_offset, 0x2000);
+    assert_eq!(o.pushbuffer_offset, 0x3000);
+    assert_eq!(o.ring_bytes, 128 << 10);
+    assert_eq!(o.pushbuffer_bytes, o.ring_bytes - o.pushbuffer_offset);
+    assert_eq!(o.pushbuffer_gpu_va, o.ring_gpu_va + o.pushbuffer_offset);
+    let calls = rm.calls();
+    assert_eq!(count(&calls, r580::NV01_MEMORY_LOCAL_USER), 1, "{calls:#?}");
+    let window = calls
+        .iter()
+        .find_map(|c| match c {
+            Call::MapWindow { memory, len, .. } if *len == 128 << 10 => Some(*memory),
+            _ => None,
+        })
+        .expect("the window was mapped for the CPU");
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::MapDma { h_memory, .. } if *h_memory == window)),
+        "and into the session's space"
+    );
+    // What the client maps is the memory rigd's window shows: the fake's is a memfd.
+    let m = Mapping::shared(&sealed(o.ring), Fill::Lazy).expect("map the window");
+    assert_eq!(m.len() as u64, o.ring_bytes);
+    assert_eq!(
+        m.read_u32(0x2000 + USERD_GP_PUT).expect("USERD"),
+        0,
+        "USERD cleared"
+    );
+}
+
+#[test]
+fn a_window_is_reused_for_its_uid_only_and_kept_after_the_session() {
+    let (rm, s) = served(Limits::default());
+    let (a, b, c) = (SessionId(1), SessionId(2), SessionId(3));
+    s.attach(a, peer(1000, 10)).expect("a");
+    let first = s.open(a, gpu(Engine::Copy, 64, 4096)).expect("first");
+    s.close(a, first.id).expect("close");
+    assert_eq!(s.windows_of(1000), (1, 0), "kept, idle");
+    s.open(a, gpu(Engine::Compute, 64, 4096)).expect("again");
+    assert_eq!(
+        count(&rm.calls(), r580::NV01_MEMORY_LOCAL_USER),
+        1,
+        "reused"
+    );
+    assert_eq!(s.windows_of(1000), (1, 1));
+    // A second channel of the same uid while the first holds the window: a new one.
+    s.open(a, gpu(Engine::Copy, 64, 4096)).expect("second");
+    assert_eq!(s.windows_of(1000), (2, 2));
+    assert_eq!(s.end(a), 2);
+    assert_eq!(
+        s.windows_of(1000),
+        (2, 0),
+        "the session went, its windows stay"
+    );
+    // Another uid never gets them.
+    s.attach(b, peer(1001, 11)).expect("b");
+    s.open(b, gpu(Engine::Copy, 64, 4096)).expect("b's");
+    assert_eq!(count(&rm.calls(), r580::NV01_MEMORY_LOCAL_USER), 3);
+    assert_eq!(s.windows_of(1001), (1, 1));
+    // The same uid in a new session does, mapped into that session's space.
+    s.attach(c, peer(1000, 12)).expect("c");
+    s.open(c, gpu(Engine::Copy, 64, 4096)).expect("c's");
+    assert_eq!(
+        count(&rm.calls(), r580::NV01_MEMORY_LOCAL_USER),
+        3,
+        "reused across sessions"
+    );
+    assert_eq!(s.windows_of(1000), (2, 1));
+}
+
+#[test]
+fn bad_windows_are_refused_before_any_gpu_memory_is_made() {
+    let limits = Limits {
+        gpu_ring_bytes: 256 << 10,
+        gpu_rings_per_uid: 1,
+        ..Limits::default()
+    };
+    let (rm, s) = served(limits);
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("attach");
+    for bad in [0, 6] {
+        let e = s
+            .open(a, gpu(Engine::Copy, 64, bad))
+            .expect_err("bad pushbuffer");
+        assert!(matches!(e, ChannelError::PushbufferSize { .. }), "{e}");
+    }
+    let e = s
+        .open(a, gpu(Engine::Copy, 64, 1 << 20))
+        .expect_err("over the window limit");
+    assert!(
+        matches!(e, ChannelError::WindowOverQuota { limit: 0x40000, .. }),
+        "{e}"
+    );
+    assert_eq!(count(&rm.calls(), r580::NV01_MEMORY_LOCAL_USER), 0);
+    s.open(a, gpu(Engine::Copy, 64, 4096)).expect("one");
+    let e = s
+        .open(a, gpu(Engine::Copy, 64, 4096))
+        .expect_err("the uid's windows are all held");
+    assert!(
+        matches!(
+            e,
+            ChannelError::WindowsExhausted {
+                uid: 1000,
+                limit: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Host rings are not counted against windows.
+    s.open(a, host(Engine::Copy, 64)).expect("host rings");
 }

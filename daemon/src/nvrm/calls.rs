@@ -58,6 +58,53 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
     fn share(&self) -> std::io::Result<std::os::fd::OwnedFd>;
 }
 
+/// How the CPU maps GPU memory through BAR1 (NVOS33_FLAGS_CACHING_TYPE, `nvos.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caching {
+    /// Write-combined: stores may land late and out of order, so a writer fences and
+    /// reads back through the BAR before a doorbell (seed: "Before a doorbell").
+    WriteCombined,
+    /// Uncached: stores are posted in order.
+    Uncached,
+}
+
+impl Caching {
+    /// NV_ESC_RM_MAP_MEMORY's flags: CACHING_TYPE (25:23), the rest default
+    /// (read-write access).
+    pub fn map_flags(self) -> u32 {
+        let caching = match self {
+            Self::WriteCombined => 2, // NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED
+            Self::Uncached => 1,      // NVOS33_FLAGS_CACHING_TYPE_UNCACHED
+        };
+        caching << 23
+    }
+}
+
+/// A CPU view of GPU memory through BAR1, in whole aligned words.
+#[expect(
+    clippy::missing_errors_doc,
+    reason = "every access fails only for an offset outside or misaligned"
+)]
+pub trait Window: fmt::Debug + Send + Sync {
+    /// One volatile 32-bit store.
+    fn write_u32(&self, offset: usize, value: u32) -> std::io::Result<()>;
+    /// One volatile 64-bit store.
+    fn write_u64(&self, offset: usize, value: u64) -> std::io::Result<()>;
+    /// One volatile 32-bit load; through a BAR it returns after earlier stores landed.
+    fn read_u32(&self, offset: usize) -> std::io::Result<u32>;
+    /// The length mapped.
+    fn len(&self) -> usize;
+    /// A descriptor a client maps the same memory through ([`Window::len`] bytes at
+    /// offset 0): for the real RM a dup of the fresh, unregistered `/dev/nvidiaN` file
+    /// that holds the mapping's context. The client's mapping outlives an RM_FREE
+    /// (nvidia-rm.md §4), so whoever lends it keeps the memory until it is sure.
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd>;
+    /// Always false.
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 /// The RM calls of one GPU's channel path, on the root client's behalf.
 /// Handles of 0 ask the RM to pick one.
 #[expect(
@@ -67,6 +114,8 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
 pub trait Rm: fmt::Debug + Send + Sync {
     /// The usermode page's mapping.
     type Usermode: Doorbell;
+    /// A CPU view of GPU memory.
+    type Window: Window;
 
     /// The root client.
     fn client(&self) -> NvHandle;
@@ -106,6 +155,15 @@ pub trait Rm: fmt::Debug + Send + Sync {
         device: NvHandle,
         usermode: NvHandle,
     ) -> Result<Self::Usermode, CallError>;
+    /// RM_MAP_MEMORY of `len` bytes of `memory` (GPU memory) into a fresh,
+    /// unregistered `/dev/nvidiaN`, mmapped.
+    fn map_window(
+        &self,
+        device: NvHandle,
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    ) -> Result<Self::Window, CallError>;
 }
 
 /// The real RM path: [`Root`] and the files of one GPU.
@@ -191,8 +249,78 @@ impl Doorbell for SysUsermode {
     }
 }
 
+/// GPU memory mapped through BAR1: rigd's mapping and the fresh `/dev/nvidiaN` file
+/// that holds its mmap context.
+#[derive(Debug)]
+pub struct SysWindow {
+    // Field order: the mapping goes before the file closes.
+    map: DeviceMapping,
+    file: File,
+}
+
+impl SysWindow {
+    /// The file that holds the mapping's context.
+    pub fn file(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl Window for SysWindow {
+    fn write_u32(&self, offset: usize, value: u32) -> std::io::Result<()> {
+        self.map.write_u32(offset, value)
+    }
+
+    fn write_u64(&self, offset: usize, value: u64) -> std::io::Result<()> {
+        self.map.write_u64(offset, value)
+    }
+
+    fn read_u32(&self, offset: usize) -> std::io::Result<u32> {
+        self.map.read_u32(offset)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.file.as_fd().try_clone_to_owned()
+    }
+}
+
+impl SysRm {
+    /// RM_MAP_MEMORY of `object` into a fresh `/dev/nvidiaN` file (never
+    /// REGISTER_FD'd, nvidia-rm.md §4), then mmap of `len` bytes at offset 0.
+    fn map_object(
+        &self,
+        device: NvHandle,
+        object: NvHandle,
+        len: usize,
+        flags: u32,
+        what: &'static str,
+    ) -> Result<(DeviceMapping, File), CallError> {
+        let file = open_rw(self.device_path()?)?;
+        let map = MapMemory {
+            h_client: self.client(),
+            h_device: device,
+            h_memory: object,
+            offset: 0,
+            length: len as u64,
+            flags,
+        };
+        rm::rm_map_memory(self.ctl(), map, file.as_fd())?;
+        let n = NonZeroUsize::new(len).ok_or_else(|| CallError::Map {
+            what,
+            source: std::io::ErrorKind::InvalidInput.into(),
+        })?;
+        let map = DeviceMapping::map(file.as_fd(), n)
+            .map_err(|source| CallError::Map { what, source })?;
+        Ok((map, file))
+    }
+}
+
 impl Rm for SysRm {
     type Usermode = SysUsermode;
+    type Window = SysWindow;
 
     fn client(&self) -> NvHandle {
         self.root.handle()
@@ -287,22 +415,25 @@ impl Rm for SysRm {
     }
 
     fn map_usermode(&self, device: NvHandle, usermode: NvHandle) -> Result<SysUsermode, CallError> {
-        // A fresh file, never REGISTER_FD'd (nvidia-rm.md §4).
-        let file = open_rw(self.device_path()?)?;
-        let map = MapMemory {
-            h_client: self.client(),
-            h_device: device,
-            h_memory: usermode,
-            offset: 0,
-            length: USERMODE_LEN as u64,
-            flags: 0,
-        };
-        rm::rm_map_memory(self.ctl(), map, file.as_fd())?;
-        let len = NonZeroUsize::new(USERMODE_LEN).expect("64 KiB is not zero");
-        let map = DeviceMapping::map(file.as_fd(), len).map_err(|source| CallError::Map {
-            what: "the usermode page",
-            source,
-        })?;
+        let (map, file) =
+            self.map_object(device, usermode, USERMODE_LEN, 0, "the usermode page")?;
         Ok(SysUsermode { map, file })
+    }
+
+    fn map_window(
+        &self,
+        device: NvHandle,
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    ) -> Result<SysWindow, CallError> {
+        let (map, file) = self.map_object(
+            device,
+            memory,
+            len,
+            caching.map_flags(),
+            "GPU memory through BAR1",
+        )?;
+        Ok(SysWindow { map, file })
     }
 }

@@ -23,12 +23,13 @@ use std::{
 use zerocopy::IntoBytes;
 
 use super::{
-    calls::{Doorbell, Rm},
+    calls::{Caching, Doorbell, Rm, Window},
     error::{NvrmError, Step, at},
     gpu::{Undo, first_of},
     layout::r580,
     mem::HostMem,
     space::AddressSpace,
+    vidmem::{DeviceMem, DeviceView},
 };
 use crate::sys::nvrm::NvHandle;
 
@@ -214,6 +215,34 @@ impl<R: Rm> Drop for ChannelGroup<R> {
     }
 }
 
+fn ring_entries(entries: u64) -> Result<u32, NvrmError> {
+    u32::try_from(entries)
+        .ok()
+        .filter(|n| n.is_power_of_two() && (2..=1 << 31).contains(n))
+        .ok_or(NvrmError::RingSize { entries })
+}
+
+/// Where USERD starts after a ring of `n` entries (8 bytes each, 512-byte aligned).
+pub fn userd_offset(n: u32) -> u64 {
+    (u64::from(n) * 8).next_multiple_of(USERD_LEN)
+}
+
+/// The bytes a ring of `n` entries and its USERD take.
+pub fn ring_len(n: u32) -> u64 {
+    userd_offset(n) + USERD_LEN
+}
+
+/// Zeroes USERD at `offset` of a window and reads the last word back, so the stores
+/// have landed before the RM makes the channel.
+fn clear_userd<W: Window>(w: &W, offset: u64) -> std::io::Result<()> {
+    let base = usize::try_from(offset).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+    for i in (0..512).step_by(4) {
+        w.write_u32(base + i, 0)?;
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
+    w.read_u32(base + USERD_GP_PUT).map(drop)
+}
+
 /// What the RM wrote into a channel's error notifier (`NvNotification`, nvos.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChannelFault {
@@ -223,6 +252,65 @@ pub struct ChannelFault {
     pub info32: u32,
     pub info16: u16,
     pub status: u16,
+}
+
+/// Where a channel's ring and USERD live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Host memory (a sealed memfd): the GPU fetches across PCIe; the submitter's
+    /// stores are plain cached ones.
+    Host,
+    /// GPU memory, written by the CPU through BAR1 with this caching: the GPU fetches
+    /// locally; the submitter fences and reads back before each doorbell.
+    Device(Caching),
+}
+
+/// A channel's ring and USERD, in one allocation.
+#[derive(Debug)]
+pub enum RingMem<R: Rm> {
+    Host(HostMem<R>),
+    Device(DeviceView<R>),
+}
+
+impl<R: Rm> RingMem<R> {
+    /// The RM's handle of the memory.
+    pub fn handle(&self) -> NvHandle {
+        match self {
+            Self::Host(m) => m.handle(),
+            Self::Device(v) => v.mem().handle(),
+        }
+    }
+
+    /// Where the GPU sees the ring.
+    pub fn gpu_va(&self) -> u64 {
+        match self {
+            Self::Host(m) => m.gpu_va(),
+            Self::Device(m) => m.gpu_va(),
+        }
+    }
+
+    /// The host memory, if the ring is there.
+    pub fn host(&self) -> Option<&HostMem<R>> {
+        match self {
+            Self::Host(m) => Some(m),
+            Self::Device(_) => None,
+        }
+    }
+
+    /// The GPU memory's view, if the ring is there.
+    pub fn device(&self) -> Option<&DeviceView<R>> {
+        match self {
+            Self::Host(_) => None,
+            Self::Device(m) => Some(m),
+        }
+    }
+
+    fn read_u32(&self, offset: usize) -> std::io::Result<u32> {
+        match self {
+            Self::Host(m) => m.mapping().read_u32(offset),
+            Self::Device(v) => v.mem().window().read_u32(offset),
+        }
+    }
 }
 
 /// A GPFIFO channel with its engine object, scheduled.
@@ -238,7 +326,7 @@ pub struct Channel<R: Rm> {
     /// Whether it counts among its group's channels.
     counted: bool,
     // Field order: freed after the channel objects (Drop), ring before notifier.
-    gpfifo: HostMem<R>,
+    gpfifo: RingMem<R>,
     notifier: HostMem<R>,
 }
 
@@ -254,18 +342,70 @@ impl<R: Rm> Channel<R> {
         engine: Engine,
         entries: u64,
     ) -> Result<Self, NvrmError> {
-        let n = u32::try_from(entries)
-            .ok()
-            .filter(|n| n.is_power_of_two() && (2..=1 << 31).contains(n))
-            .ok_or(NvrmError::RingSize { entries })?;
+        Self::placed(group, engine, entries, Placement::Host)
+    }
+
+    /// As [`Channel::new`], with the ring and USERD placed `at` (GPU memory made for
+    /// this channel alone).
+    ///
+    /// # Errors
+    /// As [`Channel::new`], and those of [`DeviceMem::new`].
+    pub fn placed(
+        group: &Arc<ChannelGroup<R>>,
+        engine: Engine,
+        entries: u64,
+        at: Placement,
+    ) -> Result<Self, NvrmError> {
+        let n = ring_entries(entries)?;
         let space = &group.space;
-        let made = (|| {
-            let notifier = HostMem::new(space, 4096)?;
-            let userd = (u64::from(n) * 8).next_multiple_of(USERD_LEN);
-            let gpfifo = HostMem::new(space, userd + USERD_LEN)?;
-            Ok((notifier, gpfifo, userd))
-        })();
-        let (notifier, gpfifo, userd) = made?;
+        let len = ring_len(n);
+        let notifier = HostMem::new(space, 4096)?;
+        let ring = match at {
+            Placement::Host => RingMem::Host(HostMem::new(space, len)?),
+            Placement::Device(caching) => {
+                let mem = Arc::new(DeviceMem::new(space.gpu(), len, caching)?);
+                RingMem::Device(DeviceView::map(space, mem)?)
+            }
+        };
+        Self::with_ring(group, engine, n, notifier, ring)
+    }
+
+    /// As [`Channel::new`], with the ring and USERD at the start of `mem` (GPU memory
+    /// of at least [`ring_len`] bytes, which may hold more after them: a pushbuffer),
+    /// mapped into the group's space for the channel's life. USERD is cleared first;
+    /// the RM does not clear memory it is given.
+    ///
+    /// # Errors
+    /// As [`Channel::new`]; [`NvrmError::HostMemSize`] for memory too short.
+    pub fn in_device_mem(
+        group: &Arc<ChannelGroup<R>>,
+        engine: Engine,
+        entries: u64,
+        mem: Arc<DeviceMem<R>>,
+    ) -> Result<Self, NvrmError> {
+        let n = ring_entries(entries)?;
+        if mem.len() < ring_len(n) {
+            return Err(NvrmError::HostMemSize { len: mem.len() });
+        }
+        let notifier = HostMem::new(&group.space, 4096)?;
+        let view = DeviceView::map(&group.space, mem)?;
+        Self::with_ring(group, engine, n, notifier, RingMem::Device(view))
+    }
+
+    fn with_ring(
+        group: &Arc<ChannelGroup<R>>,
+        engine: Engine,
+        n: u32,
+        notifier: HostMem<R>,
+        gpfifo: RingMem<R>,
+    ) -> Result<Self, NvrmError> {
+        let userd = userd_offset(n);
+        if let RingMem::Device(v) = &gpfifo {
+            clear_userd(v.mem().window(), userd).map_err(|source| NvrmError::Userd {
+                h_channel: 0,
+                source,
+            })?;
+        }
         let mut c = Self {
             group: Arc::clone(group),
             undo: Vec::new(),
@@ -359,7 +499,7 @@ impl<R: Rm> Channel<R> {
     }
 
     /// The ring (at offset 0) and USERD (at [`Channel::userd_offset`]).
-    pub fn gpfifo(&self) -> &HostMem<R> {
+    pub fn gpfifo(&self) -> &RingMem<R> {
         &self.gpfifo
     }
 
@@ -383,7 +523,7 @@ impl<R: Rm> Channel<R> {
             h_channel: self.h_channel,
             source,
         };
-        let m = self.gpfifo.mapping();
+        let m = &self.gpfifo;
         let get = m.read_u32(self.userd + USERD_GP_GET).map_err(userd)?;
         let put = m.read_u32(self.userd + USERD_GP_PUT).map_err(userd)?;
         Ok((get, put))

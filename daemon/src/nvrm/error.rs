@@ -61,9 +61,13 @@ pub enum NvrmError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "the RM counts rigd's client as privileged (status flags {flags:#x}): its channels would run privileged, so none are lent"
+    )]
+    Privileged { flags: u8 },
     #[error("no {len:#x} bytes of GPU VA are free in rigd's window")]
     VaExhausted { len: u64 },
-    #[error("a host memory of {len} bytes: it needs 1 byte to 1 TiB")]
+    #[error("a memory of {len} bytes for a channel: it needs 1 byte to 256 GiB")]
     HostMemSize { len: u64 },
     #[error("a ring of {entries} entries: it needs a power of two from 2 to 2^31")]
     RingSize { entries: u64 },
@@ -148,6 +152,8 @@ pub enum Step {
     AllocVaSpace,
     AllocVirtual,
     AllocOsDescriptor,
+    AllocVidmem,
+    MapWindow,
     MapDma,
     AllocGroup,
     AllocContextShare,
@@ -157,6 +163,7 @@ pub enum Step {
     Schedule,
     Doorbell,
     Unschedule,
+    PrivilegedStatus,
     UnmapDma,
     Free,
 }
@@ -176,7 +183,10 @@ impl fmt::Display for Step {
             Self::AllocVaSpace => "allocate the VA space (FERMI_VASPACE_A)",
             Self::AllocVirtual => "allocate the DMA object (NV01_MEMORY_VIRTUAL)",
             Self::AllocOsDescriptor => "register host memory (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)",
-            Self::MapDma => "map host memory for the RM (NV_ESC_RM_MAP_MEMORY_DMA)",
+            Self::PrivilegedStatus => "read the client's privilege (SYSTEM_GET_PRIVILEGED_STATUS)",
+            Self::AllocVidmem => "allocate GPU memory (NV01_MEMORY_LOCAL_USER)",
+            Self::MapWindow => "map GPU memory for the CPU through BAR1 (NV_ESC_RM_MAP_MEMORY)",
+            Self::MapDma => "map memory for the GPU (NV_ESC_RM_MAP_MEMORY_DMA)",
             Self::AllocGroup => "allocate the channel group (KEPLER_CHANNEL_GROUP_A)",
             Self::AllocContextShare => "allocate the subcontext (FERMI_CONTEXT_SHARE_A)",
             Self::AllocChannel => "allocate the channel (HOPPER_CHANNEL_GPFIFO_A)",

@@ -8,7 +8,7 @@ use rig_sys::mman::Mapping;
 
 use super::{
     Card,
-    calls::{Doorbell, Rm, UnmapMemoryDma},
+    calls::{Caching, Doorbell, Rm, UnmapMemoryDma, Window},
     error::CallError,
     layout::{MapMemoryDma, Release, r580},
 };
@@ -69,6 +69,14 @@ pub enum Call {
         usermode: NvHandle,
     },
     UnmapUsermode,
+    MapWindow {
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    },
+    UnmapWindow {
+        memory: NvHandle,
+    },
     Doorbell {
         token: u32,
     },
@@ -81,6 +89,8 @@ struct State {
     /// Fail the call with this index (counting every call) with this status.
     fail_at: Option<(usize, NvStatus)>,
     classes: Option<Vec<u32>>,
+    /// What SYSTEM_GET_PRIVILEGED_STATUS answers.
+    privileged: u8,
 }
 
 /// A fake RM; clones share one log.
@@ -105,6 +115,12 @@ impl FakeRm {
     /// Answers GPU_GET_CLASSLIST with `classes`.
     pub fn set_classes(&self, classes: Vec<u32>) {
         self.lock().classes = Some(classes);
+    }
+
+    /// Answers SYSTEM_GET_PRIVILEGED_STATUS with `flags` (as a root rigd that kept
+    /// CAP_SYS_ADMIN around its RM calls would get).
+    pub fn set_privileged(&self, flags: u8) {
+        self.lock().privileged = flags;
     }
 
     /// Every call so far.
@@ -176,6 +192,45 @@ impl Drop for FakeUsermode {
     }
 }
 
+/// GPU memory's CPU view, standing in: host memory of the same length.
+#[derive(Debug)]
+pub struct FakeWindow {
+    rm: FakeRm,
+    memory: NvHandle,
+    map: Mapping,
+    file: rig_sys::memfd::SealedMemfd,
+}
+
+impl Window for FakeWindow {
+    fn write_u32(&self, offset: usize, value: u32) -> std::io::Result<()> {
+        self.map.write_u32(offset, value)
+    }
+
+    fn write_u64(&self, offset: usize, value: u64) -> std::io::Result<()> {
+        self.map.write_u64(offset, value)
+    }
+
+    fn read_u32(&self, offset: usize) -> std::io::Result<u32> {
+        self.map.read_u32(offset)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn share(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        self.file.try_clone().map(Into::into)
+    }
+}
+
+impl Drop for FakeWindow {
+    fn drop(&mut self) {
+        let _ = self.rm.record(Call::UnmapWindow {
+            memory: self.memory,
+        });
+    }
+}
+
 fn put_u32(params: &mut [u8], at: usize, v: u32) {
     if let Some(b) = params.get_mut(at..at + 4) {
         b.copy_from_slice(&v.to_ne_bytes());
@@ -184,6 +239,7 @@ fn put_u32(params: &mut [u8], at: usize, v: u32) {
 
 impl Rm for FakeRm {
     type Usermode = FakeUsermode;
+    type Window = FakeWindow;
 
     fn client(&self) -> NvHandle {
         FAKE_CLIENT
@@ -259,6 +315,11 @@ impl Rm for FakeRm {
                 }
             }
             r580::NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN => put_u32(params, 0, FAKE_TOKEN),
+            r580::NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS => {
+                if let Some(b) = params.first_mut() {
+                    *b = self.lock().privileged;
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -312,6 +373,37 @@ impl Rm for FakeRm {
         Ok(FakeUsermode {
             rm: self.clone(),
             page,
+        })
+    }
+
+    fn map_window(
+        &self,
+        _device: NvHandle,
+        memory: NvHandle,
+        len: usize,
+        caching: Caching,
+    ) -> Result<FakeWindow, CallError> {
+        self.rm(Call::MapWindow {
+            memory,
+            len,
+            caching,
+        })?;
+        let map = |source| CallError::Map {
+            what: "the fake GPU memory",
+            source,
+        };
+        let file = rig_sys::memfd::Memfd::sealed(
+            c"rig-fake-vidmem",
+            rig_sys::memfd::Backing::Shmem,
+            len as u64,
+        )
+        .map_err(map)?;
+        let m = Mapping::shared(&file, rig_sys::mman::Fill::Populate).map_err(map)?;
+        Ok(FakeWindow {
+            rm: self.clone(),
+            memory,
+            map: m,
+            file,
         })
     }
 }

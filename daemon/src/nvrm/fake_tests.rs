@@ -26,6 +26,26 @@ fn scenario(rm: &FakeRm) -> Result<(), NvrmError> {
     Ok(())
 }
 
+/// As [`scenario`], with the copy channel's ring and USERD in GPU memory and 64 KiB
+/// of GPU memory for commands beside it.
+fn scenario_in_gpu_memory(rm: &FakeRm) -> Result<(), NvrmError> {
+    let (_gpu, space) = open(rm)?;
+    let cmd = Arc::new(DeviceMem::new(
+        space.gpu(),
+        64 << 10,
+        Caching::WriteCombined,
+    )?);
+    let _cmd_view = DeviceView::map(&space, cmd)?;
+    let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics)?);
+    let _ch = Channel::placed(
+        &group,
+        Engine::Copy,
+        1024,
+        Placement::Device(Caching::WriteCombined),
+    )?;
+    Ok(())
+}
+
 fn position(calls: &[Call], want: impl Fn(&Call) -> bool) -> usize {
     calls.iter().position(want).expect("the call was made")
 }
@@ -49,6 +69,8 @@ fn assert_balanced(calls: &[Call]) {
             }
             Call::MapUsermode { .. } => open.push("usermode"),
             Call::UnmapUsermode => assert_eq!(open.pop(), Some("usermode")),
+            Call::MapWindow { .. } => open.push("window"),
+            Call::UnmapWindow { .. } => assert_eq!(open.pop(), Some("window")),
             Call::MapDma { .. } => open.push("dma"),
             Call::UnmapDma { .. } => assert_eq!(open.pop(), Some("dma")),
             _ => {}
@@ -278,6 +300,8 @@ fn a_channel_the_gpu_does_not_drain_times_out_and_is_still_freed() {
     let group = Arc::new(ChannelGroup::new(&space, GroupEngine::Graphics).expect("group"));
     let ch = Channel::new(&group, Engine::Compute, 2).expect("channel");
     ch.gpfifo()
+        .host()
+        .expect("Channel::new places the ring in host memory")
         .mapping()
         .write_u32(ch.userd_offset() + USERD_GP_PUT, 1)
         .expect("GP_PUT");
@@ -331,4 +355,94 @@ fn ring_sizes_must_be_powers_of_two_and_a_group_runs_while_any_channel_lives() {
     let third = Channel::new(&group, Engine::Copy, 4).expect("schedules the group again");
     assert_eq!(schedules(mid), [false, true]);
     drop(third);
+}
+
+#[test]
+fn gpu_memory_is_mapped_for_the_cpu_then_each_space_and_unmapped_in_reverse() {
+    let rm = FakeRm::new();
+    scenario_in_gpu_memory(&rm).expect("scenario");
+    let calls = rm.calls();
+    assert_balanced(&calls);
+    let vidmem: Vec<NvHandle> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Alloc { class, handle, .. } if *class == r580::NV01_MEMORY_LOCAL_USER => {
+                Some(*handle)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(vidmem.len(), 2, "commands and the ring: {calls:#?}");
+    for h in vidmem {
+        let at = |want: &dyn Fn(&Call) -> bool| position(&calls, want);
+        let alloc = at(&|c| matches!(c, Call::Alloc { handle, .. } if *handle == h));
+        let cpu = at(
+            &|c| matches!(c, Call::MapWindow { memory, caching: Caching::WriteCombined, .. } if *memory == h),
+        );
+        let gpu = at(&|c| matches!(c, Call::MapDma { h_memory, .. } if *h_memory == h));
+        let gpu_off = at(&|c| matches!(c, Call::UnmapDma { h_memory, .. } if *h_memory == h));
+        let cpu_off = at(&|c| matches!(c, Call::UnmapWindow { memory } if *memory == h));
+        let free = at(&|c| matches!(c, Call::Free { object, .. } if *object == h));
+        assert!(
+            alloc < cpu && cpu < gpu && gpu < gpu_off && gpu_off < cpu_off && cpu_off < free,
+            "memory {h:#x}: {calls:#?}"
+        );
+    }
+    // The ring's memory is the channel's buffer and USERD, 1024 entries and USERD
+    // long, mapped before the channel is made.
+    let ring = calls
+        .iter()
+        .find_map(|c| match c {
+            Call::MapWindow {
+                memory,
+                len: 0x3000,
+                ..
+            } => Some(*memory),
+            _ => None,
+        })
+        .expect("the ring's window");
+    let ring_mapped = position(
+        &calls,
+        |c| matches!(c, Call::MapDma { h_memory, .. } if *h_memory == ring),
+    );
+    let channel = position(
+        &calls,
+        |c| matches!(c, Call::Alloc { class, .. } if *class == r580::HOPPER_CHANNEL_GPFIFO_A),
+    );
+    assert!(ring_mapped < channel, "{calls:#?}");
+}
+
+#[test]
+fn a_failure_at_every_step_in_gpu_memory_frees_what_was_made_before_it() {
+    let full = FakeRm::new();
+    scenario_in_gpu_memory(&full).expect("scenario");
+    let made = full
+        .calls()
+        .iter()
+        .position(|c| matches!(c, Call::Control { cmd, .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .expect("scheduled")
+        + 1;
+    for k in 0..made {
+        let rm = FakeRm::new();
+        rm.fail_at(k, NvStatus::InsufficientResources);
+        let e = scenario_in_gpu_memory(&rm).expect_err("the injected failure");
+        assert_eq!(
+            e.status(),
+            Some(NvStatus::InsufficientResources),
+            "step {k}: {e}"
+        );
+        let mut calls = rm.calls();
+        calls.remove(k);
+        assert_balanced(&calls);
+    }
+}
+
+#[test]
+fn a_client_the_rm_counts_as_privileged_serves_nothing_and_frees_what_it_made() {
+    let rm = FakeRm::new();
+    rm.set_privileged(0x5);
+    let e = Gpu::open(rm.clone(), None).expect_err("privileged");
+    assert!(matches!(e, NvrmError::Privileged { flags: 0x5 }), "{e}");
+    assert!(e.to_string().contains("would run privileged"), "{e}");
+    assert_balanced(&rm.calls());
 }

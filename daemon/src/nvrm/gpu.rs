@@ -89,7 +89,28 @@ impl<R: Rm> Gpu<R> {
         g.open_device()?;
         g.open_usermode()?;
         g.read_uuid()?;
+        g.check_privilege()?;
         Ok(g)
+    }
+
+    /// Refuses to serve when the RM would count rigd's client as an administrator:
+    /// its channels would then be privileged, and clients would feed them
+    /// (`sys::caps` says how rigd keeps CAP_SYS_ADMIN out of its RM calls).
+    fn check_privilege(&self) -> Result<(), NvrmError> {
+        let mut flags = [0u8; 1];
+        self.rm
+            .control(
+                self.rm.client(),
+                r580::NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS,
+                &mut flags,
+            )
+            .map_err(at(Step::PrivilegedStatus))?;
+        let admin = r580::NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_HANDLE_FLAG
+            | r580::NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_USER_FLAG;
+        if flags[0] & admin != 0 {
+            return Err(NvrmError::Privileged { flags: flags[0] });
+        }
+        Ok(())
     }
 
     /// Steps 5–9: the device file, the device and subdevice, and the class check.

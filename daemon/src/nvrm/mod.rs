@@ -35,6 +35,7 @@ pub mod layout;
 mod mem;
 mod space;
 mod va;
+mod vidmem;
 
 use std::{
     fs::{File, OpenOptions},
@@ -45,9 +46,13 @@ use std::{
 use zerocopy::FromZeros;
 
 use crate::sys::nvrm::{self as rm, AllocObject, NvHandle};
-pub use calls::{Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, USERMODE_LEN};
+pub use calls::{
+    Caching, Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, SysWindow,
+    USERMODE_LEN, Window,
+};
 pub use channel::{
-    Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, USERD_GP_GET, USERD_GP_PUT,
+    Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, Placement, RingMem, USERD_GP_GET,
+    USERD_GP_PUT, ring_len, userd_offset,
 };
 pub use error::{CallError, NvrmError, Step};
 #[cfg(any(test, feature = "fakes"))]
@@ -57,6 +62,7 @@ use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
 pub use space::{AddressSpace, LEASE_BASE, OWN_BASE, VA_END};
 pub use va::VaAllocator;
+pub use vidmem::{DeviceMem, DeviceView};
 
 /// What GET_BUILD_VERSION_V2 said, and the layouts it selects.
 #[derive(Debug, Clone, PartialEq, Eq)]

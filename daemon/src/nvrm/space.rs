@@ -162,19 +162,35 @@ impl<R: Rm> AddressSpace<R> {
             parent: gpu.device(),
             object: h,
         });
+        self.map_memory(h, mem.len() as u64, va, MAP_DMA_FLAGS, undo)?;
+        Ok(h)
+    }
+
+    /// Maps `len` bytes of the memory object `h` at `va` with NVOS46 `flags`; pushes
+    /// the unmap onto `undo`.
+    pub(crate) fn map_memory(
+        &self,
+        h: NvHandle,
+        len: u64,
+        va: u64,
+        flags: u32,
+        undo: &mut Vec<Undo>,
+    ) -> Result<(), NvrmError> {
+        let gpu = &self.gpu;
+        let rm = gpu.rm();
         rm.map_dma(MapMemoryDma {
             h_client: rm.client(),
             h_device: gpu.device(),
             h_dma: self.h_virtual,
             h_memory: h,
             offset: 0,
-            length: mem.len() as u64,
-            flags: MAP_DMA_FLAGS,
+            length: len,
+            flags,
             dma_offset: va,
         })
         .map_err(at(Step::MapDma))?;
         undo.push(Undo::UnmapDma(self.unmap_request(h, va)));
-        Ok(h)
+        Ok(())
     }
 
     fn unmap_request(&self, h_memory: NvHandle, va: u64) -> UnmapMemoryDma {

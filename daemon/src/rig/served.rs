@@ -7,9 +7,12 @@ use std::sync::{Arc, PoisonError};
 
 use super::{Rig, RigError, StartWarning};
 use crate::{
-    channels::{ChannelError, ChannelHost, ChannelId, ChannelView, Limits, OpenedChannel, Served},
+    channels::{
+        ChannelError, ChannelHost, ChannelId, ChannelRequest, ChannelView, Limits, OpenedChannel,
+        Rings, Served,
+    },
     dma,
-    nvrm::{self, Engine, NvrmError, SysRm},
+    nvrm::{self, NvrmError, SysRm},
 };
 
 /// Where a served GPU's pool puts leases in each session's GPU address space.
@@ -68,6 +71,8 @@ impl Rig {
             channels_per_session: self.channels.per_session,
             max_ring_entries: self.channels.max_ring_entries,
             copy_engines: self.channels.copy_engines.clone(),
+            gpu_ring_bytes: self.channels.gpu_ring_bytes,
+            gpu_rings_per_uid: self.channels.gpu_rings_per_uid,
         }
     }
 
@@ -148,17 +153,33 @@ impl Rig {
         Ok(true)
     }
 
-    /// Opens a channel for `session` on its GPU.
+    /// Opens a channel for `session` on its GPU. Rings in GPU memory only for root
+    /// and the members of `[channels] gpu_rings_group`.
     ///
     /// # Errors
-    /// [`RigError::Channel`] (`NotServed` for a session on another kind of pool).
+    /// [`RigError::Channel`] (`NotServed` for a session on another kind of pool,
+    /// `GpuRingsRefused`).
     pub fn open_channel(
         &self,
         session: dma::SessionId,
-        engine: Engine,
-        entries: u64,
+        req: ChannelRequest,
     ) -> Result<OpenedChannel, RigError> {
-        Ok(self.served_host(session)?.open(session, engine, entries)?)
+        let host = self.served_host(session)?;
+        if req.rings == Rings::Gpu {
+            let (_, peer) = self.dma.session_peer(session)?;
+            let member = self
+                .gpu_rings_group
+                .as_ref()
+                .is_some_and(|(_, g)| self.in_group(peer, *g));
+            if peer.uid != 0 && !member {
+                return Err(ChannelError::GpuRingsRefused {
+                    uid: peer.uid,
+                    group: self.gpu_rings_group.as_ref().map(|(n, _)| n.clone()),
+                }
+                .into());
+            }
+        }
+        Ok(host.open(session, req)?)
     }
 
     /// Closes one of `session`'s channels.
@@ -199,5 +220,75 @@ impl Rig {
             .values()
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rig_sys::{memfd::Backing, scm::PeerCred};
+
+    use super::*;
+    use crate::{config::Config, nvrm::FakeRm};
+
+    #[test]
+    fn rings_in_gpu_memory_are_for_root_and_the_group_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let groups = dir.path().join("group");
+        std::fs::write(&groups, "root:x:0:\nrigtrust:x:951:bob\n").expect("group file");
+        let member = dir.path().join("proc/78");
+        std::fs::create_dir_all(&member).expect("proc");
+        std::fs::write(member.join("status"), "Name:\tx\nGroups:\t100 951\n").expect("status");
+        let mut config = Config::default();
+        config.channels.gpu_rings_group = Some("rigtrust".into());
+        config.paths.group_file = groups;
+        config.paths.proc = dir.path().join("proc");
+        config.paths.pci_ids = dir.path().join("none");
+        config.paths.sysfs = dir.path().join("sys");
+        let (rig, warnings) = Rig::new(&config);
+        assert!(
+            warnings
+                .iter()
+                .all(|w| !matches!(w, StartWarning::NoGpuRingsGroup(_)))
+        );
+        let gpu = nvrm::Gpu::open(FakeRm::new(), None).expect("fake GPU");
+        let name = gpu.card().bdf.clone();
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Host,
+            blocks: 2,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        };
+        rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
+            .expect("serve");
+        let open = |uid, pid| {
+            let peer = PeerCred { uid, gid: uid, pid };
+            let t = rig.dma.open_session(&name, peer).expect("session");
+            rig.dma.claim(t.id, &t.token, peer).expect("claim");
+            assert!(rig.attach_session(t.id).expect("attach"));
+            rig.open_channel(
+                t.id,
+                ChannelRequest {
+                    engine: nvrm::Engine::Copy,
+                    entries: 64,
+                    rings: Rings::Gpu,
+                    pushbuffer: 4096,
+                },
+            )
+        };
+        let e = open(1000, 77).expect_err("not in the group");
+        assert!(
+            matches!(
+                e,
+                RigError::Channel(ChannelError::GpuRingsRefused { uid: 1000, ref group })
+                    if group.as_deref() == Some("rigtrust")
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("group `rigtrust`"), "{e}");
+        let o = open(1001, 78).expect("a supplementary member");
+        assert_eq!(o.rings, Rings::Gpu);
+        open(0, 79).expect("root");
     }
 }

@@ -9,7 +9,7 @@ use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
 
 use super::status::error_line;
 use crate::{
-    channels::{ChannelError, ChannelId, ChannelView, DOORBELL_OFFSET},
+    channels::{ChannelError, ChannelId, ChannelRequest, ChannelView, DOORBELL_OFFSET, Rings},
     dma::SessionId,
     nvrm::Engine,
     rig::{Rig, RigError},
@@ -26,6 +26,21 @@ fn engine_of(e: i32) -> Option<Engine> {
     }
 }
 
+fn rings_of(r: i32) -> Option<Rings> {
+    match pb::DmaRings::try_from(r) {
+        Ok(pb::DmaRings::Host) => Some(Rings::Host),
+        Ok(pb::DmaRings::Gpu) => Some(Rings::Gpu),
+        Err(_) => None,
+    }
+}
+
+fn wire_rings(r: Rings) -> pb::DmaRings {
+    match r {
+        Rings::Host => pb::DmaRings::Host,
+        Rings::Gpu => pb::DmaRings::Gpu,
+    }
+}
+
 fn wire_engine(e: Engine) -> pb::DmaEngine {
     match e {
         Engine::Copy => pb::DmaEngine::Copy,
@@ -38,7 +53,12 @@ pub fn code(e: &RigError) -> pb::DmaErrorCode {
     use pb::DmaErrorCode as C;
     match e {
         RigError::Channel(c) => match c {
-            ChannelError::RingSize { .. } | ChannelError::RingOverQuota { .. } => C::BadRing,
+            ChannelError::RingSize { .. }
+            | ChannelError::RingOverQuota { .. }
+            | ChannelError::PushbufferSize { .. }
+            | ChannelError::WindowOverQuota { .. } => C::BadRing,
+            ChannelError::WindowsExhausted { .. } => C::Exhausted,
+            ChannelError::GpuRingsRefused { .. } => C::GpuRingsRefused,
             ChannelError::TooManyChannels { .. } => C::ChannelLimit,
             ChannelError::UnknownChannel { .. } => C::UnknownChannel,
             ChannelError::NotServed { .. } | ChannelError::NoSpace { .. } => C::NotServed,
@@ -65,18 +85,29 @@ pub async fn open(
     session: SessionId,
     req: pb::DmaChannelOpen,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
-    let Some(engine) = engine_of(req.engine) else {
+    let protocol = |message: &str| {
         let body = Reply::Error(pb::DmaSideError {
             code: pb::DmaErrorCode::Protocol.into(),
-            message: "a channel needs an engine: copy or compute".into(),
+            message: message.into(),
         });
-        return (pb::DmaSideReply { body: Some(body) }, Vec::new());
+        (pb::DmaSideReply { body: Some(body) }, Vec::new())
+    };
+    let Some(engine) = engine_of(req.engine) else {
+        return protocol("a channel needs an engine: copy or compute");
+    };
+    let Some(rings) = rings_of(req.rings) else {
+        return protocol("a channel's rings live in host or GPU memory: no other place");
+    };
+    let ask = ChannelRequest {
+        engine,
+        entries: req.entries,
+        rings,
+        pushbuffer: req.pushbuffer_bytes,
     };
     let rig = Arc::clone(rig);
-    let opened =
-        tokio::task::spawn_blocking(move || rig.open_channel(session, engine, req.entries))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let opened = tokio::task::spawn_blocking(move || rig.open_channel(session, ask))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match opened {
         Ok(o) => {
             let body = Reply::ChannelOpened(pb::DmaChannelOpened {
@@ -90,11 +121,16 @@ pub async fn open(
                 notifier_bytes: o.notifier_bytes,
                 usermode_bytes: o.usermode_bytes,
                 doorbell_offset: DOORBELL_OFFSET,
+                rings: wire_rings(o.rings).into(),
+                pushbuffer_offset: o.pushbuffer_offset,
+                pushbuffer_gpu_va: o.pushbuffer_gpu_va,
+                pushbuffer_bytes: o.pushbuffer_bytes,
             });
             tracing::debug!(
                 session = session.0,
                 channel = o.id.0,
                 entries = o.entries,
+                rings = ?o.rings,
                 "channel opened"
             );
             (
@@ -143,6 +179,7 @@ pub fn status_reply(views: Vec<ChannelView>) -> pb::DmaChannelsReply {
                 pid: v.pid,
                 engine: wire_engine(v.engine).into(),
                 entries: v.entries,
+                rings: wire_rings(v.rings).into(),
                 gp_get: v.gp_get,
                 gp_put: v.gp_put,
                 fault: v.fault.map(|f| pb::DmaChannelFault {

@@ -29,7 +29,7 @@ use super::{ServiceError, peer_cred, request_span};
 use crate::{
     dma::{self, DmaError, PoolMode},
     rig::Rig,
-    service::status::error_line,
+    service::status::{Why, error_line},
 };
 
 /// How long an opened session waits for its claim on the side socket.
@@ -139,8 +139,10 @@ impl pb::dma_server::Dma for Api {
         let span = request_span("Dma.OpenSession", &req);
         let _entered = span.enter();
         if self.side.is_none() {
-            return Err(Status::failed_precondition(
+            return Err(super::status::status(
+                tonic::Code::FailedPrecondition,
                 "DMA sessions are off: rigd's socket has no path for a side socket",
+                Why::reason("DMA_OFF"),
             ));
         }
         let peer = dma_peer(&req)?;
@@ -180,7 +182,7 @@ impl pb::dma_server::Dma for Api {
         let _entered = span.enter();
         let uid = peer_cred(&req)
             .map(|p| p.uid)
-            .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
+            .ok_or_else(super::no_peer_credentials)?;
         let viewer = (uid != 0).then_some(uid);
         Ok(Response::new(status_reply(self.rig.dma().status(viewer))))
     }
@@ -193,13 +195,13 @@ impl pb::dma_server::Dma for Api {
         let _entered = span.enter();
         let uid = peer_cred(&req)
             .map(|p| p.uid)
-            .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
+            .ok_or_else(super::no_peer_credentials)?;
         let viewer = (uid != 0).then_some(uid);
         // USERD reads under each GPU's lock, which an open holds for tens of ms.
         let rig = Arc::clone(&self.rig);
         let views = tokio::task::spawn_blocking(move || rig.channel_status(viewer))
             .await
-            .map_err(|e| Status::internal(format!("listing channels: {e}")))?;
+            .map_err(|e| super::internal(format!("listing channels: {e}")))?;
         Ok(Response::new(super::channels::status_reply(views)))
     }
 }
@@ -223,11 +225,7 @@ async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
 }
 
 fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {
-    peer_cred(req).ok_or_else(|| {
-        Status::permission_denied(
-            "DMA sessions need the peer's credentials (uid and pid) from SO_PEERCRED",
-        )
-    })
+    peer_cred(req).ok_or_else(super::no_peer_credentials)
 }
 
 fn addressing(mode: &PoolMode) -> pb::DmaAddressing {
@@ -288,32 +286,64 @@ fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
     }
 }
 
-/// The gRPC status for a DMA error: its code, and the chain on one line. (`status.rs`
-/// picks codes for `Rig` errors; DMA errors reach gRPC only here.)
+/// The gRPC status for a DMA error: its code, the chain on one line, and its reason.
+/// (`status.rs` picks codes for `Rig` errors; DMA errors reach gRPC only here.)
 pub fn status(e: &DmaError) -> Status {
-    let msg = error_line(e);
+    let (code, why) = classify(e);
+    super::status::status(code, error_line(e), why)
+}
+
+/// The code and details of a DMA error: the side socket's code gives both, but for
+/// the two errors only gRPC returns.
+pub fn classify(e: &DmaError) -> (tonic::Code, Why) {
     match e {
-        DmaError::NoPool { .. } => Status::not_found(msg),
-        DmaError::TooManyPending { .. } => Status::resource_exhausted(msg),
-        _ => status_of_code(code(e), msg),
+        DmaError::NoPool { name } => (
+            tonic::Code::NotFound,
+            Why {
+                device: Some(name.clone()),
+                ..Why::reason("NO_POOL")
+            },
+        ),
+        DmaError::TooManyPending { .. } => (
+            tonic::Code::ResourceExhausted,
+            Why::reason("TOO_MANY_PENDING"),
+        ),
+        _ => {
+            let (code, reason) = of_code(code(e));
+            let device = match e {
+                DmaError::Exhausted { pool, .. } | DmaError::NotContiguous { pool, .. } => {
+                    Some(pool.clone())
+                }
+                _ => None,
+            };
+            (
+                code,
+                Why {
+                    device,
+                    ..Why::reason(reason)
+                },
+            )
+        }
     }
 }
 
-/// The gRPC status for a side-socket error code, the one table for DMA and channel
-/// errors alike; `msg` is the error's line.
-pub fn status_of_code(code: pb::DmaErrorCode, msg: String) -> Status {
+/// The gRPC code and the ErrorInfo reason for a side-socket error code, the one table
+/// for DMA and channel errors alike. The reason is the code's name less its
+/// `DMA_ERROR_CODE_` prefix, so both sockets say the same word.
+pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
     use pb::DmaErrorCode as C;
-    match code {
-        C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => {
-            Status::invalid_argument(msg)
-        }
-        C::Quota | C::Exhausted | C::ChannelLimit => Status::resource_exhausted(msg),
-        C::NotContiguous | C::NotServed | C::Leased => Status::failed_precondition(msg),
-        C::UnknownLease | C::UnknownChannel => Status::not_found(msg),
-        C::BadSession => Status::permission_denied(msg),
-        C::Rm => Status::unavailable(msg),
-        C::Unspecified | C::Internal => Status::internal(msg),
-    }
+    use tonic::Code as G;
+    let grpc = match code {
+        C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => G::InvalidArgument,
+        C::Quota | C::Exhausted | C::ChannelLimit => G::ResourceExhausted,
+        C::NotContiguous | C::NotServed | C::Leased => G::FailedPrecondition,
+        C::UnknownLease | C::UnknownChannel => G::NotFound,
+        C::BadSession | C::GpuRingsRefused => G::PermissionDenied,
+        C::Rm => G::Unavailable,
+        C::Unspecified | C::Internal => G::Internal,
+    };
+    let name = code.as_str_name();
+    (grpc, name.strip_prefix("DMA_ERROR_CODE_").unwrap_or(name))
 }
 
 /// The side socket's code for a DMA error.

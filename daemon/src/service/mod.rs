@@ -14,6 +14,7 @@ mod queue;
 pub mod socket;
 pub mod status;
 mod take;
+pub mod watchdog;
 
 use std::{future::Future, sync::Arc};
 
@@ -28,6 +29,7 @@ use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
 use tracing::Instrument;
 
 use crate::rig::{Rig, RigError};
+use watchdog::Health;
 
 /// Who sent a request: its connection's peer credentials, read by tonic at accept time.
 /// `None` without them (tokio reads `SO_PEERCRED` on Linux, which always has the pid).
@@ -66,9 +68,30 @@ pub async fn run(
     listener: UnixListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServiceError> {
+    serve(rig, listener, shutdown, &Health::new()).await
+}
+
+/// As [`run`], registering each request's blocking work with `health` (which
+/// systemd's watchdog reads: `watchdog`).
+///
+/// # Errors
+/// [`ServiceError`] when the server cannot start or fails while serving.
+pub async fn serve(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+    health: &Health,
+) -> Result<(), ServiceError> {
+    // Reflection in both versions: grpcurl and grpcio-reflection ask v1 first, older
+    // tools (and grpcio-reflection's v1alpha module, still the documented one) ask only
+    // v1alpha.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .build_v1()
+        .map_err(ServiceError::Reflection)?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
         .map_err(ServiceError::Reflection)?;
     // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
     let dma = dma::Dma::start(&rig, &listener)?;
@@ -82,9 +105,13 @@ pub async fn run(
     };
     let serve = tonic::transport::Server::builder()
         .add_service(queue::service(Arc::clone(&rig)))
-        .add_service(RigServer::new(Service { rig }))
+        .add_service(RigServer::new(Service {
+            rig,
+            health: health.clone(),
+        }))
         .add_service(dma.service())
         .add_service(reflection)
+        .add_service(reflection_v1alpha)
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(signal));
     tokio::select! {
         served = serve => served.map_err(ServiceError::Serve),
@@ -105,6 +132,7 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 struct Service {
     rig: Arc<Rig>,
+    health: Health,
 }
 
 impl Service {
@@ -121,10 +149,14 @@ impl Service {
         let span = request_span(method, req);
         let rig = Arc::clone(&self.rig);
         let inner = span.clone();
-        let joined = tokio::task::spawn_blocking(move || inner.in_scope(|| work(&rig)))
-            .instrument(span.clone())
-            .await;
-        let result = joined.map_err(|e| Status::internal(format!("request task failed: {e}")))?;
+        let working = self.health.begin(method, watchdog::READ_LIMIT);
+        let joined = tokio::task::spawn_blocking(move || {
+            let _working = working;
+            inner.in_scope(|| work(&rig))
+        })
+        .instrument(span.clone())
+        .await;
+        let result = joined.map_err(|e| internal(format!("request task failed: {e}")))?;
         if let Err(status) = &result {
             // A client can cause errors at will: debug, not warn.
             span.in_scope(|| tracing::debug!(code = ?status.code(), message = status.message(), "request failed"));
@@ -135,8 +167,25 @@ impl Service {
 
 /// The caller of an admin request, from its peer credentials (authorised by `Rig`).
 fn admin_caller<T>(req: &Request<T>) -> Result<PeerCred, Status> {
-    peer_cred(req)
-        .ok_or_else(|| Status::permission_denied("no peer credentials on this connection"))
+    peer_cred(req).ok_or_else(no_peer_credentials)
+}
+
+/// The refusal of a request whose connection has no peer credentials (SO_PEERCRED).
+fn no_peer_credentials() -> Status {
+    status::status(
+        tonic::Code::PermissionDenied,
+        "no peer credentials (uid and pid from SO_PEERCRED) on this connection",
+        status::Why::reason("NO_PEER_CREDENTIALS"),
+    )
+}
+
+/// A failure of rigd itself (a request's task panicked).
+fn internal(message: String) -> Status {
+    status::status(
+        tonic::Code::Internal,
+        message,
+        status::Why::reason("INTERNAL"),
+    )
 }
 
 impl Service {
@@ -183,31 +232,40 @@ impl RigApi for Service {
         req: Request<pb::DetachRequest>,
     ) -> Result<Response<Self::DetachStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Detach", &req, move |rig, progress| {
-            let opts = take::detach_options(&r)?;
-            let v = rig.detach(&r.bdf, opts, progress)?;
-            let mut warnings = v.overrode.clone();
-            warnings.extend(v.no_pool.as_ref().map(|e| {
-                format!(
-                    "no DMA pool for {}: {}",
-                    v.bdf,
-                    status::error_line(e.as_ref())
-                )
-            }));
-            warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
-            Ok(pb::Outcome {
-                resize: v.resize.as_ref().map(take::resize_outcome),
-                summary: format!(
-                    "{} held in {} mode (was {})",
-                    v.bdf,
-                    v.mode.map(|m| m.to_string()).unwrap_or_default(),
-                    v.original_driver.as_deref().unwrap_or("driverless")
-                ),
-                warnings,
-                device: Some(take::held(&v)),
-                ..pb::Outcome::default()
-            })
-        })
+        let limit = self
+            .health
+            .take_limit(std::time::Duration::from_secs(r.timeout_s.into()));
+        take::stream(
+            &self.rig,
+            (&self.health, limit),
+            "Detach",
+            &req,
+            move |rig, progress| {
+                let opts = take::detach_options(&r)?;
+                let v = rig.detach(&r.bdf, opts, progress)?;
+                let mut warnings = v.overrode.clone();
+                warnings.extend(v.no_pool.as_ref().map(|e| {
+                    format!(
+                        "no DMA pool for {}: {}",
+                        v.bdf,
+                        status::error_line(e.as_ref())
+                    )
+                }));
+                warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
+                Ok(pb::Outcome {
+                    resize: v.resize.as_ref().map(take::resize_outcome),
+                    summary: format!(
+                        "{} held in {} mode (was {})",
+                        v.bdf,
+                        v.mode.map(|m| m.to_string()).unwrap_or_default(),
+                        v.original_driver.as_deref().unwrap_or("driverless")
+                    ),
+                    warnings,
+                    device: Some(take::held(&v)),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn attach(
@@ -215,19 +273,28 @@ impl RigApi for Service {
         req: Request<pb::AttachRequest>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let bdf = req.get_ref().bdf.clone();
-        take::stream(&self.rig, "Attach", &req, move |rig, progress| {
-            let r = rig.attach(&bdf, progress)?;
-            Ok(pb::Outcome {
-                summary: format!(
-                    "{bdf} is back with {}",
-                    r.driver.as_deref().unwrap_or("no driver (it had none)")
-                ),
-                warnings: r.warnings.iter().map(|w| status::error_line(w)).collect(),
-                reset_method: r.reset.unwrap_or_default(),
-                driver: r.driver.unwrap_or_default(),
-                ..pb::Outcome::default()
-            })
-        })
+        take::stream(
+            &self.rig,
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
+            "Attach",
+            &req,
+            move |rig, progress| {
+                let r = rig.attach(&bdf, progress)?;
+                Ok(pb::Outcome {
+                    summary: format!(
+                        "{bdf} is back with {}",
+                        r.driver.as_deref().unwrap_or("no driver (it had none)")
+                    ),
+                    warnings: r.warnings.iter().map(|w| status::error_line(w)).collect(),
+                    reset_method: r.reset.unwrap_or_default(),
+                    driver: r.driver.unwrap_or_default(),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn reset(
@@ -235,10 +302,18 @@ impl RigApi for Service {
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<Self::ResetStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Reset", &req, move |rig, progress| {
-            let method = take::reset_method(&r)?;
-            let rep = rig.reset(&r.bdf, method, progress)?;
-            Ok(pb::Outcome {
+        take::stream(
+            &self.rig,
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
+            "Reset",
+            &req,
+            move |rig, progress| {
+                let method = take::reset_method(&r)?;
+                let rep = rig.reset(&r.bdf, method, progress)?;
+                Ok(pb::Outcome {
                 summary: format!("{} reset by {} in {:.3} s", r.bdf, rep.method, rep.seconds),
                 warnings: rep
                     .restored
@@ -253,7 +328,8 @@ impl RigApi for Service {
                 reset_seconds: rep.seconds,
                 ..pb::Outcome::default()
             })
-        })
+            },
+        )
     }
 
     async fn resize(
@@ -261,26 +337,35 @@ impl RigApi for Service {
         req: Request<pb::ResizeRequest>,
     ) -> Result<Response<Self::ResizeStream>, Status> {
         let r = req.get_ref().clone();
-        take::stream(&self.rig, "Resize", &req, move |rig, progress| {
-            let size = take::resize_size(&r)?;
-            let bar = u8::try_from(r.bar).map_err(|_| {
-                crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
-            })?;
-            let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
-            Ok(pb::Outcome {
-                summary: format!(
-                    "{} BAR{}: {} → {}",
-                    r.bdf,
-                    rep.bar,
-                    crate::take::resize::human(rep.before),
-                    crate::take::resize::human(rep.after)
-                ),
-                warnings: rep.small_bar.clone().into_iter().collect(),
-                device: Some(take::held(&v)),
-                resize: Some(take::resize_outcome(&rep)),
-                ..pb::Outcome::default()
-            })
-        })
+        take::stream(
+            &self.rig,
+            (
+                &self.health,
+                self.health.take_limit(std::time::Duration::ZERO),
+            ),
+            "Resize",
+            &req,
+            move |rig, progress| {
+                let size = take::resize_size(&r)?;
+                let bar = u8::try_from(r.bar).map_err(|_| {
+                    crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
+                })?;
+                let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
+                Ok(pb::Outcome {
+                    summary: format!(
+                        "{} BAR{}: {} → {}",
+                        r.bdf,
+                        rep.bar,
+                        crate::take::resize::human(rep.before),
+                        crate::take::resize::human(rep.after)
+                    ),
+                    warnings: rep.small_bar.clone().into_iter().collect(),
+                    device: Some(take::held(&v)),
+                    resize: Some(take::resize_outcome(&rep)),
+                    ..pb::Outcome::default()
+                })
+            },
+        )
     }
 
     async fn status(

@@ -31,7 +31,7 @@ impl pb::queues_server::Queues for Api {
         let _entered = span.enter();
         let uid = peer_cred(&req)
             .map(|p| p.uid)
-            .ok_or_else(|| Status::permission_denied("no peer credentials"))?;
+            .ok_or_else(super::no_peer_credentials)?;
         let queues = self
             .rig
             .queue_status()

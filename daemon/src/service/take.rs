@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status};
 
-use super::{admin_caller, convert, request_span, status};
+use super::{admin_caller, convert, request_span, status, watchdog::Health};
 use crate::{
     rig::{HeldView, Rig, RigError},
     sys::mmio::Width,
@@ -72,9 +72,11 @@ impl Stream for Unbatched {
 }
 
 /// Runs `work` for an admin caller on the blocking pool, streaming its steps (in
-/// batches, [`STEP_BATCH`]).
+/// batches, [`STEP_BATCH`]); `health` knows of it while it runs, and calls it stuck
+/// past `limit`.
 pub fn stream<T>(
     rig: &Arc<Rig>,
+    (health, limit): (&Health, Duration),
     method: &'static str,
     req: &Request<T>,
     work: impl FnOnce(&Rig, &mut dyn FnMut(&str)) -> Result<pb::Outcome, RigError> + Send + 'static,
@@ -85,12 +87,17 @@ pub fn stream<T>(
         .map_err(|e| status::from_rig(&e))?;
     let (tx, rx) = mpsc::channel(64);
     let rig = Arc::clone(rig);
+    let working = health.begin(method, limit);
     tokio::task::spawn_blocking(move || {
+        let _working = working;
         span.in_scope(|| {
             let start = Instant::now();
             let elapsed = || start.elapsed().as_secs_f64();
+            // The last step reported: an error that names no step of its own gets it.
+            let mut last_step = None::<String>;
             let mut progress = |step: &str| {
                 tracing::debug!(step, "progress");
+                last_step = Some(step.to_owned());
                 let _ = tx.blocking_send(Ok(pb::Progress {
                     elapsed_s: elapsed(),
                     event: Some(pb::progress::Event::Step(step.to_owned())),
@@ -108,7 +115,7 @@ pub fn stream<T>(
                 Err(e) => {
                     // A requested operation failed: error level (STYLE's policy).
                     tracing::error!("{}", super::status::error_line(&e));
-                    Err(status::from_rig(&e))
+                    Err(status::from_rig_during(&e, last_step.as_deref()))
                 }
             };
             let _ = tx.blocking_send(msg);

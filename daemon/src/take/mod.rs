@@ -47,7 +47,7 @@ pub use journal::{
 };
 pub use lease::{ReclaimReport, ReclaimWarning};
 pub use recover::{RecoverError, Recovered, recover};
-pub use reset::{ResetMethod, ResetReport};
+pub use reset::{ResetError, ResetMethod, ResetReport};
 pub use resize::{BarSize, ResizeError, ResizeReport};
 
 use crate::{

@@ -580,3 +580,17 @@ impl Drop for DeviceMapping {
         }
     }
 }
+
+/// Orders every earlier store before every later one, stores to write-combined
+/// mappings (GPU memory through BAR1) included, which a compiler fence does not:
+/// `sfence` on x86_64 (Linux's `wmb()`), a full fence elsewhere.
+pub fn store_fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence takes no operands and touches no memory; SSE is part of the
+    // x86_64 baseline, so the instruction exists on every machine this runs on.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}

@@ -56,6 +56,14 @@ pub const HOPPER_COMPUTE_A: u32 = 0x0000_CBC0;
 pub const NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2: u32 = 0x13E;
 /// `NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2` (`ctrl/ctrl0000/ctrl0000gpu.h`).
 pub const NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2: u32 = 0x205;
+/// `NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS` (`ctrl/ctrl0000/ctrl0000system.h`):
+/// one byte of flags, PRIV_USER (0x1: the caller has CAP_SYS_ADMIN), KERNEL_HANDLE
+/// (0x2), PRIV_HANDLE (0x4: `rmclientIsAdmin`, what makes a channel privileged).
+pub const NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS: u32 = 0x135;
+/// `NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_HANDLE_FLAG`.
+pub const NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_HANDLE_FLAG: u8 = 0x4;
+/// `NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_USER_FLAG`.
+pub const NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_USER_FLAG: u8 = 0x1;
 /// `NV0080_CTRL_CMD_GPU_GET_CLASSLIST` (`ctrl/ctrl0080/ctrl0080gpu.h`); issued only by
 /// `sys::nvrm::gpu_get_classlist`, since its params carry a pointer.
 pub const NV0080_CTRL_CMD_GPU_GET_CLASSLIST: u32 =

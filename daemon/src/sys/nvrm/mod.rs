@@ -412,6 +412,12 @@ fn escape<P: IntoBytes + FromBytes + Immutable + ?Sized>(
             source: io::Error::from_raw_os_error(libc::EINVAL),
         });
     }
+    // The RM sees an ordinary user: without CAP_SYS_ADMIN in effect, the channels it
+    // makes run at USER privilege although rigd is root (`sys::caps` says why).
+    let _user = super::caps::without_admin().map_err(|source| RmError::Ioctl {
+        escape: name,
+        source,
+    })?;
     // SAFETY: `fd` is borrowed, so open for the call; `bytes` is exclusively borrowed,
     // alive for the call and exactly `_IOC_SIZE(cmd)` long (checked above), which is
     // all nv.c copies in and out; any bit pattern is a valid `P` (FromBytes), so what

@@ -1,0 +1,467 @@
+//! rigd's own health for systemd's watchdog (sd_watchdog_enabled(3)), and the
+//! `STATUS=` line that says what it serves.
+//!
+//! Flow: a task on the runtime beats ([`beat_every`]), each beat a round trip through
+//! the blocking pool, so a beat proves that both the runtime and the pool answer.
+//! Every request's blocking work is registered with its limit while it runs
+//! ([`Health::begin`]). A monitor thread, off the runtime so a wedged runtime cannot
+//! ping for itself, sends `WATCHDOG=1` every quarter of `WATCHDOG_USEC` only while
+//! [`Health::check`] passes: the last beat is younger than half of it and no
+//! request's work has run past its limit. Missing pings, systemd kills rigd and
+//! starts it again, and the new rigd recovers from its journal. Another task sends
+//! `STATUS=` whenever the summary (devices held, clients, leases, queues, channels)
+//! changes.
+//!
+//! Not counted: an unbind worker that a timed-out unbind left in the kernel
+//! (`take::unbind`): its request returned `UNBIND_TIMEOUT` and rigd goes on serving,
+//! which is the point of that design; restarting would not free the thread either.
+//!
+//! Not here: the notify socket itself (the sd-notify crate), sockets handed over by
+//! systemd (`sys::systemd`), the unit's `WatchdogSec=` (systemd/rigd.service).
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use crate::rig::Rig;
+
+/// How often the runtime beats at most: every eighth of the watchdog interval, but
+/// no less often than this.
+// TIMEOUT: the monitor wants a beat younger than half the watchdog interval (15 s
+// with the unit's WatchdogSec=30s); one a second costs one blocking-pool round trip
+// a second and leaves that margin many times over.
+pub const BEAT: Duration = Duration::from_secs(1);
+
+/// The beat period for a watchdog `interval`.
+pub fn beat_every(interval: Duration) -> Duration {
+    (interval / 8).clamp(Duration::from_millis(1), BEAT)
+}
+
+/// How often the `STATUS=` summary is looked at (it is sent only when it changed).
+pub const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// The most a read-only request's blocking work may take.
+// TIMEOUT: a listing reads a few sysfs files per function (milliseconds); a minute
+// means sysfs itself has stopped answering.
+pub const READ_LIMIT: Duration = Duration::from_secs(60);
+
+/// The most a take-over, reset or resize may take beyond its unbind wait (the one its
+/// request asked for, or the configured `take.unbind_timeout_s`: [`Health::take_limit`]).
+// TIMEOUT: the slowest steps seen are a GPU's bus reset with its config restore and
+// pinning a large pool at detach, seconds each; five minutes beyond the unbind wait
+// is long past anything that still makes progress.
+pub const TAKE_LIMIT: Duration = Duration::from_secs(300);
+
+/// Why rigd is not healthy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unhealthy {
+    #[error(
+        "The runtime has not answered for {} ms (the watchdog allows {} ms): its threads or the blocking pool are stuck",
+        .silent.as_millis(),
+        .limit.as_millis()
+    )]
+    Stalled { silent: Duration, limit: Duration },
+    #[error(
+        "{what} has run for {} s, past its limit of {} s: its worker is stuck",
+        .running.as_secs(),
+        .limit.as_secs()
+    )]
+    Stuck {
+        what: &'static str,
+        running: Duration,
+        limit: Duration,
+    },
+}
+
+/// The runtime's last beat and the blocking work in flight; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Health(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    origin: Instant,
+    /// The configured unbind wait, part of every take-over's limit.
+    unbind_wait: Duration,
+    /// The last beat, in ns after `origin` (u64 ns last 584 years).
+    beat_ns: AtomicU64,
+    next_id: AtomicU64,
+    work: Mutex<BTreeMap<u64, Work>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Work {
+    what: &'static str,
+    started: Instant,
+    limit: Duration,
+}
+
+/// Blocking work in flight; dropping it (the work ended, or panicked) unregisters it.
+#[derive(Debug)]
+pub struct Working {
+    health: Health,
+    id: u64,
+}
+
+impl Drop for Working {
+    fn drop(&mut self) {
+        self.health.work().remove(&self.id);
+    }
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Health {
+    /// Healthy, with a beat now, for a rigd whose unbinds wait 10 s unless asked.
+    pub fn new() -> Self {
+        Self::with_unbind_wait(Duration::from_secs(10))
+    }
+
+    /// As [`Health::new`], for a rigd whose unbinds wait `unbind_wait` unless asked.
+    pub fn with_unbind_wait(unbind_wait: Duration) -> Self {
+        Self(Arc::new(Inner {
+            origin: Instant::now(),
+            unbind_wait,
+            beat_ns: AtomicU64::new(0),
+            next_id: AtomicU64::new(0),
+            work: Mutex::new(BTreeMap::new()),
+        }))
+    }
+
+    fn work(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Work>> {
+        // Inserts and removes only: the map stays valid whatever a holder did.
+        self.0.work.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The limit of a take-over whose request asked for an unbind wait of `asked`
+    /// (zero: the configured one).
+    pub fn take_limit(&self, asked: Duration) -> Duration {
+        let wait = if asked.is_zero() {
+            self.0.unbind_wait
+        } else {
+            asked
+        };
+        TAKE_LIMIT + wait
+    }
+
+    /// The runtime answered.
+    pub fn beat(&self) {
+        self.beat_at(Instant::now());
+    }
+
+    fn beat_at(&self, now: Instant) {
+        let ns = now.saturating_duration_since(self.0.origin).as_nanos();
+        self.0
+            .beat_ns
+            .store(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Registers blocking work (`what`: the method) that should end within `limit`.
+    pub fn begin(&self, what: &'static str, limit: Duration) -> Working {
+        self.begin_at(what, limit, Instant::now())
+    }
+
+    fn begin_at(&self, what: &'static str, limit: Duration, started: Instant) -> Working {
+        let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
+        self.work().insert(
+            id,
+            Work {
+                what,
+                started,
+                limit,
+            },
+        );
+        Working {
+            health: self.clone(),
+            id,
+        }
+    }
+
+    /// Whether rigd is healthy at `now`: a beat no older than `stale`, and no work
+    /// past its limit (the most overdue such work is named).
+    ///
+    /// # Errors
+    /// [`Unhealthy`], saying which.
+    pub fn check(&self, now: Instant, stale: Duration) -> Result<(), Unhealthy> {
+        let beat = self.0.origin + Duration::from_nanos(self.0.beat_ns.load(Ordering::Relaxed));
+        let silent = now.saturating_duration_since(beat);
+        if silent > stale {
+            return Err(Unhealthy::Stalled {
+                silent,
+                limit: stale,
+            });
+        }
+        let stuck = self
+            .work()
+            .values()
+            .map(|w| (w, now.saturating_duration_since(w.started)))
+            .filter(|(w, running)| *running > w.limit)
+            .max_by_key(|(w, running)| *running - w.limit)
+            .map(|(w, running)| Unhealthy::Stuck {
+                what: w.what,
+                running,
+                limit: w.limit,
+            });
+        stuck.map_or(Ok(()), Err)
+    }
+}
+
+/// Beats every `every` through the blocking pool, forever (a task on the runtime).
+pub async fn beat(health: Health, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if tokio::task::spawn_blocking(|| ()).await.is_ok() {
+            health.beat();
+        }
+    }
+}
+
+/// Starts the monitor thread if systemd asked for a watchdog (`WATCHDOG_USEC`, and
+/// `WATCHDOG_PID` naming this process); returns the interval, or `None`.
+///
+/// # Errors
+/// When the thread cannot be started.
+pub fn start_monitor(health: &Health) -> std::io::Result<Option<Duration>> {
+    let Some(interval) = sd_notify::watchdog_enabled() else {
+        return Ok(None);
+    };
+    let health = health.clone();
+    std::thread::Builder::new()
+        .name("rigd-watchdog".into())
+        .spawn(move || monitor(&health, interval))?;
+    Ok(Some(interval))
+}
+
+fn monitor(health: &Health, interval: Duration) -> ! {
+    let (every, stale) = (interval / 4, interval / 2);
+    let mut healthy = true;
+    loop {
+        match health.check(Instant::now(), stale) {
+            Ok(()) => {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                if !healthy {
+                    tracing::warn!("healthy again: watchdog pings resumed");
+                }
+                healthy = true;
+            }
+            Err(e) => {
+                // Once per spell: each check would say the same.
+                if healthy {
+                    tracing::error!(
+                        "{}; watchdog pings stopped: systemd restarts rigd unless it recovers",
+                        super::status::error_line(&e)
+                    );
+                }
+                healthy = false;
+            }
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// What rigd serves, for `STATUS=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub devices: usize,
+    pub clients: usize,
+    pub leases: u64,
+    pub lease_bytes: u64,
+    pub queues: usize,
+    pub channels: usize,
+}
+
+impl Summary {
+    /// Reads it from `rig` (device locks are only tried; channels take each served
+    /// GPU's lock briefly): on a blocking thread.
+    pub fn of(rig: &Rig) -> Self {
+        let dma = rig.dma().status(None);
+        Self {
+            devices: rig.status().0.len(),
+            clients: dma.clients.len(),
+            leases: dma.clients.iter().map(|c| u64::from(c.leases)).sum(),
+            lease_bytes: dma.clients.iter().map(|c| c.bytes).sum(),
+            queues: rig.queue_status().len(),
+            channels: rig.channel_status(None).len(),
+        }
+    }
+
+    /// The `STATUS=` text.
+    pub fn line(&self) -> String {
+        fn n(count: u64, one: &str) -> String {
+            format!("{count} {one}{}", if count == 1 { "" } else { "s" })
+        }
+        let len = |c: usize| u64::try_from(c).unwrap_or(u64::MAX);
+        format!(
+            "Serving: {} held, {} with {} ({} MiB), {}, {}",
+            n(len(self.devices), "device"),
+            n(len(self.clients), "client"),
+            n(self.leases, "lease"),
+            self.lease_bytes >> 20,
+            n(len(self.queues), "queue"),
+            n(len(self.channels), "channel"),
+        )
+    }
+}
+
+/// Sends `STATUS=` each time the summary changes, forever (a task on the runtime).
+pub async fn status_lines(rig: Arc<Rig>) {
+    let mut tick = tokio::time::interval(STATUS_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent = None;
+    loop {
+        tick.tick().await;
+        let rig = Arc::clone(&rig);
+        let Ok(now) = tokio::task::spawn_blocking(move || Summary::of(&rig)).await else {
+            continue;
+        };
+        if sent != Some(now) {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&now.line())]);
+            sent = Some(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALE: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn a_fresh_beat_and_no_work_is_healthy() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        h.beat_at(t0);
+        assert_eq!(h.check(t0, STALE), Ok(()));
+        assert_eq!(h.check(t0 + STALE, STALE), Ok(()), "exactly at the limit");
+    }
+
+    #[test]
+    fn a_beat_older_than_the_limit_is_a_stalled_runtime_until_the_next_beat() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        h.beat_at(t0);
+        let late = t0 + STALE + Duration::from_millis(1);
+        assert!(matches!(
+            h.check(late, STALE),
+            Err(Unhealthy::Stalled { limit: STALE, .. })
+        ));
+        h.beat_at(late);
+        assert_eq!(h.check(late, STALE), Ok(()));
+    }
+
+    #[test]
+    fn work_past_its_limit_is_stuck_and_named_and_within_it_is_not() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        let limit = Duration::from_secs(60);
+        let _read = h.begin_at("ListDevices", limit, t0);
+        let at = t0 + limit;
+        h.beat_at(at);
+        assert_eq!(h.check(at, STALE), Ok(()), "exactly at its limit");
+        let past = at + Duration::from_millis(1);
+        h.beat_at(past);
+        assert_eq!(
+            h.check(past, STALE),
+            Err(Unhealthy::Stuck {
+                what: "ListDevices",
+                running: limit + Duration::from_millis(1),
+                limit
+            })
+        );
+    }
+
+    #[test]
+    fn the_most_overdue_work_is_named() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        let _a = h.begin_at("Status", Duration::from_secs(10), t0);
+        let _b = h.begin_at("Detach", Duration::from_secs(1), t0);
+        let _c = h.begin_at("GetDevice", Duration::from_secs(100), t0);
+        let at = t0 + Duration::from_secs(20);
+        h.beat_at(at);
+        assert!(matches!(
+            h.check(at, STALE),
+            Err(Unhealthy::Stuck { what: "Detach", .. })
+        ));
+    }
+
+    #[test]
+    fn work_that_ended_no_longer_counts() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        let work = h.begin_at("Reset", Duration::from_secs(1), t0);
+        let at = t0 + Duration::from_secs(5);
+        h.beat_at(at);
+        assert!(h.check(at, STALE).is_err());
+        drop(work);
+        assert_eq!(h.check(at, STALE), Ok(()));
+    }
+
+    #[test]
+    fn a_take_over_may_take_its_unbind_wait_beyond_the_take_limit() {
+        let h = Health::with_unbind_wait(Duration::from_secs(600));
+        assert_eq!(
+            h.take_limit(Duration::ZERO),
+            TAKE_LIMIT + Duration::from_secs(600)
+        );
+        assert_eq!(
+            h.take_limit(Duration::from_secs(5)),
+            TAKE_LIMIT + Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn the_beat_is_an_eighth_of_the_interval_at_most_a_second() {
+        assert_eq!(beat_every(Duration::from_secs(30)), BEAT);
+        assert_eq!(beat_every(Duration::from_secs(8)), BEAT);
+        assert_eq!(
+            beat_every(Duration::from_millis(400)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(beat_every(Duration::ZERO), Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_summary_line_counts_what_is_served() {
+        let s = Summary {
+            devices: 1,
+            clients: 2,
+            leases: 3,
+            lease_bytes: 6 << 20,
+            queues: 0,
+            channels: 1,
+        };
+        assert_eq!(
+            s.line(),
+            "Serving: 1 device held, 2 clients with 3 leases (6 MiB), 0 queues, 1 channel"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_runtime_beats_through_the_blocking_pool() {
+        let h = Health::new();
+        // Older than the limit below: only a beat from the task can pass.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let limit = Duration::from_millis(150);
+        assert!(
+            h.check(Instant::now(), limit).is_err(),
+            "stale before beating"
+        );
+        let task = tokio::spawn(beat(h.clone(), Duration::from_millis(20)));
+        // The first tick is at once.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        task.abort();
+        assert_eq!(h.check(Instant::now(), limit), Ok(()));
+    }
+}
