@@ -9,8 +9,8 @@
 //! their stages. Fakes of kernel interfaces (`sysfs::FakeKernel`) exist only in tests
 //! and the `fakes` feature.
 
-pub mod kcmp;
 pub mod caps;
+pub mod kcmp;
 pub mod memfd;
 pub mod mmio;
 pub mod nvrm;
