@@ -36,8 +36,8 @@ use tonic::{Code, transport::Channel};
 pub use model::*;
 pub use regs::RegAddr;
 pub use take::{
-    ArgError, BarSize, DetachRequest, HeldDevice, HeldState, Mode, Outcome, ResetMethod,
-    ResizeOutcome, Status, Step,
+    ArgError, BarSize, DetachRequest, HeldDevice, HeldState, LeaseHolder, Mode, Outcome,
+    ResetMethod, ResizeOutcome, Status, Step,
 };
 
 /// Where rigd listens unless told otherwise.

@@ -227,6 +227,18 @@ pub struct HeldDevice {
     pub bars: Vec<Bar>,
     pub group_members: Vec<String>,
     pub overrode: Vec<String>,
+    /// Who leases it whole, while someone does.
+    #[serde(default)]
+    pub lease: Option<LeaseHolder>,
+}
+
+/// The holder of a whole-device lease (docs/lease.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseHolder {
+    pub uid: u32,
+    pub pid: i32,
+    pub since_unix: u64,
+    pub session: u64,
 }
 
 /// What a resize did.
@@ -289,6 +301,12 @@ fn held(h: pb::HeldDevice) -> Result<HeldDevice, ClientError> {
             .collect::<Result<_, _>>()?,
         group_members: h.group_members,
         overrode: h.overrode,
+        lease: h.lease.map(|l| LeaseHolder {
+            uid: l.uid,
+            pid: l.pid,
+            since_unix: l.since_unix,
+            session: l.session,
+        }),
     })
 }
 

@@ -10,6 +10,8 @@ use std::{
 
 use serde::Deserialize;
 
+use crate::pci::{Bdf, BdfError};
+
 /// The default config file.
 pub const DEFAULT_PATH: &str = "/etc/rig/rigd.toml";
 
@@ -23,6 +25,45 @@ pub struct Config {
     pub dma: Dma,
     pub channels: Channels,
     pub queue: Queue,
+    pub lease: Lease,
+}
+
+/// Whole-device leases (docs/lease.md): which callers besides root may lease a held
+/// device whole — its VFIO device fd, or its `resourceN` files in sysfs mode — for as
+/// long as their DMA session's side connection lives. No rule: nobody but root.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Lease {
+    /// A caller may lease a device when one rule names the device (or `"*"`) and the
+    /// caller's uid or one of its groups.
+    pub allow: Vec<LeaseRule>,
+    /// What happens to the device's DMA pool when a lease ends.
+    pub pool: LeasePool,
+}
+
+/// One `[[lease.allow]]` table.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaseRule {
+    /// PCI addresses ("0000:00:06.0"), or `"*"` for every held device.
+    pub devices: Vec<String>,
+    /// Users, by uid.
+    pub uids: Vec<u32>,
+    /// Groups, by name (primary or supplementary groups of the caller's process).
+    pub groups: Vec<String>,
+}
+
+/// What a lease's end does with the device's DMA pool.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LeasePool {
+    /// The pool and the other sessions on it stay; only the holder's own leases go
+    /// (with its session).
+    #[default]
+    Keep,
+    /// Every session on the device ends and the pool is made afresh (new blocks, new
+    /// IOVA space): nothing the holder's device could have reached is lent again.
+    Clear,
 }
 
 /// GPUs served through their own kernel driver (NVIDIA's RM): rigd makes channels and
@@ -233,6 +274,16 @@ pub enum ConfigError {
         "Group `{group}` (server.group, server.admin_group or channels.gpu_rings_group) is not in {path}"
     )]
     UnknownGroup { group: String, path: PathBuf },
+    #[error("{path}: lease.allow rule {rule}: `{device}` is neither a PCI address nor \"*\"")]
+    LeaseDevice {
+        path: PathBuf,
+        rule: usize,
+        device: String,
+        #[source]
+        source: BdfError,
+    },
+    #[error("{path}: lease.allow rule {rule} names no devices, or neither uids nor groups")]
+    LeaseRuleEmpty { path: PathBuf, rule: usize },
 }
 
 impl Config {
@@ -257,7 +308,7 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Parse`] with the 1-based line and column of the fault.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| {
+        let config: Self = toml::from_str(text).map_err(|e| {
             let (line, column) = e.span().map_or((0, 0), |s| line_col(text, s.start));
             ConfigError::Parse {
                 path: path.to_owned(),
@@ -265,7 +316,46 @@ impl Config {
                 column,
                 message: e.message().trim().to_owned(),
             }
-        })
+        })?;
+        config.lease.check(path)?;
+        Ok(config)
+    }
+}
+
+impl Lease {
+    /// Checks every rule: addresses that parse (or `"*"`), and someone to allow.
+    ///
+    /// # Errors
+    /// [`ConfigError::LeaseDevice`], [`ConfigError::LeaseRuleEmpty`] (rules count from 1).
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        for (i, rule) in self.allow.iter().enumerate() {
+            let n = i + 1;
+            if rule.devices.is_empty() || (rule.uids.is_empty() && rule.groups.is_empty()) {
+                return Err(ConfigError::LeaseRuleEmpty {
+                    path: path.to_owned(),
+                    rule: n,
+                });
+            }
+            for d in rule.devices.iter().filter(|d| *d != "*") {
+                d.parse::<Bdf>()
+                    .map_err(|source| ConfigError::LeaseDevice {
+                        path: path.to_owned(),
+                        rule: n,
+                        device: d.clone(),
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LeaseRule {
+    /// Whether this rule names `bdf` (by address or `"*"`).
+    pub fn names(&self, bdf: Bdf) -> bool {
+        self.devices
+            .iter()
+            .any(|d| d == "*" || d.parse::<Bdf>().is_ok_and(|b| b == bdf))
     }
 }
 
@@ -417,5 +507,57 @@ mod tests {
                 .starts_with("r.toml:2:1: unknown field `per_uid`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn lease_section_defaults_to_nobody_and_a_kept_pool() {
+        let c = Config::parse("", Path::new("t.toml")).expect("empty is valid");
+        assert!(c.lease.allow.is_empty());
+        assert_eq!(c.lease.pool, LeasePool::Keep);
+    }
+
+    #[test]
+    fn lease_rules_parse_devices_uids_groups_and_the_pool_policy() {
+        let c = Config::parse(
+            "[lease]\npool = \"clear\"\n[[lease.allow]]\ndevices = [\"0000:01:00.0\"]\nuids = [1000]\n[[lease.allow]]\ndevices = [\"*\"]\ngroups = [\"rig\"]\n",
+            Path::new("t.toml"),
+        )
+        .expect("valid");
+        assert_eq!(c.lease.pool, LeasePool::Clear);
+        let b = |s: &str| s.parse::<Bdf>().expect("address");
+        assert!(c.lease.allow[0].names(b("0000:01:00.0")));
+        assert!(!c.lease.allow[0].names(b("0000:00:06.0")));
+        assert!(c.lease.allow[1].names(b("0000:00:06.0")));
+        assert_eq!(c.lease.allow[1].groups, ["rig"]);
+    }
+
+    #[test]
+    fn a_lease_rule_with_a_bad_address_or_nobody_is_refused_by_number() {
+        let e = Config::parse(
+            "[[lease.allow]]\ndevices = [\"0000:01:00.0\", \"01:33.0\"]\nuids = [1]\n",
+            Path::new("r.toml"),
+        )
+        .expect_err("bad address");
+        assert!(
+            matches!(&e, ConfigError::LeaseDevice { rule: 1, device, .. } if device == "01:33.0"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("r.toml: lease.allow rule 1: `01:33.0`"),
+            "{e}"
+        );
+        let e = Config::parse(
+            "[[lease.allow]]\ndevices = [\"*\"]\nuids = [1]\n[[lease.allow]]\ndevices = [\"*\"]\n",
+            Path::new("r.toml"),
+        )
+        .expect_err("nobody");
+        assert!(
+            matches!(e, ConfigError::LeaseRuleEmpty { rule: 2, .. }),
+            "{e}"
+        );
+        let e =
+            Config::parse("[lease]\npool = \"wipe\"\n", Path::new("r.toml")).expect_err("policy");
+        assert!(e.to_string().starts_with("r.toml:2:8:"), "{e}");
     }
 }

@@ -58,9 +58,37 @@ pub enum RigError {
     Queue(#[from] crate::queue::QueueError),
     #[error("{0}")]
     BadRequest(String),
+    #[error("{bdf} is leased whole to uid {uid} (pid {pid}, session {session}){}; rigd refuses other requests on it until the lease ends", if .failed.is_some() { ", and taking it back failed" } else { "" })]
+    Leased {
+        bdf: Bdf,
+        uid: u32,
+        pid: i32,
+        session: u64,
+        #[source]
+        failed: Option<Arc<RigError>>,
+    },
+    #[error(
+        "uid {uid} may not lease {bdf} whole: only root and those a [lease] rule names with it may"
+    )]
+    LeaseNotAllowed { bdf: Bdf, uid: u32 },
+    #[error("{bdf} cannot be leased whole now: {why}")]
+    LeaseInUse { bdf: Bdf, why: String },
+    #[error("{bdf} is not leased whole by this session")]
+    NotLeased { bdf: Bdf },
+    #[error(
+        "Failed to take {bdf} back from its lease; it stays out of use until an admin gives it back"
+    )]
+    Reclaim {
+        bdf: Bdf,
+        #[source]
+        source: Arc<RigError>,
+    },
 }
 
+mod lease;
 mod served;
+
+pub use lease::{LeaseHolder, LentDevice, LentRegion};
 
 /// One device rig holds (or is working on), behind its own lock.
 type Slot = Arc<Mutex<Option<Taken>>>;
@@ -86,6 +114,9 @@ pub struct Rig {
     /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
     served: Mutex<BTreeMap<Bdf, queues::Served>>,
     queue_limits: crate::queue::Limits,
+    /// Devices leased whole, by address (`rig::lease`).
+    leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
+    lease_policy: lease::Policy,
 }
 
 mod queues;
@@ -111,6 +142,12 @@ pub enum StartWarning {
     NoNames(#[source] IdsError),
     #[error("Only root may take devices")]
     NoAdminGroup(#[source] ConfigError),
+    #[error("Group `{group}` of a [lease] rule allows nobody")]
+    LeaseGroup {
+        group: String,
+        #[source]
+        source: ConfigError,
+    },
     #[error("Only root's channels may have rings in GPU memory")]
     NoGpuRingsGroup(#[source] ConfigError),
     #[error("GPU {gpu} is not served: no channels on it")]
@@ -156,6 +193,12 @@ impl Rig {
                 }
             }
         });
+        let (lease_policy, unknown) = lease::Policy::new(&config.lease, &config.paths.group_file);
+        warnings.extend(
+            unknown
+                .into_iter()
+                .map(|(group, source)| StartWarning::LeaseGroup { group, source }),
+        );
         let gpu_rings_group = config.channels.gpu_rings_group.as_deref().and_then(|g| {
             match config::resolve_group(g, &config.paths.group_file) {
                 Ok(gid) => Some((g.to_owned(), gid)),
@@ -190,6 +233,8 @@ impl Rig {
             dev_dir: config.paths.dev.clone(),
             served: Mutex::new(BTreeMap::new()),
             queue_limits: (&config.queue).into(),
+            leases: Mutex::new(BTreeMap::new()),
+            lease_policy,
         };
         (rig, warnings)
     }
@@ -231,27 +276,33 @@ impl Rig {
         })
     }
 
-    /// Whether the peer process is in group `gid` (its primary group, or one of its
-    /// supplementary groups from /proc/<pid>/status).
-    fn in_group(&self, c: PeerCred, gid: u32) -> bool {
-        if c.gid == gid {
-            return true;
-        }
+    /// The caller's primary group and its process's supplementary groups (from
+    /// /proc/<pid>/status; none when /proc cannot show them, e.g. pid 0: a peer outside
+    /// rigd's pid namespace).
+    fn groups_of(&self, c: PeerCred) -> Vec<u32> {
         let status = self
             .taker
             .places
             .proc_root
             .join(format!("{}/status", c.pid));
-        std::fs::read_to_string(status).is_ok_and(|text| {
+        let mut groups = vec![c.gid];
+        if let Some(line) = std::fs::read_to_string(status).ok().and_then(|text| {
             text.lines()
                 .find(|l| l.starts_with("Groups:"))
-                .is_some_and(|line| {
-                    line.split_whitespace()
-                        .skip(1)
-                        .filter_map(|g| g.parse::<u32>().ok())
-                        .any(|g| g == gid)
-                })
-        })
+                .map(str::to_owned)
+        }) {
+            groups.extend(
+                line.split_whitespace()
+                    .skip(1)
+                    .filter_map(|g| g.parse::<u32>().ok()),
+            );
+        }
+        groups
+    }
+
+    /// Whether the peer process is in group `gid` (primary or supplementary).
+    fn in_group(&self, c: PeerCred, gid: u32) -> bool {
+        self.groups_of(c).contains(&gid)
     }
 
     /// Runs `f` on the slot of `bdf` under its lock; `Busy` if another operation holds
@@ -337,8 +388,15 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<AttachReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        // A lease whose reclaim failed may be given back by an admin: its holder is gone.
+        if let Some(l) = lock(&self.leases).get(&bdf)
+            && l.failed.is_none()
+        {
+            return Err(lease::leased(bdf, l));
+        }
         self.with_slot(bdf, |slot| match slot.take() {
             Some(t) => {
+                lock(&self.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
                 self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -388,6 +446,7 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<ResetReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -415,6 +474,7 @@ impl Rig {
         progress: take::Progress<'_>,
     ) -> Result<(ResizeReport, HeldView), RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
             self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -436,6 +496,7 @@ impl Rig {
         count: u32,
     ) -> Result<Vec<u64>, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let values = t.read_bar(bar, offset, width, count)?;
@@ -457,6 +518,7 @@ impl Rig {
         value: u64,
     ) -> Result<(), RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             t.write_bar(bar, offset, width, value)?;
@@ -474,6 +536,7 @@ impl Rig {
     /// A malformed address, a busy device, one rig does not hold, or the config write.
     pub fn set_bus_master(&self, bdf: &str, on: bool) -> Result<bool, RigError> {
         let bdf: Bdf = bdf.parse()?;
+        self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let was_on = self.taker.set_bus_master(bdf, on)?;
@@ -484,14 +547,21 @@ impl Rig {
         })
     }
 
-    /// Ends a DMA session: first what lends its memory to a device — its lent queues
+    /// Ends a DMA session: first a device it leases whole, then what lends its memory to a device — its lent queues
     /// (deleted on the controller) and its channels (descheduled, drained, freed) —
     /// then its leases, which leave the IOMMU or its GPU address space. Returns
     /// (channels, leases) reclaimed.
     pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
+        // A device leased whole stops mastering the bus before anything it may
+        // still be writing is unmapped.
+        let sysfs_reset = self.end_device_lease(session);
         self.end_queues(session);
         let channels = self.end_channels(session);
-        (channels, self.dma.close_session(session))
+        let leases = self.dma.close_session(session);
+        if let Some(bdf) = sysfs_reset {
+            self.lease_memory_released(bdf);
+        }
+        (channels, leases)
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its
@@ -529,6 +599,7 @@ impl Rig {
                     overrode: Vec::new(),
                     resize: None,
                     no_pool: None,
+                    lease: self.lease_holder(bdf),
                 }),
             }
         }
@@ -552,6 +623,7 @@ impl Rig {
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
             no_pool: None,
+            lease: self.lease_holder(t.bdf),
         }
     }
 
@@ -614,6 +686,8 @@ pub struct HeldView {
     /// Why the device has no DMA pool, when the detach that made this view could not
     /// make one (the device is held all the same).
     pub no_pool: Option<Arc<RigError>>,
+    /// Who leases it whole, if anyone.
+    pub lease: Option<LeaseHolder>,
 }
 
 #[cfg(test)]
@@ -655,3 +729,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "rig/lease_tests.rs"]
+mod lease_tests;

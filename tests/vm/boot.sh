@@ -75,7 +75,7 @@ SYSTEMD_DIR=${RIG_VM_SYSTEMD_DIR:-$REPO_DIR/systemd}
 for u in rigd.service rigd.socket rig.sysusers.conf rigd.toml; do
   [ -f "$SYSTEMD_DIR/$u" ] && install -m 0644 "$SYSTEMD_DIR/$u" "$P/rig/systemd/"
 done
-for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client; do
+for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client; do
   if [ -x "$GUEST_BIN_DIR/$b" ]; then
     install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"
   else

@@ -10,7 +10,7 @@ cd "$REPO_DIR"
 CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --profile guest --target x86_64-unknown-linux-gnu \
   -p rigd -p rig-client -p rig-tests --bins --features rigd/crash-points
-for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client; do
+for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client; do
   [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
 done
-say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client | tr '\n' ' ')"
+say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client | tr '\n' ' ')"

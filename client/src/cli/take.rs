@@ -169,6 +169,19 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )?;
+        if let Some(l) = &d.lease {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |n| n.as_secs());
+            writeln!(
+                out,
+                "  leased whole to uid {} (pid {}, session {}) for {} s",
+                l.uid,
+                l.pid,
+                l.session,
+                now.saturating_sub(l.since_unix)
+            )?;
+        }
     }
     for r in &s.recovered {
         writeln!(out, "at start: {r}")?;

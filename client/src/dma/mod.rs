@@ -28,6 +28,7 @@
 //! and the mappings (`rig_sys::mman`). This crate has no `unsafe`.
 
 mod alloc;
+mod lease;
 mod queue;
 mod side;
 mod status;
@@ -50,6 +51,7 @@ use rig_sys::{
 };
 use tonic::{Code, transport::Channel};
 
+pub use lease::{Bar, DeviceLease, GivenBack, LeaseErrorKind, LeaseMode, Region};
 pub use queue::{LentQueue, QueueErrorKind, QueueInfo, ShadowBell, queue_bytes, queue_status};
 pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ChannelFaultInfo, ChannelInfo, ClientUse, DmaStatus, PoolStatus};
@@ -91,6 +93,8 @@ pub enum DmaErrorKind {
     NotServed,
     /// The GPU's driver refused a step; the message names it.
     Rm,
+    /// The pool's device is leased whole to another session.
+    Leased,
 }
 
 impl DmaErrorKind {
@@ -111,6 +115,7 @@ impl DmaErrorKind {
             Ok(C::UnknownChannel) => Self::UnknownChannel,
             Ok(C::NotServed) => Self::NotServed,
             Ok(C::Rm) => Self::Rm,
+            Ok(C::Leased) => Self::Leased,
             _ => Self::Internal,
         }
     }
@@ -146,6 +151,12 @@ pub enum DmaError {
     #[error("{message}")]
     QueueRefused {
         kind: QueueErrorKind,
+        message: String,
+    },
+    /// A typed refusal of a whole-device lease request; `message` is one line.
+    #[error("{message}")]
+    LeaseRefused {
+        kind: LeaseErrorKind,
         message: String,
     },
 }

@@ -34,6 +34,8 @@ pub enum QueueErrorKind {
     NotYours,
     /// The device refused or failed.
     Device,
+    /// The device is leased whole to someone; the message names the holder.
+    Leased,
 }
 
 impl QueueErrorKind {
@@ -47,6 +49,7 @@ impl QueueErrorKind {
             Ok(C::Unsupported) => Self::Unsupported,
             Ok(C::BadRequest) => Self::BadRequest,
             Ok(C::NotYours) => Self::NotYours,
+            Ok(C::Leased) => Self::Leased,
             _ => Self::Device,
         }
     }

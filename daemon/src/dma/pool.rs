@@ -401,7 +401,9 @@ impl Pool {
         let q = std::mem::take(&mut st.quarantine);
         let n = u32::try_from(q.len()).unwrap_or(u32::MAX);
         st.retire.extend(q);
-        st.deficit += n + std::mem::take(&mut st.failed);
+        // Their replacements were pinned when they were released (`release`): only
+        // failed pins are owed here, or each reset would grow the pool by `n`.
+        st.deficit += std::mem::take(&mut st.failed);
         drop(st);
         self.shared.work.notify_all();
         n

@@ -117,6 +117,7 @@ impl Rig {
                 sq + cq + shadow
             )));
         }
+        self.refuse_leased(bdf)?;
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t.hold.vfio().ok_or_else(|| {

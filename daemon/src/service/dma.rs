@@ -14,6 +14,7 @@
 //! connection a few hundred bytes, and 1,000 idle clients must fit in 15 MiB. A
 //! session not claimed within [`CLAIM_WAIT`] is dropped.
 
+mod lease;
 mod queue;
 mod side;
 
@@ -335,7 +336,7 @@ pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
     let grpc = match code {
         C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => G::InvalidArgument,
         C::Quota | C::Exhausted | C::ChannelLimit => G::ResourceExhausted,
-        C::NotContiguous | C::NotServed => G::FailedPrecondition,
+        C::NotContiguous | C::NotServed | C::Leased => G::FailedPrecondition,
         C::UnknownLease | C::UnknownChannel => G::NotFound,
         C::BadSession | C::GpuRingsRefused => G::PermissionDenied,
         C::Rm => G::Unavailable,

@@ -106,10 +106,27 @@ pub fn recovered_line(r: &Recovered) -> String {
             }
             line
         }
+        Recovered::Reclaimed {
+            bdf,
+            mode,
+            from,
+            report,
+        } => {
+            let mut line = format!(
+                "{bdf}: taken back from its lease and held ({mode} mode; was at: {from}; reset: {})",
+                report.reset.as_deref().unwrap_or("none")
+            );
+            for w in &report.warnings {
+                line.push_str(&format!("; {}", error_line(w)));
+            }
+            line
+        }
         Recovered::Failed(e) => {
             let bdf = match e {
                 RecoverError::Journal(_) => "?".to_owned(),
-                RecoverError::Gone { bdf } | RecoverError::RollBack { bdf, .. } => bdf.to_string(),
+                RecoverError::Gone { bdf }
+                | RecoverError::RollBack { bdf, .. }
+                | RecoverError::Reclaim { bdf, .. } => bdf.to_string(),
             };
             let mut line = format!("{bdf}: left as it is: {}", error_line(e));
             if let RecoverError::RollBack {
@@ -161,6 +178,26 @@ pub fn classify(e: &RigError) -> (Code, Why) {
             Why::reason("SYSFS_MODE_NOT_ALLOWED"),
         ),
         RigError::Busy { bdf } => (Code::Aborted, Why::reason("BUSY").device(Some(bdf))),
+        RigError::LeaseNotAllowed { bdf, .. } => (
+            Code::PermissionDenied,
+            Why::reason("LEASE_NOT_ALLOWED").device(Some(bdf)),
+        ),
+        RigError::Leased { bdf, .. } => (
+            Code::FailedPrecondition,
+            Why::reason("LEASED").device(Some(bdf)),
+        ),
+        RigError::LeaseInUse { bdf, .. } => (
+            Code::FailedPrecondition,
+            Why::reason("LEASE_IN_USE").device(Some(bdf)),
+        ),
+        RigError::NotLeased { bdf } => (
+            Code::FailedPrecondition,
+            Why::reason("NOT_LEASED").device(Some(bdf)),
+        ),
+        RigError::Reclaim { bdf, .. } => (
+            Code::Internal,
+            Why::reason("LEASE_RECLAIM_FAILED").device(Some(bdf)),
+        ),
         RigError::Queue(q) => classify_queue(q),
         RigError::Nvme(n) => {
             let code = match n {
@@ -226,6 +263,7 @@ fn classify_take(t: &TakeError) -> (Code, Why) {
         TakeError::NoIommuGroup { .. } => (C::FailedPrecondition, "NO_IOMMU_GROUP", None),
         TakeError::NoBar { .. } => (C::FailedPrecondition, "NO_BAR", None),
         TakeError::Locked { .. } => (C::Aborted, "LOCKED", None),
+        TakeError::LeaseKept { .. } => (C::FailedPrecondition, "LEASE_KEPT", Some("reclaim")),
         TakeError::Resize(r) => {
             let (code, reason) = match r {
                 ResizeError::Unsupported { .. } => (C::InvalidArgument, "BAR_SIZE_UNSUPPORTED"),
@@ -275,6 +313,7 @@ fn take_device(t: &TakeError) -> Option<String> {
         | TakeError::Journal { bdf, .. }
         | TakeError::NoBar { bdf, .. }
         | TakeError::Mmio { bdf, .. }
+        | TakeError::LeaseKept { bdf, .. }
         | TakeError::Read { bdf, .. } => bdf,
         TakeError::Resize(r) => match r {
             ResizeError::NotResizable { bdf }
@@ -394,14 +433,14 @@ mod tests {
     #[test]
     fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         let mut seen = std::collections::BTreeSet::new();
-        for n in 0..=16 {
+        for n in 0..=17 {
             let code = DmaErrorCode::try_from(n).expect("a code");
             let (_, reason) = crate::service::dma::of_code(code);
             assert!(is_upper_snake(reason), "{code:?}: {reason}");
             assert!(seen.insert(reason), "{reason} twice");
         }
         assert!(
-            DmaErrorCode::try_from(17).is_err(),
+            DmaErrorCode::try_from(18).is_err(),
             "a new code: add it above"
         );
     }

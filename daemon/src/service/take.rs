@@ -229,6 +229,12 @@ pub fn held(v: &HeldView) -> pb::HeldDevice {
         bars: v.bars.iter().map(convert::bar).collect(),
         group_members: v.group_members.iter().map(ToString::to_string).collect(),
         overrode: v.overrode.clone(),
+        lease: v.lease.map(|l| pb::HeldLease {
+            uid: l.uid,
+            pid: l.pid,
+            since_unix: l.since,
+            session: l.session.0,
+        }),
     }
 }
 

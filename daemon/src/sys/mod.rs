@@ -10,6 +10,7 @@
 //! and the `fakes` feature.
 
 pub mod caps;
+pub mod kcmp;
 pub mod memfd;
 pub mod mmio;
 pub mod nvrm;

@@ -69,6 +69,11 @@ pub enum TakeError {
         #[source]
         source: journal::JournalError,
     },
+    #[error(
+        "{bdf} is still open in process {} after its lease ended: rigd keeps it out of use; end {}, then give it back (rigctl attach)",
+        pid_list(.pids), if .pids.len() == 1 { "it" } else { "them" }
+    )]
+    LeaseKept { bdf: Bdf, pids: Vec<i32> },
     #[error("{bdf} has no memory BAR {bar} mapped by rig (mapped: {})", bar_list(.mapped))]
     NoBar { bdf: Bdf, bar: u32, mapped: Vec<u8> },
     #[error("Refused a register access to BAR{bar} of {bdf}")]
@@ -119,4 +124,11 @@ pub enum AttachWarning {
         "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
     )]
     KfdInUse { users: usize },
+}
+
+fn pid_list(pids: &[i32]) -> String {
+    pids.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -25,6 +25,7 @@
 pub mod bars;
 mod error;
 pub mod journal;
+mod lease;
 pub mod preflight;
 mod recover;
 mod reset;
@@ -41,7 +42,10 @@ use std::{
 use nix::fcntl::{Flock, FlockArg};
 
 pub use error::{AttachWarning, TakeError};
-pub use journal::{AttachStep, DetachStep, Journal, Mode, Phase, Record, ResizeStep, SavedConfig};
+pub use journal::{
+    AttachStep, DetachStep, Journal, Mode, Phase, ReclaimStep, Record, ResizeStep, SavedConfig,
+};
+pub use lease::{ReclaimReport, ReclaimWarning};
 pub use recover::{RecoverError, Recovered, recover};
 pub use reset::{ResetError, ResetMethod, ResetReport};
 pub use resize::{BarSize, ResizeError, ResizeReport};
@@ -737,6 +741,8 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

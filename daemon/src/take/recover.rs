@@ -4,11 +4,15 @@
 //! not back with its driver (seed: a GPU without an IOMMU keeps writing after its
 //! process dies). Then each device is re-adopted when it is cleanly held (same mode,
 //! flock re-taken, VFIO reopened through `taker.vfio` and its BARs mapped again), or
-//! rolled back to its original driver.
+//! rolled back to its original driver. A device the journal shows leased whole, or in
+//! the middle of being taken back from a lease, is reclaimed again from the start
+//! (every step is safe to repeat) and held; its holder's lease ended with rigd.
 
 use std::time::SystemTime;
 
-use super::{AttachReport, AttachStep, Mode, Phase, Record, TakeError, Taken, Taker, journal};
+use super::{
+    AttachReport, AttachStep, Mode, Phase, ReclaimReport, Record, TakeError, Taken, Taker, journal,
+};
 use crate::pci::Bdf;
 
 /// What happened to one journaled device.
@@ -25,6 +29,14 @@ pub enum Recovered {
         /// Why a device journaled as held could not be held again (`None`: it was
         /// not held, so rollback was the plan).
         readopt: Option<TakeError>,
+    },
+    /// Was leased whole (or being taken back from a lease): reclaimed, held again.
+    Reclaimed {
+        bdf: Bdf,
+        mode: Mode,
+        /// The phase the record was in.
+        from: Phase,
+        report: ReclaimReport,
     },
     /// Could not be handled; the record stays for the next start.
     Failed(RecoverError),
@@ -43,6 +55,15 @@ pub enum RecoverError {
         from: Phase,
         /// Why it could not be held again, when it was journaled as held.
         readopt: Option<Box<TakeError>>,
+        #[source]
+        source: TakeError,
+    },
+    #[error(
+        "Failed to take {bdf} back from its lease after the restart (it was at: {from}); its record is kept"
+    )]
+    Reclaim {
+        bdf: Bdf,
+        from: Phase,
         #[source]
         source: TakeError,
     },
@@ -69,6 +90,27 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
         let bdf = r.bdf;
         if !taker.sysfs.root().exists(bdf) {
             outcomes.push(Recovered::Failed(RecoverError::Gone { bdf }));
+            continue;
+        }
+        if matches!(r.phase, Phase::Leased | Phase::Reclaiming(_)) {
+            match reclaim(taker, bdf, &r) {
+                Ok((t, report)) => {
+                    outcomes.push(Recovered::Reclaimed {
+                        bdf,
+                        mode: r.mode,
+                        from: r.phase,
+                        report,
+                    });
+                    held.push(t);
+                }
+                // Not rolled back: a holder that outlived rigd keeps vfio-pci's remove
+                // waiting forever, and the group busy; the next start tries again.
+                Err(source) => outcomes.push(Recovered::Failed(RecoverError::Reclaim {
+                    bdf,
+                    from: r.phase,
+                    source,
+                })),
+            }
             continue;
         }
         let readopt = if r.phase == Phase::Held {
@@ -129,6 +171,15 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
         }
     }
     Ok(t)
+}
+
+/// Opens a device left leased (or mid-reclaim) as a held one, reclaims it from the
+/// first step, and journals it held.
+fn reclaim(taker: &Taker, bdf: Bdf, r: &Record) -> Result<(Taken, ReclaimReport), TakeError> {
+    let mut t = readopt(taker, bdf, r)?;
+    let report = taker.reclaim(&mut t, None, &mut |_| {})?;
+    taker.settle(&t)?;
+    Ok((t, report))
 }
 
 fn rollback(taker: &Taker, r: &Record, readopt: Option<TakeError>) -> Recovered {

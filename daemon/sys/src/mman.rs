@@ -485,24 +485,35 @@ impl DeviceMapping {
     /// The errno of mmap(2): `EINVAL` for a file without an mmap context or of
     /// another size.
     pub fn map(dev: BorrowedFd<'_>, len: NonZeroUsize) -> io::Result<Self> {
+        Self::map_at(dev, 0, len)
+    }
+
+    /// Maps `len` bytes of `dev` from `offset` (page-aligned), read-write and shared:
+    /// a BAR through a VFIO device fd (at its region's offset) or a `resourceN` file.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an offset past `off_t`; the errno of mmap(2) (`EINVAL` for
+    /// a misaligned offset or a range outside the region).
+    pub fn map_at(dev: BorrowedFd<'_>, offset: u64, len: NonZeroUsize) -> io::Result<Self> {
+        let offset = libc::off_t::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
         // SAFETY: a fresh mapping where the kernel picks (no MAP_FIXED), so nothing is
-        // replaced; `dev` is open for the call; the driver maps its context or
-        // refuses; the result is checked and owned by the returned value.
-        let ptr = unsafe { mmap(None, len, RW, MapFlags::MAP_SHARED, dev, 0) }?;
+        // replaced; `dev` is open for the call; the driver maps the range or refuses;
+        // the result is checked and owned by the returned value.
+        let ptr = unsafe { mmap(None, len, RW, MapFlags::MAP_SHARED, dev, offset) }?;
         Ok(Self { ptr, len })
     }
 
-    /// The address of the `T` at `offset`, if it lies inside and is aligned for `T`.
-    fn word<T>(&self, offset: usize) -> io::Result<*mut T> {
-        let size = size_of::<T>();
-        if !offset.is_multiple_of(size)
-            || offset.checked_add(size).is_none_or(|e| e > self.len.get())
+    /// The address of the aligned word of `width` bytes at `offset`, checked to lie
+    /// inside the mapping.
+    fn word(&self, offset: usize, width: usize) -> io::Result<*mut u8> {
+        if !offset.is_multiple_of(width)
+            || offset.checked_add(width).is_none_or(|e| e > self.len.get())
         {
             return Err(io::ErrorKind::InvalidInput.into());
         }
-        // SAFETY: `offset + size` lies inside the mapping (checked above), so the
-        // result stays inside the same mapped object.
-        Ok(unsafe { self.ptr.as_ptr().cast::<u8>().add(offset).cast::<T>() })
+        // SAFETY: `offset + width` is inside the mapping (checked just above), so the
+        // pointer stays within the one object mmap returned.
+        Ok(unsafe { self.ptr.as_ptr().cast::<u8>().add(offset) })
     }
 
     /// Writes `value` to the aligned u32 at `offset` in one volatile store.
@@ -510,36 +521,43 @@ impl DeviceMapping {
     /// # Errors
     /// `InvalidInput` for an offset outside the mapping or not 4-byte aligned.
     pub fn write_u32(&self, offset: usize, value: u32) -> io::Result<()> {
-        let at = self.word::<u32>(offset)?;
-        // SAFETY: `at` is inside the mapping, which lives as long as `self`, and
-        // 4-byte aligned (a page plus an aligned offset); a volatile store is what
-        // MMIO needs.
-        unsafe { at.write_volatile(value) };
+        let p = self.word(offset, 4)?;
+        // SAFETY: the 4 bytes at `p` lie inside the mapping (checked by `word`), which
+        // lives as long as `self`; the address is 4-byte aligned (a page plus an
+        // aligned offset); a volatile store is what MMIO needs.
+        unsafe { p.cast::<u32>().write_volatile(value) };
         Ok(())
     }
 
-    /// Writes `value` to the aligned u64 at `offset` in one volatile store (a ring
-    /// entry in GPU memory through BAR1).
+    /// Reads the aligned u32 at `offset` in one volatile load.
+    ///
+    /// # Errors
+    /// As [`DeviceMapping::write_u32`].
+    pub fn read_u32(&self, offset: usize) -> io::Result<u32> {
+        let p = self.word(offset, 4)?;
+        // SAFETY: as for `write_u32`: inside, aligned, alive; a volatile load.
+        Ok(unsafe { p.cast::<u32>().read_volatile() })
+    }
+
+    /// Writes `value` to the aligned u64 at `offset` in one volatile store.
     ///
     /// # Errors
     /// `InvalidInput` for an offset outside the mapping or not 8-byte aligned.
     pub fn write_u64(&self, offset: usize, value: u64) -> io::Result<()> {
-        let at = self.word::<u64>(offset)?;
-        // SAFETY: as in `write_u32`, for 8 aligned bytes.
-        unsafe { at.write_volatile(value) };
+        let p = self.word(offset, 8)?;
+        // SAFETY: as for `write_u32`, with 8 bytes 8-byte aligned.
+        unsafe { p.cast::<u64>().write_volatile(value) };
         Ok(())
     }
 
-    /// Reads the aligned u32 at `offset` in one volatile load. Through a BAR it returns
-    /// only after the stores posted before it have landed (PCIe ordering), which is
-    /// how a writer of GPU memory makes its stores visible before a doorbell.
+    /// Reads the aligned u64 at `offset` in one volatile load.
     ///
     /// # Errors
-    /// `InvalidInput` for an offset outside the mapping or not 4-byte aligned.
-    pub fn read_u32(&self, offset: usize) -> io::Result<u32> {
-        let at = self.word::<u32>(offset)?;
-        // SAFETY: as in `write_u32`; a volatile load.
-        Ok(unsafe { at.read_volatile() })
+    /// As [`DeviceMapping::write_u64`].
+    pub fn read_u64(&self, offset: usize) -> io::Result<u64> {
+        let p = self.word(offset, 8)?;
+        // SAFETY: as for `write_u64`: inside, aligned, alive; a volatile load.
+        Ok(unsafe { p.cast::<u64>().read_volatile() })
     }
 
     /// The mapping's length.

@@ -105,6 +105,7 @@ fn code(e: &RigError) -> pb::QueueErrorCode {
             QueueError::Device { .. } => C::Device,
         },
         RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
+        RigError::Leased { .. } => C::Leased,
         RigError::Nvme(NvmeError::Unsupported { .. }) => C::Unsupported,
         RigError::Nvme(_) => C::Device,
         RigError::Dma(DmaError::UnknownLease { .. } | DmaError::BadSession { .. })

@@ -271,17 +271,28 @@ async fn handle(
         Err(m) => return protocol(m),
     };
     match body {
-        Some(Request::Lease(l)) => match lease(rig, id, iommu, l.bytes).await {
-            Ok(g) => {
-                let leased = pb::DmaLeased {
-                    lease: g.lease.0,
-                    bytes: g.bytes,
-                    device_address: g.addr.map(dma::DeviceAddr::raw),
-                    blocks: u32::try_from(g.fds.len()).unwrap_or(u32::MAX),
-                };
-                (reply(Reply::Leased(leased)), g.fds)
-            }
-            Err(e) => (refused(&e), Vec::new()),
+        Some(Request::Lease(l)) => match leased_whole(rig, id) {
+            Err(reply) => (reply, Vec::new()),
+            Ok(()) => match lease(rig, id, iommu, l.bytes).await {
+                Ok(g) => {
+                    let leased = pb::DmaLeased {
+                        lease: g.lease.0,
+                        bytes: g.bytes,
+                        device_address: g.addr.map(dma::DeviceAddr::raw),
+                        blocks: u32::try_from(g.fds.len()).unwrap_or(u32::MAX),
+                    };
+                    // Checked again after: a whole-device lease taken meanwhile saw this
+                    // session's memory, or this sees it (`Rig::lease_device`).
+                    match leased_whole(rig, id) {
+                        Ok(()) => (reply(Reply::Leased(leased)), g.fds),
+                        Err(refusal) => {
+                            let _ = rig.dma().release(id, g.lease);
+                            (refusal, Vec::new())
+                        }
+                    }
+                }
+                Err(e) => (refused(&e), Vec::new()),
+            },
         },
         Some(Request::Release(r)) => {
             match off_workers(rig, iommu, move |rig| {
@@ -300,9 +311,19 @@ async fn handle(
         Some(Request::ChannelClose(c)) => super::super::channels::close(rig, id, c).await,
         Some(Request::OpenQueue(q)) => super::queue::open(rig, id, peer, q).await,
         Some(Request::CloseQueue(q)) => super::queue::close(rig, id, q).await,
+        Some(Request::LeaseDevice(d)) => super::lease::lease(rig, id, peer, d).await,
+        Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, d).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }
+}
+
+/// Refuses memory to a session whose pool's device is leased whole to another.
+fn leased_whole(rig: &Rig, id: SessionId) -> Result<(), pb::DmaSideReply> {
+    rig.check_memory_lease(id).map_err(|e| match &e {
+        crate::rig::RigError::Dma(d) => refused(d),
+        _ => failure(pb::DmaErrorCode::Leased, error_line(&e)),
+    })
 }
 
 /// Runs a lease or release on a blocking thread when the session's pool maps through

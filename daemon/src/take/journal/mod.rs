@@ -27,8 +27,8 @@ use std::{
 mod record;
 
 pub use record::{
-    AttachStep, CONFIG_HEADER_LEN, DetachStep, HexError, Mode, Phase, RawPhase, RawRecord, Record,
-    RecordError, ResizeStep, SavedConfig, hex, parse_hex,
+    AttachStep, CONFIG_HEADER_LEN, DetachStep, HexError, Mode, Phase, RawPhase, RawRecord,
+    ReclaimStep, Record, RecordError, ResizeStep, SavedConfig, hex, parse_hex,
 };
 
 use crate::pci::Bdf;

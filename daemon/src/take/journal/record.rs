@@ -73,6 +73,21 @@ pub enum AttachStep {
     Recover,
 }
 
+/// A step of taking back a device that was leased whole, written before it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimStep {
+    /// Clearing bus mastering (first: nothing the holder programmed may reach memory).
+    Stop,
+    /// Tearing down the interrupts the holder set up.
+    Irqs,
+    /// Resetting the function, config saved and restored.
+    Reset,
+    /// Closing rigd's VFIO device fd and opening it again (vfio-pci's own teardown).
+    Reopen,
+    /// Keeping or clearing the device's DMA pool.
+    Pool,
+}
+
 /// Where a device is in its life with rig: the step about to be done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -81,6 +96,10 @@ pub enum Phase {
     Resizing(ResizeStep),
     Resetting(ResetMethod),
     Attaching(AttachStep),
+    /// Held, and lent whole to a client (its VFIO device fd or resourceN files).
+    Leased,
+    /// Being taken back from a whole-device lease.
+    Reclaiming(ReclaimStep),
 }
 
 /// The config space as it was before rig touched the device: at least the 64-byte
@@ -230,6 +249,33 @@ impl FromStr for AttachStep {
     }
 }
 
+impl fmt::Display for ReclaimStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Stop => "stop",
+            Self::Irqs => "irqs",
+            Self::Reset => "reset",
+            Self::Reopen => "reopen",
+            Self::Pool => "pool",
+        })
+    }
+}
+
+impl FromStr for ReclaimStep {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Ok(match s {
+            "stop" => Self::Stop,
+            "irqs" => Self::Irqs,
+            "reset" => Self::Reset,
+            "reopen" => Self::Reopen,
+            "pool" => Self::Pool,
+            _ => return Err(()),
+        })
+    }
+}
+
 /// A reset method's name in the journal: "auto", "flr", "pm", "bus".
 fn reset_name(m: ResetMethod) -> &'static str {
     match m {
@@ -249,6 +295,8 @@ impl Phase {
             Self::Resizing(s) => ("resizing", Some(s.to_string())),
             Self::Resetting(m) => ("resetting", Some(reset_name(*m).to_owned())),
             Self::Attaching(s) => ("attaching", Some(s.to_string())),
+            Self::Leased => ("leased", None),
+            Self::Reclaiming(s) => ("reclaiming", Some(s.to_string())),
         }
     }
 
@@ -260,10 +308,12 @@ impl Phase {
         let step_of = || step.ok_or_else(bad_step);
         Ok(match phase {
             "held" if step.is_none() => Self::Held,
-            "held" => return Err(bad_step()),
+            "leased" if step.is_none() => Self::Leased,
+            "held" | "leased" => return Err(bad_step()),
             "detaching" => Self::Detaching(step_of()?.parse().map_err(|()| bad_step())?),
             "resizing" => Self::Resizing(step_of()?.parse().map_err(|()| bad_step())?),
             "attaching" => Self::Attaching(step_of()?.parse().map_err(|()| bad_step())?),
+            "reclaiming" => Self::Reclaiming(step_of()?.parse().map_err(|()| bad_step())?),
             "resetting" => Self::Resetting(match step_of()? {
                 "auto" => ResetMethod::Auto,
                 "flr" => ResetMethod::Flr,
@@ -473,6 +523,12 @@ mod tests {
             Phase::Attaching(AttachStep::Unbind(b)),
             Phase::Attaching(AttachStep::Probe(b)),
             Phase::Attaching(AttachStep::Recover),
+            Phase::Leased,
+            Phase::Reclaiming(ReclaimStep::Stop),
+            Phase::Reclaiming(ReclaimStep::Irqs),
+            Phase::Reclaiming(ReclaimStep::Reset),
+            Phase::Reclaiming(ReclaimStep::Reopen),
+            Phase::Reclaiming(ReclaimStep::Pool),
         ];
         for p in phases {
             let (name, step) = p.parts();
@@ -548,6 +604,9 @@ mod tests {
             ("resetting", Some("warm")),
             ("attaching", Some("probe 0000:00:3.g")),
             ("attaching", Some("unbind")),
+            ("leased", Some("x")),
+            ("reclaiming", None),
+            ("reclaiming", Some("flush")),
         ] {
             let mut r = raw();
             r.phase = RawPhase {

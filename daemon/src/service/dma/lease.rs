@@ -1,0 +1,101 @@
+//! Whole-device lease requests on the DMA side socket: `DeviceLease` of a claimed
+//! session, answered `DeviceLeased` with the device's descriptors attached (the VFIO
+//! device fd, or one `resourceN` file per BAR), `DeviceGiveBack` answered
+//! `DeviceGivenBack`, or `DeviceLeaseRefused` with a code and one line. The work
+//! (journal writes, config writes, a reset) runs on a blocking thread.
+
+use std::{os::fd::OwnedFd, sync::Arc};
+
+use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+use rig_sys::scm::PeerCred;
+
+use super::side::reply;
+use crate::{
+    dma::{DmaError, SessionId},
+    rig::{Rig, RigError},
+    service::status::error_line,
+    take::{Mode, TakeError},
+};
+
+pub(super) async fn lease(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    peer: PeerCred,
+    d: pb::DeviceLease,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let rig = Arc::clone(rig);
+    let done = tokio::task::spawn_blocking(move || rig.lease_device(id, peer, &d.device))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match done {
+        Ok(lent) => {
+            let leased = pb::DeviceLeased {
+                device: lent.bdf.to_string(),
+                mode: match lent.mode {
+                    Mode::Vfio => pb::DeviceLeaseMode::Vfio,
+                    Mode::Sysfs => pb::DeviceLeaseMode::Sysfs,
+                }
+                .into(),
+                regions: lent
+                    .regions
+                    .iter()
+                    .map(|r| pb::DeviceRegion {
+                        index: r.index,
+                        size: r.size,
+                        offset: r.offset,
+                        flags: r.flags,
+                        fd: r.fd,
+                    })
+                    .collect(),
+                fds: u32::try_from(lent.fds.len()).unwrap_or(u32::MAX),
+            };
+            (reply(Reply::DeviceLeased(leased)), lent.fds)
+        }
+        Err(e) => (refused(&e), Vec::new()),
+    }
+}
+
+pub(super) async fn give_back(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    d: pb::DeviceGiveBack,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let rig = Arc::clone(rig);
+    let device = d.device.clone();
+    let done = tokio::task::spawn_blocking(move || rig.give_back_device(id, &d.device))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match done {
+        Ok(report) => (
+            reply(Reply::DeviceGivenBack(pb::DeviceGivenBack {
+                device,
+                reset: report.reset.unwrap_or_default(),
+                warnings: report.warnings.iter().map(|w| error_line(w)).collect(),
+            })),
+            Vec::new(),
+        ),
+        Err(e) => (refused(&e), Vec::new()),
+    }
+}
+
+fn refused(e: &RigError) -> pb::DmaSideReply {
+    reply(Reply::DeviceLeaseRefused(pb::DeviceLeaseRefused {
+        code: code(e).into(),
+        message: error_line(e),
+    }))
+}
+
+fn code(e: &RigError) -> pb::DeviceLeaseErrorCode {
+    use pb::DeviceLeaseErrorCode as C;
+    match e {
+        RigError::LeaseNotAllowed { .. } => C::NotAllowed,
+        RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
+        RigError::Leased { .. } => C::Leased,
+        RigError::LeaseInUse { .. } => C::InUse,
+        RigError::NotLeased { .. } => C::NotLeased,
+        RigError::BadAddress(_)
+        | RigError::BadRequest(_)
+        | RigError::Dma(DmaError::BadSession { .. } | DmaError::NoPool { .. }) => C::BadRequest,
+        _ => C::Device,
+    }
+}

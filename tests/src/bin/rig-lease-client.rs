@@ -1,0 +1,237 @@
+//! rig-lease-client SOCKET DEVICE COMMAND: an unprivileged client that leases a held
+//! edu (QEMU hw/misc/edu.c) whole and drives its DMA engine itself, through the BAR
+//! and config region of the VFIO device fd rigd lent it, for the disposable machine's
+//! scenarios.
+//! - `dma`: leases the device, turns bus mastering on through the fd, writes a
+//!   pattern into a buffer of its session, has edu copy it in (RAM → edu) and back out
+//!   4 KiB further on (edu → RAM), compares, enables MSI on an eventfd of its own
+//!   (VFIO_DEVICE_SET_IRQS on the lent fd) and waits for edu's completion interrupt,
+//!   gives the device back;
+//! - `hang`: leases, enables MSI, then keeps edu's DMA engine busy writing into its
+//!   buffer, one transfer after another, and prints `dma running pid N` during the
+//!   second: waits to be killed with a transfer in flight;
+//! - `keep`: leases, keeps a copy of the device fd, and gives the device back: prints
+//!   rigd's refusal (the copy keeps the device), then exits;
+//! - `try`: asks for the lease and prints the refusal (or `leased`), then exits.
+//!
+//! Prints `ok WHAT`, `FAIL WHAT: why` and `refused KIND: message` lines; exits 0 when
+//! nothing failed.
+
+use std::{fs::File, process::ExitCode, time::Instant};
+
+use rig_client::dma::{Bar, DeviceLease, DmaError, LeaseMode, Session};
+use rigd::vfio::EventFd;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// edu's registers (QEMU docs/specs/edu.rst): identification, DMA source,
+/// destination, count, command; its internal buffer's device address.
+const EDU_ID: usize = 0x00;
+const EDU_DMA_SRC: usize = 0x80;
+const EDU_DMA_DST: usize = 0x88;
+const EDU_DMA_COUNT: usize = 0x90;
+const EDU_DMA_CMD: usize = 0x98;
+const EDU_BUFFER: u64 = 0x40000;
+/// Command bits: start (clears when done), direction edu → RAM.
+const EDU_DMA_RUN: u64 = 1;
+const EDU_DMA_TO_RAM: u64 = 2;
+/// Command bit: raise edu's interrupt (0x100) when done; status 0x24, acknowledge 0x64.
+const EDU_DMA_IRQ: u64 = 4;
+const EDU_IRQ_STATUS: usize = 0x24;
+const EDU_IRQ_ACK: usize = 0x64;
+/// VFIO_PCI_MSI_IRQ_INDEX (include/uapi/linux/vfio.h).
+const VFIO_PCI_MSI_IRQ_INDEX: u32 = 1;
+/// EFD_NONBLOCK (include/uapi/linux/eventfd.h: O_NONBLOCK on x86_64).
+const EFD_NONBLOCK: i32 = 0o4000;
+/// QEMU 7.2's edu aborts on a full 4096-byte transfer (qemu-tier.md §3).
+const LEN: usize = 2048;
+
+fn start(bar: &Bar<'_>, src: u64, dst: u64, to_ram: bool) -> Res<()> {
+    start_with(bar, src, dst, if to_ram { EDU_DMA_TO_RAM } else { 0 })
+}
+
+fn start_with(bar: &Bar<'_>, src: u64, dst: u64, flags: u64) -> Res<()> {
+    bar.write_u64(EDU_DMA_SRC, src)?;
+    bar.write_u64(EDU_DMA_DST, dst)?;
+    bar.write_u64(EDU_DMA_COUNT, LEN as u64)?;
+    bar.write_u64(EDU_DMA_CMD, EDU_DMA_RUN | flags)?;
+    Ok(())
+}
+
+/// Enables edu's MSI on an eventfd of this process, through a copy of the lent fd
+/// (dropped before any give-back: a copy kept would keep the device).
+fn enable_msi(lease: &DeviceLease) -> Res<EventFd> {
+    let r = lease.region(0).ok_or("no BAR0 region")?;
+    let fd = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
+    let efd = EventFd::new(EFD_NONBLOCK)?;
+    rigd::sys::vfio::set_irq_eventfds(&File::from(fd), VFIO_PCI_MSI_IRQ_INDEX, 0, &[&efd])?;
+    Ok(efd)
+}
+
+/// Waits up to 5 s for `efd` to be signalled.
+fn wait_irq(efd: &EventFd) -> Res<u64> {
+    let t = Instant::now();
+    loop {
+        match efd.read() {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if t.elapsed().as_secs() >= 5 {
+                    return Err("no interrupt within 5 s".into());
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Waits up to 5 s for the transfer to end (edu runs it off a 100 ms timer).
+fn finish(bar: &Bar<'_>) -> Res<()> {
+    let t = Instant::now();
+    while bar.read_u64(EDU_DMA_CMD)? & EDU_DMA_RUN != 0 {
+        if t.elapsed().as_secs() >= 5 {
+            return Err("edu's DMA did not finish within 5 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
+    let lease = s.lease_device(device).await?;
+    println!(
+        "ok leased {device} whole ({:?} mode, {} regions)",
+        lease.mode(),
+        lease.regions().len()
+    );
+    let vfio = lease.mode() == LeaseMode::Vfio;
+    let bar = lease.map_bar(0)?;
+    let id = bar.read_u32(EDU_ID)?;
+    if id & 0xff != 0xed {
+        return Err(format!("BAR0 identification {id:#x} is not edu's").into());
+    }
+    println!("ok edu answers through the lent BAR0 map ({id:#x})");
+    if vfio {
+        lease.set_bus_master(true)?;
+        println!("ok bus mastering on through the lent config region");
+    } else {
+        println!("ok bus mastering on: rigd turns it on for a sysfs-mode lease");
+    }
+    let buf = s.alloc(2 << 20, 4096).await?;
+    let addr = buf.device_address().ok_or("no device address")?;
+    let pattern: Vec<u8> = (0..LEN)
+        .map(|i| (i.to_le_bytes()[0]).wrapping_mul(7).wrapping_add(seed))
+        .collect();
+    buf.write(0, &pattern)?;
+    start(&bar, addr, EDU_BUFFER, false)?;
+    finish(&bar)?;
+    start(&bar, EDU_BUFFER, addr + 0x1000, true)?;
+    finish(&bar)?;
+    let mut back = vec![0u8; LEN];
+    buf.read(0x1000, &mut back)?;
+    if back != pattern {
+        return Err("the bytes edu copied back differ".into());
+    }
+    println!(
+        "ok edu copied {LEN} bytes RAM -> edu -> RAM by device address {addr:#x}, driven by this client"
+    );
+    if vfio {
+        let efd = enable_msi(&lease)?;
+        start_with(&bar, addr, EDU_BUFFER, EDU_DMA_IRQ)?;
+        let n = wait_irq(&efd)?;
+        finish(&bar)?;
+        bar.write_u32(EDU_IRQ_ACK, bar.read_u32(EDU_IRQ_STATUS)?)?;
+        println!(
+            "ok edu's completion MSI reached this client's eventfd ({n}), set up through the lent fd"
+        );
+    }
+    drop(bar);
+    let back = s.give_back_device(lease).await?;
+    println!(
+        "ok gave {device} back (reset: {})",
+        back.reset.as_deref().unwrap_or("none")
+    );
+    drop(buf);
+    Ok(())
+}
+
+async fn hang(s: &Session, device: &str) -> Res<()> {
+    let lease = s.lease_device(device).await?;
+    let bar = lease.map_bar(0)?;
+    let _irq = if lease.mode() == LeaseMode::Vfio {
+        lease.set_bus_master(true)?;
+        Some(enable_msi(&lease)?)
+    } else {
+        None
+    };
+    let buf = s.alloc(2 << 20, 4096).await?;
+    let addr = buf.device_address().ok_or("no device address")?;
+    for n in 0u64.. {
+        start(&bar, EDU_BUFFER, addr + 0x1000 * (n % 16), true)?;
+        if n == 1 {
+            // Printed with the second transfer in flight (edu takes 100 ms each).
+            println!(
+                "dma running pid {}: edu writes into {addr:#x} until this process dies",
+                std::process::id()
+            );
+        }
+        finish(&bar)?;
+    }
+    Ok(())
+}
+
+async fn keep(s: &Session, device: &str) -> Res<()> {
+    let lease = s.lease_device(device).await?;
+    let r = lease.region(0).ok_or("no BAR0 region")?;
+    let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
+    println!("ok kept a copy of the lent fd, pid {}", std::process::id());
+    match s.give_back_device(lease).await {
+        Ok(_) => println!("given back"),
+        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(e) => return Err(e.into()),
+    }
+    drop(copy);
+    Ok(())
+}
+
+async fn attempt(s: &Session, device: &str) -> Res<()> {
+    match s.lease_device(device).await {
+        Ok(_) => println!("leased"),
+        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, socket, device, command, rest @ ..] = args.as_slice() else {
+        eprintln!("usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | try");
+        return ExitCode::from(2);
+    };
+    let s = match Session::open(socket, device).await {
+        Ok(s) => s,
+        Err(e) => {
+            println!("FAIL open a DMA session on {device}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let r = match command.as_str() {
+        "dma" => {
+            let seed = rest.first().and_then(|s| s.parse().ok()).unwrap_or(3);
+            dma(&s, device, seed).await
+        }
+        "hang" => hang(&s, device).await,
+        "keep" => keep(&s, device).await,
+        "try" => attempt(&s, device).await,
+        other => Err(format!("unknown command {other}").into()),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("FAIL {command}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
