@@ -102,7 +102,10 @@ pub struct Root {
 
 impl Root {
     /// Opens `<dev>/nvidiactl` and allocates a root client (NV01_ROOT_NON_PRIV, handle
-    /// picked by the RM).
+    /// picked by the RM). The escape layer turns that class into NV01_ROOT_CLIENT for
+    /// any user-space caller (`escape.c`), so what keeps rigd's channels at USER
+    /// privilege is that it makes every RM call without CAP_SYS_ADMIN (`sys::caps`),
+    /// checked when a GPU is opened (`Gpu::open`).
     ///
     /// # Errors
     /// [`NvrmError::Open`], [`NvrmError::AllocRoot`].

@@ -116,6 +116,12 @@ pub enum AttachWarning {
     /// A device its driver can still take is better off with it than with no one.
     #[error(transparent)]
     Reset(reset::ResetError),
+    #[error("Failed to disable {bdf} (its `enable` file) after its sysfs-mode hold")]
+    Disable {
+        bdf: Bdf,
+        #[source]
+        source: io::Error,
+    },
     #[error("KFD refused processes after the rebind; amdgpu was reloaded")]
     KfdReloaded,
     #[error("KFD refuses processes after the rebind and reloading amdgpu failed")]

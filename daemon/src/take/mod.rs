@@ -653,6 +653,19 @@ impl Taker {
         // open device fd, so unbinding while rig holds one never returns (seen in the
         // disposable machine). Closing also makes vfio-pci restore and reset the device.
         t.hold.release();
+        // Sysfs mode enabled the function (`enable` ← 1 counts the kernel's enable
+        // count up); count it down again, or every take and give-back cycle leaves it
+        // one higher and a device that started disabled ends enabled. Only while no
+        // driver holds it (a detach that failed before the unbind leaves the driver's
+        // count alone); EIO says it was not enabled (a crash before rigd's write).
+        if t.mode() == Mode::Sysfs && self.driver(bdf).is_none() {
+            progress("disable the function");
+            match self.sysfs.enable(bdf, false) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => {}
+                Err(source) => report.warnings.push(AttachWarning::Disable { bdf, source }),
+            }
+        }
         let mut members: Vec<(Bdf, Option<String>)> = t.group_members.clone();
         members.push((bdf, t.original_driver.clone()));
         for (m, original) in members {

@@ -77,11 +77,14 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
         .map(|e| Recovered::Failed(e.into()))
         .collect();
     let mut held = Vec::new();
-    // Pass 1: stop every device from mastering the bus, before anything slow.
+    // Pass 1: stop every device from mastering the bus, before anything slow: the
+    // memory its DMA was aimed at died with the rigd that set it up (seed: "bus
+    // mastering outlives the process"). Every device but one already back on its
+    // original driver, which owns it again — a driverless device held in sysfs mode
+    // (no driver before, none now) included.
     for r in &records {
-        if taker.sysfs.root().exists(r.bdf)
-            && taker.sysfs.root().link_name(r.bdf, "driver") != r.original_driver
-        {
+        let now = taker.sysfs.root().link_name(r.bdf, "driver");
+        if taker.sysfs.root().exists(r.bdf) && (now.is_none() || now != r.original_driver) {
             let _ = taker.stop_bus_master(r.bdf);
         }
     }

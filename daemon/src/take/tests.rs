@@ -644,3 +644,98 @@ fn config_bytes_round_trip_through_hex() {
     assert_eq!(parse_hex(&text), Ok(all));
     assert_eq!(hex(&[]), "");
 }
+
+const EDU: &str = "0000:01:00.0";
+
+/// A function no kernel driver claims (QEMU's edu), as sysfs mode holds it.
+fn edu() -> FakeDevice {
+    FakeDevice::new(EDU, 0x1234, 0x11e8, 0x00ff00)
+        .with_bar64(0, 0xfea0_0000, 1 << 20, false)
+        .with_bytes(0x04, &[0x02, 0x00]) // Mem
+        .in_group(7)
+}
+
+fn enable_count(w: &World, b: &str) -> u32 {
+    w.kernel
+        .enable_count
+        .lock()
+        .expect("counts")
+        .get(&bdf(b))
+        .copied()
+        .unwrap_or(0)
+}
+
+#[test]
+fn take_and_give_back_cycles_of_a_driverless_device_leave_its_enable_count_alone() {
+    let w = world(&[edu()]);
+    for cycle in 0..3 {
+        let t = w
+            .taker
+            .detach(bdf(EDU), &sysfs_opts(), &mut |_| {})
+            .expect("detach");
+        assert_eq!(
+            enable_count(&w, EDU),
+            1,
+            "cycle {cycle}: enabled while held"
+        );
+        w.taker.attach(t, &mut |_| {}).expect("attach");
+        assert_eq!(
+            enable_count(&w, EDU),
+            0,
+            "cycle {cycle}: given back as disabled as it came"
+        );
+    }
+    let c = calls(&w);
+    let enables: Vec<bool> = c
+        .iter()
+        .filter_map(|x| match x {
+            SysfsCall::Enable { on, .. } => Some(*on),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(enables, [true, false, true, false, true, false]);
+    // A device someone else enabled before rigd took it stays enabled once for them.
+    w.kernel
+        .enable_count
+        .lock()
+        .expect("counts")
+        .insert(bdf(EDU), 1);
+    let t = w
+        .taker
+        .detach(bdf(EDU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+    assert_eq!(enable_count(&w, EDU), 1);
+}
+
+#[test]
+fn after_a_crash_a_driverless_device_held_in_sysfs_mode_has_bus_mastering_stopped() {
+    let w = world(&[edu()]);
+    let t = w
+        .taker
+        .detach(bdf(EDU), &sysfs_opts(), &mut |_| {})
+        .expect("detach");
+    // A client drove DMA into the pool; then rigd died, and the pool's memory with it.
+    w.kernel.write_config_raw(bdf(EDU), 4, &[0x06, 0x00]);
+    drop(t);
+    let (held, outcomes) = recover(&w.taker);
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [Recovered::Readopted {
+                bdf: b,
+                mode: Mode::Sysfs
+            }] if *b == bdf(EDU)
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        command(&w, EDU) & PCI_COMMAND_MASTER,
+        0,
+        "no driver before, none now: still rigd's, and its DMA target is gone"
+    );
+    let t = held.into_iter().next().expect("held again");
+    w.taker.attach(t, &mut |_| {}).expect("attach");
+    assert_eq!(driver(&w, EDU), None);
+    assert_eq!(enable_count(&w, EDU), 0);
+}

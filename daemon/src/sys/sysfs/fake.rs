@@ -103,6 +103,8 @@ pub struct FakeKernel {
     pub calls: Arc<Mutex<Vec<SysfsCall>>>,
     /// Functions with an open VFIO device fd (kept by `vfio::FakeVfio`).
     pub vfio_open: Arc<Mutex<HashSet<Bdf>>>,
+    /// The kernel's enable count per function, as `enable` writes move it.
+    pub enable_count: Arc<Mutex<std::collections::HashMap<Bdf, u32>>>,
 }
 
 impl FakeKernel {
@@ -126,6 +128,7 @@ impl FakeKernel {
             script: Arc::new(Mutex::new(script)),
             calls: Arc::new(Mutex::new(Vec::new())),
             vfio_open: Arc::new(Mutex::new(HashSet::new())),
+            enable_count: Arc::new(Mutex::new(std::collections::HashMap::new())),
         }
     }
 
@@ -313,7 +316,24 @@ impl PciSysfs for FakeKernel {
 
     fn enable(&self, bdf: Bdf, on: bool) -> io::Result<()> {
         self.log(SysfsCall::Enable { bdf, on });
-        fs::write(self.dir(bdf).join("enable"), if on { "1\n" } else { "0\n" })
+        // As `enable_store` (drivers/pci/pci-sysfs.c): 1 is pci_enable_device, which
+        // counts up; 0 is pci_disable_device if enabled, else EIO.
+        let mut counts = self
+            .enable_count
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = counts.entry(bdf).or_insert(0);
+        if on {
+            *n += 1;
+        } else if *n == 0 {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        } else {
+            *n -= 1;
+        }
+        fs::write(
+            self.dir(bdf).join("enable"),
+            if *n > 0 { "1\n" } else { "0\n" },
+        )
     }
 
     fn write_config(&self, bdf: Bdf, offset: u64, bytes: &[u8]) -> io::Result<()> {

@@ -259,21 +259,53 @@ impl Journal {
                     continue;
                 }
             };
-            match parse_latest(&bytes) {
-                None => errors.push(JournalError::Damaged { path }),
-                Some((_, _, [])) => {}
-                Some((_, _, text)) => match serde_json::from_slice::<RawRecord>(text) {
-                    Ok(raw) => match Record::try_from(raw) {
-                        Ok(r) => records.push(r),
-                        Err(source) => errors.push(JournalError::Invalid { path, source }),
-                    },
-                    Err(source) => errors.push(JournalError::Malformed { path, source }),
-                },
+            match decode(&path, &bytes) {
+                Ok(Some(r)) => records.push(r),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
             }
         }
         records.sort_by_key(|r| r.bdf);
         (records, errors)
     }
+}
+
+/// The latest intact record of one journal file's bytes: `None` for a device given
+/// back (an empty record). `path` only names the file in errors. Whatever the bytes,
+/// this returns (the fuzz target `journal_file` holds it to that).
+///
+/// # Errors
+/// [`JournalError::Damaged`] (no intact slot), [`JournalError::Malformed`] (not a
+/// record's JSON), [`JournalError::Invalid`] (a field that does not parse).
+pub fn decode(path: &Path, file: &[u8]) -> Result<Option<Record>, JournalError> {
+    let path = || path.to_path_buf();
+    match parse_latest(file) {
+        None => Err(JournalError::Damaged { path: path() }),
+        Some((_, _, [])) => Ok(None),
+        Some((_, _, text)) => {
+            let raw = serde_json::from_slice::<RawRecord>(text).map_err(|source| {
+                JournalError::Malformed {
+                    path: path(),
+                    source,
+                }
+            })?;
+            Record::try_from(raw)
+                .map(Some)
+                .map_err(|source| JournalError::Invalid {
+                    path: path(),
+                    source,
+                })
+        }
+    }
+}
+
+/// A journal file of one record, as [`Journal::write`] lays it out (both slots, the
+/// record in the first): what tests and the fuzz targets feed [`decode`].
+pub fn encode(text: &[u8]) -> Vec<u8> {
+    let len = (HEADER + text.len()).next_multiple_of(BLOCK);
+    let mut file = vec![0; 2 * len];
+    file[..HEADER + text.len()].copy_from_slice(&encode_slot(1, text));
+    file
 }
 
 #[cfg(test)]
