@@ -525,15 +525,17 @@ fn reset_by_an_unoffered_method_is_refused_and_a_device_without_methods_says_so(
         .expect("attach without a reset still rebinds");
 }
 
-#[test]
-fn after_a_crash_a_held_device_is_readopted_with_bus_mastering_stopped() {
-    let w = world(&[gpu()]);
+/// Holds `dev` in sysfs mode, turns its bus mastering on (a client's DMA), drops the
+/// hold as a killed rigd would, and recovers: the device must be re-adopted with bus
+/// mastering off, within a second. Returns it, held again.
+fn crash_with_dma_on(w: &World, dev: &str) -> Taken {
     let t = w
         .taker
-        .detach(bdf(GPU), &sysfs_opts(), &mut |_| {})
+        .detach(bdf(dev), &sysfs_opts(), &mut |_| {})
         .expect("detach");
-    // The client enabled DMA; then rigd died (its flock goes with it).
-    w.kernel.write_config_raw(bdf(GPU), 4, &[0x06, 0x00]);
+    // The client enabled DMA; then rigd died (its flock goes with it), and the pool's
+    // memory its DMA was aimed at with it.
+    w.kernel.write_config_raw(bdf(dev), 4, &[0x06, 0x00]);
     drop(t);
     let start = Instant::now();
     let (held, outcomes) = recover(&w.taker);
@@ -544,12 +546,22 @@ fn after_a_crash_a_held_device_is_readopted_with_bus_mastering_stopped() {
             [Recovered::Readopted {
                 bdf: b,
                 mode: Mode::Sysfs
-            }] if *b == bdf(GPU)
+            }] if *b == bdf(dev)
         ),
         "{outcomes:?}"
     );
-    assert_eq!(command(&w, GPU) & PCI_COMMAND_MASTER, 0);
-    let t = held.into_iter().next().expect("held again");
+    assert_eq!(
+        command(w, dev) & PCI_COMMAND_MASTER,
+        0,
+        "{dev}: bus mastering stopped"
+    );
+    held.into_iter().next().expect("held again")
+}
+
+#[test]
+fn after_a_crash_a_held_device_is_readopted_with_bus_mastering_stopped() {
+    let w = world(&[gpu()]);
+    let t = crash_with_dma_on(&w, GPU);
     w.taker.attach(t, &mut |_| {}).expect("attach");
     assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
 }
@@ -710,31 +722,9 @@ fn take_and_give_back_cycles_of_a_driverless_device_leave_its_enable_count_alone
 
 #[test]
 fn after_a_crash_a_driverless_device_held_in_sysfs_mode_has_bus_mastering_stopped() {
+    // No driver before, none now: still rigd's, and its DMA target is gone.
     let w = world(&[edu()]);
-    let t = w
-        .taker
-        .detach(bdf(EDU), &sysfs_opts(), &mut |_| {})
-        .expect("detach");
-    // A client drove DMA into the pool; then rigd died, and the pool's memory with it.
-    w.kernel.write_config_raw(bdf(EDU), 4, &[0x06, 0x00]);
-    drop(t);
-    let (held, outcomes) = recover(&w.taker);
-    assert!(
-        matches!(
-            outcomes.as_slice(),
-            [Recovered::Readopted {
-                bdf: b,
-                mode: Mode::Sysfs
-            }] if *b == bdf(EDU)
-        ),
-        "{outcomes:?}"
-    );
-    assert_eq!(
-        command(&w, EDU) & PCI_COMMAND_MASTER,
-        0,
-        "no driver before, none now: still rigd's, and its DMA target is gone"
-    );
-    let t = held.into_iter().next().expect("held again");
+    let t = crash_with_dma_on(&w, EDU);
     w.taker.attach(t, &mut |_| {}).expect("attach");
     assert_eq!(driver(&w, EDU), None);
     assert_eq!(enable_count(&w, EDU), 0);
