@@ -61,12 +61,20 @@ if [ ! -x "$EDU_BIN" ]; then
   gcc -O2 -Wall -static -o "$EDU_BIN.tmp" "$EDU_SRC" && mv "$EDU_BIN.tmp" "$EDU_BIN" || exit 5
 fi
 
+# nvme-virt, the SR-IOV admin commands the guest has no nvme-cli for, built the same way.
+VIRT_SRC=$VM_DIR/guest/nvme-virt.c
+VIRT_BIN=$RIG_VM_CACHE/guest-bin/nvme-virt-$(recipe_hash "$VIRT_SRC")
+if [ ! -x "$VIRT_BIN" ]; then
+  gcc -O2 -Wall -static -o "$VIRT_BIN.tmp" "$VIRT_SRC" && mv "$VIRT_BIN.tmp" "$VIRT_BIN" || exit 5
+fi
+
 # The payload: a second cpio after the base; its files win over the base's.
 P=$OUT/payload
 mkdir -p "$P/rig/bin" "$P/rig/scenarios" "$P/rig/systemd"
 install -m 0755 "$VM_DIR/guest/init" "$P/init"
 install -m 0755 "$VM_DIR/guest/rig-vm-run" "$P/rig/bin/rig-vm-run"
 install -m 0755 "$EDU_BIN" "$P/rig/bin/edu-vfio"
+install -m 0755 "$VIRT_BIN" "$P/rig/bin/nvme-virt"
 install -m 0644 "$VM_DIR/guest/lib.sh" "$P/rig/lib.sh"
 install -m 0644 "$VM_DIR"/guest/scenarios/*.sh "$P/rig/scenarios/"
 install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
@@ -98,6 +106,21 @@ fi
 
 NONCE=$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 truncate -s 64M "$OUT/nvme.img" "$OUT/out.img"
+# A scenario whose header says "devices=sriov" gets an SR-IOV NVMe controller too, behind
+# its own root port (bus 2, so each VF can be its own IOMMU group): 2 VFs, each with up
+# to 4 queues (its admin queue and 3 I/O pairs) and 2 interrupts from the flexible pool
+# (queues.md "SR-IOV"; QEMU's nvme_check_constraints). Other boots keep today's machine.
+SRIOV=()
+for s in "${SCENARIOS[@]}"; do
+  if grep -q '^# rig-vm:.*devices=sriov' "$VM_DIR/guest/scenarios/$s.sh"; then
+    truncate -s 64M "$OUT/sriov.img"
+    SRIOV=(-device pcie-root-port,id=rp2,chassis=2,slot=2,addr=09.0
+           -device nvme-subsys,id=nvsub,nqn=rig-sriov
+           -device nvme,id=nvsr,serial=rig-sriov,subsys=nvsub,bus=rp2,max_ioqpairs=10,msix_qsize=6,sriov_max_vfs=2,sriov_vq_flexible=8,sriov_vi_flexible=4
+           -drive file="$OUT/sriov.img",if=none,id=nvsr0,format=raw -device nvme-ns,drive=nvsr0,bus=nvsr,nsid=1)
+    break
+  fi
+done
 truncate -s 1M "$OUT/ivshmem.bin"
 # no_timer_check: the IO-APIC timer probe times a delay loop; under TCG on a loaded
 # host it can miss and panic ("timer doesn't work through Interrupt-remapped IO-APIC",
@@ -124,6 +147,7 @@ QEMU_ARGS=(
   -device ivshmem-plain,memdev=shm,addr=07.0
   -device pcie-root-port,id=rp1,chassis=1,slot=1,addr=08.0 -device "$EDU",bus=rp1
   -drive file="$OUT/out.img",if=none,id=out,format=raw -device virtio-blk-pci,drive=out,serial=rig-out,addr=10.0
+  "${SRIOV[@]}"
 )
 if [ "$FLAVOUR" = full ]; then
   # snapshot=on: the guest's writes go to a temporary overlay, never into the cached image.
@@ -173,7 +197,7 @@ qemu=$QEMU_VERSION
 kernel=$KVER
 nonce=$NONCE
 V
-rm -f "$OUT/nvme.img" "$OUT/out.img" "$OUT/initrd.gz" "$OUT/payload.cpio.gz"
+rm -f "$OUT/nvme.img" "$OUT/out.img" "$OUT/sriov.img" "$OUT/initrd.gz" "$OUT/payload.cpio.gz"
 if [ "$RC" != 0 ]; then
   {
     echo "---- last lines of $OUT/serial.log"

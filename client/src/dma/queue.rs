@@ -36,6 +36,9 @@ pub enum QueueErrorKind {
     Device,
     /// The device is leased whole to someone; the message names the holder.
     Leased,
+    /// A function that serves one client at a time (an SR-IOV virtual function)
+    /// serves another; the message names it. Try another function.
+    Busy,
 }
 
 impl QueueErrorKind {
@@ -50,6 +53,7 @@ impl QueueErrorKind {
             Ok(C::BadRequest) => Self::BadRequest,
             Ok(C::NotYours) => Self::NotYours,
             Ok(C::Leased) => Self::Leased,
+            Ok(C::Busy) => Self::Busy,
             _ => Self::Device,
         }
     }
@@ -91,6 +95,8 @@ pub struct LentQueue<T> {
     pub qid: u16,
     pub entries: u32,
     pub nsid: u32,
+    /// The namespace's geometry, as rigd identified it.
+    pub namespace: Namespace,
     pub nvme: NvmeQueue<Arc<Buffer>, ShadowBell, T>,
     /// The eventfd the queue's MSI-X vector signals, when rigd lent one.
     irq: Option<OwnedFd>,
@@ -134,18 +140,13 @@ pub fn queue_bytes(entries: u32) -> u64 {
 
 impl Session {
     /// Asks rigd for an NVMe queue pair of `depth` commands on this session's device,
-    /// with its rings in a buffer of this session. `lba_shift` is the namespace's
-    /// block size as log2 (9 for QEMU's default 512 bytes: rig does not read Identify
-    /// Namespace yet).
+    /// with its rings in a buffer of this session. Its commands name the namespace
+    /// rigd identified (its block size and size in [`LentQueue::namespace`]).
     ///
     /// # Errors
     /// [`DmaError::QueueRefused`] with its kind (depth 0 or over the limit, too many
     /// queues, a device not held or not NVMe…); the buffer's allocation errors.
-    pub async fn open_queue<T>(
-        &self,
-        depth: u32,
-        lba_shift: u32,
-    ) -> Result<LentQueue<T>, DmaError> {
+    pub async fn open_queue<T>(&self, depth: u32) -> Result<LentQueue<T>, DmaError> {
         let entries = depth.saturating_add(1).max(2);
         let buf = Arc::new(self.alloc(queue_bytes(entries), 4096).await?);
         let (lease, offset) = buf.lease();
@@ -193,14 +194,21 @@ impl Session {
         };
         let queue = Queue::new(Arc::clone(&buf), bell, layout(q.entries, sq, cq))
             .map_err(|_| DmaError::Protocol("rigd's ring layout"))?;
+        if !(9..=16).contains(&q.lba_shift) || q.blocks == 0 {
+            return Err(DmaError::Protocol(
+                "rigd's namespace geometry (block size 512 B to 64 KiB, at least one block)",
+            ));
+        }
         let ns = Namespace {
             nsid: q.nsid,
-            lba_shift,
+            lba_shift: q.lba_shift,
+            blocks: q.blocks,
         };
         Ok(LentQueue {
             qid,
             entries: q.entries,
             nsid: q.nsid,
+            namespace: ns,
             nvme: NvmeQueue::new(queue, ns, None),
             irq,
         })

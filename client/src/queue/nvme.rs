@@ -157,12 +157,14 @@ pub struct PrpLists {
     pub device: u64,
 }
 
-/// A namespace's geometry.
+/// A namespace's geometry (rigd reads it with Identify Namespace).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Namespace {
     pub nsid: u32,
     /// log2 of the logical block size (9 for 512 bytes).
     pub lba_shift: u32,
+    /// Its size in logical blocks: commands past it are refused before submission.
+    pub blocks: u64,
 }
 
 /// Typed NVMe I/O on one lent queue pair. `T` is what the caller tags commands with.
@@ -254,6 +256,17 @@ impl<M: RingMem, D: Doorbell, T> NvmeQueue<M, D, T> {
         tag: T,
     ) -> Result<u16, QueueError> {
         let want = u64::from(blocks) << self.ns.lba_shift;
+        let end = lba.checked_add(u64::from(blocks));
+        if end.is_none_or(|e| e > self.ns.blocks) {
+            return Err(QueueError::Transfer {
+                addr,
+                len,
+                why: format!(
+                    "blocks {lba} to {lba}+{blocks} run past the namespace's {} blocks",
+                    self.ns.blocks
+                ),
+            });
+        }
         if blocks == 0 || blocks > 0x1_0000 || want != len {
             return Err(QueueError::Transfer {
                 addr,

@@ -90,6 +90,8 @@ const LISTS_AT: u64 = 0x2_0000;
 const DATA_AT: u64 = 0x10_0000;
 const MEM: usize = 0x40_0000;
 const LBA_SHIFT: u32 = 9;
+/// The namespace's size: 64 MiB of 512-byte blocks.
+const BLOCKS: u64 = 131_072;
 
 struct Nvm {
     mem: VecMem,
@@ -164,6 +166,7 @@ fn nvme(entries: u32) -> (Q, Device, Rc<Nvm>) {
         Namespace {
             nsid: 1,
             lba_shift: LBA_SHIFT,
+            blocks: BLOCKS,
         },
         Some(PrpLists {
             at: LISTS_AT,
@@ -297,6 +300,28 @@ fn a_length_that_is_not_the_block_count_is_refused_and_takes_no_id() {
     ));
     q.read(0, 1, DEV + DATA_AT, 512, 0)
         .expect("the one id is still free");
+}
+
+#[test]
+fn a_command_past_the_namespaces_last_block_is_refused_and_takes_no_id() {
+    let (mut q, _dev, _nvm) = nvme(2);
+    for (lba, blocks) in [(BLOCKS - 7, 8), (BLOCKS, 1), (u64::MAX, 1)] {
+        let e = q
+            .write(
+                lba,
+                blocks,
+                DEV + DATA_AT,
+                u64::from(blocks) << LBA_SHIFT,
+                0,
+            )
+            .expect_err("past the end");
+        assert!(
+            matches!(&e, QueueError::Transfer { why, .. } if why.contains("past the namespace's 131072 blocks")),
+            "{e}"
+        );
+    }
+    q.write(BLOCKS - 8, 8, DEV + DATA_AT, 4096, 0)
+        .expect("the last 8 blocks, with the one id still free");
 }
 
 #[test]

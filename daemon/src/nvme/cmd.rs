@@ -19,6 +19,8 @@ pub const NVME_ADMIN_IDENTIFY: u8 = 0x06;
 pub const NVME_ADMIN_SET_FEATURES: u8 = 0x09;
 pub const NVME_ADMIN_DBBUF_CONFIG: u8 = 0x7c;
 
+/// Identify CNS 00h: the Identify Namespace data structure of the command's NSID.
+pub const NVME_ID_CNS_NS: u32 = 0x00;
 /// Identify CNS 01h: the Identify Controller data structure.
 pub const NVME_ID_CNS_CTRL: u32 = 0x01;
 /// Feature 07h: Number of Queues.
@@ -262,9 +264,79 @@ impl IdentifyController {
     }
 }
 
+/// The Identify Namespace fields rig uses (NVMe 1.4, "Identify Namespace Data
+/// Structure": NSZE bytes 7:0, NCAP 15:8, NLBAF byte 25 (0's based), FLBAS byte 26
+/// (bits 3:0 the format in use), LBA Format n at 128 + 4n: MS 15:0, LBADS 23:16 as
+/// log2, RP 25:24).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdentifyNamespace {
+    /// Namespace size in logical blocks; 0: the namespace is not attached.
+    pub blocks: u64,
+    /// Namespace capacity in logical blocks.
+    pub capacity: u64,
+    /// log2 of the logical block size of the format in use.
+    pub lba_shift: u32,
+    /// Metadata bytes per block of that format (rig lends only formats without).
+    pub metadata: u16,
+}
+
+impl IdentifyNamespace {
+    /// Decodes the 4096-byte structure; `None` when FLBAS names a format past NLBAF
+    /// or its block size is outside 512 B – 64 KiB (what the spec allows: LBADS ≥ 9).
+    pub fn parse(b: &[u8; IDENTIFY_BYTES]) -> Option<Self> {
+        let qw = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let format = usize::from(b[26] & 0x0f);
+        if format > usize::from(b[25]) {
+            return None;
+        }
+        let lbaf = 128 + 4 * format;
+        let lba_shift = u32::from(b[lbaf + 2]);
+        if !(9..=16).contains(&lba_shift) {
+            return None;
+        }
+        Some(Self {
+            blocks: qw(0),
+            capacity: qw(8),
+            lba_shift,
+            metadata: u16::from_le_bytes([b[lbaf], b[lbaf + 1]]),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identify_namespace_reads_size_and_the_format_in_use() {
+        let mut b = [0u8; IDENTIFY_BYTES];
+        b[0..8].copy_from_slice(&131_072u64.to_le_bytes());
+        b[8..16].copy_from_slice(&131_000u64.to_le_bytes());
+        b[25] = 1; // two formats
+        b[26] = 1; // the second in use
+        b[128 + 2] = 9;
+        b[132..134].copy_from_slice(&8u16.to_le_bytes());
+        b[132 + 2] = 12;
+        let ns = IdentifyNamespace::parse(&b).expect("a namespace");
+        assert_eq!(
+            ns,
+            IdentifyNamespace {
+                blocks: 131_072,
+                capacity: 131_000,
+                lba_shift: 12,
+                metadata: 8,
+            }
+        );
+        b[26] = 2; // past NLBAF
+        assert_eq!(IdentifyNamespace::parse(&b), None);
+        b[26] = 0;
+        b[128 + 2] = 8; // 256-byte blocks: not a valid LBADS
+        assert_eq!(IdentifyNamespace::parse(&b), None);
+    }
 
     #[test]
     fn sqe_round_trips_through_its_bytes_with_fields_at_the_spec_offsets() {

@@ -363,6 +363,20 @@ impl FakeNvme {
                     None => (cmd::NVME_SC_DATA_TRANSFER_ERROR, 0),
                 }
             }
+            // QEMU's default namespace: 512-byte blocks, one format; 64 MiB.
+            cmd::NVME_ADMIN_IDENTIFY if sqe.cdw[0] == cmd::NVME_ID_CNS_NS => {
+                if sqe.nsid != 1 {
+                    return (Status::new(0, 0x0b), 0);
+                }
+                let mut b = vec![0u8; cmd::IDENTIFY_BYTES];
+                b[0..8].copy_from_slice(&131_072u64.to_le_bytes());
+                b[8..16].copy_from_slice(&131_072u64.to_le_bytes());
+                b[128 + 2] = 9;
+                match self.bus.write(sqe.prp1, &b) {
+                    Some(()) => ok,
+                    None => (cmd::NVME_SC_DATA_TRANSFER_ERROR, 0),
+                }
+            }
             cmd::NVME_ADMIN_SET_FEATURES if sqe.cdw[0] == cmd::NVME_FEAT_NUM_QUEUES => {
                 let n = u32::from(s.script.max_qid - 1);
                 (Status::SUCCESS, n | n << 16)

@@ -43,7 +43,7 @@ use std::{
 
 use memmap2::MmapOptions;
 
-pub use cmd::{Cqe, IdentifyController, Sqe, Status};
+pub use cmd::{Cqe, IdentifyController, IdentifyNamespace, Sqe, Status};
 pub use error::NvmeError;
 use regs::{Cap, PAGE};
 
@@ -400,6 +400,35 @@ impl Controller {
         let mut b = [0u8; cmd::IDENTIFY_BYTES];
         self.mem_read(DATA_AT, &mut b, STEP)?;
         Ok(IdentifyController::parse(&b))
+    }
+
+    /// Identify Namespace (CNS 00h) of `nsid`.
+    ///
+    /// # Errors
+    /// [`NvmeError::Unsupported`] for a namespace that is not attached (size 0) or a
+    /// format rig cannot address (a block size outside 512 B – 64 KiB); the admin
+    /// queue's errors (an unknown NSID is the controller's Invalid Namespace status).
+    pub fn identify_namespace(&mut self, nsid: u32) -> Result<IdentifyNamespace, NvmeError> {
+        const STEP: &str = "identify the namespace";
+        let prp = self.mem.addr() + DATA_AT;
+        self.mem_write(DATA_AT, &[0u8; cmd::IDENTIFY_BYTES], STEP)?;
+        let mut sqe = Sqe::admin(cmd::NVME_ADMIN_IDENTIFY, prp, cmd::NVME_ID_CNS_NS, 0);
+        sqe.nsid = nsid;
+        self.command(sqe, STEP)?;
+        let mut b = [0u8; cmd::IDENTIFY_BYTES];
+        self.mem_read(DATA_AT, &mut b, STEP)?;
+        let bdf = self.bdf;
+        match IdentifyNamespace::parse(&b) {
+            Some(ns) if ns.blocks > 0 => Ok(ns),
+            Some(_) => Err(NvmeError::Unsupported {
+                bdf,
+                why: format!("namespace {nsid} is not attached (its size is 0)"),
+            }),
+            None => Err(NvmeError::Unsupported {
+                bdf,
+                why: format!("namespace {nsid}'s format in use has no block size rig can address"),
+            }),
+        }
     }
 
     /// Set Features, Number of Queues: asks for `sq` submission and `cq` completion

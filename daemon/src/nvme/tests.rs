@@ -428,3 +428,19 @@ fn a_restart_deletes_every_queue_the_controller_had() {
     assert!(r.nvme.cqs().is_empty());
     assert_eq!(r.nvme.dbbuf(), None);
 }
+
+#[test]
+fn identify_namespace_gives_the_block_size_and_an_unknown_namespace_is_the_controllers_refusal() {
+    let r = model();
+    let mut c = started(&r);
+    let ns = c.identify_namespace(1).expect("namespace 1");
+    assert_eq!((ns.blocks, ns.lba_shift, ns.metadata), (131_072, 9, 0));
+    let e = c.identify_namespace(2).expect_err("no namespace 2");
+    assert_eq!(status_of(&e), Some(Status::new(0, 0x0b)));
+    assert!(
+        e.to_string().contains("identify the namespace"),
+        "the step is named: {e}"
+    );
+    // The admin queue carries on.
+    c.identify_namespace(1).expect("namespace 1 again");
+}

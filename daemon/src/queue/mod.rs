@@ -23,7 +23,10 @@
 //! queue ids, page 0 those of the admin queue and ids 1–511 (queues.md §2). When the
 //! device offers ids past 511, client k (in arrival order) gets ids in page k only,
 //! so no page holds two clients' doorbells (or shadow slots); otherwise ids are dense
-//! and the status says the doorbells are not page-isolated.
+//! and the status says the doorbells are not page-isolated. A device made
+//! [`Queues::one_client`] (a function with fewer ids than a page per client, such as
+//! an SR-IOV virtual function) lends to one session at a time: every page is that
+//! session's, and a second session is refused with [`QueueError::Busy`].
 //!
 //! Not here: the device's commands (`nvme`), the ioctls (`vfio`), the leases (`dma`),
 //! the wire (`service`), the client's ring arithmetic (`rig_client::queue`).
@@ -60,6 +63,10 @@ pub enum QueueError {
     NoQueueId { bdf: Bdf, max_qid: u16 },
     #[error("Queue {qid} on {bdf} is not one of this session's")]
     NotYours { bdf: Bdf, qid: u16 },
+    #[error(
+        "{bdf} lends its queues to one client at a time and uid {uid} (pid {pid}) holds them; ask for a queue on another function"
+    )]
+    Busy { bdf: Bdf, uid: u32, pid: i32 },
     #[error("Failed to {step} for queue {qid} on {bdf}")]
     Device {
         bdf: Bdf,
@@ -245,6 +252,8 @@ pub struct Queues {
     lent: BTreeMap<u16, QueueStatus>,
     /// Doorbell page of each session, while it holds queues.
     pages: BTreeMap<SessionId, u16>,
+    /// Queues go to one session at a time.
+    one_client: bool,
 }
 
 impl Queues {
@@ -254,7 +263,22 @@ impl Queues {
             limits,
             lent: BTreeMap::new(),
             pages: BTreeMap::new(),
+            one_client: false,
         }
+    }
+
+    /// Queues that go to one session at a time: for a device whose doorbells (or
+    /// shadow slots) cannot be split by page between clients.
+    pub fn one_client(bdf: Bdf, limits: Limits) -> Self {
+        Self {
+            one_client: true,
+            ..Self::new(bdf, limits)
+        }
+    }
+
+    /// Whether this device lends to one session at a time.
+    pub fn is_one_client(&self) -> bool {
+        self.one_client
     }
 
     /// Every lent queue.
@@ -268,7 +292,8 @@ impl Queues {
     /// [`QueueError::DepthZero`], [`QueueError::DepthOverLimit`] (the config's or the
     /// device's), [`QueueError::TooMany`], [`QueueError::NoQueueId`], and
     /// [`QueueError::Device`] for the create or the kick (a created pair is deleted
-    /// again when its kick cannot be registered).
+    /// again when its kick cannot be registered); [`QueueError::Busy`] on a
+    /// one-client device another session holds queues on.
     pub fn open(
         &mut self,
         dev: &mut dyn QueueDevice,
@@ -279,6 +304,18 @@ impl Queues {
     ) -> Result<Lent, QueueError> {
         let bdf = self.bdf;
         self.check_depth(dev, depth)?;
+        if self.one_client
+            && let Some(other) = self
+                .lent
+                .values()
+                .find(|q| q.owner.session != owner.session)
+        {
+            return Err(QueueError::Busy {
+                bdf,
+                uid: other.owner.uid,
+                pid: other.owner.pid,
+            });
+        }
         let held = self.held_by(owner.session);
         if held >= self.limits.per_client {
             return Err(QueueError::TooMany {
@@ -288,6 +325,8 @@ impl Queues {
             });
         }
         let (qid, page_isolated) = self.pick_qid(dev, owner.session)?;
+        // One client: no other session's doorbell is on any page of the device.
+        let page_isolated = page_isolated || self.one_client;
         let entries = depth + 1;
         let device = |qid, step| {
             move |source| QueueError::Device {

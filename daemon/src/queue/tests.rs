@@ -223,6 +223,65 @@ fn two_clients_get_separate_pages_and_a_freed_page_is_reused() {
 }
 
 #[test]
+fn a_one_client_device_refuses_a_second_session_until_the_first_is_reclaimed() {
+    let (_, mut dev, kick, _log) = setup(3);
+    let mut q = Queues::one_client(
+        bdf(),
+        Limits {
+            per_client: 3,
+            max_depth: 256,
+        },
+    );
+    let a = q.open(&mut dev, &kick, owner(1), 8, RINGS).expect("a");
+    let a2 = q
+        .open(&mut dev, &kick, owner(1), 8, RINGS)
+        .expect("a's second");
+    // Dense ids, yet no other client's doorbell is on the device.
+    assert_eq!((a.qid, a2.qid), (1, 2));
+    assert!(q.status().iter().all(|s| s.page_isolated));
+    let e = q
+        .open(&mut dev, &kick, owner(2), 8, RINGS)
+        .expect_err("one client at a time");
+    assert!(
+        matches!(
+            e,
+            QueueError::Busy {
+                uid: 1000,
+                pid: 4242,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("one client at a time"), "{e}");
+    q.reclaim(&mut dev, &kick, SessionId(1));
+    let b = q
+        .open(&mut dev, &kick, owner(2), 8, RINGS)
+        .expect("b, after a");
+    assert_eq!(b.qid, 1);
+}
+
+#[test]
+fn a_one_client_device_stays_busy_while_a_dead_sessions_queue_is_stuck() {
+    let (_, mut dev, kick, _log) = setup(3);
+    let mut q = Queues::one_client(
+        bdf(),
+        Limits {
+            per_client: 2,
+            max_depth: 256,
+        },
+    );
+    q.open(&mut dev, &kick, owner(1), 8, RINGS).expect("a");
+    dev.fail_delete = true;
+    assert!(!q.reclaim(&mut dev, &kick, SessionId(1)).memory_free());
+    // The device may still write the stuck queue's rings: nobody else gets it.
+    let e = q
+        .open(&mut dev, &kick, owner(2), 8, RINGS)
+        .expect_err("stuck");
+    assert!(matches!(e, QueueError::Busy { .. }), "{e}");
+}
+
+#[test]
 fn a_queue_the_device_will_not_delete_is_stuck_and_its_memory_is_kept() {
     let (mut q, mut dev, kick, log) = setup(2047);
     q.open(&mut dev, &kick, owner(1), 8, RINGS).expect("lent");

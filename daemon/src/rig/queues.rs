@@ -7,7 +7,17 @@
 //! queue and ids 1–511) and every queue's event index live in one block rigd leases
 //! from the device's own pool. Client k's shadow page (ids 512k…) is a page of its own
 //! lease, aliased at `dbs + 4096k`, so its doorbell values stay in its memory and no
-//! other client's are in that page. Lock order: the device's slot, then `served`.
+//! other client's are in that page.
+//!
+//! A controller with fewer than 512 I/O queue ids (an SR-IOV virtual function, whose
+//! few queues its primary assigned) has no page to give each client: it lends to one
+//! session at a time (`Queues::one_client`), and that session's shadow page is aliased
+//! as page 0 in place of rigd's while it holds queues. Page 0 also has the admin
+//! queue's slot; QEMU's controller only writes it (`nvme_process_db` mirrors the
+//! admin doorbell there, and `nvme_process_sq` reads shadow tails for I/O queues only),
+//! so the client's scribbles there do not reach the admin queue. Isolation between
+//! clients comes from each function being its own IOMMU group, container and pool
+//! (docs/queues.md "Isolation"). Lock order: the device's slot, then `served`.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +41,19 @@ const EVENTIDX_AT: u64 = 1 << 20;
 const SHADOW0_AT: u64 = nvme::ADMIN_MEMORY;
 /// MSI-X vectors rigd enables: vector 0 (the admin queue, polled) and up to 64 lent.
 const MAX_VECTORS: u32 = 65;
+/// The namespace lent queues' commands name (QEMU's controller, and each of its
+/// SR-IOV functions, has namespace 1 attached).
+const NSID: u32 = 1;
+
+/// The namespace a lent queue's commands name, as Identify Namespace gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespace {
+    pub nsid: u32,
+    /// log2 of its logical block size.
+    pub lba_shift: u32,
+    /// Its size in logical blocks.
+    pub blocks: u64,
+}
 
 /// A controller rigd drives to lend its queues.
 #[derive(Debug)]
@@ -44,6 +67,9 @@ pub(super) struct Served {
     parked: Vec<EventFd>,
     /// Client shadow pages aliased into the window: page → (session, lease, offset).
     pages: BTreeMap<u16, (SessionId, LeaseId, u64)>,
+    /// rigd's own block: the admin memory, its page 0 of shadow slots, event indexes.
+    own: LeaseId,
+    namespace: Namespace,
 }
 
 /// What a client is lent, with where it lies in the client's lease.
@@ -60,6 +86,7 @@ pub struct LentQueue {
     pub kick: EventFd,
     /// The completion interrupt, when the controller had a vector free.
     pub irq: Option<EventFd>,
+    pub namespace: Namespace,
 }
 
 /// One lent queue as `rigctl queues` shows it.
@@ -151,12 +178,25 @@ impl Rig {
                     "queue {} shares its shadow page with another of this session's queues; ask with the same lease and offset layout",
                     lent.qid
                 ))),
-                None => pool
-                    .alias(lease, shadow_offset, Iova(s.window.0 + u64::from(page) * ALIAS_PAGE))
-                    .map(|()| {
-                        s.pages.insert(page, (session, lease, shadow_offset));
-                    })
-                    .map_err(RigError::from),
+                None => {
+                    let at = Iova(s.window.0 + u64::from(page) * ALIAS_PAGE);
+                    // Page 0 is rigd's until a one-client function's client takes it; no
+                    // admin command runs between the swap's two halves (the slot lock).
+                    let swapped = if page == 0 { pool.unalias(at) } else { Ok(()) };
+                    swapped
+                        .and_then(|()| pool.alias(lease, shadow_offset, at))
+                        .map(|()| {
+                            s.pages.insert(page, (session, lease, shadow_offset));
+                        })
+                        .map_err(|e| {
+                            if page == 0
+                                && let Err(back) = pool.alias(s.own, SHADOW0_AT, at)
+                            {
+                                tracing::error!(%bdf, error = &back as &dyn std::error::Error, "rigd's shadow page 0 is not mapped back");
+                            }
+                            RigError::from(e)
+                        })
+                }
             };
             if let Err(e) = mapped {
                 s.leases.remove(&lent.qid);
@@ -176,6 +216,7 @@ impl Rig {
                 shadow_slot: slot,
                 kick: lent.kick,
                 irq: lent.irq,
+                namespace: s.namespace,
             })
         })
     }
@@ -211,13 +252,20 @@ impl Rig {
                     why: "it lacks Doorbell Buffer Config, which lent kicks need".into(),
                 }));
             }
-            if ctrl.max_qid() < 512 {
+            let ns = ctrl.identify_namespace(NSID)?;
+            if ns.metadata != 0 {
                 return Err(RigError::Nvme(NvmeError::Unsupported {
                     bdf,
                     why: format!(
-                        "it has {} queue ids; a shadow page per client needs 512 or more (QEMU: max_ioqpairs)",
-                        ctrl.max_qid()
+                        "namespace {NSID}'s format carries {} metadata bytes per block; rig lends namespaces without",
+                        ns.metadata
                     ),
+                }));
+            }
+            if ctrl.max_qid() == 0 {
+                return Err(RigError::Nvme(NvmeError::Unsupported {
+                    bdf,
+                    why: "it allocated no I/O queue (Number of Queues answered 0); an SR-IOV VF needs queue resources assigned and must be online".into(),
                 }));
             }
             // MSI-X vectors for lent completion rings (QEMU's controller has 65).
@@ -226,9 +274,14 @@ impl Rig {
             let w = *window.insert(pool.reserve_window(BLOCK_SIZE)?);
             pool.alias(own_id, SHADOW0_AT, w)?;
             ctrl.config_dbbuf(w.0, own_addr + EVENTIDX_AT)?;
-            Ok((parked, w))
+            let namespace = Namespace {
+                nsid: NSID,
+                lba_shift: ns.lba_shift,
+                blocks: ns.blocks,
+            };
+            Ok((parked, w, namespace))
         })();
-        let (parked, window) = match set_up {
+        let (parked, window, namespace) = match set_up {
             Ok(done) => done,
             Err(e) => {
                 if let Err(d) = ctrl.disable() {
@@ -242,14 +295,25 @@ impl Rig {
                 return Err(e);
             }
         };
-        tracing::info!(%bdf, max_qid = ctrl.max_qid(), "NVMe controller started for lent queues");
+        // Fewer ids than a shadow page per client (ids 512k… for client k): one client
+        // at a time, which then has every page of the function.
+        let one_client = ctrl.max_qid() < 512;
+        let queues = if one_client {
+            tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues, one client at a time (fewer than 512 queue ids)");
+            Queues::one_client(bdf, self.queue_limits)
+        } else {
+            tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues");
+            Queues::new(bdf, self.queue_limits)
+        };
         Ok(Served {
             ctrl,
-            queues: Queues::new(bdf, self.queue_limits),
+            queues,
             leases: BTreeMap::new(),
             window,
             parked,
             pages: BTreeMap::new(),
+            own: own_id,
+            namespace,
         })
     }
 
@@ -341,9 +405,16 @@ impl Rig {
             .map(|(k, _)| *k)
             .collect();
         for page in pages {
-            match pool.unalias(Iova(s.window.0 + u64::from(page) * ALIAS_PAGE)) {
+            let at = Iova(s.window.0 + u64::from(page) * ALIAS_PAGE);
+            match pool.unalias(at) {
                 Ok(()) => {
                     s.pages.remove(&page);
+                    // rigd's page 0 back under the admin queue's slot.
+                    if page == 0
+                        && let Err(e) = pool.alias(s.own, SHADOW0_AT, at)
+                    {
+                        tracing::error!(bdf = %s.ctrl.bdf(), error = &e as &dyn std::error::Error, "rigd's shadow page 0 is not mapped back");
+                    }
                 }
                 Err(e) => {
                     tracing::error!(bdf = %s.ctrl.bdf(), page, error = &e as &dyn std::error::Error, "a shadow page stays aliased");

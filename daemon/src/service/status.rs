@@ -245,6 +245,7 @@ fn classify_queue(q: &QueueError) -> (Code, Why) {
         QueueError::TooMany { bdf, .. } => (Code::ResourceExhausted, "QUEUE_LIMIT", bdf, None),
         QueueError::NoQueueId { bdf, .. } => (Code::ResourceExhausted, "NO_QUEUE_ID", bdf, None),
         QueueError::NotYours { bdf, .. } => (Code::NotFound, "UNKNOWN_QUEUE", bdf, None),
+        QueueError::Busy { bdf, .. } => (Code::FailedPrecondition, "FUNCTION_BUSY", bdf, None),
         QueueError::Device { bdf, step, .. } => (Code::Internal, "QUEUE_DEVICE", bdf, Some(*step)),
     };
     (code, Why::reason(reason).device(Some(bdf)).step(step))

@@ -258,11 +258,13 @@ impl Probe {
         let (bell, forwarder, stop) = self.bell(mode)?;
         let kick_fd = bell.kick.as_ref().map(EventFd::try_clone).transpose()?;
         let q = Queue::new(self.mem.clone(), bell, layout(entries, SQ_AT, CQ_AT))?;
+        let ns = self.ctrl.identify_namespace(1)?;
         let mut q: NvmeQueue<Mem, Bell, (u64, u64)> = NvmeQueue::new(
             q,
             Namespace {
                 nsid: 1,
-                lba_shift: 9,
+                lba_shift: ns.lba_shift,
+                blocks: ns.blocks,
             },
             Some(PrpLists {
                 at: LISTS_AT,

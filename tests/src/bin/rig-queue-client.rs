@@ -27,9 +27,22 @@ fn pattern(block: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Logical blocks in one 4 KiB page of the queue's namespace (8 at 512 bytes).
+fn blocks_per_page<T>(q: &LentQueue<T>) -> u32 {
+    4096 >> q.namespace.lba_shift
+}
+
 async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
-    let mut q: LentQueue<(u64, u64)> = s.open_queue(depth, 9).await?;
-    println!("ok queue {} of {} entries lent", q.qid, q.entries);
+    let mut q: LentQueue<(u64, u64)> = s.open_queue(depth).await?;
+    println!(
+        "ok queue {} of {} entries lent, namespace {} of {} blocks of {} bytes",
+        q.qid,
+        q.entries,
+        q.nsid,
+        q.namespace.blocks,
+        1u64 << q.namespace.lba_shift
+    );
+    let per = blocks_per_page(&q);
     let slots = u64::from(depth);
     let data: Buffer = s.alloc(2 * slots * 4096, 4096).await?;
     let dev = data.device_address().ok_or("no device address")?;
@@ -42,13 +55,13 @@ async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
         while done < count {
             while i < count && !free.is_empty() {
                 let slot = free.pop().expect("a slot");
-                let lba = (base + i) * 8;
+                let lba = (base + i) * u64::from(per);
                 if writing {
                     data.write(slot * 4096, &pattern(base + i))?;
-                    q.nvme.write(lba, 8, dev + slot * 4096, 4096, (i, slot))?;
+                    q.nvme.write(lba, per, dev + slot * 4096, 4096, (i, slot))?;
                 } else {
                     q.nvme
-                        .read(lba, 8, dev + read_at + slot * 4096, 4096, (i, slot))?;
+                        .read(lba, per, dev + read_at + slot * 4096, 4096, (i, slot))?;
                 }
                 i += 1;
             }
@@ -90,11 +103,12 @@ async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
 /// Depth-1 read latency of blocks `base..base + count` (written by an earlier `run`),
 /// completions polled, then slept for on the queue's interrupt eventfd.
 async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
+    let mut q: LentQueue<u64> = s.open_queue(1).await?;
     if !q.has_interrupt() {
         return Err("the queue came without an interrupt".into());
     }
     println!("ok queue {} lent with its MSI-X interrupt", q.qid);
+    let per = blocks_per_page(&q);
     let data = s.alloc(4096, 4096).await?;
     let dev = data.device_address().ok_or("no device address")?;
     let mut got = vec![0u8; 4096];
@@ -102,7 +116,8 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
         let mut woken = 0u64;
         let t = Instant::now();
         for i in 0..count {
-            q.nvme.read((base + i) * 8, 8, dev, 4096, i)?;
+            q.nvme
+                .read((base + i) * u64::from(per), per, dev, 4096, i)?;
             q.nvme.ring()?;
             let started = Instant::now();
             let mut done = 0;
@@ -140,7 +155,7 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
 /// still works: a flood costs the flooder, not the controller or rigd.
 async fn flood(s: &Session, count: u64) -> Res<()> {
     use rig_client::queue::Doorbell;
-    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
+    let mut q: LentQueue<u64> = s.open_queue(1).await?;
     let t = Instant::now();
     for _ in 0..count {
         let tail = q.nvme.queue().sq_tail();
@@ -156,8 +171,9 @@ async fn flood(s: &Session, count: u64) -> Res<()> {
 /// Reads into a device address outside every lease of this session and prints how
 /// the command completed.
 async fn stray(s: &Session, addr: u64) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(1, 9).await?;
-    q.nvme.read(0, 8, addr, 4096, 0)?;
+    let mut q: LentQueue<u64> = s.open_queue(1).await?;
+    let per = blocks_per_page(&q);
+    q.nvme.read(0, per, addr, 4096, 0)?;
     q.nvme.ring()?;
     let t = Instant::now();
     let mut status = None;
@@ -178,13 +194,15 @@ async fn stray(s: &Session, addr: u64) -> Res<()> {
 }
 
 async fn hold(s: &Session, depth: u32) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(depth, 9).await?;
+    let mut q: LentQueue<u64> = s.open_queue(depth).await?;
+    let per = blocks_per_page(&q);
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
     let dev = data.device_address().ok_or("no device address")?;
     for i in 0..u64::from(depth) {
         data.write(i * 4096, &pattern(i))?;
         // Reads into the buffer: the device writes this process's memory.
-        q.nvme.read(i * 8, 8, dev + i * 4096, 4096, i)?;
+        q.nvme
+            .read(i * u64::from(per), per, dev + i * 4096, 4096, i)?;
     }
     q.nvme.ring()?;
     println!(
@@ -200,7 +218,7 @@ async fn hold(s: &Session, depth: u32) -> Res<()> {
 async fn bad(s: &Session) {
     // 1025: one over the default queue.max_depth.
     for depth in [0, 1025] {
-        match s.open_queue::<u64>(depth, 9).await {
+        match s.open_queue::<u64>(depth).await {
             Ok(q) => println!("FAIL depth {depth} was lent as queue {}", q.qid),
             Err(DmaError::QueueRefused { kind, message }) => {
                 println!("refused {kind:?}: {message}");

@@ -19,9 +19,6 @@ use crate::{
     take::TakeError,
 };
 
-/// The namespace lent queues' commands name (QEMU's controller has one).
-const NSID: u32 = 1;
-
 pub(super) async fn open(
     rig: &Arc<Rig>,
     id: SessionId,
@@ -48,8 +45,10 @@ pub(super) async fn open(
                 cq_offset: lent.cq_offset,
                 shadow_offset: lent.shadow_offset,
                 shadow_slot: lent.shadow_slot,
-                nsid: NSID,
+                nsid: lent.namespace.nsid,
                 interrupts: lent.irq.is_some(),
+                lba_shift: lent.namespace.lba_shift,
+                blocks: lent.namespace.blocks,
             };
             let mut fds = vec![crate::sys::vfio::eventfd_into_owned(lent.kick)];
             fds.extend(lent.irq.map(crate::sys::vfio::eventfd_into_owned));
@@ -102,6 +101,7 @@ fn code(e: &RigError) -> pb::QueueErrorCode {
             QueueError::DepthOverLimit { .. } => C::DepthOverLimit,
             QueueError::TooMany { .. } | QueueError::NoQueueId { .. } => C::TooMany,
             QueueError::NotYours { .. } => C::NotYours,
+            QueueError::Busy { .. } => C::Busy,
             QueueError::Device { .. } => C::Device,
         },
         RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
