@@ -83,3 +83,17 @@ fn a_flooded_kick_and_a_stray_dma_harm_neither_rigd_nor_the_next_client() {
     check_passed("the IOMMU blocks the stray DMA write");
     check_passed("after the stray read, a new queue still works");
 }
+
+#[test]
+fn nothing_writes_a_killed_clients_freed_pages_once_they_are_lent_again() {
+    check_passed("the canary took the killed holder's IOVAs");
+    check_passed("no write reached the killed holder's freed pages");
+}
+
+#[test]
+fn a_shadow_tail_past_the_ring_harms_only_its_own_queue() {
+    check_passed("alice-overrun: the overrun queue was given back");
+    check_passed("a client beside the overrun one exits 0");
+    check_passed("no queue was left undeleted after the overrun");
+    check_passed("after a tail past the ring, a new queue still works");
+}

@@ -9,7 +9,13 @@
 //! - `flood COUNT`: rings the kick COUNT times with nothing to fetch;
 //! - `stray ADDR`: reads into device address ADDR, outside the session's leases;
 //! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
-//!   prints the refusals.
+//!   prints the refusals;
+//! - `overrun`: stores a shadow SQ tail past its ring (the controller trusts it
+//!   unchecked) and kicks, reports what came back, and gives the queue back;
+//! - `canary DEPTH MS`: takes the memory a `hold DEPTH` client takes (its rings, then
+//!   its read buffer), fills it with a pattern, waits MS ms and checks that nothing
+//!   wrote it: after a killed holder's reclaim the pool hands the same IOVAs out again,
+//!   so a write by the holder's never-deleted queue would land here.
 //!
 //! Prints `ok WHAT`, `FAIL WHAT: why`, `refused KIND: message` and `measure NAME VALUE
 //! UNIT` lines; exits 0 when nothing failed.
@@ -206,13 +212,67 @@ async fn hold(s: &Session, depth: u32) -> Res<()> {
     }
     q.nvme.ring()?;
     println!(
-        "holding queue {} with {} commands in flight",
+        "holding queue {} with {} commands in flight, rings at {:#x}, reads into {dev:#x}",
         q.qid,
-        q.nvme.in_flight()
+        q.nvme.in_flight(),
+        q.nvme.queue().mem().device_address().unwrap_or(0),
     );
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
     }
+}
+
+/// A tail past the ring: what the controller does with it is reported; what must hold
+/// is that the queue can still be deleted and the client's session ends cleanly.
+async fn overrun(s: &Session) -> Res<()> {
+    use rig_client::queue::Doorbell;
+    let mut q: LentQueue<u64> = s.open_queue(8).await?;
+    let past = q.entries + 100;
+    q.nvme.queue_mut().doorbell().sq_tail(past)?;
+    println!(
+        "ok shadow tail {past} stored past a ring of {} entries, kicked",
+        q.entries
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    match q.nvme.reap(u32::MAX, |_| {}) {
+        Ok(n) => println!("note the controller posted {n} completions"),
+        Err(e) => println!("note reaping after the overrun: {e}"),
+    }
+    s.close_queue(q).await?;
+    println!("ok the overrun queue was given back (rigd deleted it)");
+    Ok(())
+}
+
+async fn canary(s: &Session, depth: u32, ms: u64) -> Res<()> {
+    let entries = depth.saturating_add(1).max(2);
+    let rings = s.alloc(rig_client::dma::queue_bytes(entries), 4096).await?;
+    let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
+    let fill = |b: &Buffer, tag: u8| -> Res<Vec<u8>> {
+        let len = usize::try_from(b.len())?;
+        let want: Vec<u8> = (0..len).map(|i| (i as u8) ^ tag ^ 0xa5).collect();
+        b.write(0, &want)?;
+        Ok(want)
+    };
+    let want = [fill(&rings, 1)?, fill(&data, 2)?];
+    println!(
+        "canary rings at {:#x}, data at {:#x}",
+        rings.device_address().unwrap_or(0),
+        data.device_address().unwrap_or(0)
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    for ((b, want), what) in [&rings, &data]
+        .into_iter()
+        .zip(&want)
+        .zip(["rings", "data"])
+    {
+        let mut got = vec![0u8; want.len()];
+        b.read(0, &mut got)?;
+        match got.iter().zip(want).position(|(g, w)| g != w) {
+            None => println!("ok the {what} canary is intact after {ms} ms"),
+            Some(at) => println!("FAIL the {what} canary was written at offset {at:#x}"),
+        }
+    }
+    Ok(())
 }
 
 async fn bad(s: &Session) {
@@ -233,7 +293,7 @@ async fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().collect();
     let (Some(socket), Some(device), Some(cmd)) = (a.get(1), a.get(2), a.get(3)) else {
         eprintln!(
-            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | flood COUNT | stray ADDR | bad"
+            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | flood COUNT | stray ADDR | canary DEPTH MS | overrun | bad"
         );
         return ExitCode::from(2);
     };
@@ -252,6 +312,8 @@ async fn main() -> ExitCode {
         "lat" => lat(&session, num(4), num(5)).await,
         "flood" => flood(&session, num(4)).await,
         "stray" => stray(&session, num(4)).await,
+        "canary" => canary(&session, depth, num(5)).await,
+        "overrun" => overrun(&session).await,
         "bad" => {
             bad(&session).await;
             Ok(())

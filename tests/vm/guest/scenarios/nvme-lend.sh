@@ -104,6 +104,16 @@ check "rigd reclaimed the killed client's queue" reclaimed
 check "no lent queue was left undeleted" sh -c "! grep -q 'was not deleted' $FILES/rigd.log"
 wait $S; echo "exit $?" >> "$FILES/steady.txt"; cat "$FILES/steady.txt"
 check "the other client kept running and exits 0" grep -qx 'exit 0' "$FILES/steady.txt"
+# Stray writes into freed pages: a new client takes what the holder had (the pool gives
+# the freed IOVAs out again), fills it with a pattern and checks it a second later.
+as_user alice $C canary 32 1000 > "$FILES/canary.txt" 2>&1
+echo "exit $?" >> "$FILES/canary.txt"; cat "$FILES/canary.txt"; lines "$FILES/canary.txt" alice-canary
+HRINGS=$(sed -n 's/^holding .* rings at \(0x[0-9a-f]*\), reads into \(0x[0-9a-f]*\)$/\1 \2/p' "$FILES/hold.txt")
+CRINGS=$(sed -n 's/^canary rings at \(0x[0-9a-f]*\), data at \(0x[0-9a-f]*\)$/\1 \2/p' "$FILES/canary.txt")
+echo "holder: $HRINGS canary: $CRINGS"
+check "the canary took the killed holder's IOVAs ($HRINGS)" sh -c "[ -n '$HRINGS' ] && [ '$HRINGS' = '$CRINGS' ]"
+check "no write reached the killed holder's freed pages" \
+  sh -c "grep -q '^ok the rings canary is intact' $FILES/canary.txt && grep -q '^ok the data canary is intact' $FILES/canary.txt"
 $RIG dma > "$FILES/dma-after.txt" 2>&1
 $RIG queues > "$FILES/queues-after.txt" 2>&1
 cat "$FILES/queues-after.txt"
@@ -123,6 +133,19 @@ echo "exit $?" >> "$FILES/flood.txt"; cat "$FILES/flood.txt"; lines "$FILES/floo
 as_user alice $C run 32 200 13000 > "$FILES/after-flood.txt" 2>&1
 echo "exit $?" >> "$FILES/after-flood.txt"
 check "after a client flooded its kick, a new queue still works" grep -qx 'exit 0' "$FILES/after-flood.txt"
+
+# A shadow tail past the ring, while another client runs: the controller trusts it
+# (queues.md §2); the queue must still be deleted and the other client carry on.
+as_user alice $C run 32 1000 15000 > "$FILES/beside.txt" 2>&1 &
+B=$!
+as_user alice $C overrun > "$FILES/overrun.txt" 2>&1
+echo "exit $?" >> "$FILES/overrun.txt"; cat "$FILES/overrun.txt"; lines "$FILES/overrun.txt" alice-overrun
+wait $B; echo "exit $?" >> "$FILES/beside.txt"; cat "$FILES/beside.txt"
+check "a client beside the overrun one exits 0" grep -qx 'exit 0' "$FILES/beside.txt"
+check "no queue was left undeleted after the overrun" sh -c "! grep -q 'was not deleted' $FILES/rigd.log"
+as_user alice $C run 8 200 13500 > "$FILES/after-overrun.txt" 2>&1
+echo "exit $?" >> "$FILES/after-overrun.txt"
+check "after a tail past the ring, a new queue still works" grep -qx 'exit 0' "$FILES/after-overrun.txt"
 
 rig-queue-client $RIG_SOCK 0000:00:06.0 bad > "$FILES/not-held.txt" 2>&1
 cat "$FILES/not-held.txt"
