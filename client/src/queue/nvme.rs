@@ -1,12 +1,11 @@
 //! NVMe I/O commands on a [`Queue`]: Read, Write and Flush into leased buffers, with
 //! PRP1/PRP2 and PRP lists, command ids tracked per queue, and completions decoded.
 //!
-//! Layouts: NVMe Base Specification 1.4 §4.2 (the 64-byte command: CDW0 opcode 7:0
-//! and CID 31:16, NSID, PRP1 at byte 24, PRP2 at 32, CDW10–15 at 40), §4.3 "Physical
+//! Layouts: the entries are `rig_model::nvme`'s (shared with rigd's admin commands);
+//! NVMe Base Specification 1.4 §4.3 "Physical
 //! Region Page Entry and List" (PRP1 may start anywhere dword-aligned in a page; a
 //! transfer that ends in the next page puts that page in PRP2; a longer one puts a
-//! list of the following pages' addresses in PRP2), §4.6 (the 16-byte completion:
-//! SQHD in DW2, CID 15:0, phase 16, status 31:17 in DW3), and the NVM command set's
+//! list of the following pages' addresses in PRP2), and the NVM command set's
 //! Flush (00h), Write (01h), Read (02h): SLBA in CDW10–11, NLB 0's based in CDW12
 //! 15:0.
 //!
@@ -16,6 +15,9 @@
 //! command id is the client's again only once its completion is reaped.
 
 use std::collections::VecDeque;
+
+pub use rig_model::nvme::Status;
+use rig_model::nvme::{Cqe, Sqe};
 
 use super::{Doorbell, Layout, Queue, QueueError, RingMem};
 
@@ -98,31 +100,15 @@ pub fn prp(addr: u64, len: u64) -> Result<Prp, QueueError> {
 
 /// One 64-byte NVM command.
 fn command(opcode: u8, cid: u16, nsid: u32, prp1: u64, prp2: u64, cdw: [u32; 3]) -> [u8; 64] {
-    let mut b = [0u8; 64];
-    let cdw0 = u32::from(opcode) | (u32::from(cid) << 16);
-    b[0..4].copy_from_slice(&cdw0.to_le_bytes());
-    b[4..8].copy_from_slice(&nsid.to_le_bytes());
-    b[24..32].copy_from_slice(&prp1.to_le_bytes());
-    b[32..40].copy_from_slice(&prp2.to_le_bytes());
-    for (i, dw) in cdw.iter().enumerate() {
-        b[40 + 4 * i..44 + 4 * i].copy_from_slice(&dw.to_le_bytes());
+    Sqe {
+        opcode,
+        cid,
+        nsid,
+        prp1,
+        prp2,
+        cdw: [cdw[0], cdw[1], cdw[2], 0, 0, 0],
     }
-    b
-}
-
-/// A completion's status field (DW3 31:17 without the phase).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Status {
-    /// Status Code Type: 0 generic, 1 command specific, 2 media errors.
-    pub sct: u8,
-    pub sc: u8,
-    pub dnr: bool,
-}
-
-impl Status {
-    pub fn is_success(&self) -> bool {
-        self.sct == 0 && self.sc == 0
-    }
+    .to_bytes()
 }
 
 /// A reaped completion, with the tag its command was submitted under.
@@ -138,15 +124,12 @@ pub struct Completion<T> {
 }
 
 fn parse_completion(b: &[u8]) -> (u16, Status, u32, u16) {
-    let dw = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-    let (dw2, dw3) = (dw(8), dw(12));
-    let sf = dw3 >> 17;
-    let status = Status {
-        sc: (sf & 0xff) as u8,
-        sct: ((sf >> 8) & 0x7) as u8,
-        dnr: sf & (1 << 14) != 0,
-    };
-    ((dw3 & 0xffff) as u16, status, dw(0), (dw2 & 0xffff) as u16)
+    // The generic queue hands over whole entries of the layout's CQE_BYTES.
+    let mut e = [0u8; 16];
+    let n = b.len().min(16);
+    e[..n].copy_from_slice(&b[..n]);
+    let c = Cqe::parse(&e);
+    (c.cid, c.status, c.result, c.sq_head)
 }
 
 /// Where a queue's PRP lists go: one page per command id, in memory the queue's

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod nv;
+pub mod nvme;
 
 use serde::{Deserialize, Serialize};
 
