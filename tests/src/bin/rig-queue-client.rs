@@ -249,7 +249,7 @@ async fn canary(s: &Session, depth: u32, ms: u64) -> Res<()> {
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
     let fill = |b: &Buffer, tag: u8| -> Res<Vec<u8>> {
         let len = usize::try_from(b.len())?;
-        let want: Vec<u8> = (0..len).map(|i| (i as u8) ^ tag ^ 0xa5).collect();
+        let want: Vec<u8> = (0..len).map(|i| i.to_le_bytes()[0] ^ tag ^ 0xa5).collect();
         b.write(0, &want)?;
         Ok(want)
     };
