@@ -33,6 +33,8 @@ pub struct FakeDevice {
     pub attrs: Vec<(String, String)>,
     /// N of each `resourceN_resize` file.
     pub resize_files: Vec<u8>,
+    /// An SR-IOV virtual function's PF: `physfn` links to it, and it gets `virtfnN`.
+    pub physfn: Option<(Bdf, u32)>,
 }
 
 impl FakeDevice {
@@ -59,6 +61,7 @@ impl FakeDevice {
                 ("driver_override".into(), "(null)".into()),
             ],
             resize_files: Vec::new(),
+            physfn: None,
         }
     }
 
@@ -121,6 +124,12 @@ impl FakeDevice {
     /// Bound to `driver`.
     pub fn with_driver(mut self, driver: &str) -> Self {
         self.driver = Some(driver.to_owned());
+        self
+    }
+
+    /// Virtual function `n` (from 0) of `pf`, which must be added first.
+    pub fn virtfn_of(mut self, pf: &str, n: u32) -> Self {
+        self.physfn = Some((pf.parse().expect("test BDFs are valid"), n));
         self
     }
 
@@ -219,6 +228,11 @@ impl FakeSysfs {
             fs::create_dir_all(gdir.join("devices"))?;
             symlink(&gdir, dir.join("iommu_group"))?;
             symlink(&dir, gdir.join("devices").join(d.bdf.to_string()))?;
+        }
+        if let Some((pf, n)) = d.physfn {
+            let pdir = self.device_dir(pf);
+            symlink(&pdir, dir.join("physfn"))?;
+            symlink(&dir, pdir.join(format!("virtfn{n}")))?;
         }
         symlink(
             &dir,

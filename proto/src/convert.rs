@@ -370,6 +370,7 @@ fn sysfs(s: &m::Sysfs) -> pb::Sysfs {
         boot_vga: s.boot_vga,
         missing: s.missing.clone(),
         irq: s.irq,
+        physfn: s.physfn.clone(),
     }
 }
 
@@ -397,6 +398,7 @@ fn sysfs_back(s: pb::Sysfs) -> Result<m::Sysfs> {
         boot_vga: s.boot_vga,
         irq: s.irq,
         missing: s.missing,
+        physfn: s.physfn,
     })
 }
 

@@ -65,3 +65,10 @@ fn the_vfs_go_back_and_the_pfs_disk_still_works() {
     check_passed("the VFs are gone");
     check_passed("the PF's disk still reads");
 }
+
+#[test]
+fn a_client_naming_the_pf_gets_a_free_vf_or_a_refusal_naming_the_busy_ones() {
+    check_passed("rigctl show names VF1's physical function");
+    check_passed("a client asking for an isolated queue on the PF gets the free VF2");
+    check_passed("with both VFs in use an isolated request is refused naming them");
+}

@@ -163,6 +163,9 @@ fn host(out: &mut impl Write, d: &Device) -> io::Result<()> {
             s.local_cpulist.as_deref().unwrap_or("?")
         ),
     )?;
+    if let Some(pf) = &s.physfn {
+        row(out, "SR-IOV", format!("virtual function of {pf}"))?;
+    }
     row(
         out,
         "Power",

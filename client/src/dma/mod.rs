@@ -52,7 +52,10 @@ use rig_sys::{
 use tonic::{Code, transport::Channel};
 
 pub use lease::{Bar, DeviceLease, GivenBack, LeaseErrorKind, LeaseMode, Region};
-pub use queue::{LentQueue, QueueErrorKind, QueueInfo, ShadowBell, queue_bytes, queue_status};
+pub use queue::{
+    LentQueue, QueueErrorKind, QueueInfo, ShadowBell, open_isolated_queue, queue_bytes,
+    queue_status,
+};
 pub use rig_sys::memfd::MemfdError;
 pub use status::{Addressing, ChannelFaultInfo, ChannelInfo, ClientUse, DmaStatus, PoolStatus};
 
@@ -159,6 +162,12 @@ pub enum DmaError {
         kind: LeaseErrorKind,
         message: String,
     },
+    /// No SR-IOV virtual function of `pf` that rigd holds is free for a queue.
+    #[error(
+        "No virtual function of {pf} is free for an isolated queue: {}",
+        if tried.is_empty() { "rigd holds none of its VFs in vfio mode".to_owned() } else { format!("{} serve other clients or refused", tried.join(", ")) }
+    )]
+    NoFreeFunction { pf: String, tried: Vec<String> },
 }
 
 impl DmaError {
@@ -207,6 +216,8 @@ struct Local {
 #[derive(Debug)]
 struct Inner {
     id: u64,
+    /// The function whose pool this session leases from, as the caller named it.
+    device: String,
     block: u64,
     max_lease_blocks: u32,
     addressing: Addressing,
@@ -500,6 +511,7 @@ impl Session {
         Ok(Self {
             inner: Arc::new(Inner {
                 id: o.session,
+                device: device.to_owned(),
                 block: o.block_bytes,
                 max_lease_blocks: o.max_lease_blocks,
                 addressing: Addressing::from_wire(o.addressing),
@@ -516,6 +528,11 @@ impl Session {
     /// The session's number (as `rigctl dma` shows it).
     pub fn id(&self) -> u64 {
         self.inner.id
+    }
+
+    /// The function whose pool the session leases from, as it was named at open.
+    pub fn device(&self) -> &str {
+        &self.inner.device
     }
 
     /// How the device reaches this session's memory.

@@ -6,8 +6,12 @@
 //!
 //! The queue lives as long as the session's side connection: when the process ends,
 //! rigd deletes it on the device before the memory goes.
+//!
+//! [`open_isolated_queue`] is the isolated mode: a queue on an SR-IOV virtual function
+//! of a named PF that no other client uses, so the client's commands reach only that
+//! function's IOMMU domain (docs/queues.md "The isolated mode").
 
-use std::{os::fd::OwnedFd, sync::Arc};
+use std::{os::fd::OwnedFd, path::Path, sync::Arc};
 
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
 
@@ -57,6 +61,56 @@ impl QueueErrorKind {
             _ => Self::Device,
         }
     }
+}
+
+/// A queue of `depth` on a function of its own: the first SR-IOV virtual function of
+/// `pf` that rigd holds in vfio mode and that serves no other client (rigd lends a
+/// VF's queues to one client at a time). Returns the session on that VF, which owns
+/// the queue's memory, and the queue.
+///
+/// # Errors
+/// [`DmaError::NoFreeFunction`] when rigd holds no VF of `pf` or every one refused
+/// (serving another client, or not able to lend); the listing's RPC errors.
+pub async fn open_isolated_queue<T>(
+    socket: impl AsRef<Path>,
+    pf: &str,
+    depth: u32,
+) -> Result<(Session, LentQueue<T>), DmaError> {
+    let socket = socket.as_ref();
+    let listing = crate::Client::connect(socket)
+        .await?
+        .list_devices(false)
+        .await?;
+    let vfs = listing.devices.iter().filter(|d| {
+        d.sysfs.physfn.as_deref() == Some(pf) && d.sysfs.driver.as_deref() == Some("vfio-pci")
+    });
+    let mut tried = Vec::new();
+    for vf in vfs {
+        tried.push(vf.bdf.clone());
+        let Ok(session) = Session::open(socket, &vf.bdf).await else {
+            continue;
+        };
+        match session.open_queue(depth).await {
+            Ok(q) => return Ok((session, q)),
+            // This function cannot serve now; another may.
+            Err(DmaError::QueueRefused {
+                kind:
+                    QueueErrorKind::Busy
+                    | QueueErrorKind::TooMany
+                    | QueueErrorKind::Leased
+                    | QueueErrorKind::NotHeld
+                    | QueueErrorKind::Unsupported
+                    | QueueErrorKind::Device,
+                ..
+            }) => {}
+            // The request itself is wrong (a depth no function takes): say so now.
+            Err(e) => return Err(e),
+        }
+    }
+    Err(DmaError::NoFreeFunction {
+        pf: pf.to_owned(),
+        tried,
+    })
 }
 
 /// The doorbell of a lent NVMe queue: shadow values in the client's page, then the

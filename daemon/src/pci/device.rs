@@ -49,6 +49,8 @@ struct SysfsFacts {
     boot_vga: bool,
     /// The kernel's IRQ for the function (`irq`), not the config register's.
     irq: Option<u32>,
+    /// An SR-IOV virtual function's physical function (the `physfn` link).
+    physfn: Option<String>,
     /// Attributes every function on a current kernel has, absent here.
     missing: Vec<&'static str>,
 }
@@ -221,6 +223,7 @@ fn sysfs(f: SysfsFacts) -> Sysfs {
         // IRQ 0 is "none assigned" (lspci shows no IRQ line for it).
         irq: f.irq.filter(|&i| i != 0),
         missing: f.missing.iter().map(|m| (*m).to_owned()).collect(),
+        physfn: f.physfn,
     }
 }
 
@@ -286,6 +289,7 @@ fn read_facts(root: &SysfsRoot, bdf: Bdf) -> Result<SysfsFacts, PciError> {
     let irq = root.read_attr(bdf, "irq")?.and_then(|s| s.parse().ok());
     Ok(SysfsFacts {
         driver: root.link_name(bdf, "driver"),
+        physfn: root.link_name(bdf, "physfn"),
         driver_override,
         iommu_group: root.link_name(bdf, "iommu_group"),
         iommu_group_members: root.iommu_group_members(bdf),
@@ -542,5 +546,22 @@ mod tests {
             read_bars(&root, missing),
             Err(PciError::NoDevice { .. })
         ));
+    }
+
+    #[test]
+    fn a_virtual_function_names_its_physical_function_and_a_pf_names_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = FakeSysfs::new(dir.path()).expect("fake sysfs");
+        let pf = FakeDevice::new("0000:02:00.0", 0x1b36, 0x0010, 0x010802).with_driver("nvme");
+        fake.add(&pf).expect("add the PF");
+        let vf = FakeDevice::new("0000:02:00.1", 0x1b36, 0x0010, 0x010802)
+            .virtfn_of("0000:02:00.0", 0)
+            .in_group(13);
+        fake.add(&vf).expect("add the VF");
+        let root = SysfsRoot::new(fake.root());
+        let got = inspect(&root, &PciIds::empty(), vf.bdf).expect("inspect the VF");
+        assert_eq!(got.sysfs.physfn.as_deref(), Some("0000:02:00.0"));
+        let got = inspect(&root, &PciIds::empty(), pf.bdf).expect("inspect the PF");
+        assert_eq!(got.sysfs.physfn, None);
     }
 }

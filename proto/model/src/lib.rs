@@ -389,6 +389,9 @@ pub struct Sysfs {
     /// The kernel's IRQ (sysfs `irq`), which lspci shows; not the config register's.
     pub irq: Option<u32>,
     pub missing: Vec<String>,
+    /// For an SR-IOV virtual function: its physical function's BDF (sysfs `physfn`).
+    #[serde(default)]
+    pub physfn: Option<String>,
 }
 
 /// The links up to the root port.

@@ -314,7 +314,7 @@ fn sysfs() -> impl Strategy<Value = m::Sysfs> {
             some_text(),
         ),
         (vec(any::<u8>(), 0..4), vec(text(), 0..3), any::<bool>()),
-        (option::of(any::<u32>()), vec(text(), 0..3)),
+        (option::of(any::<u32>()), vec(text(), 0..3), some_text()),
     )
         .prop_map(|(a, b, c, d, e)| m::Sysfs {
             driver: a.0,
@@ -335,6 +335,7 @@ fn sysfs() -> impl Strategy<Value = m::Sysfs> {
             boot_vga: d.2,
             irq: e.0,
             missing: e.1,
+            physfn: e.2,
         })
 }
 

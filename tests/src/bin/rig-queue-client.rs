@@ -10,6 +10,8 @@
 //! - `stray ADDR`: reads into device address ADDR, outside the session's leases;
 //! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
 //!   prints the refusals;
+//! - `isolated DEPTH COUNT BASE`: DEVICE is an SR-IOV PF: `run` on a queue of the first
+//!   free VF of it that rigd holds (`rig_client::dma::open_isolated_queue`);
 //! - `overrun`: stores a shadow SQ tail past its ring (the controller trusts it
 //!   unchecked) and kicks, reports what came back, and gives the queue back;
 //! - `canary DEPTH MS`: takes the memory a `hold DEPTH` client takes (its rings, then
@@ -39,7 +41,17 @@ fn blocks_per_page<T>(q: &LentQueue<T>) -> u32 {
 }
 
 async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
-    let mut q: LentQueue<(u64, u64)> = s.open_queue(depth).await?;
+    let q: LentQueue<(u64, u64)> = s.open_queue(depth).await?;
+    run_on(s, q, depth, count, base).await
+}
+
+async fn run_on(
+    s: &Session,
+    mut q: LentQueue<(u64, u64)>,
+    depth: u32,
+    count: u64,
+    base: u64,
+) -> Res<()> {
     println!(
         "ok queue {} of {} entries lent, namespace {} of {} blocks of {} bytes",
         q.qid,
@@ -293,11 +305,28 @@ async fn main() -> ExitCode {
     let a: Vec<String> = std::env::args().collect();
     let (Some(socket), Some(device), Some(cmd)) = (a.get(1), a.get(2), a.get(3)) else {
         eprintln!(
-            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | flood COUNT | stray ADDR | canary DEPTH MS | overrun | bad"
+            "usage: rig-queue-client SOCKET DEVICE run DEPTH COUNT BASE | hold DEPTH | lat COUNT BASE | flood COUNT | stray ADDR | canary DEPTH MS | overrun | isolated DEPTH COUNT BASE | bad"
         );
         return ExitCode::from(2);
     };
     let num = |i: usize| a.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let depth = u32::try_from(num(4)).unwrap_or(u32::MAX);
+    if cmd == "isolated" {
+        let r = match rig_client::dma::open_isolated_queue(socket, device, depth).await {
+            Ok((s, q)) => {
+                println!("ok isolated on {}", s.device());
+                run_on(&s, q, depth, num(5), num(6)).await
+            }
+            Err(e) => Err(e.into()),
+        };
+        return match r {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                println!("FAIL isolated: {}", rigd::service::status::error_line(&*e));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let session = match Session::open(socket, device).await {
         Ok(s) => s,
         Err(e) => {
@@ -305,7 +334,6 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let depth = u32::try_from(num(4)).unwrap_or(u32::MAX);
     let r = match cmd.as_str() {
         "run" => run(&session, depth, num(5), num(6)).await,
         "hold" => hold(&session, depth).await,

@@ -79,8 +79,12 @@ as_user alice $C1 run 1 10 9000 > "$FILES/second.txt" 2>&1
 echo "exit $?" >> "$FILES/second.txt"; cat "$FILES/second.txt"
 check "a second client on VF1 is refused, naming the holder (pid $HPID)" \
   sh -c "grep -qx 'exit 1' $FILES/second.txt && grep -q 'one client at a time and uid 1000 (pid $HPID) holds them' $FILES/second.txt"
-as_user alice $C2 run 8 500 4000 > "$FILES/vf2.txt" 2>&1
+$RIG show $VF1 > "$FILES/show-vf1-held.txt" 2>&1
+check "rigctl show names VF1's physical function" grep -q "virtual function of $PF" "$FILES/show-vf1-held.txt"
+# The isolated mode by name: the client names the PF and gets the VF no one uses.
+as_user alice rig-queue-client $RIG_SOCK $PF isolated 8 500 4000 > "$FILES/vf2.txt" 2>&1
 echo "exit $?" >> "$FILES/vf2.txt"; cat "$FILES/vf2.txt"
+check "a client asking for an isolated queue on the PF gets the free VF2" grep -q "^ok isolated on $VF2" "$FILES/vf2.txt"
 check "meanwhile a client's queue on VF2 writes and reads back 500 blocks" grep -qx 'exit 0' "$FILES/vf2.txt"
 $RIG queues > "$FILES/queues.txt" 2>&1; cat "$FILES/queues.txt"
 $RIG queues --json > "$FILES/queues.json" 2>&1
@@ -96,6 +100,23 @@ echo "exit $?" >> "$FILES/vf1.txt"; cat "$FILES/vf1.txt"
 check "after the reclaim a new client gets VF1's queue 1 again (the controller deleted it)" \
   grep -q '^ok queue 1 of' "$FILES/vf1.txt"
 check "and writes and reads back 500 blocks through it" grep -qx 'exit 0' "$FILES/vf1.txt"
+as_user alice $C2 hold 4 > "$FILES/hold2.txt" 2>&1 &
+H2=$!
+as_user alice $C1 hold 4 > "$FILES/hold1.txt" 2>&1 &
+H1=$!
+i=0; while ! { grep -q '^holding' "$FILES/hold1.txt" && grep -q '^holding' "$FILES/hold2.txt"; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+as_user alice rig-queue-client $RIG_SOCK $PF isolated 8 10 0 > "$FILES/none-free.txt" 2>&1
+echo "exit $?" >> "$FILES/none-free.txt"; cat "$FILES/none-free.txt"
+check "with both VFs in use an isolated request is refused naming them" \
+  grep -q "No virtual function of $PF is free for an isolated queue: $VF1, $VF2 serve other clients" "$FILES/none-free.txt"
+# $H1 and $H2 are as_user's subshells: kill the clients themselves, found by command line.
+for p in /proc/[0-9]*; do
+  tr '\0' ' ' < $p/cmdline 2> /dev/null | grep -q '^rig-queue-client .* hold 4 ' && kill -9 ${p#/proc/}
+done
+wait $H1 $H2 2> /dev/null
+# Reclaim runs when rigd sees the connections close: wait until it lists no queue.
+i=0; until $RIG queues 2>&1 | grep -q 'No lent queues' || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "both holders' queues were reclaimed" sh -c "$RIG queues 2>&1 | grep -q 'No lent queues'"
 as_user alice $C1 run 32 1000 0 > "$FILES/both-1.txt" 2>&1 &
 A=$!
 as_user alice $C2 run 32 1000 4000 > "$FILES/both-2.txt" 2>&1 &
