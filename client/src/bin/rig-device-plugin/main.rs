@@ -58,7 +58,7 @@ struct Args {
     #[arg(long, default_value = "/usr/bin/rigctl")]
     rigctl: String,
     /// How often rigd is asked for its devices, in milliseconds.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 20)]
     poll_ms: u64,
     /// The host's /dev, as the specs' host paths name it.
     #[arg(long, default_value = "/dev")]

@@ -1,7 +1,7 @@
 //! Following rigd: what it holds, each device's health as the kubelet should see it,
 //! and the CDI spec of every held device.
 //!
-//! rigd has no change stream, so its Status is polled (every `--poll-ms`, 50 ms by
+//! rigd has no change stream, so its Status is polled (every `--poll-ms`, 20 ms by
 //! default: a gRPC call on rigd's socket costs ~27 µs, docs/dma.md); a new
 //! device's decode (class, NUMA node, the bridges above it) is fetched once. Health
 //! ([`judge`]) is worked out afresh from each poll, never latched: a device that comes
@@ -175,6 +175,7 @@ impl Watcher {
         let mut backoff = FIRST_BACKOFF;
         let mut up: Option<bool> = None;
         let mut written: HashMap<String, cdi::Spec> = HashMap::new();
+        let mut busy: HashMap<String, u32> = HashMap::new();
         loop {
             let c = match client.as_mut() {
                 Some(c) => c,
@@ -229,7 +230,7 @@ impl Watcher {
                 continue;
             }
             up = Some(true);
-            let next = self.compute(true, &status.devices, &details);
+            let next = self.compute(true, &status.devices, &details, &mut busy);
             self.sync_specs(&next, &mut written);
             self.publish(next);
             tokio::select! {
@@ -248,7 +249,7 @@ impl Watcher {
             );
         }
         *up = Some(false);
-        let next = self.compute(false, &[], &HashMap::new());
+        let next = self.compute(false, &[], &HashMap::new(), &mut HashMap::new());
         self.publish(next);
     }
 
@@ -259,8 +260,13 @@ impl Watcher {
         rigd_up: bool,
         held: &[HeldDevice],
         details: &HashMap<String, Device>,
+        busy: &mut HashMap<String, u32>,
     ) -> Snapshot {
         let prev = self.snapshot();
+        busy.retain(|b, _| {
+            held.iter()
+                .any(|h| h.bdf == *b && h.state == HeldState::Busy)
+        });
         let mut devices = BTreeMap::new();
         for h in held {
             let Some(d) = details.get(&h.bdf) else {
@@ -269,7 +275,21 @@ impl Watcher {
             let Some(rule) = cdi::rule_for(&self.rules, d) else {
                 continue;
             };
-            let (healthy, reason) = judge(rigd_up, Some(h), self.is_allocated(&h.bdf));
+            let old = prev.devices.get(&h.bdf);
+            let (mut healthy, mut reason) = judge(rigd_up, Some(h), self.is_allocated(&h.bdf));
+            if h.state == HeldState::Busy {
+                // rigd's Status says busy whenever the device's lock is taken, by a reset
+                // or by another client's Status at the same instant: one busy poll keeps
+                // the previous health, two in a row (a real operation) make it Unhealthy.
+                let n = busy.entry(h.bdf.clone()).or_insert(0);
+                *n += 1;
+                if let Some(o) = old.filter(|_| *n < 2) {
+                    healthy = o.healthy;
+                    reason.clone_from(&o.reason);
+                }
+            }
+            // A busy device's mode is not shown: its spec stays what it was.
+            let spec = SpecDevice::of(h, d).or_else(|| old.and_then(|o| o.spec.clone()));
             devices.insert(
                 h.bdf.clone(),
                 DevState {
@@ -279,7 +299,7 @@ impl Watcher {
                     reason,
                     numa: d.sysfs.numa_node.filter(|n| *n >= 0).map(i64::from),
                     upstream: upstream(d),
-                    spec: SpecDevice::of(h, d),
+                    spec,
                 },
             );
         }
