@@ -7,8 +7,9 @@
 //! The spec version is [`CDI_VERSION`], 0.5.0: the newest that Debian 12's CDI library
 //! accepts (golang-github-container-orchestrated-devices-container-device-interface-dev
 //! 0.5.2: `specs-go/config.go` `CurrentVersion = "0.5.0"`, `pkg/cdi/spec.go`
-//! `validSpecVersions` 0.1.0–0.5.0), which is the library Debian's podman 4.3 is built
-//! with. So no field newer than 0.5.0 is written (no spec `annotations`, no
+//! `validSpecVersions` 0.1.0–0.5.0); Debian's podman 4.3.1 carries its own vendored
+//! copy of the same 0.5 line (docs/k8s.md says how that was checked). So no field
+//! newer than 0.5.0 is written (no spec `annotations`, no
 //! `intelRdt`, no `additionalGIDs`). Names follow that library's rules
 //! (`pkg/cdi/qualified-device.go`): vendor `[A-Za-z][A-Za-z0-9_.-]*`, class
 //! `[A-Za-z][A-Za-z0-9_-]*`, device `[A-Za-z0-9][A-Za-z0-9_.:-]*`, each ending
@@ -430,10 +431,7 @@ pub fn remove_stale(dir: &Path, keep: &[String]) -> io::Result<Vec<PathBuf>> {
     for e in entries {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with(FILE_PREFIX)
-            && name.ends_with(".json")
-            && !keep.contains(&name)
-        {
+        if name.starts_with(FILE_PREFIX) && name.ends_with(".json") && !keep.contains(&name) {
             fs::remove_file(e.path())?;
             removed.push(e.path());
         }

@@ -404,7 +404,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
     // Only the device given back was taken away; a device merely busy for an instant
     // (rigd's Status while another holds its lock) is neither that nor spec-less.
     for l in log_text.lines() {
-        if l.contains("taken away while allocated") || l.contains("removed ") {
+        if l.contains("taken away while allocated") || l.contains("plugin: removed ") {
             assert!(
                 l.contains("0000:03:00.0") || l.contains("0000-03-00.0"),
                 "{l}"
@@ -453,6 +453,61 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
         checked.status.success(),
         "Debian's CDI library refuses a spec: {}",
         String::from_utf8_lossy(&checked.stderr)
+    );
+
+    // The hooks the specs name, as an engine runs them (container state on stdin).
+    let hook = |step: &str, bdf: &str, extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rigctl"));
+        c.arg("--socket")
+            .arg(&socket)
+            .args(["cdi", "hook", step, bdf])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().expect("rigctl cdi hook");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(br#"{"ociVersion":"1.0.2","id":"ctr-42","status":"creating","pid":1}"#)
+            .expect("state on stdin");
+        let o = child.wait_with_output().expect("hook output");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = hook("create-runtime", GPUS[0], &[]);
+    assert!(ok, "create-runtime on a held, free device: {err}");
+    let (ok, err) = hook("poststop", GPUS[0], &[]);
+    assert!(
+        ok && err.contains("held and free again (container ctr-42)"),
+        "poststop: {err}"
+    );
+    let (ok, err) = hook("create-runtime", "0000:09:00.0", &[]);
+    assert!(
+        !ok && err.contains("rig does not hold it: refusing to start for container ctr-42"),
+        "{err}"
+    );
+    let s = Session::open(&socket, OUTSIDER).await.expect("session");
+    let l = s.lease_device(OUTSIDER).await.expect("lease");
+    let (ok, err) = hook("create-runtime", OUTSIDER, &[]);
+    assert!(
+        !ok && err.contains("is leased whole to uid"),
+        "create-runtime on a leased device: {err}"
+    );
+    let (ok, err) = hook("poststop", OUTSIDER, &["--timeout-s", "1"]);
+    assert!(
+        !ok && err.contains("still leased whole to pid") && err.contains("after 1 s"),
+        "poststop while someone keeps the lease: {err}"
+    );
+    drop(l);
+    drop(s);
+    let (ok, err) = hook("poststop", OUTSIDER, &[]);
+    assert!(
+        ok && err.contains("held and free again"),
+        "poststop once the lease ended: {err}"
     );
 
     if let Some(s) = serving.take() {

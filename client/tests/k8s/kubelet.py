@@ -28,8 +28,9 @@ It prints one line per check (`ok:`/`FAIL:`), `bench:` lines, and a summary
   PreStartContainer (a device leased outside Kubernetes refused);
 - health follows rigd both ways: a lease outside Kubernetes and its end, a device
   given back while allocated and taken again, rigd stopped and started again;
-- a kubelet restart (its directory emptied, kubelet.sock made anew): both register
-  again and ListAndWatch serves the same devices.
+- a kubelet restart (its directory emptied, kubelet.sock made anew after 0.3 s): both
+  register again and ListAndWatch serves the same devices; and a quick one (the socket
+  replaced at once): both register again.
 """
 
 import argparse
@@ -368,6 +369,13 @@ def main():
             _, s = w.wait(lambda s: set(s) == devs and all(h == "Healthy" for h, _ in s.values()))
             check(s is not None and set(s) == devs, f"{kind}: ListAndWatch after the restart: {s}")
             w.cancel()
+
+    # A quick restart: kubelet.sock replaced at once (another inode, never missing for
+    # long), as a kubelet restarted by systemd does.
+    kubelet.stop()
+    kubelet.start()
+    regs = kubelet.wait_for(set(KINDS), 10)
+    check(set(regs) == set(KINDS), f"after kubelet.sock is replaced both register again: {sorted(regs)}")
 
 
 if __name__ == "__main__":
