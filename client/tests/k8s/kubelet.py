@@ -284,8 +284,11 @@ def main():
                     call()
                     check(False, f"{name} on a device leased outside Kubernetes is refused")
                 except grpc.RpcError as e:
+                    # The reason is the lease, or (when rigd is still busy finishing
+                    # the lease at this poll) the operation under way: both true.
                     check(
-                        e.code() == grpc.StatusCode.FAILED_PRECONDITION and "leased whole" in e.details(),
+                        e.code() == grpc.StatusCode.FAILED_PRECONDITION
+                        and ("leased whole" in e.details() or "under way" in e.details()),
                         f"{name} on a device leased outside Kubernetes is refused: {e.details()}",
                     )
         n = gw.count()

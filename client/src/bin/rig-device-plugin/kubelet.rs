@@ -4,7 +4,7 @@
 //! A kubelet that starts removes every socket in its directory (ours included) and
 //! makes `kubelet.sock` anew, and forgets its plugins; so the directory is watched —
 //! polled every 200 ms, a stat of two paths — for `kubelet.sock` missing or replaced
-//! (another inode) and for our socket gone. Either way our server is stopped (its
+//! (another inode or change time) and for our socket gone. Either way our server is stopped (its
 //! ListAndWatch streams end with it), the socket bound again, and we register again.
 //! A registration the kubelet refuses (another plugin has the name) or that cannot
 //! reach it is logged and retried with backoff (1 s doubling to 30 s); nothing exits.
@@ -34,11 +34,13 @@ pub fn endpoint(kind: &str) -> String {
     format!("{}.sock", kind.replace('/', "_"))
 }
 
-/// (device, inode) of a path, or `None` when it is missing.
-fn identity(p: &Path) -> Option<(u64, u64)> {
+/// What tells one socket file from the next at a path: device, inode and change time
+/// (a socket made anew may get the inode number of the one removed just before), or
+/// `None` when it is missing.
+fn identity(p: &Path) -> Option<(u64, u64, i64, i64)> {
     std::fs::symlink_metadata(p)
         .ok()
-        .map(|m| (m.dev(), m.ino()))
+        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }
 
 /// Serves `plugin` and keeps it registered, forever.
