@@ -15,6 +15,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod cdi;
 pub mod channel;
 mod convert;
 pub mod dma;

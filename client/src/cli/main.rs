@@ -1,6 +1,7 @@
 //! rigctl: rig's command line. Reaches rigd only through rig-client; local file work
 //! (`rigctl firmware`) calls rig-firmware directly.
 
+mod cdi;
 mod dma;
 mod firmware;
 mod fmt;
@@ -74,6 +75,9 @@ enum Cmd {
     /// Read or write registers of a held device's BAR (root or the admin group).
     #[command(subcommand)]
     Mmio(regs::MmioCmd),
+    /// CDI specs for held devices, and the hooks they run.
+    #[command(subcommand)]
+    Cdi(cdi::CdiCmd),
     /// Turn a held device's bus mastering on or off (root or the admin group).
     Master {
         bdf: String,
@@ -163,6 +167,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 let queues = rig_client::dma::queue_status(&args.socket).await?;
                 queues::print(&mut out, &queues, json)?;
             }
+            Cmd::Cdi(cmd) => cdi::run(&mut client, &args.socket, cmd).await?,
             Cmd::Firmware(_) => unreachable!("handled before connecting"),
         }
         Ok(ExitCode::SUCCESS)

@@ -1,0 +1,179 @@
+//! `rigctl cdi`: CDI specs for hosts without Kubernetes (`generate`, the same files
+//! rig-device-plugin writes, from `rig_client::cdi`), and the OCI hooks those specs run
+//! (`hook create-runtime`, `hook poststop`; docs/k8s.md says what each is for). The
+//! clap definition is whole here; main.rs only dispatches to [`run`].
+
+use std::{
+    io::{Read, Write},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use clap::Subcommand;
+use rig_client::{
+    Client, HeldState,
+    cdi::{self, Rule},
+};
+
+use crate::BoxError;
+
+#[derive(Debug, Subcommand)]
+pub enum CdiCmd {
+    /// Write a CDI spec for every device rigd holds (podman, containerd, Docker with
+    /// CDI then take `--device rig.dev/gpu=0000:01:00.0`).
+    Generate {
+        /// Where the specs go.
+        #[arg(long, default_value = cdi::DEFAULT_CDI_DIR)]
+        dir: PathBuf,
+        /// A kind and the held devices it names: NAME=gpu, NAME=class:0xCCSS or
+        /// NAME=id:VVVV:DDDD; repeatable, first match wins.
+        #[arg(long = "resource", default_value = "rig.dev/gpu=gpu")]
+        resources: Vec<Rule>,
+        /// The rigctl the specs' hooks run; `none` for no hooks.
+        #[arg(long, default_value = "/usr/bin/rigctl")]
+        rigctl: String,
+        /// The host's /dev, as the specs' host paths name it.
+        #[arg(long, default_value = "/dev")]
+        dev_dir: PathBuf,
+        /// The host's sysfs, as the specs' host paths name it.
+        #[arg(long, default_value = "/sys")]
+        sysfs_dir: PathBuf,
+        /// Also remove rig's specs of devices rigd no longer holds.
+        #[arg(long)]
+        prune: bool,
+        /// Print the specs as JSON lines instead of writing them.
+        #[arg(long)]
+        stdout: bool,
+    },
+    /// The OCI hooks a rig CDI spec names (run by the container engine, container
+    /// state on stdin).
+    #[command(subcommand)]
+    Hook(HookCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCmd {
+    /// Before the container is made: refuse a device rig does not hold, or that is
+    /// leased whole to someone.
+    CreateRuntime { bdf: String },
+    /// After the container is gone: wait for rigd to have reclaimed and reset the
+    /// device (its lease ends with the container's processes).
+    Poststop {
+        bdf: String,
+        /// Seconds to wait for the device to be held and free again.
+        #[arg(long, default_value_t = 25)]
+        timeout_s: u64,
+    },
+}
+
+/// The container's id from the OCI state on stdin, for the messages; `None` when the
+/// hook was run by hand (a terminal) or the state has none.
+fn container_id() -> Option<String> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return None;
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("id")?.as_str().map(str::to_owned)
+}
+
+pub async fn run(
+    client: &mut Client,
+    socket: &std::path::Path,
+    cmd: CdiCmd,
+) -> Result<(), BoxError> {
+    match cmd {
+        CdiCmd::Generate {
+            dir,
+            resources,
+            rigctl,
+            dev_dir,
+            sysfs_dir,
+            prune,
+            stdout,
+        } => {
+            let host = cdi::Host {
+                socket: socket.to_owned(),
+                rigctl: (rigctl != "none").then(|| PathBuf::from(rigctl)),
+                dev: dev_dir,
+                sysfs: sysfs_dir,
+            };
+            let specs = cdi::held_specs(client, &resources, &host).await?;
+            let mut out = std::io::stdout().lock();
+            if stdout {
+                for s in &specs {
+                    serde_json::to_writer(&mut out, s)?;
+                    writeln!(out)?;
+                }
+                return Ok(());
+            }
+            let mut keep = Vec::new();
+            for s in &specs {
+                let p = cdi::write_spec(&dir, s)?;
+                keep.push(cdi::file_name(&s.kind, &s.devices[0].name));
+                writeln!(out, "{}={}: {}", s.kind, s.devices[0].name, p.display())?;
+            }
+            if prune {
+                for p in cdi::remove_stale(&dir, &keep)? {
+                    writeln!(out, "removed {}", p.display())?;
+                }
+            }
+            if specs.is_empty() {
+                eprintln!("rigctl: rigd holds no device a rule names: no spec written");
+            }
+            Ok(())
+        }
+        CdiCmd::Hook(HookCmd::CreateRuntime { bdf }) => {
+            let who = container_id().map_or_else(String::new, |id| format!(" for container {id}"));
+            let status = client.status().await?;
+            let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
+                return Err(format!("{bdf}: rig does not hold it: refusing to start{who}").into());
+            };
+            if let Some(l) = &h.lease {
+                return Err(format!(
+                    "{bdf} is leased whole to uid {} (pid {}, session {}): refusing to start{who}",
+                    l.uid, l.pid, l.session
+                )
+                .into());
+            }
+            Ok(())
+        }
+        CdiCmd::Hook(HookCmd::Poststop { bdf, timeout_s }) => {
+            let who = container_id().map_or_else(String::new, |id| format!(" (container {id})"));
+            let t0 = Instant::now();
+            let deadline = Duration::from_secs(timeout_s);
+            loop {
+                let status = client.status().await?;
+                let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
+                    eprintln!("rigctl: {bdf}: rig no longer holds it{who}");
+                    return Ok(());
+                };
+                if h.state == HeldState::Held && h.lease.is_none() {
+                    eprintln!(
+                        "rigctl: {bdf}: held and free again{who} ({:.2} s)",
+                        t0.elapsed().as_secs_f64()
+                    );
+                    return Ok(());
+                }
+                if t0.elapsed() >= deadline {
+                    let what = h.lease.as_ref().map_or_else(
+                        || "an operation on it is still under way".to_owned(),
+                        |l| {
+                            format!(
+                                "still leased whole to pid {} (session {})",
+                                l.pid, l.session
+                            )
+                        },
+                    );
+                    return Err(format!("{bdf}: {what} after {timeout_s} s{who}").into());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# rig-device-plugin against a Python kubelet stand-in, and its CDI specs against the CDI
+# project's own Go library as Debian packages it (docs/k8s.md). Makes a Python venv with
+# the pinned grpcio and grpcio-tools (client/tests/k8s/requirements.txt) under the cache,
+# installs Debian's Go and CDI library, builds client/tests/k8s/cdi-validate.go OFFLINE
+# (GOPATH mode over /usr/share/gocode: no module is fetched), then runs
+# client/tests/k8s.rs with both. A failed install or build fails this script: the test
+# is never skipped. The venv and the validator are kept between runs while their inputs
+# are the same.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$RIG_ROOT"
+
+req=client/tests/k8s/requirements.txt
+pins=$(sha256sum "$req" | cut -c1-12)
+venv=$RIG_CACHE/py/k8s-$pins
+if [ ! -f "$venv/.installed" ]; then
+    rm -rf "$venv"
+    mkdir -p "$RIG_CACHE/py"
+    # Debian's python3 has no venv module without python3-venv.
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+        rm -rf "$venv"
+        apt_install python3-venv
+        /usr/bin/python3 -m venv "$venv"
+    fi
+    # --no-deps: the file pins every package, so nothing unpinned comes in.
+    "$venv/bin/pip" install --quiet --no-deps --require-virtualenv -r "$req"
+    "$venv/bin/python" -c 'import grpc, grpc_tools.protoc, google.protobuf'
+    touch "$venv/.installed"
+fi
+"$venv/bin/python" -c 'import grpc, google.protobuf; print("grpcio", grpc.__version__, "protobuf", google.protobuf.__version__)'
+
+# Debian 12's CDI library (0.5.2: spec versions up to 0.5.0) and its Go (1.19).
+cdi_pkg=golang-github-container-orchestrated-devices-container-device-interface-dev
+apt_install golang-go "$cdi_pkg"
+cdi_version=$(dpkg-query -W -f='${Version}' "$cdi_pkg")
+src=client/tests/k8s/cdi-validate.go
+tag=$(cat "$src" <(echo "$cdi_version") <(go version) | sha256sum | cut -c1-12)
+bin=$RIG_CACHE/go/cdi-validate-$tag
+if [ ! -x "$bin" ]; then
+    mkdir -p "$RIG_CACHE/go/cache"
+    work=$(mktemp -d)
+    cp "$src" "$work/main.go"
+    (cd "$work" && GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOPROXY=off \
+        GOCACHE="$RIG_CACHE/go/cache" go build -o "$bin.tmp" main.go)
+    mv "$bin.tmp" "$bin"
+    rm -rf "$work"
+fi
+echo "cdi-validate built against $cdi_pkg $cdi_version with $(go version | cut -d' ' -f3)"
+
+RIG_K8S_PYTHON=$venv/bin/python RIG_CDI_VALIDATE=$bin \
+    cargo test -p rig-client --locked --test k8s -- --ignored --nocapture
