@@ -128,6 +128,25 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The lock of a device's slot for a look, waiting out holders that only look
+/// (another status snapshot, a queue listing: microseconds); `None` when an operation
+/// still holds it after 5 ms (a take, give-back, reset or queue command: "busy").
+fn try_lock_briefly<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    // TIMEOUT: a snapshot holds the lock for microseconds; the steps that make a
+    // device busy take milliseconds to seconds.
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(5);
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// A listing: the functions that could be read, and why each other one could not.
 #[derive(Debug, Default)]
 pub struct Listing {
@@ -586,9 +605,18 @@ impl Rig {
             .collect();
         let mut views = Vec::new();
         for (bdf, slot) in slots {
-            match slot.try_lock() {
-                Ok(g) => views.extend(g.as_ref().map(|t| self.view(t))),
-                Err(_) => views.push(HeldView {
+            match try_lock_briefly(&slot) {
+                // The snapshot is taken under the lock; the BARs are read after it is
+                // released, so one status call does not make another see "busy".
+                Some(g) => {
+                    let snap = g.as_ref().map(|t| self.view_without_bars(t));
+                    drop(g);
+                    views.extend(snap.map(|mut v| {
+                        v.bars = pci::device::read_bars(&self.sysfs, bdf).unwrap_or_default();
+                        v
+                    }));
+                }
+                None => views.push(HeldView {
                     bdf,
                     mode: None,
                     original_driver: None,
@@ -608,6 +636,15 @@ impl Rig {
 
     fn view(&self, t: &Taken) -> HeldView {
         HeldView {
+            // Only the BARs are shown: read them alone (a sparse config read, `resource`),
+            // not the attributes, names and upstream walk of a full summary.
+            bars: pci::device::read_bars(&self.sysfs, t.bdf).unwrap_or_default(),
+            ..self.view_without_bars(t)
+        }
+    }
+
+    fn view_without_bars(&self, t: &Taken) -> HeldView {
+        HeldView {
             bdf: t.bdf,
             mode: Some(t.mode()),
             original_driver: t.original_driver.clone(),
@@ -616,9 +653,7 @@ impl Rig {
                 .since
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
-            // Only the BARs are shown: read them alone (a sparse config read, `resource`),
-            // not the attributes, names and upstream walk of a full summary.
-            bars: pci::device::read_bars(&self.sysfs, t.bdf).unwrap_or_default(),
+            bars: Vec::new(),
             group_members: t.group_members.iter().map(|(b, _)| *b).collect(),
             overrode: t.overrode.clone(),
             resize: t.resize.clone(),
@@ -727,6 +762,45 @@ mod tests {
             e.to_string(),
             "Only root or members of the admin group `rigadm` may take, reset or give back devices (you are uid 1000)"
         );
+    }
+
+    #[test]
+    fn a_look_waits_out_another_look_but_not_a_long_operation() {
+        let m = Arc::new(Mutex::new(0u32));
+        // Another look: held for a millisecond, then let go.
+        let held = Arc::clone(&m);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let g = lock(&held);
+            tx.send(()).expect("send");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            drop(g);
+        });
+        rx.recv().expect("the other look holds the lock");
+        assert!(
+            try_lock_briefly(&m).is_some(),
+            "a brief holder is waited out"
+        );
+        t.join().expect("join");
+        // An operation: held for longer than a look waits.
+        let held = Arc::clone(&m);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            let g = lock(&held);
+            tx.send(()).expect("send");
+            let _ = done_rx.recv();
+            drop(g);
+        });
+        rx.recv().expect("the operation holds the lock");
+        let start = std::time::Instant::now();
+        assert!(
+            try_lock_briefly(&m).is_none(),
+            "a long holder reads as busy"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_millis(500));
+        done_tx.send(()).expect("send");
+        t.join().expect("join");
     }
 }
 
