@@ -115,6 +115,25 @@ TOML
   i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
   [ -S "$RIG_SOCK" ]
 }
+# Lending scenarios: rigd serving group rig, its journal in /var/lib/rig, a 16 MiB
+# pool per device it takes, a verbose log appended to $FILES/rigd.log.
+start_rigd_lend() {
+  mkdir -p /etc/rig /var/lib/rig
+  cat > /etc/rig/rigd-lend.toml <<TOML
+[server]
+socket = "$RIG_SOCK"
+group = "rig"
+[paths]
+state_dir = "/var/lib/rig"
+[dma]
+pool_bytes = 16777216
+TOML
+  rm -f "$RIG_SOCK"
+  rigd --config /etc/rig/rigd-lend.toml -v >> "$FILES/rigd.log" 2>&1 &
+  RIGD_PID=$!
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
+}
 # DMA scenarios: 8 hugepages, and rigd makes a 4 MiB pool for each device it takes.
 start_rigd_dma() {
   echo 8 > /proc/sys/vm/nr_hugepages

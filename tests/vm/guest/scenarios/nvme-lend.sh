@@ -14,21 +14,7 @@ check "modprobe vfio-pci" modprobe vfio-pci
 check "modprobe vfio_iommu_type1" modprobe vfio_iommu_type1
 echo 16 > /proc/sys/vm/nr_hugepages
 add_users
-mkdir -p /etc/rig /var/lib/rig
-cat > /etc/rig/rigd-lend.toml <<TOML
-[server]
-socket = "$RIG_SOCK"
-group = "rig"
-[paths]
-state_dir = "/var/lib/rig"
-[dma]
-pool_bytes = 16777216
-TOML
-rm -f "$RIG_SOCK"
-rigd --config /etc/rig/rigd-lend.toml -v >> "$FILES/rigd.log" 2>&1 &
-RIGD_PID=$!
-i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-check "rigd listens for group rig" [ -S "$RIG_SOCK" ]
+check "rigd listens for group rig" start_rigd_lend
 $RIG detach $N --mode vfio > "$FILES/detach.txt" 2>&1
 check "nvme held in vfio mode" [ "$(drv_of $N)" = vfio-pci ]
 
