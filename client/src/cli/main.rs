@@ -2,6 +2,7 @@
 //! (`rigctl firmware`) calls rig-firmware directly.
 
 mod dma;
+mod docs;
 mod firmware;
 mod fmt;
 mod list;
@@ -82,6 +83,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write rigctl's man pages and bash, zsh and fish completions into DIR (for
+    /// packagers: packaging/deb/build.sh).
+    #[command(hide = true)]
+    GenerateDocs { dir: PathBuf },
 }
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -110,8 +115,13 @@ fn print_chain(e: &(dyn Error + 'static)) {
 }
 
 fn run(args: Args) -> Result<ExitCode, BoxError> {
-    if let Cmd::Firmware(cmd) = args.cmd {
-        return firmware::run(cmd);
+    match args.cmd {
+        Cmd::Firmware(cmd) => return firmware::run(cmd),
+        Cmd::GenerateDocs { dir } => {
+            docs::write(&<Args as clap::CommandFactory>::command(), &dir)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -163,7 +173,9 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 let queues = rig_client::dma::queue_status(&args.socket).await?;
                 queues::print(&mut out, &queues, json)?;
             }
-            Cmd::Firmware(_) => unreachable!("handled before connecting"),
+            Cmd::Firmware(_) | Cmd::GenerateDocs { .. } => {
+                unreachable!("handled before connecting")
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
