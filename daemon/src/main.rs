@@ -17,7 +17,7 @@ use tracing_subscriber::EnvFilter;
 /// The rig daemon: lends PCI GPUs to unprivileged programs.
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {
+pub(crate) struct Args {
     /// Config file.
     #[arg(long, default_value = config::DEFAULT_PATH)]
     config: PathBuf,
@@ -88,7 +88,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let bound = service::socket::listen(&config.server.socket, gid)?;
         bound.listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone()?)?;
-        tracing::info!(socket = %config.server.socket.display(), "serving");
+        tracing::info!(socket = %bound.origin, "serving");
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         let rig = Arc::new(rig);

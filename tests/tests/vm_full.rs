@@ -1,4 +1,5 @@
-//! Real-kernel tests in the full flavour: Debian with systemd, the repo's unit files.
+//! Real-kernel tests in the full flavour: Debian with systemd, rig installed from its
+//! .deb (tests/vm/build-guest.sh builds it; /init installs its files as dpkg would).
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_full`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot, Verdict};
@@ -12,6 +13,15 @@ static FULL: SharedBoot = SharedBoot::new(
         "socket-access",
         "systemd-watchdog",
     ],
+);
+
+/// iommu=pt: sysfs mode's physical addresses reach RAM, and VFIO still maps, so the
+/// hardened unit is shown doing both take-over paths. deb-install goes last: it removes
+/// rig and purges the package.
+static FULL_PT: SharedBoot = SharedBoot::new(
+    Flavour::Full,
+    Profile::Passthrough,
+    &["systemd-hardened", "deb-install"],
 );
 
 #[test]
@@ -53,6 +63,20 @@ fn a_stopped_rigd_is_restarted_by_the_watchdog_and_readopts_its_device() {
     let Some(out) = FULL.outcome() else { return };
 
     out.assert_passed("systemd-watchdog");
+}
+
+#[test]
+fn the_hardened_unit_takes_leases_and_gives_back_in_vfio_and_sysfs_mode() {
+    let Some(out) = FULL_PT.outcome() else { return };
+
+    out.assert_passed("systemd-hardened");
+}
+
+#[test]
+fn the_deb_installs_serves_group_rig_and_purges_without_a_trace() {
+    let Some(out) = FULL_PT.outcome() else { return };
+
+    out.assert_passed("deb-install");
 }
 
 #[test]

@@ -78,11 +78,21 @@ install -m 0755 "$VIRT_BIN" "$P/rig/bin/nvme-virt"
 install -m 0644 "$VM_DIR/guest/lib.sh" "$P/rig/lib.sh"
 install -m 0644 "$VM_DIR"/guest/scenarios/*.sh "$P/rig/scenarios/"
 install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
-# The unit files under test: the repo's systemd/ (RIG_VM_SYSTEMD_DIR points elsewhere).
-SYSTEMD_DIR=${RIG_VM_SYSTEMD_DIR:-$REPO_DIR/systemd}
-for u in rigd.service rigd.socket rig.sysusers.conf rigd.toml; do
-  [ -f "$SYSTEMD_DIR/$u" ] && install -m 0644 "$SYSTEMD_DIR/$u" "$P/rig/systemd/"
-done
+# Full flavour: rig's .deb (build-guest.sh makes it from the guest binaries), unpacked
+# for /init to install file by file, and whole for the deb-install scenario. Unit files
+# from RIG_VM_SYSTEMD_DIR, when set, override the package's.
+if [ "$FLAVOUR" = full ]; then
+  DEB=${RIG_VM_DEB:-$(ls -t "$GUEST_TARGET_DIR"/deb/rig_*.deb 2> /dev/null | head -n1)}
+  [ -n "$DEB" ] && [ -f "$DEB" ] ||
+    { echo "no rig .deb in $GUEST_TARGET_DIR/deb: run tests/vm/build-guest.sh (or set RIG_VM_DEB)" >&2; exit 5; }
+  install -m 0644 "$DEB" "$P/rig/rig.deb"
+  dpkg-deb -x "$DEB" "$P/rig/root"
+  if [ -n "${RIG_VM_SYSTEMD_DIR:-}" ]; then
+    for u in rigd.service rigd.socket; do
+      [ -f "$RIG_VM_SYSTEMD_DIR/$u" ] && install -m 0644 "$RIG_VM_SYSTEMD_DIR/$u" "$P/rig/systemd/"
+    done
+  fi
+fi
 for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client; do
   if [ -x "$GUEST_BIN_DIR/$b" ]; then
     install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The VM tier as the project's test command runs it, from a fresh Debian 12 machine:
-#   setup (apt, kernel) → guest binaries (static) → images (fast base, full root) →
+#   setup (apt, kernel) → guest binaries (static) and rig's .deb → lintian → images (fast base, full root) →
 #   host rigd/rigctl → cargo test -p rig-tests with RIG_VM=1 (each test group boots once).
 # Prints the time of each part at the end. Needs root (apt, debootstrap).
 # Env: RIG_VM_CACHE (default /var/cache/rig/vm), GUEST_TARGET_DIR (default target-guest),
@@ -30,6 +30,8 @@ trap summary EXIT
 
 part setup "$VM_DIR/setup.sh"
 part guest-build "$VM_DIR/build-guest.sh"
+# lintian on the .deb build-guest.sh made (the full flavour installs the same package).
+part deb-lint "$REPO_DIR/scripts/deb-lint.sh" "$(ls -t "$GUEST_TARGET_DIR"/deb/rig_*.deb | head -n1)"
 part fast-image "$VM_DIR/build-fast.sh"
 part full-image "$VM_DIR/build-full.sh"
 [ -n "${RIG_VM_TARGET_DIR:-}" ] && export CARGO_TARGET_DIR=$RIG_VM_TARGET_DIR

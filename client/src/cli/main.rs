@@ -3,6 +3,7 @@
 
 mod cdi;
 mod dma;
+mod docs;
 mod firmware;
 mod fmt;
 mod list;
@@ -86,6 +87,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Write rigctl's man pages and bash, zsh and fish completions into DIR (for
+    /// packagers: packaging/deb/build.sh).
+    #[command(hide = true)]
+    GenerateDocs { dir: PathBuf },
 }
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -114,8 +119,13 @@ fn print_chain(e: &(dyn Error + 'static)) {
 }
 
 fn run(args: Args) -> Result<ExitCode, BoxError> {
-    if let Cmd::Firmware(cmd) = args.cmd {
-        return firmware::run(cmd);
+    match args.cmd {
+        Cmd::Firmware(cmd) => return firmware::run(cmd),
+        Cmd::GenerateDocs { dir } => {
+            docs::write(&<Args as clap::CommandFactory>::command(), &dir)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -168,7 +178,9 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 queues::print(&mut out, &queues, json)?;
             }
             Cmd::Cdi(cmd) => cdi::run(&mut client, &args.socket, cmd).await?,
-            Cmd::Firmware(_) => unreachable!("handled before connecting"),
+            Cmd::Firmware(_) | Cmd::GenerateDocs { .. } => {
+                unreachable!("handled before connecting")
+            }
         }
         Ok(ExitCode::SUCCESS)
     })

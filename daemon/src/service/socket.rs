@@ -36,14 +36,19 @@ pub enum SocketError {
         source: io::Error,
     },
     #[error("Failed to use the socket systemd passed")]
-    Systemd(#[source] io::Error),
+    Systemd(#[source] crate::sys::systemd::ListenError),
 }
+
+/// The name rigd.socket gives its descriptor (`FileDescriptorName=`).
+pub const SYSTEMD_NAME: &str = "rigd";
 
 /// A bound listener; removes its socket file when dropped, if it created it.
 #[derive(Debug)]
 pub struct Bound {
     pub listener: UnixListener,
     owned_path: Option<(PathBuf, u64)>,
+    /// Where it came from, for the log: `systemd (rigd)` or the bound path.
+    pub origin: String,
 }
 
 impl Drop for Bound {
@@ -58,19 +63,36 @@ impl Drop for Bound {
     }
 }
 
-/// Takes systemd's socket when one was passed, else binds `path` with `mode` and group.
+/// Takes systemd's socket when one was passed (named [`SYSTEMD_NAME`], or the only
+/// one), else binds `path` with `mode` and group. Variables inherited from another
+/// activated process (`LISTEN_PID` not ours) are ignored, as sd_listen_fds(3) does.
 ///
 /// # Errors
-/// [`SocketError`]: a live daemon on the path, a non-socket file there, or bind,
-/// directory or permission failures.
+/// [`SocketError`]: what systemd passed is not a usable listener
+/// ([`SocketError::Systemd`]), a live daemon on the path, a non-socket file there, or
+/// bind, directory or permission failures.
 pub fn listen(path: &Path, gid: Option<u32>) -> Result<Bound, SocketError> {
-    if let Some(listener) = crate::sys::systemd::take_listener().map_err(SocketError::Systemd)? {
-        return Ok(Bound {
-            listener,
-            owned_path: None,
-        });
+    use crate::sys::systemd::{ListenError, take_listener};
+    match take_listener(SYSTEMD_NAME) {
+        Ok(Some(passed)) => {
+            for name in &passed.closed {
+                tracing::warn!(
+                    "systemd passed a socket named {name:?} that rigd does not use; closed it"
+                );
+            }
+            Ok(Bound {
+                listener: passed.listener,
+                owned_path: None,
+                origin: format!("systemd ({})", passed.name),
+            })
+        }
+        Ok(None) => bind(path, gid),
+        Err(e @ ListenError::OtherProcess { .. }) => {
+            tracing::warn!("ignoring LISTEN_FDS: {e}");
+            bind(path, gid)
+        }
+        Err(e) => Err(SocketError::Systemd(e)),
     }
-    bind(path, gid)
 }
 
 /// Binds a fresh socket at `path`: 0660 with group `gid`, or 0600 when none is given.
@@ -102,6 +124,7 @@ pub fn bind(path: &Path, gid: Option<u32>) -> Result<Bound, SocketError> {
     Ok(Bound {
         listener,
         owned_path: Some((path.to_owned(), ino)),
+        origin: path.display().to_string(),
     })
 }
 

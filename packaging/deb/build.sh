@@ -1,0 +1,115 @@
+#!/bin/bash
+# Builds rig's .deb from the workspace, offline: dpkg-deb, no debian/ tree, no network.
+#
+#   packaging/deb/build.sh [--bins DIR] [--out DIR] [--fast]
+#
+# --bins DIR  take rigd and rigctl from DIR (default: build them, release, into
+#             target/release). The disposable machine's test passes its guest build.
+# --out DIR   where rig_VERSION_ARCH.deb goes (default target/deb).
+# --fast      gzip -1 instead of xz (for test boots; the same files).
+#
+# Ships: /usr/sbin/rigd, /usr/bin/rigctl (the probes under client/src/bin and
+# daemon/src/bin are test tools, not shipped), the units, sysusers, tmpfiles and
+# modules-load files from systemd/, /etc/rig/rigd.toml (a conffile: the defaults,
+# commented), man pages and bash/zsh/fish completions generated from the clap
+# definitions (`rigctl generate-docs`, daemon/examples/rigd-docs.rs), the maintainer
+# scripts beside this file. Version from Cargo.toml's [workspace.package].
+# Prints the .deb's path on stdout.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BINS= OUT=$REPO/target/deb FAST=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bins) BINS=$2; shift 2;;
+    --out) OUT=$2; shift 2;;
+    --fast) FAST=1; shift;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0;;
+    *) echo "build.sh: unknown argument $1" >&2; exit 2;;
+  esac
+done
+cd "$REPO"
+say() { echo "deb: $*" >&2; }
+
+VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
+[ -n "$VERSION" ] || { echo "build.sh: no version in Cargo.toml" >&2; exit 1; }
+ARCH=$(dpkg --print-architecture)
+
+if [ -z "$BINS" ]; then
+  cargo build --release --locked -p rigd --bin rigd -p rig-client --bin rigctl >&2
+  BINS=${CARGO_TARGET_DIR:-$REPO/target}/release
+fi
+for b in rigd rigctl; do
+  [ -x "$BINS/$b" ] || { echo "build.sh: no $b in $BINS" >&2; exit 1; }
+done
+
+# The pages and completions, from the clap definitions. rigctl's come from the rigctl
+# being shipped; rigd's from an example that compiles rigd's main.rs for its Args.
+GEN=$(mktemp -d)
+R=$(mktemp -d)
+trap 'rm -rf "$GEN" "$R"' EXIT
+"$BINS/rigctl" generate-docs "$GEN"
+cargo run -q --locked -p rigd --example rigd-docs -- "$GEN" >&2
+
+umask 022
+chmod 0755 "$R"
+inst() { install -D -m "$1" "$2" "$R/$3"; }
+inst 0755 "$BINS/rigd" usr/sbin/rigd
+inst 0755 "$BINS/rigctl" usr/bin/rigctl
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$R/usr/sbin/rigd" "$R/usr/bin/rigctl"
+# Bookworm's systemd and lintian expect units under /lib (merged /usr makes it one place).
+inst 0644 systemd/rigd.service lib/systemd/system/rigd.service
+inst 0644 systemd/rigd.socket lib/systemd/system/rigd.socket
+inst 0644 systemd/rig.sysusers.conf usr/lib/sysusers.d/rig.conf
+inst 0644 systemd/rig.tmpfiles.conf usr/lib/tmpfiles.d/rig.conf
+inst 0644 systemd/rig.modules-load.conf usr/lib/modules-load.d/rig.conf
+inst 0644 systemd/rigd.toml etc/rig/rigd.toml
+for m in "$GEN"/man/*.1; do inst 0644 "$m" "usr/share/man/man1/$(basename "$m")"; done
+inst 0644 "$GEN/man/rigd.8" usr/share/man/man8/rigd.8
+gzip -9n "$R"/usr/share/man/man*/*
+inst 0644 "$GEN/completions/rigctl.bash" usr/share/bash-completion/completions/rigctl
+inst 0644 "$GEN/completions/_rigctl" usr/share/zsh/vendor-completions/_rigctl
+inst 0644 "$GEN/completions/rigctl.fish" usr/share/fish/vendor_completions.d/rigctl.fish
+inst 0644 "$HERE/copyright" usr/share/doc/rig/copyright
+DATE=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2> /dev/null || date +%s)}")
+mkdir -p "$R/usr/share/doc/rig"
+cat > "$R/usr/share/doc/rig/changelog" <<CL
+rig ($VERSION) unstable; urgency=medium
+
+  * Built from the rig workspace (packaging/deb/build.sh); the project's
+    history is its git log.
+
+ -- rig maintainers <rig@example.invalid>  $DATE
+CL
+gzip -9n "$R/usr/share/doc/rig/changelog"
+
+mkdir -p "$R/DEBIAN"
+for s in postinst prerm postrm; do install -m 0755 "$HERE/$s" "$R/DEBIAN/$s"; done
+(cd "$R" && find etc -type f | sed 's|^|/|' | sort) > "$R/DEBIAN/conffiles"
+SIZE=$(du -sk --exclude=DEBIAN "$R" | cut -f1)
+sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$SIZE/" \
+  "$HERE/control.in" > "$R/DEBIAN/control"
+# rigd and rigctl built static (the guest build) need no libc; dynamic ones do.
+if file -L "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" | grep -q 'dynamically linked'; then
+  S=$(mktemp -d); mkdir -p "$S/debian"
+  printf 'Source: rig\n\nPackage: rig\nArchitecture: any\n' > "$S/debian/control"
+  DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" 2> /dev/null | sed -n 's/^shlibs:Depends=//p')
+  rm -rf "$S"
+  sed -i "s/^Depends: /Depends: $DEPS, /" "$R/DEBIAN/control"
+else
+  # glibc with crt-static makes static-pie executables: ET_DYN without DT_NEEDED, which
+  # lintian takes for libraries. They are programs, and need no libc package.
+  mkdir -p "$R/usr/share/lintian/overrides"
+  printf 'rig: shared-library-lacks-prerequisites [%s]\n' usr/bin/rigctl usr/sbin/rigd \
+    > "$R/usr/share/lintian/overrides/rig"
+  chmod 0644 "$R/usr/share/lintian/overrides/rig"
+fi
+(cd "$R" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | sort | xargs md5sum) > "$R/DEBIAN/md5sums"
+chmod 0644 "$R/DEBIAN/md5sums" "$R/DEBIAN/conffiles" "$R/DEBIAN/control"
+
+mkdir -p "$OUT"
+DEB=$OUT/rig_${VERSION}_${ARCH}.deb
+Z=(-Zxz); [ "$FAST" = 1 ] && Z=(-Zgzip -z1)
+dpkg-deb --root-owner-group "${Z[@]}" --build "$R" "$DEB" > /dev/null
+say "$(basename "$DEB"): $(du -h "$DEB" | cut -f1), $(dpkg-deb -c "$DEB" | grep -vc '/$') files"
+echo "$DEB"
