@@ -95,6 +95,9 @@ pub enum DmaErrorKind {
     Rm,
     /// The pool's device is leased whole to another session.
     Leased,
+    /// The caller lacks the role the request needs (docs/roles.md; rigd's reason
+    /// `NOT_CLIENT` or `NOT_ADMIN`).
+    RoleRequired,
 }
 
 impl DmaErrorKind {
@@ -116,6 +119,7 @@ impl DmaErrorKind {
             Ok(C::NotServed) => Self::NotServed,
             Ok(C::Rm) => Self::Rm,
             Ok(C::Leased) => Self::Leased,
+            Ok(C::NotClient | C::NotAdmin) => Self::RoleRequired,
             _ => Self::Internal,
         }
     }

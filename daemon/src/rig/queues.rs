@@ -245,7 +245,7 @@ impl Rig {
         tracing::info!(%bdf, max_qid = ctrl.max_qid(), "NVMe controller started for lent queues");
         Ok(Served {
             ctrl,
-            queues: Queues::new(bdf, self.queue_limits),
+            queues: Queues::new(bdf, *lock(&self.queue_limits)),
             leases: BTreeMap::new(),
             window,
             parked,
@@ -402,5 +402,16 @@ impl Rig {
             }
         }
         out
+    }
+}
+
+impl Rig {
+    /// Queue limits for devices served from now on, and for new queues on those
+    /// already served (a reload).
+    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
+        *lock(&self.queue_limits) = limits;
+        for served in lock(&self.served).values_mut() {
+            served.queues.set_limits(limits);
+        }
     }
 }
