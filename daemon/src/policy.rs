@@ -19,15 +19,21 @@
 //! read from `/proc/<pid>/status` (`Groups:`), not the group database: a process's
 //! groups are what the kernel checks on the socket file (setgroups, `newgrp`, a user
 //! added to a group who has not logged in again all differ from getgrouplist). They are
-//! read only when the primary gid does not decide. A peer outside rigd's pid namespace
-//! (pid 0) has only its primary gid.
+//! read only when the primary gid does not decide, and kept [`GROUPS_FRESH`] per
+//! (pid, uid, gid): a client's unary call must not pay a procfs read each time
+//! (docs/BENCHMARKS.md). So a process's new groups (setgroups) count within that long,
+//! and a pid reused by a process of the same uid and gid within it gets the old one's
+//! groups. A peer outside rigd's pid namespace (pid 0) has only its primary gid.
 //!
 //! State: a `Policy` is immutable; `Rig` swaps in a new one on reload. Not here: the
 //! socket's own mode and group (`service::socket`), audit lines (`service::audit`).
 
 use std::{
+    collections::HashMap,
     fmt,
     path::{Path, PathBuf},
+    sync::{Mutex, PoisonError},
+    time::{Duration, Instant},
 };
 
 use rig_sys::scm::PeerCred;
@@ -226,8 +232,39 @@ pub struct PolicyError {
     source: ConfigError,
 }
 
+/// How long a caller's supplementary groups, once read, are used without reading
+/// /proc again.
+// TIMEOUT: 1 s bounds how late a setgroups is seen, and turns a busy client's calls
+// into one procfs read a second.
+pub const GROUPS_FRESH: Duration = Duration::from_secs(1);
+
+/// The most callers whose groups are kept; past it the cache starts afresh.
+const GROUPS_KEPT: usize = 4096;
+
+/// Supplementary groups read recently, by (pid, uid, gid).
+#[derive(Debug, Default)]
+struct GroupsCache(Mutex<HashMap<(i32, u32, u32), (Instant, Vec<u32>)>>);
+
+impl GroupsCache {
+    fn get(&self, c: PeerCred, proc_root: &Path) -> Vec<u32> {
+        let key = (c.pid, c.uid, c.gid);
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, groups)) = map.get(&key)
+            && at.elapsed() < GROUPS_FRESH
+        {
+            return groups.clone();
+        }
+        let groups = read_groups(proc_root, c.pid);
+        if map.len() >= GROUPS_KEPT {
+            map.clear();
+        }
+        map.insert(key, (Instant::now(), groups.clone()));
+        groups
+    }
+}
+
 /// The roles and the finer rules, groups resolved.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Policy {
     admins: Vec<Group>,
     /// `None`: anyone who may connect is a client.
@@ -235,6 +272,8 @@ pub struct Policy {
     lease_rules: Vec<(LeaseRule, Vec<u32>)>,
     gpu_rings: Option<Group>,
     proc_root: PathBuf,
+    /// Cleared with the policy on reload.
+    cache: GroupsCache,
 }
 
 impl Policy {
@@ -299,6 +338,7 @@ impl Policy {
             lease_rules,
             gpu_rings,
             proc_root: config.paths.proc.clone(),
+            cache: GroupsCache::default(),
         };
         (policy, problems)
     }
@@ -322,7 +362,7 @@ impl Policy {
 
     /// The role of `c`, if any.
     pub fn role_of(&self, c: PeerCred) -> Option<Role> {
-        let mut groups = Groups::new(c, &self.proc_root);
+        let mut groups = Groups::new(c, self);
         self.role_with(c, &mut groups)
     }
 
@@ -341,7 +381,7 @@ impl Policy {
     /// # Errors
     /// [`Refused`], naming the role and the groups that grant it.
     pub fn require(&self, role: Role, c: PeerCred, action: &str) -> Result<Role, Refused> {
-        let mut groups = Groups::new(c, &self.proc_root);
+        let mut groups = Groups::new(c, self);
         // The common case decides without reading /proc: root, or a client call when
         // everyone who may connect is a client.
         if c.uid == 0 {
@@ -374,7 +414,7 @@ impl Policy {
     /// Whether `c` may lease `bdf` whole: an admin, or a `[lease]` rule naming the
     /// device and the caller's uid or one of its groups.
     pub fn may_lease(&self, c: PeerCred, bdf: Bdf) -> bool {
-        let mut groups = Groups::new(c, &self.proc_root);
+        let mut groups = Groups::new(c, self);
         if self.role_with(c, &mut groups) == Some(Role::Admin) {
             return true;
         }
@@ -386,7 +426,7 @@ impl Policy {
     /// Whether `c`'s channels may have their rings in GPU memory: root, or a member of
     /// `[channels] gpu_rings_group`.
     pub fn may_use_gpu_rings(&self, c: PeerCred) -> bool {
-        let mut groups = Groups::new(c, &self.proc_root);
+        let mut groups = Groups::new(c, self);
         c.uid == 0 || self.gpu_rings.as_ref().is_some_and(|g| groups.has(g.gid))
     }
 
@@ -401,19 +441,19 @@ impl Policy {
     }
 }
 
-/// A caller's groups, read from /proc at most once and only when asked.
+/// A caller's groups, looked up at most once and only when asked.
 #[derive(Debug)]
 struct Groups<'a> {
     cred: PeerCred,
-    proc_root: &'a Path,
+    policy: &'a Policy,
     supplementary: Option<Vec<u32>>,
 }
 
 impl<'a> Groups<'a> {
-    fn new(cred: PeerCred, proc_root: &'a Path) -> Self {
+    fn new(cred: PeerCred, policy: &'a Policy) -> Self {
         Self {
             cred,
-            proc_root,
+            policy,
             supplementary: None,
         }
     }
@@ -422,9 +462,9 @@ impl<'a> Groups<'a> {
         if self.cred.gid == gid {
             return true;
         }
-        let (root, pid) = (self.proc_root, self.cred.pid);
+        let (cred, policy) = (self.cred, self.policy);
         self.supplementary
-            .get_or_insert_with(|| read_groups(root, pid))
+            .get_or_insert_with(|| policy.cache.get(cred, &policy.proc_root))
             .contains(&gid)
     }
 }

@@ -230,3 +230,24 @@ fn leases_whole_go_to_admins_and_to_callers_a_rule_names_with_the_device() {
     );
     assert!(!p.may_lease(c(1001, 952, 0), dev), "nobody names it");
 }
+
+#[test]
+fn groups_read_once_are_kept_a_while_and_a_new_policy_reads_them_afresh() {
+    let (dir, p) = world("[roles]\nadmins = [\"rigadm\"]\n");
+    assert_eq!(p.role_of(c(1000, 100, 78)), Some(Role::Client));
+    // pid 78 joins rigadm: the policy in force still has the groups it read.
+    fs::write(dir.path().join("proc/78/status"), "Groups:\t950\n").expect("status");
+    assert_eq!(p.role_of(c(1000, 100, 78)), Some(Role::Client), "kept");
+    // Another uid on the same pid is another caller.
+    assert_eq!(p.role_of(c(1001, 100, 78)), Some(Role::Admin));
+    let mut config =
+        Config::parse("[roles]\nadmins = [\"rigadm\"]\n", Path::new("t.toml")).expect("config");
+    config.paths.group_file = dir.path().join("group");
+    config.paths.proc = dir.path().join("proc");
+    let fresh = Policy::strict(&config).expect("policy");
+    assert_eq!(
+        fresh.role_of(c(1000, 100, 78)),
+        Some(Role::Admin),
+        "read afresh"
+    );
+}
