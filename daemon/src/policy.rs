@@ -241,9 +241,12 @@ pub const GROUPS_FRESH: Duration = Duration::from_secs(1);
 /// The most callers whose groups are kept; past it the cache starts afresh.
 const GROUPS_KEPT: usize = 4096;
 
-/// Supplementary groups read recently, by (pid, uid, gid).
+/// A caller as the cache knows it: pid, uid, gid.
+type Caller = (i32, u32, u32);
+
+/// Supplementary groups read recently, by caller, with when they were read.
 #[derive(Debug, Default)]
-struct GroupsCache(Mutex<HashMap<(i32, u32, u32), (Instant, Vec<u32>)>>);
+struct GroupsCache(Mutex<HashMap<Caller, (Instant, Vec<u32>)>>);
 
 impl GroupsCache {
     fn get(&self, c: PeerCred, proc_root: &Path) -> Vec<u32> {

@@ -88,6 +88,32 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     health: &Health,
 ) -> Result<(), ServiceError> {
+    serve_with(rig, listener, shutdown, health, true).await
+}
+
+/// As [`run`] without the gate (no role check, audit line or RPC metric): the
+/// "before" of client/benches/gate.rs, which measures what the gate costs. Never in
+/// the shipped rigd (feature `fakes`).
+///
+/// # Errors
+/// As [`run`].
+#[cfg(feature = "fakes")]
+#[doc(hidden)]
+pub async fn run_ungated(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    serve_with(rig, listener, shutdown, &Health::new(), false).await
+}
+
+async fn serve_with(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+    health: &Health,
+    gated: bool,
+) -> Result<(), ServiceError> {
     // Reflection in both versions: grpcurl and grpcio-reflection ask v1 first, older
     // tools (and grpcio-reflection's v1alpha module, still the documented one) ask only
     // v1alpha.
@@ -110,7 +136,9 @@ pub async fn serve(
         let _ = stopping_tx.send(true);
     };
     let serve = tonic::transport::Server::builder()
-        .layer(gate::GateLayer::new(Arc::clone(&rig)))
+        .layer(tower::util::option_layer(
+            gated.then(|| gate::GateLayer::new(Arc::clone(&rig))),
+        ))
         .add_service(queue::service(Arc::clone(&rig)))
         .add_service(RigServer::new(Service {
             rig,
