@@ -26,6 +26,59 @@ pub struct Config {
     pub channels: Channels,
     pub queue: Queue,
     pub lease: Lease,
+    pub roles: Roles,
+    pub audit: Audit,
+    pub metrics: Metrics,
+    pub log: Log,
+}
+
+/// Who has which role (`policy`, docs/roles.md): groups by name, primary or
+/// supplementary groups of the caller's process. Root is always an admin; an admin is
+/// also a client.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Roles {
+    /// Members may inspect, open DMA sessions, and hold queues and channels within
+    /// their quotas. Empty: everyone the socket lets in (`server.group`).
+    pub clients: Vec<String>,
+    /// Members may also take, give back, reset, resize, touch registers and bus
+    /// mastering, and lease devices whole. (`server.admin_group`, the older spelling,
+    /// is one more.)
+    pub admins: Vec<String>,
+}
+
+/// Audit lines of privileged actions (`service::audit`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Audit {
+    /// The journal's native socket; where it is missing, audit lines go to rigd's log.
+    pub journal_socket: PathBuf,
+}
+
+impl Default for Audit {
+    fn default() -> Self {
+        Self {
+            journal_socket: PathBuf::from("/run/systemd/journal/socket"),
+        }
+    }
+}
+
+/// Prometheus metrics (`service::metrics`), off unless `listen` is set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Metrics {
+    /// `unix:/run/rig/metrics.sock` (a socket of its own, 0660 with `server.group`'s
+    /// group, else 0600) or `127.0.0.1:9464` (loopback only).
+    pub listen: Option<String>,
+}
+
+/// rigd's log.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// A tracing filter: `info`, `debug`, `rigd::take=debug,info`. Unset: info. `-v`
+    /// and `RUST_LOG` win over it. Re-read on reload (SIGHUP).
+    pub level: Option<String>,
 }
 
 /// Whole-device leases (docs/lease.md): which callers besides root may lease a held
@@ -284,6 +337,17 @@ pub enum ConfigError {
     },
     #[error("{path}: lease.allow rule {rule} names no devices, or neither uids nor groups")]
     LeaseRuleEmpty { path: PathBuf, rule: usize },
+    #[error("{path}: log.level `{level}` is not a tracing filter")]
+    LogLevel {
+        path: PathBuf,
+        level: String,
+        #[source]
+        source: tracing_subscriber::filter::ParseError,
+    },
+    #[error(
+        "{path}: metrics.listen `{listen}` is neither unix:PATH nor a 127.0.0.1 (or [::1]) address and port"
+    )]
+    MetricsListen { path: PathBuf, listen: String },
 }
 
 impl Config {
@@ -318,7 +382,42 @@ impl Config {
             }
         })?;
         config.lease.check(path)?;
+        if let Some(level) = &config.log.level {
+            tracing_subscriber::EnvFilter::try_new(level).map_err(|source| {
+                ConfigError::LogLevel {
+                    path: path.to_owned(),
+                    level: level.clone(),
+                    source,
+                }
+            })?;
+        }
+        if let Some(listen) = &config.metrics.listen
+            && MetricsListen::parse(listen).is_none()
+        {
+            return Err(ConfigError::MetricsListen {
+                path: path.to_owned(),
+                listen: listen.clone(),
+            });
+        }
         Ok(config)
+    }
+}
+
+/// Where metrics are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsListen {
+    Unix(PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
+impl MetricsListen {
+    /// `unix:PATH`, or a loopback `address:port`; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            return (p.starts_with('/')).then(|| Self::Unix(PathBuf::from(p)));
+        }
+        let addr: std::net::SocketAddr = s.parse().ok()?;
+        addr.ip().is_loopback().then_some(Self::Tcp(addr))
     }
 }
 
@@ -506,6 +605,41 @@ mod tests {
             e.to_string()
                 .starts_with("r.toml:2:1: unknown field `per_uid`"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn roles_audit_metrics_and_log_parse_and_bad_ones_are_refused() {
+        let c = Config::parse(
+            "[roles]\nclients = [\"rig\"]\nadmins = [\"rigadm\"]\n[audit]\njournal_socket = \"/tmp/j\"\n[metrics]\nlisten = \"127.0.0.1:9464\"\n[log]\nlevel = \"debug\"\n",
+            Path::new("t.toml"),
+        )
+        .expect("valid");
+        assert_eq!(c.roles.clients, ["rig"]);
+        assert_eq!(c.roles.admins, ["rigadm"]);
+        assert_eq!(c.audit.journal_socket, Path::new("/tmp/j"));
+        assert_eq!(c.log.level.as_deref(), Some("debug"));
+        assert_eq!(
+            MetricsListen::parse("unix:/run/rig/metrics.sock"),
+            Some(MetricsListen::Unix("/run/rig/metrics.sock".into()))
+        );
+        assert!(
+            MetricsListen::parse("0.0.0.0:9464").is_none(),
+            "not loopback"
+        );
+        assert!(MetricsListen::parse("unix:rel").is_none(), "relative");
+        let e = Config::parse("[metrics]\nlisten = \"10.0.0.1:1\"\n", Path::new("r.toml"))
+            .expect_err("not loopback");
+        assert!(matches!(e, ConfigError::MetricsListen { .. }), "{e}");
+        let e = Config::parse("[log]\nlevel = \"rigd=loud\"\n", Path::new("r.toml"))
+            .expect_err("bad level");
+        assert!(
+            e.to_string().starts_with("r.toml: log.level `rigd=loud`"),
+            "{e}"
+        );
+        assert_eq!(
+            Config::default().audit.journal_socket,
+            Path::new("/run/systemd/journal/socket")
         );
     }
 

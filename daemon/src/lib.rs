@@ -30,12 +30,14 @@
 
 #![deny(unsafe_code)]
 
+pub mod audit;
 pub mod channels;
 pub mod config;
 pub mod dma;
 pub mod nvme;
 pub mod nvrm;
 pub mod pci;
+pub mod policy;
 pub mod queue;
 pub mod rig;
 pub mod service;

@@ -1,4 +1,6 @@
-//! rigd: parse flags, set up tracing, load the config, build `Rig`, serve.
+//! rigd: parse flags, set up tracing, load the config, build `Rig`, serve; on SIGHUP,
+//! re-read the config (`Rig::reload` and the log level), telling systemd RELOADING=1
+//! and READY=1 around it.
 
 use std::{path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -12,7 +14,7 @@ use rigd::{
         watchdog::{self, Health},
     },
 };
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, Registry, layer::SubscriberExt, util::SubscriberInitExt};
 
 /// The rig daemon: lends PCI GPUs to unprivileged programs.
 #[derive(Debug, Parser)]
@@ -31,8 +33,8 @@ pub(crate) struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing(args.verbose);
-    match run(args) {
+    let log = init_tracing(args.verbose);
+    match run(args, log) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Once: the subscriber writes to stderr, which is also what systemd logs.
@@ -42,25 +44,52 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(verbose: u8) {
+/// The log filter, and whether `[log] level` decides it (not `-v` or RUST_LOG).
+struct Log {
+    handle: tracing_subscriber::reload::Handle<EnvFilter, Registry>,
+    from_config: bool,
+}
+
+impl Log {
+    /// Puts `[log] level` (or info) in force, unless -v or RUST_LOG chose.
+    fn apply(&self, level: Option<&str>) {
+        if !self.from_config {
+            return;
+        }
+        // Config::parse checked the filter.
+        let filter =
+            EnvFilter::try_new(level.unwrap_or("info")).unwrap_or_else(|_| EnvFilter::new("info"));
+        let _ = self.handle.reload(filter);
+    }
+}
+
+fn init_tracing(verbose: u8) -> Log {
     let default = match verbose {
         0 => "info",
         1 => "debug",
         _ => "trace",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+    let env = EnvFilter::try_from_default_env().ok();
+    let from_config = env.is_none() && verbose == 0;
+    let filter = env.unwrap_or_else(|| EnvFilter::new(default));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .init();
+    Log {
+        handle,
+        from_config,
+    }
 }
 
-fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+fn run(args: Args, log: Log) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let explicit = args.config.as_os_str() != config::DEFAULT_PATH;
     let mut config = Config::load(&args.config, explicit)?;
-    if let Some(socket) = args.socket {
-        config.server.socket = socket;
+    if let Some(socket) = &args.socket {
+        config.server.socket.clone_from(socket);
     }
+    log.apply(config.log.level.as_deref());
     let gid = config
         .server
         .group
@@ -89,12 +118,26 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         bound.listener.set_nonblocking(true)?;
         let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone()?)?;
         tracing::info!(socket = %bound.origin, "serving");
+        // Before READY=1: systemd may send SIGHUP as soon as it has it, and SIGHUP's
+        // default action ends the process.
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         let rig = Arc::new(rig);
         let unbind_wait = std::time::Duration::from_secs(config.take.unbind_timeout_s);
         let health = supervise(&rig, Health::with_unbind_wait(unbind_wait))?;
+        let _metrics = match config
+            .metrics
+            .listen
+            .as_deref()
+            .and_then(config::MetricsListen::parse)
+        {
+            Some(listen) => Some(service::metrics::serve(Arc::clone(&rig), listen, gid).await?),
+            None => None,
+        };
+        let reloads = tokio::spawn(reloads(Arc::clone(&rig), hup, (args, explicit), log));
         let served = service::serve(Arc::clone(&rig), listener, shutdown_signal(), &health).await;
+        reloads.abort();
         rig.shutdown();
         served?;
         let _ = sd_notify::notify(&[
@@ -125,6 +168,52 @@ fn supervise(rig: &Arc<Rig>, health: Health) -> std::io::Result<Health> {
         );
     }
     Ok(health)
+}
+
+/// Re-reads the config on each SIGHUP. A config that does not parse, or whose groups
+/// do not resolve, is refused with one line and the running one stays.
+async fn reloads(
+    rig: Arc<Rig>,
+    mut hup: tokio::signal::unix::Signal,
+    (args, explicit): (Args, bool),
+    log: Log,
+) {
+    while hup.recv().await.is_some() {
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Reloading,
+            sd_notify::NotifyState::monotonic_usec_now()
+                .unwrap_or(sd_notify::NotifyState::Status("reloading")),
+        ]);
+        let loaded = Config::load(&args.config, explicit).map_err(|e| error_line(&e));
+        let done = loaded.and_then(|mut c| {
+            if let Some(socket) = &args.socket {
+                c.server.socket.clone_from(socket);
+            }
+            let r = rig.reload(&c).map_err(|e| error_line(&e))?;
+            Ok((c, r))
+        });
+        match done {
+            Ok((c, r)) => {
+                log.apply(c.log.level.as_deref());
+                tracing::info!(
+                    "reloaded {}: roles, quotas, limits and log level in force",
+                    args.config.display()
+                );
+                for section in r.need_restart {
+                    tracing::warn!(
+                        "reload: [{section}] changed; that takes effect when rigd restarts"
+                    );
+                }
+            }
+            Err(line) => {
+                tracing::error!(
+                    "reload of {} refused, the running configuration stays: {line}",
+                    args.config.display()
+                );
+            }
+        }
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    }
 }
 
 async fn shutdown_signal() {

@@ -14,16 +14,15 @@ use std::{
     time::Duration,
 };
 
-use rig_sys::scm::PeerCred;
-
 use crate::{
     channels::{ChannelError, ChannelHost},
-    config::{self, Config, ConfigError},
+    config::{self, Config},
     dma::{self, DmaError},
     pci::{
         self, Bdf, BdfError, Device, PciError, SysfsRoot,
         ids::{IdsError, PciIds},
     },
+    policy::Policy,
     sys::{
         mmio::Width,
         sysfs::{PciSysfs, RealSysfs},
@@ -50,8 +49,6 @@ pub enum RigError {
     Channel(#[from] ChannelError),
     #[error("Another operation on {bdf} is under way; try again when it ends")]
     Busy { bdf: Bdf },
-    #[error("Only root or members of the admin group{} may take, reset or give back devices (you are uid {uid})", .group.as_deref().map(|g| format!(" `{g}`")).unwrap_or_default())]
-    NotAdmin { uid: u32, group: Option<String> },
     #[error(transparent)]
     Nvme(#[from] crate::nvme::NvmeError),
     #[error(transparent)]
@@ -68,9 +65,14 @@ pub enum RigError {
         failed: Option<Arc<RigError>>,
     },
     #[error(
-        "uid {uid} may not lease {bdf} whole: only root and those a [lease] rule names with it may"
+        "uid {uid} may not lease {bdf} whole: that needs the admin role ({}) or a [lease] rule naming the device and the caller", admins_phrase(.admins)
     )]
-    LeaseNotAllowed { bdf: Bdf, uid: u32 },
+    LeaseNotAllowed {
+        bdf: Bdf,
+        uid: u32,
+        /// The groups that grant the admin role.
+        admins: Vec<String>,
+    },
     #[error("{bdf} cannot be leased whole now: {why}")]
     LeaseInUse { bdf: Bdf, why: String },
     #[error("{bdf} is not leased whole by this session")]
@@ -85,8 +87,19 @@ pub enum RigError {
     },
 }
 
+fn admins_phrase(admins: &[String]) -> String {
+    if admins.is_empty() {
+        return "root".to_owned();
+    }
+    let named: Vec<_> = admins.iter().map(|g| format!("`{g}`")).collect();
+    format!("root and members of {}", named.join(", "))
+}
+
 mod lease;
+mod reload;
 mod served;
+
+pub use reload::{ReloadError, Reloaded};
 
 pub use lease::{LeaseHolder, LentDevice, LentRegion};
 
@@ -100,9 +113,10 @@ pub struct Rig {
     ids: PciIds,
     taker: Taker,
     devices: Mutex<BTreeMap<Bdf, Slot>>,
-    admin_group: Option<(String, u32)>,
-    /// `[channels] gpu_rings_group`, resolved.
-    gpu_rings_group: Option<(String, u32)>,
+    /// Who may do what (`policy`); a reload swaps it.
+    policy: RwLock<Arc<Policy>>,
+    /// Where privileged actions' audit lines go.
+    audit: Arc<crate::audit::Audit>,
     unbind_timeout: Duration,
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
@@ -113,7 +127,9 @@ pub struct Rig {
     dev_dir: PathBuf,
     /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
     served: Mutex<BTreeMap<Bdf, queues::Served>>,
-    queue_limits: crate::queue::Limits,
+    queue_limits: Mutex<crate::queue::Limits>,
+    /// The config in force (what a reload compares with).
+    running: Mutex<Config>,
     /// Devices leased whole, by address (`rig::lease`).
     leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
     lease_policy: lease::Policy,
@@ -159,16 +175,8 @@ pub struct Listing {
 pub enum StartWarning {
     #[error("Device names will be missing (install Debian's pci.ids)")]
     NoNames(#[source] IdsError),
-    #[error("Only root may take devices")]
-    NoAdminGroup(#[source] ConfigError),
-    #[error("Group `{group}` of a [lease] rule allows nobody")]
-    LeaseGroup {
-        group: String,
-        #[source]
-        source: ConfigError,
-    },
-    #[error("Only root's channels may have rings in GPU memory")]
-    NoGpuRingsGroup(#[source] ConfigError),
+    #[error(transparent)]
+    Policy(#[from] crate::policy::PolicyError),
     #[error("GPU {gpu} is not served: no channels on it")]
     NotServed {
         gpu: String,
@@ -203,30 +211,9 @@ impl Rig {
             warnings.push(StartWarning::NoNames(e));
             PciIds::empty()
         });
-        let admin_group = config.server.admin_group.as_deref().and_then(|g| {
-            match config::resolve_group(g, &config.paths.group_file) {
-                Ok(gid) => Some((g.to_owned(), gid)),
-                Err(e) => {
-                    warnings.push(StartWarning::NoAdminGroup(e));
-                    None
-                }
-            }
-        });
-        let (lease_policy, unknown) = lease::Policy::new(&config.lease, &config.paths.group_file);
-        warnings.extend(
-            unknown
-                .into_iter()
-                .map(|(group, source)| StartWarning::LeaseGroup { group, source }),
-        );
-        let gpu_rings_group = config.channels.gpu_rings_group.as_deref().and_then(|g| {
-            match config::resolve_group(g, &config.paths.group_file) {
-                Ok(gid) => Some((g.to_owned(), gid)),
-                Err(e) => {
-                    warnings.push(StartWarning::NoGpuRingsGroup(e));
-                    None
-                }
-            }
-        });
+        let (policy, problems) = Policy::new(config);
+        warnings.extend(problems.into_iter().map(StartWarning::Policy));
+        let lease_policy = lease::Policy::new(&config.lease);
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -242,8 +229,11 @@ impl Rig {
             ids,
             taker,
             devices: Mutex::new(BTreeMap::new()),
-            admin_group,
-            gpu_rings_group,
+            policy: RwLock::new(Arc::new(policy)),
+            audit: Arc::new(crate::audit::Audit::new(
+                &config.audit.journal_socket,
+                &config.paths.proc,
+            )),
             unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
@@ -251,7 +241,8 @@ impl Rig {
             channels: config.channels.clone(),
             dev_dir: config.paths.dev.clone(),
             served: Mutex::new(BTreeMap::new()),
-            queue_limits: (&config.queue).into(),
+            queue_limits: Mutex::new((&config.queue).into()),
+            running: Mutex::new(config.clone()),
             leases: Mutex::new(BTreeMap::new()),
             lease_policy,
         };
@@ -275,53 +266,19 @@ impl Rig {
         outcomes
     }
 
-    /// Refuses a caller who is neither root nor in the admin group (primary or
-    /// supplementary groups of the peer process, from /proc/<pid>/status).
-    ///
-    /// # Errors
-    /// [`RigError::NotAdmin`].
-    pub fn authorize_admin(&self, c: PeerCred) -> Result<(), RigError> {
-        if c.uid == 0
-            || self
-                .admin_group
-                .as_ref()
-                .is_some_and(|(_, g)| self.in_group(c, *g))
-        {
-            return Ok(());
-        }
-        Err(RigError::NotAdmin {
-            uid: c.uid,
-            group: self.admin_group.as_ref().map(|(n, _)| n.clone()),
-        })
+    /// Who may do what, now.
+    pub fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// The caller's primary group and its process's supplementary groups (from
-    /// /proc/<pid>/status; none when /proc cannot show them, e.g. pid 0: a peer outside
-    /// rigd's pid namespace).
-    fn groups_of(&self, c: PeerCred) -> Vec<u32> {
-        let status = self
-            .taker
-            .places
-            .proc_root
-            .join(format!("{}/status", c.pid));
-        let mut groups = vec![c.gid];
-        if let Some(line) = std::fs::read_to_string(status).ok().and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("Groups:"))
-                .map(str::to_owned)
-        }) {
-            groups.extend(
-                line.split_whitespace()
-                    .skip(1)
-                    .filter_map(|g| g.parse::<u32>().ok()),
-            );
-        }
-        groups
+    /// Where audit lines go.
+    pub fn audit(&self) -> &Arc<crate::audit::Audit> {
+        &self.audit
     }
 
-    /// Whether the peer process is in group `gid` (primary or supplementary).
-    fn in_group(&self, c: PeerCred, gid: u32) -> bool {
-        self.groups_of(c).contains(&gid)
+    /// Puts `policy` in force for the requests that come after.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(policy);
     }
 
     /// Runs `f` on the slot of `bdf` under its lock; `Busy` if another operation holds
@@ -727,42 +684,7 @@ pub struct HeldView {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-
-    fn rig_with_admin(dir: &Path) -> Rig {
-        let groups = dir.join("group");
-        std::fs::write(&groups, "root:x:0:\nrigadm:x:950:alice\n").expect("group file");
-        let mut config = Config::default();
-        config.server.admin_group = Some("rigadm".into());
-        config.paths.group_file = groups;
-        config.paths.proc = dir.join("proc");
-        config.paths.pci_ids = dir.join("none");
-        config.paths.sysfs = dir.join("sys");
-        let (rig, _) = Rig::new(&config);
-        rig
-    }
-
-    #[test]
-    fn root_and_admin_group_members_are_authorised_and_others_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let rig = rig_with_admin(dir.path());
-        let status = dir.path().join("proc/77");
-        std::fs::create_dir_all(&status).expect("proc");
-        std::fs::write(status.join("status"), "Name:\tx\nGroups:\t100 950\n").expect("status");
-        let c = |uid, gid, pid| PeerCred { uid, gid, pid };
-        // pid 0: a peer outside rigd's pid namespace, whose groups /proc cannot show.
-        rig.authorize_admin(c(0, 0, 0)).expect("root");
-        rig.authorize_admin(c(1000, 950, 0)).expect("primary group");
-        rig.authorize_admin(c(1000, 100, 77))
-            .expect("supplementary group");
-        let e = rig.authorize_admin(c(1000, 100, 78)).expect_err("outsider");
-        assert_eq!(
-            e.to_string(),
-            "Only root or members of the admin group `rigadm` may take, reset or give back devices (you are uid 1000)"
-        );
-    }
 
     #[test]
     fn a_look_waits_out_another_look_but_not_a_long_operation() {

@@ -98,6 +98,9 @@ pub enum DmaErrorKind {
     Rm,
     /// The pool's device is leased whole to another session.
     Leased,
+    /// The caller lacks the role the request needs (docs/roles.md; rigd's reason
+    /// `NOT_CLIENT` or `NOT_ADMIN`).
+    RoleRequired,
 }
 
 impl DmaErrorKind {
@@ -119,6 +122,7 @@ impl DmaErrorKind {
             Ok(C::NotServed) => Self::NotServed,
             Ok(C::Rm) => Self::Rm,
             Ok(C::Leased) => Self::Leased,
+            Ok(C::NotClient | C::NotAdmin) => Self::RoleRequired,
             _ => Self::Internal,
         }
     }

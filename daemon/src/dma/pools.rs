@@ -110,6 +110,8 @@ type Reserved = (Arc<Pool>, PeerCred, LeaseId, Option<Arc<dyn DeviceMap>>);
 #[derive(Debug)]
 pub struct Pools {
     config: config::Dma,
+    /// `config.quota`, or what a reload set since.
+    quota: RwLock<config::DmaQuota>,
     hugepages: Hugepages,
     pools: RwLock<BTreeMap<String, Arc<Pool>>>,
     sessions: Mutex<Sessions>,
@@ -122,10 +124,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Pools {
+    /// The quotas in force.
+    pub fn quota(&self) -> config::DmaQuota {
+        self.quota
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// New quotas for the leases after (a reload); what is leased stays.
+    pub fn set_quota(&self, quota: config::DmaQuota) {
+        *self.quota.write().unwrap_or_else(PoisonError::into_inner) = quota;
+    }
+
     /// No pools yet; `sysfs` is where the hugepage counters are read.
     pub fn new(config: &config::Dma, sysfs: &Path) -> Self {
         Self {
             config: config.clone(),
+            quota: RwLock::new(config.quota.clone()),
             hugepages: Hugepages::new(sysfs),
             pools: RwLock::new(BTreeMap::new()),
             sessions: Mutex::new(Sessions::default()),
@@ -309,7 +325,7 @@ impl Pools {
         s.next_session += 1;
         let id = SessionId(s.next_session);
         let (uid_held, pool_held) = s.held(peer.uid, name);
-        let q = &self.config.quota;
+        let q = &self.quota();
         let quota_left = q
             .per_uid_bytes
             .saturating_sub(uid_held)
@@ -439,7 +455,7 @@ impl Pools {
             });
         }
         let (uid_held, pool_held) = s.held(peer.uid, &name);
-        let q = &self.config.quota;
+        let q = &self.quota();
         let over = |held: u64, limit: u64, scope: String| DmaError::Quota {
             uid: peer.uid,
             scope,
@@ -609,7 +625,7 @@ impl Pools {
         DmaStatus {
             pools,
             clients,
-            quota: self.config.quota.clone(),
+            quota: self.quota(),
         }
     }
 

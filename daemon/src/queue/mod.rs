@@ -281,6 +281,11 @@ impl Queues {
         self.one_client
     }
 
+    /// New limits for the requests after (a reload); lent queues stay as they are.
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
     /// Every lent queue.
     pub fn status(&self) -> Vec<QueueStatus> {
         self.lent.values().cloned().collect()

@@ -2,7 +2,7 @@
 //! device — its VFIO device fd, or its `resourceN` files in sysfs mode — for as long
 //! as its side connection lives, and rigd takes it back when that ends.
 //!
-//! Policy (`[lease]`): root, or a caller a rule names with the device. While a device
+//! Policy (`crate::policy`): an admin, or a caller a `[lease]` rule names with the device. While a device
 //! is leased rigd refuses every other request on it — give-back, reset, resize,
 //! register access, bus mastering, queues, another lease, and memory leases of other
 //! sessions on its pool (the holder programs the device: it reaches every IOVA of the
@@ -55,46 +55,15 @@ pub(super) struct DeviceLease {
     pub(super) failed: Option<Arc<RigError>>,
 }
 
-/// The lease policy, with the rules' groups resolved to ids at start.
+/// What a lease's end does with the pool (who may lease is `policy`'s).
 #[derive(Debug, Default)]
 pub(super) struct Policy {
-    rules: Vec<(config::LeaseRule, Vec<u32>)>,
     pool: LeasePool,
 }
 
 impl Policy {
-    /// Resolves each rule's groups in `group_file`; a group that is not there allows
-    /// nobody, and is returned by name with the error.
-    pub(super) fn new(
-        c: &config::Lease,
-        group_file: &std::path::Path,
-    ) -> (Self, Vec<(String, config::ConfigError)>) {
-        let mut unknown = Vec::new();
-        let rules = c
-            .allow
-            .iter()
-            .map(|r| {
-                let gids = r
-                    .groups
-                    .iter()
-                    .filter_map(|g| match config::resolve_group(g, group_file) {
-                        Ok(gid) => Some(gid),
-                        Err(e) => {
-                            unknown.push((g.clone(), e));
-                            None
-                        }
-                    })
-                    .collect();
-                (r.clone(), gids)
-            })
-            .collect();
-        (
-            Self {
-                rules,
-                pool: c.pool,
-            },
-            unknown,
-        )
+    pub(super) fn new(c: &config::Lease) -> Self {
+        Self { pool: c.pool }
     }
 }
 
@@ -134,19 +103,6 @@ fn now() -> u64 {
 }
 
 impl Rig {
-    /// Whether `c` may lease `bdf` whole: root, or a rule naming the device and the
-    /// caller's uid or one of its groups.
-    fn may_lease(&self, c: PeerCred, bdf: Bdf) -> bool {
-        if c.uid == 0 {
-            return true;
-        }
-        let groups = self.groups_of(c);
-        self.lease_policy.rules.iter().any(|(rule, gids)| {
-            rule.names(bdf)
-                && (rule.uids.contains(&c.uid) || gids.iter().any(|g| groups.contains(g)))
-        })
-    }
-
     /// The holder of `bdf`, when it is leased whole.
     pub fn lease_holder(&self, bdf: Bdf) -> Option<LeaseHolder> {
         lock(&self.leases).get(&bdf).map(|l| l.holder)
@@ -197,8 +153,13 @@ impl Rig {
                 pool.name()
             )));
         }
-        if !self.may_lease(peer, bdf) {
-            return Err(RigError::LeaseNotAllowed { bdf, uid: peer.uid });
+        let policy = self.policy();
+        if !policy.may_lease(peer, bdf) {
+            return Err(RigError::LeaseNotAllowed {
+                bdf,
+                uid: peer.uid,
+                admins: policy.admin_groups(),
+            });
         }
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;

@@ -300,10 +300,10 @@ impl Rig {
         let one_client = ctrl.max_qid() < 512;
         let queues = if one_client {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues, one client at a time (fewer than 512 queue ids)");
-            Queues::one_client(bdf, self.queue_limits)
+            Queues::one_client(bdf, *lock(&self.queue_limits))
         } else {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues");
-            Queues::new(bdf, self.queue_limits)
+            Queues::new(bdf, *lock(&self.queue_limits))
         };
         Ok(Served {
             ctrl,
@@ -473,5 +473,16 @@ impl Rig {
             }
         }
         out
+    }
+}
+
+impl Rig {
+    /// Queue limits for devices served from now on, and for new queues on those
+    /// already served (a reload).
+    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
+        *lock(&self.queue_limits) = limits;
+        for served in lock(&self.served).values_mut() {
+            served.queues.set_limits(limits);
+        }
     }
 }

@@ -167,14 +167,11 @@ impl Rig {
         let host = self.served_host(session)?;
         if req.rings == Rings::Gpu {
             let (_, peer) = self.dma.session_peer(session)?;
-            let member = self
-                .gpu_rings_group
-                .as_ref()
-                .is_some_and(|(_, g)| self.in_group(peer, *g));
-            if peer.uid != 0 && !member {
+            let policy = self.policy();
+            if !policy.may_use_gpu_rings(peer) {
                 return Err(ChannelError::GpuRingsRefused {
                     uid: peer.uid,
-                    group: self.gpu_rings_group.as_ref().map(|(n, _)| n.clone()),
+                    group: policy.gpu_rings_group().map(ToOwned::to_owned),
                 }
                 .into());
             }
@@ -250,7 +247,7 @@ mod tests {
         assert!(
             warnings
                 .iter()
-                .all(|w| !matches!(w, StartWarning::NoGpuRingsGroup(_)))
+                .all(|w| !matches!(w, StartWarning::Policy(_)))
         );
         let gpu = nvrm::Gpu::open(FakeRm::new(), None).expect("fake GPU");
         let name = gpu.card().bdf.clone();

@@ -338,7 +338,7 @@ pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
         C::Quota | C::Exhausted | C::ChannelLimit => G::ResourceExhausted,
         C::NotContiguous | C::NotServed | C::Leased => G::FailedPrecondition,
         C::UnknownLease | C::UnknownChannel => G::NotFound,
-        C::BadSession | C::GpuRingsRefused => G::PermissionDenied,
+        C::BadSession | C::GpuRingsRefused | C::NotClient | C::NotAdmin => G::PermissionDenied,
         C::Rm => G::Unavailable,
         C::Unspecified | C::Internal => G::Internal,
     };

@@ -4,12 +4,18 @@
 //! → `convert` to proto. Proto types stop here. `run` takes a bound listener, so tests
 //! start a real server on a temp socket and systemd can hand one over.
 //!
+//! Who may call what is decided before any handler, by `gate` (a layer on the whole
+//! server, asking `policy`); a privileged call's handler finishes the audit line the
+//! gate opened (`audit::Pending`) with its device and outcome.
+//!
 //! State: an `Arc<Rig>`, shared by all requests. Every request runs in a span that
 //! carries the peer's uid, gid and pid (SO_PEERCRED, read at accept time).
 
 mod channels;
 mod convert;
 pub mod dma;
+pub mod gate;
+pub mod metrics;
 mod queue;
 pub mod socket;
 pub mod status;
@@ -82,6 +88,32 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     health: &Health,
 ) -> Result<(), ServiceError> {
+    serve_with(rig, listener, shutdown, health, true).await
+}
+
+/// As [`run`] without the gate (no role check, audit line or RPC metric): the
+/// "before" of client/benches/gate.rs, which measures what the gate costs. Never in
+/// the shipped rigd (feature `fakes`).
+///
+/// # Errors
+/// As [`run`].
+#[cfg(feature = "fakes")]
+#[doc(hidden)]
+pub async fn run_ungated(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServiceError> {
+    serve_with(rig, listener, shutdown, &Health::new(), false).await
+}
+
+async fn serve_with(
+    rig: Arc<Rig>,
+    listener: UnixListener,
+    shutdown: impl Future<Output = ()> + Send,
+    health: &Health,
+    gated: bool,
+) -> Result<(), ServiceError> {
     // Reflection in both versions: grpcurl and grpcio-reflection ask v1 first, older
     // tools (and grpcio-reflection's v1alpha module, still the documented one) ask only
     // v1alpha.
@@ -104,6 +136,9 @@ pub async fn serve(
         let _ = stopping_tx.send(true);
     };
     let serve = tonic::transport::Server::builder()
+        .layer(tower::util::option_layer(
+            gated.then(|| gate::GateLayer::new(Arc::clone(&rig))),
+        ))
         .add_service(queue::service(Arc::clone(&rig)))
         .add_service(RigServer::new(Service {
             rig,
@@ -165,11 +200,6 @@ impl Service {
     }
 }
 
-/// The caller of an admin request, from its peer credentials (authorised by `Rig`).
-fn admin_caller<T>(req: &Request<T>) -> Result<PeerCred, Status> {
-    peer_cred(req).ok_or_else(no_peer_credentials)
-}
-
 /// The refusal of a request whose connection has no peer credentials (SO_PEERCRED).
 fn no_peer_credentials() -> Status {
     status::status(
@@ -189,23 +219,46 @@ fn internal(message: String) -> Status {
 }
 
 impl Service {
-    /// As `blocking`, for a request only root or the admin group may make.
+    /// As `blocking`, for a privileged request (the gate checked its role): the work's
+    /// outcome and `device` finish the audit line the gate opened.
     async fn admin<T, R>(
         &self,
         method: &'static str,
         req: &Request<T>,
+        device: &str,
         work: impl FnOnce(&Rig) -> Result<R, RigError> + Send + 'static,
     ) -> Result<R, Status>
     where
         R: Send + 'static,
     {
-        let caller = admin_caller(req)?;
+        gate::audit_device(req, device);
+        let audit = gate::pending(req);
         self.blocking(method, req, move |rig| {
-            rig.authorize_admin(caller)
-                .and_then(|()| work(rig))
-                .map_err(|e| status::from_rig(&e))
+            let result = work(rig).map_err(|e| status::from_rig(&e));
+            if let Some(a) = audit {
+                a.finish(audit_outcome(result.as_ref().err()));
+            }
+            result
         })
         .await
+    }
+}
+
+/// An audit outcome from a request's result.
+fn audit_outcome(err: Option<&Status>) -> crate::audit::Outcome {
+    match err {
+        None => crate::audit::Outcome::Ok,
+        Some(s) => {
+            let reason = tonic_types::StatusExt::get_details_error_info(s)
+                .map(|i| i.reason)
+                .unwrap_or_default();
+            let message = s.message().to_owned();
+            if s.code() == tonic::Code::PermissionDenied {
+                crate::audit::Outcome::Denied { reason, message }
+            } else {
+                crate::audit::Outcome::Failed { reason, message }
+            }
+        }
     }
 }
 
@@ -232,6 +285,7 @@ impl RigApi for Service {
         req: Request<pb::DetachRequest>,
     ) -> Result<Response<Self::DetachStream>, Status> {
         let r = req.get_ref().clone();
+        gate::audit_device(&req, &r.bdf);
         let limit = self
             .health
             .take_limit(std::time::Duration::from_secs(r.timeout_s.into()));
@@ -273,6 +327,7 @@ impl RigApi for Service {
         req: Request<pb::AttachRequest>,
     ) -> Result<Response<Self::AttachStream>, Status> {
         let bdf = req.get_ref().bdf.clone();
+        gate::audit_device(&req, &bdf);
         take::stream(
             &self.rig,
             (
@@ -302,6 +357,7 @@ impl RigApi for Service {
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<Self::ResetStream>, Status> {
         let r = req.get_ref().clone();
+        gate::audit_device(&req, &r.bdf);
         take::stream(
             &self.rig,
             (
@@ -337,6 +393,7 @@ impl RigApi for Service {
         req: Request<pb::ResizeRequest>,
     ) -> Result<Response<Self::ResizeStream>, Status> {
         let r = req.get_ref().clone();
+        gate::audit_device(&req, &r.bdf);
         take::stream(
             &self.rig,
             (
@@ -387,7 +444,7 @@ impl RigApi for Service {
     ) -> Result<Response<pb::ReadBarReply>, Status> {
         let r = req.get_ref().clone();
         let values = self
-            .admin("ReadBar", &req, move |rig| {
+            .admin("ReadBar", &req, &r.bdf.clone(), move |rig| {
                 let width = take::width(r.width_bits)?;
                 rig.read_bar(&r.bdf, r.bar, r.offset, width, r.count.max(1))
             })
@@ -400,7 +457,7 @@ impl RigApi for Service {
         req: Request<pb::WriteBarRequest>,
     ) -> Result<Response<pb::WriteBarReply>, Status> {
         let r = req.get_ref().clone();
-        self.admin("WriteBar", &req, move |rig| {
+        self.admin("WriteBar", &req, &r.bdf.clone(), move |rig| {
             let width = take::width(r.width_bits)?;
             rig.write_bar(&r.bdf, r.bar, r.offset, width, r.value)
         })
@@ -414,7 +471,7 @@ impl RigApi for Service {
     ) -> Result<Response<pb::SetBusMasterReply>, Status> {
         let r = req.get_ref().clone();
         let was_on = self
-            .admin("SetBusMaster", &req, move |rig| {
+            .admin("SetBusMaster", &req, &r.bdf.clone(), move |rig| {
                 rig.set_bus_master(&r.bdf, r.on)
             })
             .await?;

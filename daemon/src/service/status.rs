@@ -34,6 +34,8 @@ pub struct Why {
     pub device: Option<String>,
     /// The step that failed, in the words of the progress stream or the error.
     pub step: Option<String>,
+    /// More metadata: a refusal's `role` and `groups`.
+    pub extra: Vec<(&'static str, String)>,
 }
 
 impl Why {
@@ -57,6 +59,7 @@ impl Why {
 
 /// An error status: `code`, the one-line `message`, and `why` as an ErrorInfo.
 pub fn status(code: Code, message: impl Into<String>, why: Why) -> Status {
+    super::metrics::global().error(why.reason);
     let mut metadata = HashMap::new();
     if let Some(d) = why.device {
         metadata.insert("device".to_owned(), d);
@@ -64,11 +67,33 @@ pub fn status(code: Code, message: impl Into<String>, why: Why) -> Status {
     if let Some(s) = why.step {
         metadata.insert("step".to_owned(), s);
     }
+    for (k, v) in why.extra {
+        metadata.insert(k.to_owned(), v);
+    }
     Status::with_error_details(
         code,
         message,
         ErrorDetails::with_error_info(why.reason, DOMAIN, metadata),
     )
+}
+
+/// A role refusal (`policy`): PERMISSION_DENIED, reason `NOT_ADMIN` when the admin
+/// role was needed (the reason rigd has always sent for it) or `NOT_CLIENT`, with
+/// metadata `role` (the one needed) and `groups` (those that grant it, comma-separated).
+pub fn refused(r: &crate::policy::Refused) -> Status {
+    let reason = match r.role {
+        crate::policy::Role::Admin => "NOT_ADMIN",
+        crate::policy::Role::Client => "NOT_CLIENT",
+    };
+    let why = Why {
+        reason,
+        extra: vec![
+            ("role", r.role.as_str().to_owned()),
+            ("groups", r.granting_groups()),
+        ],
+        ..Why::default()
+    };
+    status(Code::PermissionDenied, r.to_string(), why)
 }
 
 /// An error and its causes on one line, joined by ": ".
@@ -172,7 +197,6 @@ pub fn classify(e: &RigError) -> (Code, Why) {
             let (grpc, reason) = super::dma::of_code(code);
             (grpc, Why::reason(reason).device(channel_device(c)))
         }
-        RigError::NotAdmin { .. } => (Code::PermissionDenied, Why::reason("NOT_ADMIN")),
         RigError::Take(TakeError::SysfsModeNotAllowed) => (
             Code::PermissionDenied,
             Why::reason("SYSFS_MODE_NOT_ALLOWED"),
@@ -434,14 +458,14 @@ mod tests {
     #[test]
     fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         let mut seen = std::collections::BTreeSet::new();
-        for n in 0..=17 {
+        for n in 0..=19 {
             let code = DmaErrorCode::try_from(n).expect("a code");
             let (_, reason) = crate::service::dma::of_code(code);
             assert!(is_upper_snake(reason), "{code:?}: {reason}");
             assert!(seen.insert(reason), "{reason} twice");
         }
         assert!(
-            DmaErrorCode::try_from(18).is_err(),
+            DmaErrorCode::try_from(20).is_err(),
             "a new code: add it above"
         );
     }
@@ -469,10 +493,6 @@ mod tests {
         let errors = [
             RigError::BadRequest("x".into()),
             RigError::Busy { bdf: bdf() },
-            RigError::NotAdmin {
-                uid: 1,
-                group: None,
-            },
             RigError::Pci(PciError::NoDevice { bdf: bdf() }),
             RigError::Take(TakeError::SysfsModeNotAllowed),
             RigError::Take(TakeError::AlreadyHeld {

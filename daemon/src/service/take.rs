@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio_stream::{Stream, StreamExt, wrappers::ReceiverStream};
 use tonic::{Request, Response, Status};
 
-use super::{admin_caller, convert, request_span, status, watchdog::Health};
+use super::{convert, gate, request_span, status, watchdog::Health};
 use crate::{
     rig::{HeldView, Rig, RigError},
     sys::mmio::Width,
@@ -82,9 +82,8 @@ pub fn stream<T>(
     work: impl FnOnce(&Rig, &mut dyn FnMut(&str)) -> Result<pb::Outcome, RigError> + Send + 'static,
 ) -> Result<Response<ProgressStream>, Status> {
     let span = request_span(method, req);
-    let caller = admin_caller(req)?;
-    rig.authorize_admin(caller)
-        .map_err(|e| status::from_rig(&e))?;
+    // The gate checked the role; this finishes its audit line with the outcome.
+    let audit = gate::pending(req);
     let (tx, rx) = mpsc::channel(64);
     let rig = Arc::clone(rig);
     let working = health.begin(method, limit);
@@ -95,8 +94,14 @@ pub fn stream<T>(
             let elapsed = || start.elapsed().as_secs_f64();
             // The last step reported: an error that names no step of its own gets it.
             let mut last_step = None::<String>;
+            let mut step_start = Instant::now();
+            let metric = format!("Rig.{method}");
             let mut progress = |step: &str| {
                 tracing::debug!(step, "progress");
+                if let Some(prev) = &last_step {
+                    super::metrics::global().step(&metric, prev, step_start.elapsed());
+                }
+                step_start = Instant::now();
                 last_step = Some(step.to_owned());
                 let _ = tx.blocking_send(Ok(pb::Progress {
                     elapsed_s: elapsed(),
@@ -104,6 +109,9 @@ pub fn stream<T>(
                 }));
             };
             let result = work(&rig, &mut progress);
+            if let Some(prev) = &last_step {
+                super::metrics::global().step(&metric, prev, step_start.elapsed());
+            }
             let msg = match result {
                 Ok(done) => {
                     tracing::info!(summary = done.summary, "done");
@@ -118,6 +126,9 @@ pub fn stream<T>(
                     Err(status::from_rig_during(&e, last_step.as_deref()))
                 }
             };
+            if let Some(a) = audit {
+                a.finish(super::audit_outcome(msg.as_ref().err()));
+            }
             let _ = tx.blocking_send(msg);
         });
     });

@@ -10,6 +10,7 @@
 //! and the `fakes` feature.
 
 pub mod caps;
+pub mod journal;
 pub mod kcmp;
 pub mod memfd;
 pub mod mmio;

@@ -11,6 +11,7 @@ use rig_sys::scm::PeerCred;
 
 use super::side::reply;
 use crate::{
+    audit::{Actor, Outcome, Pending},
     dma::{DmaError, SessionId},
     rig::{Rig, RigError},
     service::status::error_line,
@@ -23,10 +24,12 @@ pub(super) async fn lease(
     peer: PeerCred,
     d: pb::DeviceLease,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let audit = begin(rig, "side.lease_device", peer, &d.device);
     let rig = Arc::clone(rig);
     let done = tokio::task::spawn_blocking(move || rig.lease_device(id, peer, &d.device))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    audit.finish(outcome(done.as_ref().err()));
     match done {
         Ok(lent) => {
             let leased = pb::DeviceLeased {
@@ -58,13 +61,16 @@ pub(super) async fn lease(
 pub(super) async fn give_back(
     rig: &Arc<Rig>,
     id: SessionId,
+    peer: PeerCred,
     d: pb::DeviceGiveBack,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let audit = begin(rig, "side.give_back_device", peer, &d.device);
     let rig = Arc::clone(rig);
     let device = d.device.clone();
     let done = tokio::task::spawn_blocking(move || rig.give_back_device(id, &d.device))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    audit.finish(outcome(done.as_ref().err().map(|e| e as &RigError)));
     match done {
         Ok(report) => (
             reply(Reply::DeviceGivenBack(pb::DeviceGivenBack {
@@ -78,7 +84,32 @@ pub(super) async fn give_back(
     }
 }
 
+/// Opens the audit line of a whole-device lease or its give-back.
+fn begin(rig: &Rig, action: &str, peer: PeerCred, device: &str) -> Pending {
+    let role = rig.policy().role_of(peer).map(crate::policy::Role::as_str);
+    let p = rig.audit().begin(action, Actor { cred: peer, role });
+    match device.parse::<crate::pci::Bdf>() {
+        Ok(b) => p.device(b),
+        Err(_) => p.device(device),
+    }
+    p
+}
+
+fn outcome(e: Option<&RigError>) -> Outcome {
+    let Some(e) = e else {
+        return Outcome::Ok;
+    };
+    let (code, why) = crate::service::status::classify(e);
+    let (reason, message) = (why.reason.to_owned(), error_line(e));
+    if code == tonic::Code::PermissionDenied {
+        Outcome::Denied { reason, message }
+    } else {
+        Outcome::Failed { reason, message }
+    }
+}
+
 fn refused(e: &RigError) -> pb::DmaSideReply {
+    crate::service::metrics::global().error(crate::service::status::classify(e).1.reason);
     reply(Reply::DeviceLeaseRefused(pb::DeviceLeaseRefused {
         code: code(e).into(),
         message: error_line(e),

@@ -29,10 +29,11 @@ use tokio::{
 
 use super::{code, end_session, until_true};
 use crate::{
+    audit::Actor,
     dma::{self, DmaError, Grant, LeaseId, PoolMode, SessionId},
+    policy::{self, Role},
     rig::Rig,
-    service::ServiceError,
-    service::status::error_line,
+    service::{ServiceError, metrics, status::error_line},
 };
 
 /// How long a lease waits for blocks that are being pinned before it reports the pool
@@ -225,6 +226,7 @@ pub(super) fn reply(body: Reply) -> pb::DmaSideReply {
 }
 
 fn failure(code: pb::DmaErrorCode, message: String) -> pb::DmaSideReply {
+    metrics::global().error(super::of_code(code).1);
     reply(Reply::Error(pb::DmaSideError {
         code: code.into(),
         message,
@@ -245,6 +247,7 @@ fn claim(
     let Some(Request::Claim(c)) = req.body else {
         return Err(protocol("the first request must claim a session"));
     };
+    authorize(rig, peer, "claim")?;
     let id = SessionId(c.session);
     let ended = rig
         .dma()
@@ -269,6 +272,72 @@ async fn handle(
     let body = match req {
         Ok(r) => r.body,
         Err(m) => return protocol(m),
+    };
+    let name = body.as_ref().map_or("empty", request_name);
+    if body.is_some()
+        && let Err(refusal) = authorize(rig, peer, name)
+    {
+        metrics::global().side(name, false);
+        return (refusal, Vec::new());
+    }
+    let answer = route(rig, id, peer, iommu, body).await;
+    let ok = !matches!(
+        answer.0.body,
+        Some(Reply::Error(_) | Reply::DeviceLeaseRefused(_))
+    );
+    metrics::global().side(name, ok);
+    answer
+}
+
+/// The oneof field name of a side request (the key of `policy::SIDE`).
+fn request_name(r: &Request) -> &'static str {
+    match r {
+        Request::Claim(_) => "claim",
+        Request::Lease(_) => "lease",
+        Request::Release(_) => "release",
+        Request::ChannelOpen(_) => "channel_open",
+        Request::ChannelClose(_) => "channel_close",
+        Request::OpenQueue(_) => "open_queue",
+        Request::CloseQueue(_) => "close_queue",
+        Request::LeaseDevice(_) => "lease_device",
+        Request::GiveBackDevice(_) => "give_back_device",
+    }
+}
+
+/// The policy's check of one side request: the role its table entry needs now (a
+/// reload may have taken it away since the session opened). A refusal is audited.
+fn authorize(rig: &Rig, peer: PeerCred, name: &str) -> Result<(), pb::DmaSideReply> {
+    let need = policy::side_need(name);
+    let action = format!("side.{name}");
+    let refusal = match rig.policy().require(need.gate(), peer, &action) {
+        Ok(_) => return Ok(()),
+        Err(r) => r,
+    };
+    let (code, reason) = match refusal.role {
+        Role::Admin => (pb::DmaErrorCode::NotAdmin, "NOT_ADMIN"),
+        Role::Client => (pb::DmaErrorCode::NotClient, "NOT_CLIENT"),
+    };
+    let message = refusal.to_string();
+    let actor = Actor {
+        cred: peer,
+        role: refusal.has.map(Role::as_str),
+    };
+    rig.audit().denied(&action, actor, reason, &message);
+    Err(failure(code, message))
+}
+
+async fn route(
+    rig: &Arc<Rig>,
+    id: SessionId,
+    peer: PeerCred,
+    iommu: bool,
+    body: Option<Request>,
+) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    let protocol = |m: &str| {
+        (
+            failure(pb::DmaErrorCode::Protocol, m.to_owned()),
+            Vec::new(),
+        )
     };
     match body {
         Some(Request::Lease(l)) => match leased_whole(rig, id) {
@@ -312,7 +381,7 @@ async fn handle(
         Some(Request::OpenQueue(q)) => super::queue::open(rig, id, peer, q).await,
         Some(Request::CloseQueue(q)) => super::queue::close(rig, id, q).await,
         Some(Request::LeaseDevice(d)) => super::lease::lease(rig, id, peer, d).await,
-        Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, d).await,
+        Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, peer, d).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }
