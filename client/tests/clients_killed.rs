@@ -197,6 +197,8 @@ struct Server {
     socket: PathBuf,
     rig: Arc<Rig>,
     iommu: Arc<FakeIommu>,
+    kernel: Arc<FakeKernel>,
+    vfio: Arc<FakeVfio>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -225,9 +227,9 @@ impl Server {
             uids: vec![nix::unistd::getuid().as_raw()],
             groups: Vec::new(),
         }];
-        let kernel = FakeKernel::new(fake.root(), &["vfio-pci"]);
-        let vfio = FakeVfio::new(&kernel);
-        let (rig, _) = Rig::with_kernel(&config, Arc::new(kernel), Arc::new(vfio));
+        let kernel = Arc::new(FakeKernel::new(fake.root(), &["vfio-pci"]));
+        let vfio = Arc::new(FakeVfio::new(&kernel));
+        let (rig, _) = Rig::with_kernel(&config, kernel.clone(), vfio.clone());
         let rig = Arc::new(rig);
         let opts = DetachOptions {
             mode: Mode::Vfio,
@@ -272,6 +274,8 @@ impl Server {
             socket,
             rig,
             iommu,
+            kernel,
+            vfio,
             stop: Some(tx),
             task,
         }
@@ -285,6 +289,14 @@ impl Server {
             .await
             .expect("server stops")
             .expect("server task");
+    }
+
+    /// Entries in the fakes' call logs (kept for tests' asserts, never trimmed): they
+    /// live in this process and grow its RSS with every lease and reclaim.
+    fn fake_log_entries(&self) -> usize {
+        self.kernel.calls.lock().expect("fake log").len()
+            + self.vfio.calls().len()
+            + self.iommu.calls().len()
     }
 
     /// Whether rigd still holds anything for `pid`: a session, or the device's lease.
@@ -313,6 +325,7 @@ struct Usage {
     leased_blocks: u32,
     iommu_mappings: usize,
     lease_holder: bool,
+    fake_log_entries: usize,
 }
 
 fn proc_status(field: &str) -> u64 {
@@ -349,6 +362,7 @@ fn usage(rt: &tokio::runtime::Runtime, server: &Server) -> Usage {
         leased_blocks: dma.pools.iter().map(|p| p.leased_blocks).sum(),
         iommu_mappings: server.iommu.mapped().len(),
         lease_holder: status.devices.iter().any(|d| d.lease.is_some()),
+        fake_log_entries: server.fake_log_entries(),
     }
 }
 
@@ -450,7 +464,8 @@ impl std::fmt::Display for Verdict {
             f,
             "rigd before -> after: RSS {} -> {} KiB, fds {} -> {}, threads {} -> {}, \
              sessions {} -> {}, leased blocks {} -> {}, IOMMU mappings {} -> {}, \
-             lease holder {} -> {}",
+             lease holder {} -> {}; the fakes' call logs (in this process's RSS) {} -> {} \
+             entries",
             b.rss_kib,
             a.rss_kib,
             b.fds,
@@ -464,7 +479,9 @@ impl std::fmt::Display for Verdict {
             b.iommu_mappings,
             a.iommu_mappings,
             b.lease_holder,
-            a.lease_holder
+            a.lease_holder,
+            b.fake_log_entries,
+            a.fake_log_entries
         )?;
         for e in self.client_errors.iter().take(5) {
             writeln!(f, "client error: {e}")?;
