@@ -253,11 +253,25 @@ pub struct ResizeOutcome {
     pub small_bar: Option<String>,
 }
 
-/// What rigd holds, and what its last start recovered from the journal.
+/// What rigd holds, what its last start recovered from the journal, and the unbinds
+/// stuck in the kernel.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
     pub devices: Vec<HeldDevice>,
     pub recovered: Vec<String>,
+    /// Empty from a rigd older than this field.
+    #[serde(default)]
+    pub stuck_unbinds: Vec<StuckUnbind>,
+}
+
+/// An unbind that timed out and has not returned: one of rigd's workers is in the
+/// kernel, and the device refuses another unbind until it returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StuckUnbind {
+    pub bdf: String,
+    pub driver: String,
+    /// Since the request that started it timed out.
+    pub seconds: u64,
 }
 
 fn opt(s: String) -> Option<String> {
@@ -454,6 +468,15 @@ impl Client {
         Ok(Status {
             devices: r.devices.into_iter().map(held).collect::<Result<_, _>>()?,
             recovered: r.recovered,
+            stuck_unbinds: r
+                .stuck_unbinds
+                .into_iter()
+                .map(|s| StuckUnbind {
+                    bdf: s.bdf,
+                    driver: s.driver,
+                    seconds: s.seconds,
+                })
+                .collect(),
         })
     }
 }

@@ -89,6 +89,14 @@ struct Server {
 
 impl Server {
     async fn start(build: impl FnOnce(&Path) -> FakeSysfs) -> Self {
+        Self::start_scripted(build, |_| {}).await
+    }
+
+    /// As `start`, with the fake kernel's script set by `script` first.
+    async fn start_scripted(
+        build: impl FnOnce(&Path) -> FakeSysfs,
+        script: impl FnOnce(&mut rigd::sys::sysfs::FakeScript),
+    ) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let fake = build(&dir.path().join("sys"));
         let ids = dir.path().join("pci.ids");
@@ -106,6 +114,7 @@ impl Server {
         let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
             .expect("tokio listener");
         let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport", "vfio-pci"]);
+        script(&mut kernel.script.lock().expect("script"));
         let (rig, warnings) = Rig::with_sysfs(&config, Arc::new(kernel));
         assert!(warnings.is_empty(), "{warnings:?}");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -423,6 +432,75 @@ async fn detach_streams_steps_status_shows_the_device_and_attach_gives_it_back()
         .await
         .expect_err("not held");
     assert!(e.to_string().contains("not held by rig"), "{e}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_unbind_that_never_returns_fails_once_is_shown_stuck_and_gets_no_second_worker() {
+    let server = Server::start_scripted(tree, |s| {
+        s.unbind_hangs = Some(("nvidia".into(), Duration::from_secs(4)));
+    })
+    .await;
+    let mut client = Client::connect(&server.socket).await.expect("connect");
+    let req = rig_client::DetachRequest {
+        bdf: "03:00.0".into(),
+        mode: Some(Mode::Sysfs),
+        timeout_s: Some(1),
+        ..Default::default()
+    };
+
+    let first = client
+        .detach(&req, &mut |_| {})
+        .await
+        .expect_err("times out");
+    let start = std::time::Instant::now();
+    let second = client.detach(&req, &mut |_| {}).await.expect_err("stuck");
+    let refused_in = start.elapsed();
+    let others = client.list_devices(false).await.expect("still serving");
+    let status = client.status().await.expect("status");
+    let socket = server.socket.clone();
+    let shown = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("status")
+            .output()
+            .expect("run rigctl")
+    })
+    .await
+    .expect("join");
+
+    assert_eq!(
+        first.error_info().map(|i| i.reason.as_str()),
+        Some("UNBIND_TIMEOUT"),
+        "{first}"
+    );
+    assert!(
+        first.to_string().contains(
+            "Unbinding 0000:03:00.0 from nvidia did not return within 1 s: a process may still hold the device"
+        ),
+        "{first}"
+    );
+    let info = second.error_info().expect("details");
+    assert_eq!(
+        (info.reason.as_str(), info.device.as_deref()),
+        ("UNBIND_STUCK", Some("0000:03:00.0"))
+    );
+    assert!(refused_in < Duration::from_millis(500), "{refused_in:?}");
+    assert!(!others.devices.is_empty());
+    assert_eq!(status.stuck_unbinds.len(), 1, "{status:?}");
+    assert_eq!(
+        (
+            status.stuck_unbinds[0].bdf.as_str(),
+            status.stuck_unbinds[0].driver.as_str()
+        ),
+        ("0000:03:00.0", "nvidia")
+    );
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        text.contains("0000:03:00.0  unbind from nvidia stuck in the kernel for"),
+        "{text}"
+    );
     server.stop().await;
 }
 

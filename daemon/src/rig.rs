@@ -554,6 +554,12 @@ impl Rig {
         }
     }
 
+    /// Unbinds that timed out and are still in the kernel (one stranded worker each;
+    /// their devices refuse another unbind until they return).
+    pub fn stuck_unbinds(&self) -> Vec<take::StuckUnbind> {
+        self.taker.stuck_unbinds()
+    }
+
     /// What rig holds now, and what the last start recovered.
     pub fn status(&self) -> (Vec<HeldView>, Arc<[take::Recovered]>) {
         let slots: Vec<(Bdf, Slot)> = lock(&self.devices)

@@ -1,13 +1,15 @@
 //! Issue 5 on a real kernel: rigd takes and gives back devices in the disposable machine
 //! (fast flavour, translated IOMMU). Everything is asserted by the guest scenarios from
 //! sysfs, not from rig's own report. `RIG_VM=1 cargo test -p rig-tests --test vm_take`.
+//! take-random-kill runs 10 kills here; `RIG_VM_APPEND="rig.kills=100 rig.seed=N"` runs
+//! the full campaign (docs/RELIABILITY.md).
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 
 static TAKE: SharedBoot = SharedBoot::new(
     Flavour::Fast,
     Profile::Translated,
-    &["take-cycle", "take-crash"],
+    &["take-cycle", "take-crash", "take-random-kill"],
 );
 
 fn check_passed(scenario: &str, what: &str) {
@@ -83,5 +85,18 @@ fn a_kill_at_every_step_leaves_no_device_mastering_and_each_settles() {
                 "missing passing check {what:?}"
             );
         }
+    }
+}
+
+#[test]
+fn random_kills_of_rigd_leave_no_device_mastering_and_each_settles() {
+    let Some(out) = TAKE.outcome() else { return };
+    let s = out.assert_passed("take-random-kill");
+    for what in ["every one followed by a recovery", "no violations in"] {
+        assert!(
+            s.checks.iter().any(|c| c.ok && c.what.contains(what)),
+            "missing passing check {what:?}; serial log: {}",
+            out.serial_log().display()
+        );
     }
 }

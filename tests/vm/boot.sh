@@ -142,6 +142,9 @@ case $PROFILE in
   none) CMDLINE+=" intel_iommu=off";;
 esac
 CMDLINE+=" rig.flavour=$FLAVOUR rig.profile=$PROFILE rig.guest=$NONCE"
+# Parameters for scenarios that read them (e.g. rig.kills=100 rig.seed=7 for
+# take-random-kill).
+CMDLINE+="${RIG_VM_APPEND:+ $RIG_VM_APPEND}"
 EDU=edu,dma_mask=0xffffffffffffffff
 QEMU_ARGS=(
   -accel tcg -cpu max -smp "${RIG_VM_SMP:-1}" -m 2G -machine "$MACHINE" "${IOMMU[@]}"

@@ -183,6 +183,13 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
             )?;
         }
     }
+    for u in &s.stuck_unbinds {
+        writeln!(
+            out,
+            "{}  unbind from {} stuck in the kernel for {} s: one worker waits there; no second unbind of it is started",
+            u.bdf, u.driver, u.seconds
+        )?;
+    }
     for r in &s.recovered {
         writeln!(out, "at start: {r}")?;
     }

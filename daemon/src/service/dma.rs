@@ -12,7 +12,8 @@
 //! killed) ends the session and reclaims every lease in it. The gRPC connection is
 //! needed only to open: an idle HTTP/2 connection costs rigd ~34 KiB, a side
 //! connection a few hundred bytes, and 1,000 idle clients must fit in 15 MiB. A
-//! session not claimed within [`CLAIM_WAIT`] is dropped.
+//! session not claimed within [`CLAIM_WAIT`] is dropped, and at once when its opener
+//! exits first (a pidfd, `sys::pidfd`): only the opener's pid may claim it.
 
 mod lease;
 mod queue;
@@ -121,6 +122,58 @@ impl Drop for Dma {
     }
 }
 
+/// Drops session `id` if it is still unclaimed after [`CLAIM_WAIT`], or as soon as its
+/// opener `pid` exits: only the opener's pid may claim it.
+fn expire_unclaimed_later(
+    rig: Arc<Rig>,
+    id: dma::SessionId,
+    pid: i32,
+    mut stopping: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(CLAIM_WAIT) => {
+                if rig.dma().expire_unclaimed(id) {
+                    tracing::debug!(session = id.0, "DMA session never claimed; dropped");
+                }
+            }
+            () = exited(pid) => {
+                if rig.dma().expire_unclaimed(id) {
+                    tracing::debug!(session = id.0, pid, "DMA session's opener exited before claiming; dropped");
+                }
+            }
+            () = until_true(&mut stopping) => {}
+        }
+    })
+}
+
+/// Completes once process `pid` has exited (at once if it is gone already); never
+/// where that cannot be known (pid 0: the peer is outside rigd's pid namespace; a
+/// kernel without pidfds), leaving [`CLAIM_WAIT`] to expire the session.
+async fn exited(pid: i32) {
+    if pid <= 0 {
+        return std::future::pending().await;
+    }
+    let fd = match crate::sys::pidfd::open(pid) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return,
+        Err(e) => {
+            tracing::debug!(pid, "no pidfd for a session's opener: {e}");
+            return std::future::pending().await;
+        }
+    };
+    match rig_sys::scm::register(fd) {
+        // A pidfd is readable once, for good, when its process has terminated.
+        Ok(fd) => {
+            let _ = fd.readable().await;
+        }
+        Err(e) => {
+            tracing::debug!(pid, "cannot wait on a pidfd: {e}");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 /// The gRPC handlers.
 #[derive(Debug, Clone)]
 pub struct Api {
@@ -153,17 +206,12 @@ impl pb::dma_server::Dma for Api {
             .open_session(device, peer)
             .map_err(|e| status(&e))?;
         tracing::debug!(session = ticket.id.0, device, "DMA session opened");
-        let (rig, id, mut stopping) = (Arc::clone(&self.rig), ticket.id, self.stopping.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = tokio::time::sleep(CLAIM_WAIT) => {
-                    if rig.dma().expire_unclaimed(id) {
-                        tracing::debug!(session = id.0, "DMA session never claimed; dropped");
-                    }
-                }
-                () = until_true(&mut stopping) => {}
-            }
-        });
+        expire_unclaimed_later(
+            Arc::clone(&self.rig),
+            ticket.id,
+            peer.pid,
+            self.stopping.clone(),
+        );
         Ok(Response::new(pb::DmaOpened {
             session: ticket.id.0,
             token: ticket.token.to_vec(),
@@ -359,5 +407,65 @@ pub fn code(e: &DmaError) -> pb::DmaErrorCode {
         DmaError::UnknownLease { .. } => C::UnknownLease,
         DmaError::BadSession { .. } => C::BadSession,
         _ => C::Internal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::{
+        config::Config,
+        dma::{Backing, PoolSpec},
+    };
+
+    #[tokio::test]
+    async fn a_session_whose_opener_exits_before_claiming_is_dropped_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::default();
+        config.paths.state_dir = dir.path().join("state");
+        config.paths.pci_ids = dir.path().join("pci.ids");
+        let rig = Arc::new(Rig::new(&config).0);
+        let spec = PoolSpec {
+            mode: PoolMode::Host,
+            blocks: 1,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        };
+        let pool = rig.dma().create("host", spec).expect("pool");
+        assert!(pool.wait_pinned(Duration::from_secs(10)));
+        let mut opener = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let peer = PeerCred {
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+            pid: i32::try_from(opener.id()).expect("pid"),
+        };
+        let ticket = rig.dma().open_session("host", peer).expect("open");
+        let (_stop, stopping) = watch::channel(false);
+        let _watch = expire_unclaimed_later(Arc::clone(&rig), ticket.id, peer.pid, stopping);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(
+            rig.dma().status(None).clients.len(),
+            1,
+            "kept while the opener lives"
+        );
+
+        opener.kill().expect("kill the opener");
+        let killed = Instant::now();
+        opener.wait().expect("reap");
+        while !rig.dma().status(None).clients.is_empty() && killed.elapsed() < CLAIM_WAIT {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+
+        assert!(rig.dma().status(None).clients.is_empty(), "dropped");
+        assert!(
+            killed.elapsed() < Duration::from_millis(100),
+            "dropped {:?} after the kill, not after the claim timeout",
+            killed.elapsed()
+        );
     }
 }

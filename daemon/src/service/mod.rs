@@ -429,12 +429,23 @@ impl RigApi for Service {
         &self,
         req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        let (views, recovered) = self
-            .blocking("Status", &req, |rig| Ok(rig.status()))
+        let (views, recovered, stuck) = self
+            .blocking("Status", &req, |rig| {
+                let (views, recovered) = rig.status();
+                Ok((views, recovered, rig.stuck_unbinds()))
+            })
             .await?;
         Ok(Response::new(pb::StatusReply {
             devices: views.iter().map(take::held).collect(),
             recovered: recovered.iter().map(status::recovered_line).collect(),
+            stuck_unbinds: stuck
+                .into_iter()
+                .map(|s| pb::StuckUnbind {
+                    bdf: s.bdf.to_string(),
+                    driver: s.driver,
+                    seconds: s.since.elapsed().as_secs(),
+                })
+                .collect(),
         }))
     }
 

@@ -279,6 +279,7 @@ fn classify_take(t: &TakeError) -> (Code, Why) {
     use Code as C;
     let (code, reason, step) = match t {
         TakeError::UnbindTimeout { .. } => (C::DeadlineExceeded, "UNBIND_TIMEOUT", Some("unbind")),
+        TakeError::UnbindStuck { .. } => (C::Unavailable, "UNBIND_STUCK", Some("unbind")),
         TakeError::Mmio { .. } => (C::InvalidArgument, "MMIO_REFUSED", Some("mmio")),
         TakeError::AlreadyHeld { .. } => (C::FailedPrecondition, "ALREADY_HELD", None),
         TakeError::NotHeld { .. } => (C::FailedPrecondition, "NOT_HELD", None),
@@ -331,6 +332,7 @@ fn take_device(t: &TakeError) -> Option<String> {
         | TakeError::ForeignVfio { bdf }
         | TakeError::Step { bdf, .. }
         | TakeError::UnbindTimeout { bdf, .. }
+        | TakeError::UnbindStuck { bdf, .. }
         | TakeError::WrongDriver { bdf, .. }
         | TakeError::NotViable { bdf, .. }
         | TakeError::NoIommuGroup { bdf }

@@ -39,6 +39,14 @@ pub enum TakeError {
         driver: String,
         timeout: Duration,
     },
+    #[error(
+        "Unbinding {bdf} from {driver} has not returned for {for_s} s since an earlier request timed out: its worker is still in the kernel, so no second one is started"
+    )]
+    UnbindStuck {
+        bdf: Bdf,
+        driver: String,
+        for_s: u64,
+    },
     #[error("{bdf} did not bind to {want} (driver is now {})", .got.as_deref().unwrap_or("none"))]
     WrongDriver {
         bdf: Bdf,

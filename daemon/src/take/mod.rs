@@ -49,6 +49,7 @@ pub use lease::{ReclaimReport, ReclaimWarning};
 pub use recover::{RecoverError, Recovered, recover};
 pub use reset::{ResetError, ResetMethod, ResetReport};
 pub use resize::{BarSize, ResizeError, ResizeReport};
+pub use unbind::Stuck as StuckUnbind;
 
 use crate::{
     pci::{Bdf, SysfsRoot},
@@ -277,7 +278,17 @@ impl Taker {
                 driver: driver.to_owned(),
                 timeout,
             }),
+            Err(unbind::Unbind::Stuck(s)) => Err(TakeError::UnbindStuck {
+                bdf,
+                driver: s.driver,
+                for_s: s.since.elapsed().as_secs(),
+            }),
         }
+    }
+
+    /// Unbinds that timed out and are still in the kernel, one worker each.
+    pub fn stuck_unbinds(&self) -> Vec<StuckUnbind> {
+        unbind::stuck(self.root().path())
     }
 
     /// Takes `bdf` from its driver.

@@ -318,6 +318,53 @@ fn a_hanging_unbind_times_out_without_wedging_the_caller() {
 }
 
 #[test]
+fn a_second_detach_while_an_unbind_is_stuck_fails_at_once_and_starts_no_second_worker() {
+    let w = world(&[gpu()]);
+    w.kernel.script.lock().expect("script").unbind_hangs =
+        Some(("nvidia".into(), Duration::from_millis(1500)));
+    let opts = DetachOptions {
+        timeout: Duration::from_millis(100),
+        ..sysfs_opts()
+    };
+    let first = w
+        .taker
+        .detach(bdf(GPU), &opts, &mut |_| {})
+        .expect_err("timeout");
+    let listed = w.taker.stuck_unbinds();
+    let start = Instant::now();
+    let second = w
+        .taker
+        .detach(bdf(GPU), &opts, &mut |_| {})
+        .expect_err("still stuck");
+    let refused_in = start.elapsed();
+    let unbinds = w
+        .kernel
+        .calls
+        .lock()
+        .expect("calls")
+        .iter()
+        .filter(|c| matches!(c, SysfsCall::Unbind { .. }))
+        .count();
+
+    assert!(matches!(first, TakeError::UnbindTimeout { .. }), "{first}");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        (listed[0].bdf, listed[0].driver.as_str()),
+        (bdf(GPU), "nvidia")
+    );
+    assert!(matches!(second, TakeError::UnbindStuck { .. }), "{second}");
+    let line = second.to_string();
+    assert!(
+        line.contains(GPU) && line.contains("nvidia") && line.contains("no second one"),
+        "{line}"
+    );
+    assert!(refused_in < Duration::from_millis(50), "{refused_in:?}");
+    assert_eq!(unbinds, 1, "one worker in the kernel, not two");
+    std::thread::sleep(Duration::from_millis(1700));
+    assert!(w.taker.stuck_unbinds().is_empty(), "gone once it returned");
+}
+
+#[test]
 fn a_failing_vfio_bind_gives_the_device_back_to_its_driver() {
     let w = world(&[gpu()]);
     w.kernel

@@ -1,0 +1,67 @@
+//! pidfd_open(2): a descriptor for a process that becomes readable when it exits.
+//! `service::dma` waits on one for a session's opener, so that a client killed between
+//! `OpenSession` and its claim on the side socket has its session dropped at once
+//! rather than after the claim timeout (the clients-killed campaign found those).
+//!
+//! Kernel ABI: pidfd_open(2) (Linux 5.3; `flags` 0), poll(2) on a pidfd reports
+//! `POLLIN` once the process has terminated (its zombie counts as terminated). Not
+//! here: the waiting (tokio's `AsyncFd`, registered by `rig_sys::scm::register`, in the
+//! service).
+
+use std::{
+    io,
+    os::fd::{FromRawFd, OwnedFd},
+};
+
+/// A pidfd for process `pid`, close-on-exec (pidfds always are).
+///
+/// # Errors
+/// `ESRCH` (no such process: it is gone already), `ENOSYS` (a kernel before 5.3),
+/// `EMFILE`.
+pub fn open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and touches no memory of ours. The
+    // result is checked: -1 is an error, anything else a new descriptor this process
+    // owns and no one else has, which OwnedFd then closes once.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::c_long::from(pid), 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` was just returned by the kernel as a new descriptor (checked above)
+    // and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{os::fd::AsFd, time::Duration};
+
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+    use super::*;
+
+    fn readable(fd: &OwnedFd, ms: u16) -> bool {
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::from(ms)).expect("poll") == 1
+    }
+
+    #[test]
+    fn a_pidfd_becomes_readable_when_its_process_exits_and_not_before() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.3")
+            .spawn()
+            .expect("sleep");
+        let fd = open(i32::try_from(child.id()).expect("pid")).expect("pidfd");
+        assert!(!readable(&fd, 50), "still running");
+        std::thread::sleep(Duration::from_millis(400));
+        assert!(readable(&fd, 1000), "exited");
+        child.wait().expect("reap");
+    }
+
+    #[test]
+    fn no_such_process_is_esrch() {
+        // Above the kernel's PID_MAX_LIMIT (4 Mi), so never a live process.
+        let e = open(1 << 23).expect_err("no process");
+        assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
+    }
+}
