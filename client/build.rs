@@ -1,5 +1,5 @@
 //! Compiles the kubelet's Device Plugin API (client/proto/k8s/deviceplugin/v1beta1,
-//! vendored) with protox (pure Rust, offline) for rig-device-plugin, which includes the
+//! rig's copy of its wire definition) with protox (pure Rust, offline) for rig-device-plugin, which includes the
 //! generated module from OUT_DIR. rig's own protos are rig-proto's (proto/build.rs).
 
 use std::{env, error::Error, path::PathBuf};

@@ -1,4 +1,4 @@
-//! rig-device-plugin: the kubelet's device plugin (Device Plugin API v1beta1, vendored in
+//! rig-device-plugin: the kubelet's device plugin (Device Plugin API v1beta1, defined in
 //! client/proto/k8s) for the devices rigd holds. A client of rigd through rig-client only.
 //!
 //! - `watch`: follows rigd (Status polled every `--poll-ms`, each new device's decode
