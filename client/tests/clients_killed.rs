@@ -28,10 +28,9 @@ use rigd::{
     config::{Config, LeaseRule},
     dma::{Backing, FakeIommu, PoolMode, PoolSpec},
     rig::Rig,
-    service,
     sys::sysfs::FakeKernel,
     take::{DetachOptions, Mode},
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
     vfio::FakeVfio,
 };
 
@@ -199,8 +198,7 @@ struct Server {
     iommu: Arc<FakeIommu>,
     kernel: Arc<FakeKernel>,
     vfio: Arc<FakeVfio>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    serving: Serving,
 }
 
 impl Server {
@@ -254,21 +252,7 @@ impl Server {
         let pool = rig.dma().create(DMA_POOL, dma).expect("pool");
         assert!(pool.wait_pinned(Duration::from_secs(10)));
         let socket = dir.path().join("rigd.sock");
-        let bound = service::socket::bind(&socket, None).expect("bind");
-        bound.listener.set_nonblocking(true).expect("nonblocking");
-        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-            .expect("tokio listener");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let serving = Arc::clone(&rig);
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = rx.await;
-            };
-            service::run(serving, listener, shutdown)
-                .await
-                .expect("serve");
-            drop(bound);
-        });
+        let serving = Serving::start(Arc::clone(&rig), &socket, None);
         Self {
             _dir: dir,
             socket,
@@ -276,16 +260,13 @@ impl Server {
             iommu,
             kernel,
             vfio,
-            stop: Some(tx),
-            task,
+            serving,
         }
     }
 
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(5), &mut self.task)
+    async fn stop(self) {
+        self.serving
+            .stop(Duration::from_secs(5))
             .await
             .expect("server stops")
             .expect("server task");

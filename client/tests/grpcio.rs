@@ -15,9 +15,8 @@ use rigd::{
     config::Config,
     dma::{Backing, PoolMode, PoolSpec},
     rig::Rig,
-    service,
     sys::sysfs::FakeKernel,
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
 };
 
 const PCI_IDS: &str = "\
@@ -80,10 +79,6 @@ async fn python_grpcio_with_default_options_calls_every_read_only_rpc_and_reads_
     config.paths.proc = dir.path().join("proc");
     config.paths.dev = dir.path().join("dev");
     let socket = dir.path().join("rigd.sock");
-    let bound = service::socket::bind(&socket, None).expect("bind");
-    bound.listener.set_nonblocking(true).expect("nonblocking");
-    let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-        .expect("tokio listener");
     let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport", "vfio-pci"]);
     let (rig, warnings) = Rig::with_sysfs(&config, Arc::new(kernel));
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -102,17 +97,7 @@ async fn python_grpcio_with_default_options_calls_every_read_only_rpc_and_reads_
         )
         .expect("pool");
     assert!(pool.wait_pinned(Duration::from_secs(20)), "pool pinned");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = Arc::clone(&rig);
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        service::run(serving, listener, shutdown)
-            .await
-            .expect("serve");
-        drop(bound);
-    });
+    let serving = Serving::start(Arc::clone(&rig), &socket, None);
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/grpcio/client.py");
     let target = format!("unix://{}", socket.display());
@@ -144,8 +129,8 @@ async fn python_grpcio_with_default_options_calls_every_read_only_rpc_and_reads_
         .expect("a summary line");
     assert!(summary.ends_with(" passed, 0 failed"), "{summary}");
 
-    let _ = tx.send(());
-    tokio::time::timeout(Duration::from_secs(10), task)
+    serving
+        .stop(Duration::from_secs(10))
         .await
         .expect("server stops within 10 s")
         .expect("server task");

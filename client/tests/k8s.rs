@@ -26,10 +26,9 @@ use rigd::{
     config::{Config, LeaseRule},
     dma::{Backing, PoolMode, PoolSpec},
     rig::Rig,
-    service,
     sys::sysfs::FakeKernel,
     take::{DetachOptions, Mode},
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
     vfio::FakeVfio,
 };
 
@@ -90,37 +89,17 @@ fn tree(root: &Path) -> FakeSysfs {
     fake
 }
 
-/// rigd's service on `socket`, until `stop` is sent.
-struct Serving {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
+/// rigd's service on `socket`, until [`stop`].
 fn serve(rig: &Arc<Rig>, socket: &Path) -> Serving {
-    let bound = service::socket::bind(socket, None).expect("bind");
-    bound.listener.set_nonblocking(true).expect("nonblocking");
-    let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-        .expect("tokio listener");
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let rig = Arc::clone(rig);
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        service::run(rig, listener, shutdown).await.expect("serve");
-        drop(bound);
-    });
-    Serving { stop, task }
+    Serving::start(Arc::clone(rig), socket, None)
 }
 
-impl Serving {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("rigd's service stops within 10 s")
-            .expect("service task");
-    }
+/// Stops rigd's service, which must end within 10 s.
+async fn stop(s: Serving) {
+    s.stop(Duration::from_secs(10))
+        .await
+        .expect("rigd's service stops within 10 s")
+        .expect("service task");
 }
 
 fn vfio() -> DetachOptions {
@@ -347,7 +326,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
                 .map_err(|e| e.to_string()),
             "rigd-stop" => {
                 if let Some(s) = serving.take() {
-                    s.stop().await;
+                    stop(s).await;
                 }
                 Ok(())
             }
@@ -511,7 +490,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
     );
 
     if let Some(s) = serving.take() {
-        s.stop().await;
+        stop(s).await;
     }
     let _: PathBuf = socket;
 }

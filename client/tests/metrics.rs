@@ -13,7 +13,7 @@ use rigd::{
     rig::Rig,
     service,
     sys::sysfs::FakeKernel,
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
 };
 
 const GPU: &str = "0000:01:00.0";
@@ -61,10 +61,6 @@ async fn prometheus_client_parses_the_exposition_and_the_counts_match_the_calls_
     config.audit.journal_socket = dir.path().join("no-journal");
     let socket = dir.path().join("rigd.sock");
     let metrics = dir.path().join("metrics.sock");
-    let bound = service::socket::bind(&socket, None).expect("bind");
-    bound.listener.set_nonblocking(true).expect("nonblocking");
-    let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-        .expect("listener");
     let kernel = FakeKernel::new(fake.root(), &["nvidia", "vfio-pci"]);
     let (rig, _) = Rig::with_sysfs(&config, Arc::new(kernel));
     let rig = Arc::new(rig);
@@ -72,17 +68,7 @@ async fn prometheus_client_parses_the_exposition_and_the_counts_match_the_calls_
         service::metrics::serve(Arc::clone(&rig), MetricsListen::Unix(metrics.clone()), None)
             .await
             .expect("metrics listener");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = Arc::clone(&rig);
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        service::run(serving, listener, shutdown)
-            .await
-            .expect("serve");
-        drop(bound);
-    });
+    let serving = Serving::start(Arc::clone(&rig), &socket, None);
 
     let mut client = Client::connect(&socket).await.expect("connect");
     for _ in 0..3 {
@@ -194,6 +180,5 @@ async fn prometheus_client_parses_the_exposition_and_the_counts_match_the_calls_
     assert!(steps >= 3.0, "the detach's steps are timed: {steps}");
 
     scraper.abort();
-    let _ = tx.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = serving.stop(Duration::from_secs(10)).await;
 }

@@ -9,9 +9,8 @@ use rigd::{
     config::Config,
     dma::{Backing, PoolMode, PoolSpec},
     rig::Rig,
-    service,
     sys::sysfs::FakeKernel,
-    testing::FakeSysfs,
+    testing::{FakeSysfs, Serving},
 };
 
 const MIB: u64 = 1 << 20;
@@ -32,10 +31,6 @@ async fn a_session_survives_a_reload_and_the_new_quota_applies_to_its_next_lease
     config.audit.journal_socket = dir.path().join("no-journal");
     config.dma.quota.per_uid_bytes = 8 * MIB;
     let socket = dir.path().join("rigd.sock");
-    let bound = service::socket::bind(&socket, None).expect("bind");
-    bound.listener.set_nonblocking(true).expect("nonblocking");
-    let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-        .expect("listener");
     let kernel = FakeKernel::new(fake.root(), &[]);
     let (rig, _) = Rig::with_sysfs(&config, Arc::new(kernel));
     let rig = Arc::new(rig);
@@ -52,17 +47,7 @@ async fn a_session_survives_a_reload_and_the_new_quota_applies_to_its_next_lease
         )
         .expect("pool");
     assert!(pool.wait_pinned(Duration::from_secs(20)), "pool pinned");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = Arc::clone(&rig);
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        service::run(serving, listener, shutdown)
-            .await
-            .expect("serve");
-        drop(bound);
-    });
+    let serving = Serving::start(Arc::clone(&rig), &socket, None);
 
     let session = Session::open(&socket, "host").await.expect("session");
     let first = session.lease(2 * MIB).await.expect("within 8 MiB");
@@ -113,6 +98,5 @@ async fn a_session_survives_a_reload_and_the_new_quota_applies_to_its_next_lease
         .expect("within the newest quota");
 
     drop(session);
-    let _ = tx.send(());
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let _ = serving.stop(Duration::from_secs(10)).await;
 }

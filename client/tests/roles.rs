@@ -19,9 +19,8 @@ use rig_proto::v1 as pb;
 use rigd::{
     config::Config,
     rig::Rig,
-    service,
     sys::{journal, sysfs::FakeKernel},
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
 };
 use tonic_types::StatusExt;
 
@@ -89,8 +88,7 @@ struct World {
     socket: PathBuf,
     /// What the fake journal received, read as it comes (its queue is short).
     journal: Arc<std::sync::Mutex<Vec<Entry>>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    serving: Serving,
 }
 
 async fn start() -> World {
@@ -130,28 +128,14 @@ async fn start() -> World {
     config.roles.clients = vec!["rig".into()];
     config.audit.journal_socket = journal_path;
     let socket = dir.path().join("rigd.sock");
-    let bound = service::socket::bind(&socket, Some(SOCK_GID)).expect("bind");
-    bound.listener.set_nonblocking(true).expect("nonblocking");
-    let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-        .expect("listener");
     let kernel = FakeKernel::new(fake.root(), &["nvidia", "vfio-pci"]);
     let (rig, _) = Rig::with_sysfs(&config, Arc::new(kernel));
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let shutdown = async {
-            let _ = rx.await;
-        };
-        service::run(Arc::new(rig), listener, shutdown)
-            .await
-            .expect("serve");
-        drop(bound);
-    });
+    let serving = Serving::start(Arc::new(rig), &socket, Some(SOCK_GID));
     World {
         dir,
         socket,
         journal,
-        stop: Some(tx),
-        task,
+        serving,
     }
 }
 
@@ -195,11 +179,8 @@ impl World {
         std::mem::take(&mut *self.journal.lock().expect("lines"))
     }
 
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), &mut self.task).await;
+    async fn stop(self) {
+        let _ = self.serving.stop(std::time::Duration::from_secs(10)).await;
         drop(self.dir);
     }
 }

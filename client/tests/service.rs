@@ -10,7 +10,7 @@ use rigd::{
     rig::Rig,
     service,
     sys::sysfs::FakeKernel,
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
 };
 use tonic::Code;
 
@@ -83,8 +83,7 @@ fn tree(root: &Path) -> FakeSysfs {
 struct Server {
     _dir: tempfile::TempDir,
     socket: std::path::PathBuf,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    serving: Serving,
 }
 
 impl Server {
@@ -109,29 +108,15 @@ impl Server {
         config.paths.dev = dir.path().join("dev");
         config.take.allow_sysfs_mode = true;
         let socket = dir.path().join("rigd.sock");
-        let bound = service::socket::bind(&socket, None).expect("bind");
-        bound.listener.set_nonblocking(true).expect("nonblocking");
-        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-            .expect("tokio listener");
         let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport", "vfio-pci"]);
         script(&mut kernel.script.lock().expect("script"));
         let (rig, warnings) = Rig::with_sysfs(&config, Arc::new(kernel));
         assert!(warnings.is_empty(), "{warnings:?}");
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = rx.await;
-            };
-            service::run(Arc::new(rig), listener, shutdown)
-                .await
-                .expect("serve");
-            drop(bound);
-        });
+        let serving = Serving::start(Arc::new(rig), &socket, None);
         Self {
             _dir: dir,
             socket,
-            stop: Some(tx),
-            task,
+            serving,
         }
     }
 
@@ -144,12 +129,10 @@ impl Server {
             .join(name)
     }
 
-    async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
+    async fn stop(self) {
         // rigd gives open connections 5 s after the signal (service::GRACE).
-        tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+        self.serving
+            .stop(Duration::from_secs(10))
             .await
             .expect("server stops within 10 s")
             .expect("server task");

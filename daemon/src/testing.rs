@@ -2,7 +2,8 @@
 //! lays them out (`devices/pci0000:00/<bridge>/<bdf>`, `bus/pci/devices/<bdf>` links,
 //! `driver` and `iommu_group` links), in a directory of the test's own.
 //!
-//! Only tests use this; it writes nowhere but under the root it is given.
+//! Only tests use this; it writes nowhere but under the root it is given. [`Serving`]
+//! (in `serve`) runs rigd's service for a test on a socket of its own.
 
 use std::{
     fs, io,
@@ -11,6 +12,9 @@ use std::{
 };
 
 use crate::pci::Bdf;
+
+mod serve;
+pub use serve::Serving;
 
 /// A fake `/sys`.
 #[derive(Debug)]

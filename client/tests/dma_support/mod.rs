@@ -16,7 +16,7 @@ use rigd::{
         hugepages::{Hugepages, Reservation},
     },
     rig::Rig,
-    service,
+    testing::Serving,
 };
 
 /// rigd serving on a socket in a temp dir.
@@ -24,8 +24,7 @@ pub struct Server {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub rig: Arc<Rig>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
+    serving: Serving,
 }
 
 impl Server {
@@ -40,29 +39,14 @@ impl Server {
         config.dma.quota.per_uid_bytes = quota;
         config.dma.quota.per_device_bytes = quota;
         let socket = dir.path().join("rigd.sock");
-        let bound = service::socket::bind(&socket, None).expect("bind");
-        bound.listener.set_nonblocking(true).expect("nonblocking");
-        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-            .expect("tokio listener");
         let (rig, _no_pci_ids) = Rig::new(&config);
         let rig = Arc::new(rig);
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let serving = Arc::clone(&rig);
-        let task = tokio::spawn(async move {
-            let shutdown = async {
-                let _ = rx.await;
-            };
-            service::run(serving, listener, shutdown)
-                .await
-                .expect("serve");
-            drop(bound);
-        });
+        let serving = Serving::start(Arc::clone(&rig), &socket, None);
         Self {
             dir,
             socket,
             rig,
-            stop: Some(tx),
-            task,
+            serving,
         }
     }
 
@@ -84,11 +68,9 @@ impl Server {
     }
 
     /// Stops the server; it must stop even with DMA sessions open.
-    pub async fn stop(mut self) {
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(5), &mut self.task)
+    pub async fn stop(self) {
+        self.serving
+            .stop(Duration::from_secs(5))
             .await
             .expect("server stops within 5 s")
             .expect("server task");
