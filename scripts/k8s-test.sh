@@ -11,23 +11,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$RIG_ROOT"
 
-req=client/tests/k8s/requirements.txt
-pins=$(sha256sum "$req" | cut -c1-12)
-venv=$RIG_CACHE/py/k8s-$pins
-if [ ! -f "$venv/.installed" ]; then
-    rm -rf "$venv"
-    mkdir -p "$RIG_CACHE/py"
-    # Debian's python3 has no venv module without python3-venv.
-    if ! python3 -m venv "$venv" 2>/dev/null; then
-        rm -rf "$venv"
-        apt_install python3-venv
-        /usr/bin/python3 -m venv "$venv"
-    fi
-    # --no-deps: the file pins every package, so nothing unpinned comes in.
-    "$venv/bin/pip" install --quiet --no-deps --require-virtualenv -r "$req"
-    "$venv/bin/python" -c 'import grpc, grpc_tools.protoc, google.protobuf'
-    touch "$venv/.installed"
-fi
+venv=$(pinned_venv k8s client/tests/k8s/requirements.txt 'import grpc, grpc_tools.protoc, google.protobuf')
 "$venv/bin/python" -c 'import grpc, google.protobuf; print("grpcio", grpc.__version__, "protobuf", google.protobuf.__version__)'
 
 # Debian 12's CDI library (0.5.2: spec versions up to 0.5.0) and its Go (1.19).

@@ -36,3 +36,27 @@ apt_install() {
     fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
+
+# pinned_venv NAME REQUIREMENTS IMPORTS: prints the path of a Python venv under the
+# cache with REQUIREMENTS installed (every package pinned there, so --no-deps brings in
+# nothing unpinned), made once per set of pins and checked by running IMPORTS. Output of
+# the install goes to stderr. Each step returns on failure itself: callers run it in
+# $(...), where set -e does not reach.
+pinned_venv() {
+    local name=$1 req=$2 imports=$3 venv
+    venv=$RIG_CACHE/py/$name-$(sha256sum "$req" | cut -c1-12) || return 1
+    if [ ! -f "$venv/.installed" ]; then
+        rm -rf "$venv"
+        mkdir -p "$RIG_CACHE/py" || return 1
+        # Debian's python3 has no venv module without python3-venv.
+        if ! python3 -m venv "$venv" 2>/dev/null; then
+            rm -rf "$venv"
+            apt_install python3-venv >&2 || return 1
+            /usr/bin/python3 -m venv "$venv" >&2 || return 1
+        fi
+        "$venv/bin/pip" install --quiet --no-deps --require-virtualenv -r "$req" >&2 || return 1
+        "$venv/bin/python" -c "$imports" >&2 || return 1
+        touch "$venv/.installed" || return 1
+    fi
+    echo "$venv"
+}
