@@ -654,6 +654,7 @@ impl Rig {
         listing
             .devices
             .sort_by_cached_key(|d| (!d.is_gpu(), d.bdf.parse::<Bdf>().ok()));
+        pci::share::fill_all(&mut listing.devices);
         Ok(listing)
     }
 
@@ -663,7 +664,12 @@ impl Rig {
     /// A malformed address, a missing function, or unreadable sysfs files.
     pub fn device(&self, bdf: &str) -> Result<Device, RigError> {
         let bdf: Bdf = bdf.parse()?;
-        Ok(pci::inspect(&self.sysfs, &self.ids, bdf)?)
+        let mut d = pci::inspect(&self.sysfs, &self.ids, bdf)?;
+        if d.is_gpu() {
+            let gpus = pci::share::gpu_paths(&self.sysfs);
+            pci::share::fill(&mut d.link, &d.bdf, &gpus);
+        }
+        Ok(d)
     }
 }
 

@@ -3,7 +3,8 @@
 //! `driver` and `iommu_group` links), in a directory of the test's own.
 //!
 //! Only tests use this; it writes nowhere but under the root it is given. [`Serving`]
-//! (in `serve`) runs rigd's service for a test on a socket of its own.
+//! (in `serve`) runs rigd's service for a test on a socket of its own; `hosts` builds
+//! whole machines (an 8-GPU host behind PCIe switches).
 
 use std::{
     fs, io,
@@ -13,6 +14,7 @@ use std::{
 
 use crate::pci::Bdf;
 
+pub mod hosts;
 mod serve;
 pub use serve::Serving;
 

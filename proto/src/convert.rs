@@ -416,6 +416,17 @@ fn link_budget(b: &m::LinkBudget) -> pb::LinkBudget {
         bottleneck_hop: b.bottleneck_hop,
         bottleneck_gbytes_per_s: b.bottleneck_gbytes_per_s,
         limited_by: b.limited_by.clone(),
+        shared: b
+            .shared
+            .iter()
+            .map(|h| pb::SharedHop {
+                hop: h.hop,
+                bdf: h.bdf.clone(),
+                with: h.with.clone(),
+                gbytes_per_s_each: h.gbytes_per_s_each,
+            })
+            .collect(),
+        contended_gbytes_per_s: b.contended_gbytes_per_s,
     }
 }
 
@@ -435,6 +446,17 @@ fn link_budget_back(b: pb::LinkBudget) -> Result<m::LinkBudget> {
         bottleneck_hop: b.bottleneck_hop,
         bottleneck_gbytes_per_s: b.bottleneck_gbytes_per_s,
         limited_by: b.limited_by,
+        shared: b
+            .shared
+            .into_iter()
+            .map(|h| m::SharedHop {
+                hop: h.hop,
+                bdf: h.bdf,
+                with: h.with,
+                gbytes_per_s_each: h.gbytes_per_s_each,
+            })
+            .collect(),
+        contended_gbytes_per_s: b.contended_gbytes_per_s,
     })
 }
 

@@ -74,5 +74,13 @@ fn link(d: &Device) -> String {
     if let Some(limit) = &d.link.limited_by {
         s.push_str(&format!("\n⚠ limited by {limit}"));
     }
+    // The nearest shared hop names the GPUs that share the most with this one.
+    if let (Some(near), Some(g)) = (d.link.shared.first(), d.link.contended_gbytes_per_s) {
+        s.push_str(&format!(
+            "\nshares {} with {}: {g:.2} GB/s when all copy",
+            near.bdf,
+            near.with.join(" ")
+        ));
+    }
     s
 }

@@ -234,6 +234,24 @@ fn link(out: &mut impl Write, d: &Device) -> io::Result<()> {
         (None, Some(g)) => row(out, "Bottleneck", format!("none upstream; {g:.2} GB/s"))?,
         _ => {}
     }
+    for s in &b.shared {
+        let each = s
+            .gbytes_per_s_each
+            .map(|g| format!(" ({g:.2} GB/s each when all copy)"))
+            .unwrap_or_default();
+        row(
+            out,
+            "Shared",
+            format!("↑ {} with {}{each}", s.bdf, s.with.join(", ")),
+        )?;
+    }
+    if let Some(g) = b.contended_gbytes_per_s {
+        row(
+            out,
+            "Contended",
+            format!("{g:.2} GB/s when every GPU sharing these hops copies"),
+        )?;
+    }
     Ok(())
 }
 

@@ -487,6 +487,9 @@ fn budget(hops: &[Hop], bottleneck: Option<usize>) -> LinkBudget {
         bottleneck_hop: any.then(|| bottleneck.and_then(|i| u32::try_from(i).ok()).unwrap_or(0)),
         bottleneck_gbytes_per_s: any.then(|| slowest.map_or(0.0, |(_, _, g)| g)),
         limited_by,
+        // Filled by `share`, which sees the other GPUs.
+        shared: Vec::new(),
+        contended_gbytes_per_s: None,
     }
 }
 

@@ -4,7 +4,7 @@
 //! Flow: `SysfsRoot` (files) → `header`/`caps`/`express` (pure decoders over bytes,
 //! which build the model's header, capabilities and links themselves) →
 //! `device::inspect` (one function, assembled as a [`rig_model::Device`] with sysfs and
-//! the link budget) → `take` reads it, `service` puts it on the wire with `rig-proto`'s
+//! the link budget; `share` adds which other GPUs' paths cross its hops) → `take` reads it, `service` puts it on the wire with `rig-proto`'s
 //! conversion.
 //!
 //! State: none. Every call reads sysfs afresh; `ids::PciIds` is loaded once by `Rig`.
@@ -24,6 +24,7 @@ pub mod gpu;
 mod header;
 pub mod ids;
 pub mod regs;
+pub mod share;
 pub mod sysfs;
 
 use std::{io, path::PathBuf};

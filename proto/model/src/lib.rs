@@ -403,6 +403,30 @@ pub struct LinkBudget {
     pub bottleneck_gbytes_per_s: Option<f64>,
     /// Set when a hop upstream is slower than the device's own link.
     pub limited_by: Option<String>,
+    /// The hops above the device that other GPUs' paths to their root port cross too
+    /// (a PCIe switch's uplink, a root port): nearest first. Empty when the device is a
+    /// GPU alone on its path, or is no GPU.
+    #[serde(default)]
+    pub shared: Vec<SharedHop>,
+    /// What the device can expect when every GPU on its shared hops copies at once: the
+    /// least, over its hops, of each hop's bandwidth divided among the GPUs below it.
+    /// Set when some hop is shared and has a link.
+    #[serde(default)]
+    pub contended_gbytes_per_s: Option<f64>,
+}
+
+/// A hop of a link budget shared with other GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SharedHop {
+    /// Index into `LinkBudget::hops`.
+    pub hop: u32,
+    /// The bridge or port the hop is.
+    pub bdf: String,
+    /// The other GPUs below it, by address.
+    pub with: Vec<String>,
+    /// The hop's bandwidth divided among all GPUs below it (this one included); unset
+    /// when the hop reports no link.
+    pub gbytes_per_s_each: Option<f64>,
 }
 
 /// One function on the path and its link.
@@ -413,10 +437,15 @@ pub struct LinkHop {
     pub capable: Option<Link>,
 }
 
+/// Whether a 24-bit class code is a GPU's or accelerator's (base class 0x03 or 0x12).
+pub fn is_gpu_class(class_code: u32) -> bool {
+    matches!(class_code >> 16, 0x03 | 0x12)
+}
+
 impl Device {
     /// Whether this is a GPU or accelerator (class 0x03xx or 0x12xx).
     pub fn is_gpu(&self) -> bool {
-        matches!(self.class_code >> 16, 0x03 | 0x12)
+        is_gpu_class(self.class_code)
     }
 
     /// The PCI Express capability, if any.

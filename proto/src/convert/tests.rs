@@ -349,13 +349,34 @@ fn link_budget() -> impl Strategy<Value = m::LinkBudget> {
         option::of(any::<u32>()),
         option::of(real()),
         some_text(),
+        vec(
+            (any::<u32>(), text(), vec(text(), 0..3), option::of(real())).prop_map(
+                |(hop, bdf, with, gbytes_per_s_each)| m::SharedHop {
+                    hop,
+                    bdf,
+                    with,
+                    gbytes_per_s_each,
+                },
+            ),
+            0..3,
+        ),
+        option::of(real()),
     )
         .prop_map(
-            |(hops, bottleneck_hop, bottleneck_gbytes_per_s, limited_by)| m::LinkBudget {
+            |(
                 hops,
                 bottleneck_hop,
                 bottleneck_gbytes_per_s,
                 limited_by,
+                shared,
+                contended_gbytes_per_s,
+            )| m::LinkBudget {
+                hops,
+                bottleneck_hop,
+                bottleneck_gbytes_per_s,
+                limited_by,
+                shared,
+                contended_gbytes_per_s,
             },
         )
 }
