@@ -16,6 +16,8 @@
 //!   round trips' p50/p99.
 //! - `open N`: opens N sessions with one channel each, one after another, and prints
 //!   the median time from nothing to a channel that ran its first release.
+//! - `copy N`: N timed 256 MiB host-to-host copies on a copy channel (basic's copy
+//!   alone), the median's bandwidth.
 //!
 //! With `RIG_PROBE_RINGS=gpu` every channel it opens has its ring, USERD and
 //! pushbuffer in GPU memory (rigd must allow the probe's uid or gid); otherwise in
@@ -51,7 +53,9 @@ fn main() -> ExitCode {
             (role.clone(), socket.clone(), gpu.clone(), rest.to_vec())
         }
         _ => {
-            eprintln!("usage: rig-channel-probe basic|spin|fault|steady SECS|open N SOCKET GPU");
+            eprintln!(
+                "usage: rig-channel-probe basic|spin|fault|steady SECS|open N|copy N SOCKET GPU"
+            );
             return ExitCode::from(2);
         }
     };
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
             "fault" => fault(&socket, &gpu).await,
             "steady" => steady(&socket, &gpu, arg).await,
             "open" => open(&socket, &gpu, arg).await,
+            "copy" => copy_only(&socket, &gpu, arg).await,
             _ => Err(format!("unknown role {role}").into()),
         }
     });
@@ -218,34 +223,7 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
     compute.wait(v, LONG)?;
     println!("opened compute_channel={}", compute.id());
 
-    let a = session.alloc(COPY_BYTES, 2 * MIB).await?;
-    let b = session.alloc(COPY_BYTES, 2 * MIB).await?;
-    fill(&a)?;
-    let (src, dst) = (
-        a.device_address().ok_or("no GPU VA")?,
-        b.device_address().ok_or("no GPU VA")?,
-    );
-    let mut times = Vec::new();
-    for _ in 0..10 {
-        let t = Instant::now();
-        copy.copy(src, dst, COPY_BYTES)?;
-        let v = copy.release_with(method::Release {
-            wait_idle: true,
-            timestamp: false,
-        })?;
-        copy.submit()?;
-        copy.wait(v, LONG)?;
-        times.push(t.elapsed());
-    }
-    check(&b)?;
-    times.sort();
-    let gbps = |d: Duration| COPY_BYTES as f64 / d.as_secs_f64() / 1e9;
-    println!(
-        "copy bytes={COPY_BYTES} n=10 median_ms={:.3} median_gb_per_s={:.2} best_gb_per_s={:.2} checked=B==A",
-        times[5].as_secs_f64() * 1e3,
-        gbps(times[5]),
-        gbps(times[0])
-    );
+    copy_bandwidth(&session, &mut copy, 10).await?;
     let wfi = method::Release {
         wait_idle: true,
         timestamp: false,
@@ -283,6 +261,51 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
     session.close_channel(copy).await?;
     session.close_channel(compute).await?;
     println!("closed both");
+    Ok(())
+}
+
+/// `n` timed copies of a 256 MiB pattern from one leased host buffer to another (each
+/// crosses the GPU's link twice), B checked against A after the last; prints the median.
+async fn copy_bandwidth(session: &Session, copy: &mut Channel, n: usize) -> Res<()> {
+    let n = n.max(1);
+    let a = session.alloc(COPY_BYTES, 2 * MIB).await?;
+    let b = session.alloc(COPY_BYTES, 2 * MIB).await?;
+    fill(&a)?;
+    let (src, dst) = (
+        a.device_address().ok_or("no GPU VA")?,
+        b.device_address().ok_or("no GPU VA")?,
+    );
+    let mut times = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        copy.copy(src, dst, COPY_BYTES)?;
+        let v = copy.release_with(method::Release {
+            wait_idle: true,
+            timestamp: false,
+        })?;
+        copy.submit()?;
+        copy.wait(v, LONG)?;
+        times.push(t.elapsed());
+    }
+    check(&b)?;
+    times.sort();
+    let gbps = |d: Duration| COPY_BYTES as f64 / d.as_secs_f64() / 1e9;
+    println!(
+        "copy bytes={COPY_BYTES} n={n} median_ms={:.3} median_gb_per_s={:.2} best_gb_per_s={:.2} checked=B==A",
+        times[n / 2].as_secs_f64() * 1e3,
+        gbps(times[n / 2]),
+        gbps(times[0])
+    );
+    Ok(())
+}
+
+/// The copy bandwidth alone, on a session and copy channel of its own: what
+/// tests/h200/multi.sh runs on every GPU at once and on each alone.
+async fn copy_only(socket: &str, gpu: &str, n: u64) -> Res<()> {
+    let session = Session::open(socket, gpu).await?;
+    let mut copy = open_one(&session, Engine::Copy, 1024).await?;
+    copy_bandwidth(&session, &mut copy, usize::try_from(n).unwrap_or(10)).await?;
+    session.close_channel(copy).await?;
     Ok(())
 }
 
