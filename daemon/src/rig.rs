@@ -223,6 +223,7 @@ impl Rig {
             },
             vfio,
             allow_sysfs_mode: config.take.allow_sysfs_mode,
+            unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
         };
         let rig = Self {
             sysfs: SysfsRoot::new(&config.paths.sysfs),

@@ -3,22 +3,33 @@
 //! drives edu's DMA itself; killed mid-DMA, the device comes back clean (bus mastering
 //! off, reset, reopened) and a second lease's DMA checks out; everyone else is refused
 //! while it is leased; a crash of rigd mid-reclaim is finished at its next start. A
-//! second boot (iommu=pt) does the same in sysfs mode, by physical address.
+//! second boot (iommu=pt) does the same in sysfs mode, by physical address. In the
+//! first boot, unbind-stuck (issue 14): a process that keeps only a mapping of the lent
+//! BAR keeps vfio-pci's remove waiting, and rigd's give-back times out without
+//! wedging, is shown stuck, starts no second worker and finishes once it lets go.
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_device_lease`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 
-static LEASE: SharedBoot = SharedBoot::new(Flavour::Fast, Profile::Translated, &["device-lease"]);
+static LEASE: SharedBoot = SharedBoot::new(
+    Flavour::Fast,
+    Profile::Translated,
+    &["device-lease", "unbind-stuck"],
+);
 /// Sysfs mode needs untranslated DMA: physical addresses reach memory only with iommu=pt.
 static SYSFS: SharedBoot =
     SharedBoot::new(Flavour::Fast, Profile::Passthrough, &["device-lease-sysfs"]);
 
 fn check_passed(what: &str) {
+    passed_in("device-lease", what);
+}
+
+fn passed_in(scenario: &str, what: &str) {
     let Some(out) = LEASE.outcome() else { return };
-    let s = out.assert_passed("device-lease");
+    let s = out.assert_passed(scenario);
     assert!(
         s.checks.iter().any(|c| c.ok && c.what.contains(what)),
-        "device-lease: no passing check containing {what:?}; serial log: {}",
+        "{scenario}: no passing check containing {what:?}; serial log: {}",
         out.serial_log().display()
     );
 }
@@ -86,6 +97,27 @@ fn with_pool_clear_a_leases_end_makes_the_pool_afresh_and_the_next_lease_works()
     check_passed("a lease's end with pool = clear made the pool afresh");
     check_passed("the device has its pool again");
     check_passed("the next lease's DMA works in the new pool");
+}
+
+#[test]
+fn an_unbind_kept_waiting_by_a_mapping_times_out_is_shown_stuck_and_finishes_once_let_go() {
+    for what in [
+        "the child (",
+        "rigd answers status while the give-back waits in the kernel",
+        "the give-back fails (exit",
+        "its line names the device, the driver and the step",
+        "the kernel: vfio-pci's remove waits for the device's user",
+        "rigctl status shows the stuck unbind",
+        "a second give-back fails at once",
+        "no second worker",
+        "rigd takes and gives back another device meanwhile",
+        "the stuck unbind returns once the holder is gone",
+        "an admin's give-back now finishes",
+        "driverless, its driver_override cleared",
+        "taken again, a lease's DMA checks out",
+    ] {
+        passed_in("unbind-stuck", what);
+    }
 }
 
 fn sysfs_passed(what: &str) {

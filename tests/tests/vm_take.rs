@@ -2,14 +2,20 @@
 //! (fast flavour, translated IOMMU). Everything is asserted by the guest scenarios from
 //! sysfs, not from rig's own report. `RIG_VM=1 cargo test -p rig-tests --test vm_take`.
 //! take-random-kill runs 10 kills here; `RIG_VM_APPEND="rig.kills=100 rig.seed=N"` runs
-//! the full campaign (docs/RELIABILITY.md).
+//! the full campaign (docs/RELIABILITY.md). lease-random-kill does the same during DMA
+//! leases, lent queues and whole-device leases: 10 kills here, `rig.lease_kills=100`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 
 static TAKE: SharedBoot = SharedBoot::new(
     Flavour::Fast,
     Profile::Translated,
-    &["take-cycle", "take-crash", "take-random-kill"],
+    &[
+        "take-cycle",
+        "take-crash",
+        "take-random-kill",
+        "lease-random-kill",
+    ],
 );
 
 fn check_passed(scenario: &str, what: &str) {
@@ -93,6 +99,24 @@ fn random_kills_of_rigd_leave_no_device_mastering_and_each_settles() {
     let Some(out) = TAKE.outcome() else { return };
     let s = out.assert_passed("take-random-kill");
     for what in ["every one followed by a recovery", "no violations in"] {
+        assert!(
+            s.checks.iter().any(|c| c.ok && c.what.contains(what)),
+            "missing passing check {what:?}; serial log: {}",
+            out.serial_log().display()
+        );
+    }
+}
+
+#[test]
+fn random_kills_of_rigd_during_leases_and_queues_leave_clients_pools_and_queues_clean() {
+    let Some(out) = TAKE.outcome() else { return };
+    let s = out.assert_passed("lease-random-kill");
+    for what in [
+        "during leases and queues (seed",
+        "no violations in",
+        "nvme back on its driver",
+        "both edus driverless and quiet",
+    ] {
         assert!(
             s.checks.iter().any(|c| c.ok && c.what.contains(what)),
             "missing passing check {what:?}; serial log: {}",

@@ -15,9 +15,10 @@
 //! process that kept the device past its lease (a dup, a fork, a descriptor passed
 //! on) stops the reclaim there with [`TakeError::LeaseKept`] naming it, and the device
 //! stays out of use. A process other than the holder that kept only a mapping (a
-//! forked child that closed its descriptors) is not found. In sysfs mode the same scan
-//! looks for the device's `resourceN` files, by path. The pool step is `rig`'s
-//! (`dma`); it is journaled here.
+//! forked child that closed its descriptors) is not found; the give-back's unbind of
+//! vfio-pci then waits for it in the kernel (tests/vm's unbind-stuck). In sysfs mode
+//! the same scan looks for the device's `resourceN` files, by path. The pool step is
+//! `rig`'s (`dma`); it is journaled here.
 //!
 //! Not here: the policy, the holder's identity and the refusals (`rig::lease`), the
 //! descriptors (`service`).

@@ -194,6 +194,9 @@ pub struct Taker {
     /// VFIO: `vfio::RealVfio` on the configured `/dev/vfio`, `vfio::FakeVfio` in tests.
     pub vfio: Arc<dyn Vfio>,
     pub allow_sysfs_mode: bool,
+    /// How long the unbinds of give-backs and resizes may take (`take.unbind_timeout_s`);
+    /// a detach's comes with its options.
+    pub unbind_timeout: Duration,
 }
 
 impl Taker {
@@ -289,6 +292,21 @@ impl Taker {
     /// Unbinds that timed out and are still in the kernel, one worker each.
     pub fn stuck_unbinds(&self) -> Vec<StuckUnbind> {
         unbind::stuck(self.root().path())
+    }
+
+    /// Refuses work on a device whose unbind is still in the kernel: that worker holds
+    /// the device's lock there (`device_release_driver`), so a reset (sysfs `reset`,
+    /// `pci_reset_function`) or a bind would wait on it as long as the holder that keeps
+    /// the driver's remove waiting lives, with the request and the device's mutex held.
+    fn refuse_if_stuck(&self, bdf: Bdf) -> Result<(), TakeError> {
+        match self.stuck_unbinds().into_iter().find(|s| s.bdf == bdf) {
+            Some(s) => Err(TakeError::UnbindStuck {
+                bdf,
+                driver: s.driver,
+                for_s: s.since.elapsed().as_secs(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Takes `bdf` from its driver.
@@ -532,6 +550,7 @@ impl Taker {
         mut taken: Taken,
         progress: Progress<'_>,
     ) -> Result<AttachReport, TakeError> {
+        self.refuse_if_stuck(taken.bdf)?;
         let mut rec = self.record_of(&taken, Phase::Attaching(AttachStep::Stop));
         self.record(&rec)?;
         let report = self.give_back(&mut taken, &mut rec, progress)?;
@@ -552,6 +571,7 @@ impl Taker {
         progress: Progress<'_>,
     ) -> Result<ResizeReport, TakeError> {
         let bdf = t.bdf;
+        self.refuse_if_stuck(bdf)?;
         let mut rec = self.record_of(t, Phase::Resizing(ResizeStep::Bar(bar)));
         self.record(&rec)?;
         // The kernel moves BARs as it resizes: drop the maps, make them again after.
@@ -559,7 +579,7 @@ impl Taker {
         t.hold.release();
         if mode == Mode::Vfio {
             progress("release vfio-pci for the resize");
-            self.unbind(bdf, "vfio-pci", DetachOptions::default().timeout)?;
+            self.unbind(bdf, "vfio-pci", self.unbind_timeout)?;
         }
         let result = resize::resize(self, bdf, bar, size, progress);
         t.hold = match mode {
@@ -592,6 +612,7 @@ impl Taker {
         method: ResetMethod,
         progress: Progress<'_>,
     ) -> Result<ResetReport, TakeError> {
+        self.refuse_if_stuck(t.bdf)?;
         let mut rec = self.record_of(t, Phase::Resetting(method));
         self.record(&rec)?;
         let result = reset::reset(self, t, method, progress);
@@ -610,6 +631,7 @@ impl Taker {
         bdf: Bdf,
         progress: Progress<'_>,
     ) -> Result<AttachReport, TakeError> {
+        self.refuse_if_stuck(bdf)?;
         let (records, _) = self.journal.load();
         let r = records
             .into_iter()
@@ -687,7 +709,7 @@ impl Taker {
                     continue;
                 }
                 progress(&format!("unbind {m} from {cur}"));
-                self.unbind(m, &cur, DetachOptions::default().timeout)?;
+                self.unbind(m, &cur, self.unbind_timeout)?;
             }
             self.sysfs
                 .set_driver_override(m, None)

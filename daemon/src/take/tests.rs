@@ -69,6 +69,7 @@ pub(super) fn world(devices: &[FakeDevice]) -> World {
         },
         vfio: Arc::new(vfio.clone()),
         allow_sysfs_mode: true,
+        unbind_timeout: DetachOptions::default().timeout,
     };
     World {
         dir,
@@ -362,6 +363,64 @@ fn a_second_detach_while_an_unbind_is_stuck_fails_at_once_and_starts_no_second_w
     assert_eq!(unbinds, 1, "one worker in the kernel, not two");
     std::thread::sleep(Duration::from_millis(1700));
     assert!(w.taker.stuck_unbinds().is_empty(), "gone once it returned");
+}
+
+/// Found in the disposable machine (unbind-stuck): a give-back whose unbind of vfio-pci
+/// timed out left the worker holding the device lock in the kernel, and the next
+/// give-back's reset waited on that lock for as long as the holder lived; the
+/// give-back's unbind also waited 10 s whatever `take.unbind_timeout_s` said.
+#[test]
+fn a_give_back_after_its_unbind_got_stuck_fails_at_once_and_waits_for_no_device_lock() {
+    let mut w = world(&[gpu()]);
+    let taken = w
+        .taker
+        .detach(bdf(GPU), &DetachOptions::default(), &mut |_| {})
+        .expect("detach");
+    w.kernel.script.lock().expect("script").unbind_hangs =
+        Some(("vfio-pci".into(), Duration::from_millis(1500)));
+    w.taker.unbind_timeout = Duration::from_millis(100);
+    let start = Instant::now();
+    let first = w.taker.attach(taken, &mut |_| {}).expect_err("timeout");
+    let first_in = start.elapsed();
+    let resets = |w: &World| {
+        w.kernel
+            .calls
+            .lock()
+            .expect("calls")
+            .iter()
+            .filter(|c| matches!(c, SysfsCall::Reset { .. }))
+            .count()
+    };
+    let resets_before = resets(&w);
+    let start = Instant::now();
+    let second = w
+        .taker
+        .attach_journaled(bdf(GPU), &mut |_| {})
+        .expect_err("still stuck");
+    let second_in = start.elapsed();
+
+    assert!(
+        matches!(&first, TakeError::UnbindTimeout { timeout, .. } if *timeout == Duration::from_millis(100)),
+        "{first}"
+    );
+    assert!(
+        first_in < Duration::from_millis(1000),
+        "the configured timeout: {first_in:?}"
+    );
+    assert!(matches!(second, TakeError::UnbindStuck { .. }), "{second}");
+    assert!(second_in < Duration::from_millis(50), "{second_in:?}");
+    assert_eq!(
+        resets(&w),
+        resets_before,
+        "no reset started behind the stuck unbind"
+    );
+    std::thread::sleep(Duration::from_millis(1600));
+    let report = w
+        .taker
+        .attach_journaled(bdf(GPU), &mut |_| {})
+        .expect("once it returned, the give-back finishes");
+    assert_eq!(report.driver.as_deref(), Some("nvidia"));
+    assert_eq!(w.kernel.root().link_name(bdf(GPU), "driver"), report.driver);
 }
 
 #[test]

@@ -10,8 +10,12 @@
 //! A stuck worker is accounted for: until its unbind returns, its device is in
 //! [`stuck`] (what `Status` shows), and another unbind of that device is refused at
 //! once ([`Unbind::Stuck`]) rather than given a second worker to strand beside the
-//! first (the kernel would block it on the same device lock). Entries are kept per
-//! sysfs root, so tests on trees of their own do not see each other's.
+//! first (the kernel would block it on the same device lock). `take` refuses a reset,
+//! a resize or a give-back of that device the same way before its first step: the
+//! worker holds the device's lock in the kernel (`device_release_driver`), and a sysfs
+//! reset (`pci_reset_function`) would wait on it for as long as the holder lives (seen
+//! in the disposable machine: tests/vm/guest/scenarios/unbind-stuck.sh). Entries are
+//! kept per sysfs root, so tests on trees of their own do not see each other's.
 
 use std::{
     io,

@@ -12,12 +12,25 @@
 //!   second: waits to be killed with a transfer in flight;
 //! - `keep`: leases, keeps a copy of the device fd, and gives the device back: prints
 //!   rigd's refusal (the copy keeps the device), then exits;
+//! - `keep-map`: leases, hands the lent fd to a child process (this binary again, as
+//!   its stdin) that maps BAR0 from it and then closes it: the child keeps a mapping
+//!   and no descriptor. Gives the device back (rigd's holder scan sees the holder's
+//!   descriptors and mappings and every process's descriptors, so it finds nothing),
+//!   prints `kept by pid N` and exits; the child stays until killed, and while it
+//!   lives vfio-pci's remove waits for the device file its mapping holds;
 //! - `try`: asks for the lease and prints the refusal (or `leased`), then exits.
 //!
 //! Prints `ok WHAT`, `FAIL WHAT: why` and `refused KIND: message` lines; exits 0 when
 //! nothing failed.
 
-use std::{fs::File, process::ExitCode, time::Instant};
+use std::{
+    fs::File,
+    io::{BufRead, BufReader},
+    num::NonZeroUsize,
+    os::fd::AsFd,
+    process::{Command, ExitCode, Stdio},
+    time::Instant,
+};
 
 use rig_client::dma::{Bar, DeviceLease, DmaError, LeaseMode, Session};
 use rigd::vfio::EventFd;
@@ -194,6 +207,59 @@ async fn keep(s: &Session, device: &str) -> Res<()> {
     Ok(())
 }
 
+async fn keep_map(s: &Session, device: &str) -> Res<()> {
+    let lease = s.lease_device(device).await?;
+    let r = lease.region(0).ok_or("no BAR0 region")?;
+    let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
+    let mut child = Command::new(std::env::current_exe()?)
+        .args([
+            "-",
+            device,
+            "map-held",
+            &r.offset.to_string(),
+            &r.size.to_string(),
+        ])
+        .stdin(Stdio::from(copy))
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().ok_or("no pipe")?).read_line(&mut line)?;
+    print!("{line}");
+    if !line.starts_with("ok ") {
+        return Err("the child did not map BAR0".into());
+    }
+    match s.give_back_device(lease).await {
+        Ok(_) => println!("ok gave {device} back"),
+        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(e) => return Err(e.into()),
+    }
+    println!("kept by pid {}", child.id());
+    Ok(())
+}
+
+/// The child of `keep-map`: maps `len` bytes at `offset` of the device file on its
+/// stdin, puts /dev/null in place of stdin, stdout and stderr (so it holds no
+/// descriptor of the device, and no pipe of its parent's), and waits to be killed.
+fn map_held(offset: &str, len: &str) -> Res<()> {
+    let len = NonZeroUsize::new(len.parse()?).ok_or("empty BAR")?;
+    let map = rig_sys::mman::DeviceMapping::map_at(std::io::stdin().as_fd(), offset.parse()?, len)?;
+    let id = map.read_u32(EDU_ID)?;
+    let null = File::options().read(true).write(true).open("/dev/null")?;
+    nix::unistd::dup2_stdin(&null)?;
+    println!(
+        "ok child pid {} maps BAR0 (edu id {id:#x}) and has closed the device fd",
+        std::process::id()
+    );
+    nix::unistd::dup2_stdout(&null)?;
+    nix::unistd::dup2_stderr(&null)?;
+    drop(null);
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+        // Touch the mapping now and then: it is what keeps the device file.
+        let _ = map.read_u32(EDU_ID);
+    }
+}
+
 async fn attempt(s: &Session, device: &str) -> Res<()> {
     match s.lease_device(device).await {
         Ok(_) => println!("leased"),
@@ -207,9 +273,20 @@ async fn attempt(s: &Session, device: &str) -> Res<()> {
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let [_, socket, device, command, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | try");
+        eprintln!(
+            "usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | keep-map | try"
+        );
         return ExitCode::from(2);
     };
+    if let ("map-held", [offset, len]) = (command.as_str(), rest) {
+        return match map_held(offset, len) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                println!("FAIL map-held: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let s = match Session::open(socket, device).await {
         Ok(s) => s,
         Err(e) => {
@@ -224,6 +301,7 @@ async fn main() -> ExitCode {
         }
         "hang" => hang(&s, device).await,
         "keep" => keep(&s, device).await,
+        "keep-map" => keep_map(&s, device).await,
         "try" => attempt(&s, device).await,
         other => Err(format!("unknown command {other}").into()),
     };

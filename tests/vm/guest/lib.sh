@@ -134,6 +134,39 @@ TOML
   i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
   [ -S "$RIG_SOCK" ]
 }
+# Whole-device lease scenarios: VFIO loaded, 16 hugepages, alice and bob, and a rigd config
+# (/etc/rig/rigd-lease.toml) for group rig with a DMA pool of POOL bytes per held
+# device, state in /var/lib/rig, TAKE as the [take] section's lines, and a [lease]
+# rule letting group rig lease DEVICE. setup_lease_rigd POOL DEVICE [TAKE]; then
+# run_lease_rigd (appends to $FILES/rigd.log; waits up to 30 s for status to answer).
+setup_lease_rigd() {
+  check "modprobe vfio-pci" modprobe vfio-pci
+  check "modprobe vfio_iommu_type1" modprobe vfio_iommu_type1
+  echo 16 > /proc/sys/vm/nr_hugepages
+  add_users
+  mkdir -p /etc/rig /var/lib/rig
+  cat > /etc/rig/rigd-lease.toml <<TOML
+[server]
+socket = "$RIG_SOCK"
+group = "rig"
+[paths]
+state_dir = "/var/lib/rig"
+[take]
+${3:-}
+[dma]
+pool_bytes = $1
+[[lease.allow]]
+devices = ["$2"]
+groups = ["rig"]
+TOML
+}
+run_lease_rigd() {
+  rm -f "$RIG_SOCK"
+  rigd --config /etc/rig/rigd-lease.toml -v >> "$FILES/rigd.log" 2>&1 &
+  RIGD_PID=$!
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ] && rigctl --socket "$RIG_SOCK" status > /dev/null 2>&1
+}
 # DMA scenarios: 8 hugepages, and rigd makes a 4 MiB pool for each device it takes.
 start_rigd_dma() {
   echo 8 > /proc/sys/vm/nr_hugepages

@@ -3,6 +3,9 @@
 //! drivers/pci/pci-driver.c), every call is recorded as a [`SysfsCall`], and
 //! [`FakeScript`] makes steps fail or hang. `vfio::FakeVfio` shares its set of open
 //! VFIO devices: vfio-pci cannot be unbound from one (the real remove waits forever).
+//! An unbind holds the function's device lock for as long as it runs, and a reset
+//! waits for it, as the kernel's do (`device_release_driver` and `pci_reset_function`
+//! both take `device_lock`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -105,6 +108,8 @@ pub struct FakeKernel {
     pub vfio_open: Arc<Mutex<HashSet<Bdf>>>,
     /// The kernel's enable count per function, as `enable` writes move it.
     pub enable_count: Arc<Mutex<std::collections::HashMap<Bdf, u32>>>,
+    /// Functions whose device lock an unbind holds now.
+    locked: Arc<Mutex<HashSet<Bdf>>>,
 }
 
 impl FakeKernel {
@@ -129,6 +134,7 @@ impl FakeKernel {
             calls: Arc::new(Mutex::new(Vec::new())),
             vfio_open: Arc::new(Mutex::new(HashSet::new())),
             enable_count: Arc::new(Mutex::new(std::collections::HashMap::new())),
+            locked: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -207,7 +213,9 @@ impl PciSysfs for FakeKernel {
         if let Some((d, how_long)) = self.script().unbind_hangs
             && d == driver
         {
+            self.locked.lock().expect("fake device locks").insert(bdf);
             std::thread::sleep(how_long);
+            self.locked.lock().expect("fake device locks").remove(&bdf);
         }
         let link = self.dir(bdf).join("driver");
         match self.root.link_name(bdf, "driver") {
@@ -289,6 +297,15 @@ impl PciSysfs for FakeKernel {
             bdf,
             method: method.map(ToOwned::to_owned),
         });
+        // The device lock, held by an unbind still in the driver's remove.
+        while self
+            .locked
+            .lock()
+            .expect("fake device locks")
+            .contains(&bdf)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         if let Some(e) = self.script().reset_errno {
             return Err(errno(e));
         }

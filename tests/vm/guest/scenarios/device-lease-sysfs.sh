@@ -10,23 +10,7 @@
 L=0000:01:00.0
 RIG="rigctl --socket $RIG_SOCK"
 C="rig-lease-client $RIG_SOCK"
-echo 16 > /proc/sys/vm/nr_hugepages
-add_users
-mkdir -p /etc/rig /var/lib/rig
-cat > /etc/rig/rigd-lease.toml <<TOML
-[server]
-socket = "$RIG_SOCK"
-group = "rig"
-[paths]
-state_dir = "/var/lib/rig"
-[take]
-allow_sysfs_mode = true
-[dma]
-pool_bytes = 4194304
-[[lease.allow]]
-devices = ["$L"]
-groups = ["rig"]
-TOML
+setup_lease_rigd 4194304 $L "allow_sysfs_mode = true"
 rm -f "$RIG_SOCK"
 rigd --config /etc/rig/rigd-lease.toml -v >> "$FILES/rigd.log" 2>&1 &
 RIGD_PID=$!

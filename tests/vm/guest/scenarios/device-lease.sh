@@ -13,23 +13,7 @@ L=0000:01:00.0
 O=0000:00:06.0
 RIG="rigctl --socket $RIG_SOCK"
 C="rig-lease-client $RIG_SOCK"
-check "modprobe vfio-pci" modprobe vfio-pci
-check "modprobe vfio_iommu_type1" modprobe vfio_iommu_type1
-echo 16 > /proc/sys/vm/nr_hugepages
-add_users
-mkdir -p /etc/rig /var/lib/rig
-cat > /etc/rig/rigd-lease.toml <<TOML
-[server]
-socket = "$RIG_SOCK"
-group = "rig"
-[paths]
-state_dir = "/var/lib/rig"
-[dma]
-pool_bytes = 4194304
-[[lease.allow]]
-devices = ["$L"]
-groups = ["rig"]
-TOML
+setup_lease_rigd 4194304 $L
 start_lease_rigd() { # start_lease_rigd [ENV=VALUE]
   rm -f "$RIG_SOCK"
   env $1 rigd --config /etc/rig/rigd-lease.toml -v >> "$FILES/rigd.log" 2>&1 &
