@@ -198,7 +198,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
     let pool = rig.dma().create(OUTSIDER, spec).expect("pool");
     assert!(pool.wait_pinned(Duration::from_secs(10)), "pool pinned");
     let socket = dir.path().join("run/rigd.sock");
-    let mut serving = Some(serve(&rig, &socket));
+    std::fs::create_dir_all(socket.parent().expect("run dir")).expect("run dir");
 
     let kubelet_dir = dir.path().join("device-plugins");
     std::fs::create_dir_all(&kubelet_dir).expect("kubelet dir");
@@ -217,10 +217,46 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("start rig-device-plugin");
+    let log_now = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Bad input first: no kubelet and no rigd yet. It says both and waits; it must not
+    // exit (a DaemonSet would restart it in a loop).
     assert!(
         wait_for_line(&log, "kubelet socket", 10) && wait_for_line(&log, "missing", 1),
         "the plugin says the kubelet's socket is missing: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
+        log_now()
+    );
+    assert!(
+        wait_for_line(&log, "rigd gone at", 10),
+        "the plugin says rigd is not there: {}",
+        log_now()
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        plugin.try_wait().expect("plugin state").is_none(),
+        "the plugin waits for rigd and the kubelet instead of exiting: {}",
+        log_now()
+    );
+    let mut serving = Some(serve(&rig, &socket));
+    assert!(
+        wait_for_line(&log, "rigd is back at", 10),
+        "the plugin finds rigd once it starts: {}",
+        log_now()
+    );
+    // A stale kubelet.sock, as a crashed kubelet leaves it: a socket file nobody
+    // listens on. Registration fails, is logged and retried; the plugin stays up, and
+    // the stand-in's socket (a new file) is found at once.
+    let stale = std::os::unix::net::UnixListener::bind(kubelet_dir.join("kubelet.sock"))
+        .expect("a stale kubelet.sock");
+    drop(stale);
+    assert!(
+        wait_for_line(&log, "registration at", 10) && wait_for_line(&log, "failed", 1),
+        "the plugin says registration on a dead kubelet.sock failed: {}",
+        log_now()
+    );
+    assert!(
+        plugin.try_wait().expect("plugin state").is_none(),
+        "the plugin survives a dead kubelet.sock: {}",
+        log_now()
     );
 
     let stubs = dir.path().join("stubs");
@@ -476,10 +512,21 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
         !ok && err.contains("is leased whole to uid"),
         "create-runtime on a leased device: {err}"
     );
-    let (ok, err) = hook("poststop", OUTSIDER, &["--timeout-s", "1"]);
+    // The holder (this process) still runs, so it is not the container's lease ending:
+    // poststop says so at once instead of waiting out its 25 s.
+    let t0 = Instant::now();
+    let (ok, err) = hook("poststop", OUTSIDER, &[]);
     assert!(
-        !ok && err.contains("still leased whole to pid") && err.contains("after 1 s"),
-        "poststop while someone keeps the lease: {err}"
+        !ok && err.contains(&format!(
+            "leased whole to pid {} (session",
+            std::process::id()
+        )) && err.contains("which still runs: not this container's lease (container ctr-42)"),
+        "poststop while a live process keeps the lease: {err}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "poststop with a live holder answers at once, not after its 25 s: {:?}",
+        t0.elapsed()
     );
     drop(l);
     drop(s);

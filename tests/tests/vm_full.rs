@@ -12,6 +12,7 @@ static FULL: SharedBoot = SharedBoot::new(
         "systemd-socket",
         "socket-access",
         "systemd-watchdog",
+        "podman-cdi",
     ],
 );
 
@@ -63,6 +64,13 @@ fn a_stopped_rigd_is_restarted_by_the_watchdog_and_readopts_its_device() {
     let Some(out) = FULL.outcome() else { return };
 
     out.assert_passed("systemd-watchdog");
+}
+
+#[test]
+fn podman_runs_a_cdi_container_that_leases_edu_and_its_kill_gives_it_back() {
+    let Some(out) = FULL.outcome() else { return };
+
+    out.assert_passed("podman-cdi");
 }
 
 #[test]

@@ -3,8 +3,12 @@
 # kmod and pciutils, as a 1 GiB ext4 file (sparse). Also the rebind tools rig is
 # benchmarked against (scenario bench-rebind): driverctl, and dpdk-devbind.py alone, taken
 # out of Debian's dpdk .deb (the package would bring all of python3 and a boot-time
-# dpdk.service), with python3-minimal and iproute2 (it runs `ip -o route`) for it. It
-# stays generic: no kernel modules
+# dpdk.service), with python3-minimal and iproute2 (it runs `ip -o route`) for it. And
+# Debian's container engine for scenario podman-cdi (docs/k8s.md): podman 4.3 with crun,
+# conmon, and what debootstrap cannot pick for it (a network stack, netavark, which
+# containers-common needs though the scenario runs --network=none; containers-image);
+# no Recommends (buildah, slirp4netns, fuse-overlayfs, catatonit). It stays generic:
+# no kernel modules
 # (the initramfs brings them), no rig files (boot.sh's payload installs them into the
 # snapshot at each boot). Cached as $RIG_VM_CACHE/full/root-<hash>.ext4, keyed on this
 # script, with root.ext4 pointing at it; rebuilt when missing or when this recipe changes.
@@ -14,7 +18,7 @@ set -euo pipefail
 need_root build-full.sh
 load_tools
 
-PACKAGES=systemd-sysv,udev,kmod,pciutils,driverctl,python3-minimal,iproute2
+PACKAGES=systemd-sysv,udev,kmod,pciutils,driverctl,python3-minimal,iproute2,podman,crun,conmon,netavark,golang-github-containers-common,golang-github-containers-image
 HASH=$(recipe_hash "$0" "$PACKAGES")
 OUT=$RIG_VM_CACHE/full
 IMG=$OUT/root-$HASH.ext4

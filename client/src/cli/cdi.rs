@@ -82,7 +82,46 @@ fn container_id() -> Option<String> {
     v.get("id")?.as_str().map(str::to_owned)
 }
 
+/// Whether process `pid` (as this pid namespace sees it: the host's, where the engine
+/// runs hooks) still runs; a zombie has exited, its descriptors closed.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// systemd-journald's native socket (systemd.journal-fields(7), "Native protocol").
+const JOURNAL_SOCKET: &str = "/run/systemd/journal/socket";
+
+/// Also puts a hook's outcome in the system journal (`journalctl -t rigctl`), best
+/// effort: crun 1.8 (Debian 12's, under podman 4.3) drops a hook's stderr and reports
+/// only "error executing hook `PATH` (exit code: 1)", so the reason would be lost.
+fn to_journal(priority: u8, message: &str) {
+    let Ok(sock) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let one_line = message.replace('\n', " ");
+    let entry = format!("SYSLOG_IDENTIFIER=rigctl\nPRIORITY={priority}\nMESSAGE={one_line}\n");
+    let _ = sock.send_to(entry.as_bytes(), JOURNAL_SOCKET);
+}
+
 pub async fn run(
+    client: &mut Client,
+    socket: &std::path::Path,
+    cmd: CdiCmd,
+) -> Result<(), BoxError> {
+    let hook = matches!(cmd, CdiCmd::Hook(_));
+    let r = run_inner(client, socket, cmd).await;
+    if hook && let Err(e) = &r {
+        // LOG_ERR
+        to_journal(3, &format!("cdi hook: {e}"));
+    }
+    r
+}
+
+async fn run_inner(
     client: &mut Client,
     socket: &std::path::Path,
     cmd: CdiCmd,
@@ -154,11 +193,25 @@ pub async fn run(
                     return Ok(());
                 };
                 if h.state == HeldState::Held && h.lease.is_none() {
-                    eprintln!(
-                        "rigctl: {bdf}: held and free again{who} ({:.2} s)",
+                    let line = format!(
+                        "{bdf}: held and free again{who} ({:.2} s)",
                         t0.elapsed().as_secs_f64()
                     );
+                    eprintln!("rigctl: {line}");
+                    // LOG_INFO
+                    to_journal(6, &format!("cdi hook: {line}"));
                     return Ok(());
+                }
+                // The container's processes are all gone by poststop: a holder that
+                // still runs is not this container's lease ending, so waiting for it
+                // would only hold the engine up (a container refused at createRuntime
+                // gets a poststop too).
+                if let Some(l) = h.lease.as_ref().filter(|l| alive(l.pid)) {
+                    return Err(format!(
+                        "{bdf}: leased whole to pid {} (session {}), which still runs: not this container's lease{who}",
+                        l.pid, l.session
+                    )
+                    .into());
                 }
                 if t0.elapsed() >= deadline {
                     let what = h.lease.as_ref().map_or_else(
@@ -175,5 +228,33 @@ pub async fn run(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::alive;
+
+    #[test]
+    fn alive_is_true_for_a_running_process_and_false_once_it_exited() {
+        let me = i32::try_from(std::process::id()).expect("pid");
+        assert!(alive(me));
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = i32::try_from(child.id()).expect("pid");
+        child.wait().expect("wait");
+        assert!(!alive(pid), "a reaped child is not alive");
+    }
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = i32::try_from(child.id()).expect("pid");
+        // Not reaped yet: a zombie once it exits.
+        let t0 = std::time::Instant::now();
+        while alive(pid) && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!alive(pid), "an exited, unreaped child reads as not alive");
+        drop(child);
     }
 }

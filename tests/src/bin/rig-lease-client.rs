@@ -21,7 +21,9 @@
 //! - `try`: asks for the lease and prints the refusal (or `leased`), then exits.
 //!
 //! Prints `ok WHAT`, `FAIL WHAT: why` and `refused KIND: message` lines; exits 0 when
-//! nothing failed.
+//! nothing failed. SOCKET or DEVICE `-` takes `RIG_SOCKET` / `RIG_DEVICE` from the
+//! environment, as a rig CDI spec sets them in a container (docs/k8s.md; scenario
+//! podman-cdi).
 
 use std::{
     fs::File,
@@ -287,6 +289,24 @@ async fn main() -> ExitCode {
             }
         };
     }
+    let from_env = |arg: &String, var: &str| {
+        if arg == "-" {
+            std::env::var(var).ok()
+        } else {
+            Some(arg.clone())
+        }
+    };
+    let (Some(socket), Some(device)) = (
+        from_env(socket, "RIG_SOCKET"),
+        from_env(device, "RIG_DEVICE"),
+    ) else {
+        println!("FAIL - given for SOCKET or DEVICE, but RIG_SOCKET or RIG_DEVICE is not set");
+        return ExitCode::from(2);
+    };
+    if args[1] == "-" || args[2] == "-" {
+        println!("ok from the environment: RIG_SOCKET={socket} RIG_DEVICE={device}");
+    }
+    let (socket, device) = (socket.as_str(), device.as_str());
     let s = match Session::open(socket, device).await {
         Ok(s) => s,
         Err(e) => {
