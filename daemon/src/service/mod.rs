@@ -123,7 +123,7 @@ async fn serve_with(
         .build_v1alpha()
         .map_err(ServiceError::Reflection)?;
     // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
-    let dma = dma::Dma::start(&rig, &listener)?;
+    let dma = dma::Dma::start(&rig, &listener, health)?;
     // tonic's graceful shutdown waits for every connection to close, and an idle client
     // may never close its own: after the signal, in-flight requests get GRACE, then the
     // server stops regardless.

@@ -33,7 +33,11 @@ use crate::{
     dma::{self, DmaError, Grant, LeaseId, PoolMode, SessionId},
     policy::{self, Role},
     rig::Rig,
-    service::{ServiceError, metrics, status::error_line},
+    service::{
+        ServiceError, metrics,
+        status::error_line,
+        watchdog::{HEALTH, Health, SIDE_LIMIT, off_runtime},
+    },
 };
 
 /// How long a lease waits for blocks that are being pinned before it reports the pool
@@ -105,14 +109,23 @@ pub fn bind_beside(main: &Path) -> Result<(SocketFile, AsyncFd<OwnedFd>), Servic
 
 /// Accepts side connections until `stopping`; each runs in its own task, aborted when
 /// this one is.
-pub async fn serve(listener: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: AsyncFd<OwnedFd>,
+    rig: Arc<Rig>,
+    mut stopping: watch::Receiver<bool>,
+    health: Health,
+) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.async_io(Interest::READABLE, |l| scm::accept(l)) => match accepted {
                 Ok(fd) => match scm::register(fd) {
                     Ok(conn) => {
-                        conns.spawn(connection(conn, Arc::clone(&rig), stopping.clone()));
+                        // The connection's blocking work counts for the watchdog.
+                        conns.spawn(HEALTH.scope(
+                            health.clone(),
+                            connection(conn, Arc::clone(&rig), stopping.clone()),
+                        ));
                     }
                     Err(e) => tracing::warn!("side socket: {e}"),
                 },
@@ -153,7 +166,10 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
     // lease (two RM calls: off the async threads).
     let attach = {
         let rig = Arc::clone(&rig);
-        tokio::task::spawn_blocking(move || rig.attach_session(id)).await
+        off_runtime("side.attach_session", SIDE_LIMIT, move || {
+            rig.attach_session(id)
+        })
+        .await
     };
     if let Ok(Err(e)) = attach {
         let reply = failure(super::super::channels::code(&e), error_line(&e));
@@ -421,7 +437,7 @@ async fn off_workers<T: Send + 'static>(
         return f(rig);
     }
     let rig = Arc::clone(rig);
-    tokio::task::spawn_blocking(move || f(&rig))
+    off_runtime("side.dma_map", SIDE_LIMIT, move || f(&rig))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
