@@ -15,7 +15,10 @@ use rig_client::{
     cdi::{self, Rule},
 };
 
-use crate::BoxError;
+use crate::{
+    BoxError,
+    exit::{CliError, Exit},
+};
 
 #[derive(Debug, Subcommand)]
 pub enum CdiCmd {
@@ -86,6 +89,7 @@ pub async fn run(
     client: &mut Client,
     socket: &std::path::Path,
     cmd: CdiCmd,
+    json: bool,
 ) -> Result<(), BoxError> {
     match cmd {
         CdiCmd::Generate {
@@ -105,6 +109,12 @@ pub async fn run(
             };
             let specs = cdi::held_specs(client, &resources, &host).await?;
             let mut out = std::io::stdout().lock();
+            if stdout && json {
+                // One document: the specs as an array.
+                serde_json::to_writer_pretty(&mut out, &specs)?;
+                writeln!(out)?;
+                return Ok(());
+            }
             if stdout {
                 for s in &specs {
                     serde_json::to_writer(&mut out, s)?;
@@ -113,15 +123,31 @@ pub async fn run(
                 return Ok(());
             }
             let mut keep = Vec::new();
+            let mut written = Vec::new();
             for s in &specs {
                 let p = cdi::write_spec(&dir, s)?;
                 keep.push(cdi::file_name(&s.kind, &s.devices[0].name));
-                writeln!(out, "{}={}: {}", s.kind, s.devices[0].name, p.display())?;
+                if !json {
+                    writeln!(out, "{}={}: {}", s.kind, s.devices[0].name, p.display())?;
+                }
+                written.push(serde_json::json!({
+                    "kind": s.kind, "device": s.devices[0].name, "path": p,
+                }));
             }
+            let mut removed = Vec::new();
             if prune {
                 for p in cdi::remove_stale(&dir, &keep)? {
-                    writeln!(out, "removed {}", p.display())?;
+                    if !json {
+                        writeln!(out, "removed {}", p.display())?;
+                    }
+                    removed.push(p);
                 }
+            }
+            if json {
+                let v = serde_json::json!({ "written": written, "removed": removed });
+                serde_json::to_writer_pretty(&mut out, &v)?;
+                writeln!(out)?;
+                return Ok(());
             }
             if specs.is_empty() {
                 eprintln!("rigctl: rigd holds no device a rule names: no spec written");
@@ -132,14 +158,21 @@ pub async fn run(
             let who = container_id().map_or_else(String::new, |id| format!(" for container {id}"));
             let status = client.status().await?;
             let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
-                return Err(format!("{bdf}: rig does not hold it: refusing to start{who}").into());
+                let m = format!("{bdf}: rig does not hold it: refusing to start{who}");
+                return Err(CliError::new(Exit::NotFound, &bdf, m).into());
             };
             if let Some(l) = &h.lease {
-                return Err(format!(
+                let m = format!(
                     "{bdf} is leased whole to uid {} (pid {}, session {}): refusing to start{who}",
                     l.uid, l.pid, l.session
-                )
-                .into());
+                );
+                return Err(CliError::new(Exit::Busy, &bdf, m).into());
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "bdf": bdf, "held": true, "leased": false })
+                );
             }
             Ok(())
         }
@@ -149,15 +182,23 @@ pub async fn run(
             let deadline = Duration::from_secs(timeout_s);
             loop {
                 let status = client.status().await?;
+                let waited_s = t0.elapsed().as_secs_f64();
                 let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
                     eprintln!("rigctl: {bdf}: rig no longer holds it{who}");
+                    if json {
+                        let v =
+                            serde_json::json!({ "bdf": bdf, "held": false, "waited_s": waited_s });
+                        println!("{v}");
+                    }
                     return Ok(());
                 };
                 if h.state == HeldState::Held && h.lease.is_none() {
-                    eprintln!(
-                        "rigctl: {bdf}: held and free again{who} ({:.2} s)",
-                        t0.elapsed().as_secs_f64()
-                    );
+                    eprintln!("rigctl: {bdf}: held and free again{who} ({waited_s:.2} s)");
+                    if json {
+                        let v =
+                            serde_json::json!({ "bdf": bdf, "held": true, "waited_s": waited_s });
+                        println!("{v}");
+                    }
                     return Ok(());
                 }
                 if t0.elapsed() >= deadline {
@@ -170,7 +211,8 @@ pub async fn run(
                             )
                         },
                     );
-                    return Err(format!("{bdf}: {what} after {timeout_s} s{who}").into());
+                    let m = format!("{bdf}: {what} after {timeout_s} s{who}");
+                    return Err(CliError::new(Exit::TimedOut, &bdf, m).into());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
