@@ -70,7 +70,7 @@ sleep 0.5
 timeout 30 rigctl detach $GPU --mode vfio > "$FILES/detach-gpu.txt" 2>&1
 GPU_RC=$?
 cat "$FILES/detach-gpu.txt"
-check "that refusal exits 6 (busy: held by another; docs/rigctl.md), not ${GPU_RC}" [ "$GPU_RC" = 6 ]
+check "that refusal exits 6, busy: held by another (docs/rigctl.md): ${GPU_RC}" [ "$GPU_RC" = 6 ]
 HPID=$(sed -n "s/.* pid \([0-9]*\) (sleep) holds \/dev\/dri\/$CARD.*/\1/p" "$FILES/detach-gpu.txt")
 check "a detach is refused, naming the holder of /dev/dri/$CARD (pid ${HPID:-none})" [ -n "$HPID" ]
 check "the holder it names is alice's (uid 1000)" sh -c "awk '/^Uid:/ { exit \$2 != 1000 }' /proc/$HPID/status"
