@@ -19,3 +19,12 @@ else
     echo "unit-exposure: rigd.service $score > $LIMIT: FAILED" >&2
     exit 1
 fi
+# With the metrics TCP drop-in (systemd/rigd-metrics-tcp.conf) appended, as systemd
+# merges it: reported, not held to the limit (docs/systemd.md records it).
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat "$RIG_ROOT/systemd/rigd.service" "$RIG_ROOT/systemd/rigd-metrics-tcp.conf" > "$tmp/rigd.service"
+tcp=$(systemd-analyze security --offline=true --no-pager "$tmp/rigd.service" 2>&1 |
+    sed -n 's/.*Overall exposure level for rigd.service: \([0-9.]*\).*/\1/p')
+[ -n "$tcp" ] || { echo "unit-exposure: no score for the metrics TCP drop-in" >&2; exit 1; }
+echo "unit-exposure: rigd.service with rigd-metrics-tcp.conf: $tcp"

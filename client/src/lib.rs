@@ -19,6 +19,7 @@ pub mod cdi;
 pub mod channel;
 mod convert;
 pub mod dma;
+pub mod metrics;
 pub mod model;
 pub mod queue;
 pub mod regs;

@@ -35,8 +35,13 @@ pub struct DetachRequest {
 /// One step of a long operation, as the daemon reported it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
+    /// rigd's time since the operation started, when the step began.
     pub elapsed_s: f64,
     pub text: String,
+    /// How long the step took, up to the next step or the outcome (rigd's clock);
+    /// `None` while it runs (the callback sees each step as it starts).
+    #[serde(default)]
+    pub duration_s: Option<f64>,
 }
 
 /// How an operation ended.
@@ -354,18 +359,27 @@ async fn follow(
     mut s: Streaming<pb::Progress>,
     on_step: &mut dyn FnMut(&Step),
 ) -> Result<Outcome, ClientError> {
-    let mut steps = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
     while let Some(p) = s.message().await.map_err(ClientError::rpc)? {
         match p.event {
             Some(pb::progress::Event::Step(text)) => {
                 let step = Step {
                     elapsed_s: p.elapsed_s,
                     text,
+                    duration_s: None,
                 };
                 on_step(&step);
+                if let Some(prev) = steps.last_mut() {
+                    prev.duration_s = Some(p.elapsed_s - prev.elapsed_s);
+                }
                 steps.push(step);
             }
-            Some(pb::progress::Event::Done(o)) => return outcome(o, steps, p.elapsed_s),
+            Some(pb::progress::Event::Done(o)) => {
+                if let Some(prev) = steps.last_mut() {
+                    prev.duration_s = Some(p.elapsed_s - prev.elapsed_s);
+                }
+                return outcome(o, steps, p.elapsed_s);
+            }
             None => {}
         }
     }

@@ -436,3 +436,47 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
     drop(again);
     f.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_lowers_channels_per_session_for_the_next_open_and_keeps_open_ones() {
+    let f = serve().await;
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let _one = alice.open_channel(Engine::Copy, 64).await.expect("one");
+    let mut two = alice.open_channel(Engine::Compute, 64).await.expect("two");
+    // The config the fixture's rigd runs with (dma_support::Server), `[channels]
+    // per_session` lowered to 1: what SIGHUP re-reads.
+    let mut config = rigd::config::Config::default();
+    config.paths.state_dir = f.server.dir.path().join("state");
+    config.paths.pci_ids = f.server.dir.path().join("pci.ids");
+    config.dma.quota.per_uid_bytes = 64 * MIB;
+    config.dma.quota.per_device_bytes = 64 * MIB;
+    config.channels.per_session = 1;
+    let done = f.server.rig.reload(&config).expect("reloaded");
+    assert!(done.need_restart.is_empty(), "{:?}", done.need_restart);
+    // Both channels from before stay open and usable; a third is refused at the new
+    // limit, and so is a second one of a new session.
+    two.release().expect("release");
+    two.submit().expect("an open channel still submits");
+    let e = alice
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect_err("over the reloaded limit");
+    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let _bobs = bob
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect("bob's first");
+    let e = bob
+        .open_channel(Engine::Copy, 64)
+        .await
+        .expect_err("bob's second");
+    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    // Raised again: the next open goes through.
+    config.channels.per_session = 3;
+    f.server.rig.reload(&config).expect("reloaded");
+    bob.open_channel(Engine::Copy, 64)
+        .await
+        .expect("within the raised limit");
+    f.server.stop().await;
+}

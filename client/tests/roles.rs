@@ -121,7 +121,8 @@ async fn start() -> World {
     config.paths.state_dir = dir.path().join("state");
     config.paths.dev = dir.path().join("dev");
     config.paths.group_file = groups;
-    // The real procfs: the children's supplementary groups are read there.
+    // The real procfs: audit lines read the callers' names there. Their supplementary
+    // groups come from the connections (SO_PEERGROUPS, `service::peer`).
     config.paths.proc = PathBuf::from("/proc");
     config.take.allow_sysfs_mode = true;
     config.roles.admins = vec!["rigadm".into()];

@@ -156,7 +156,15 @@ fn supervise(rig: &Arc<Rig>, health: Health) -> std::io::Result<Health> {
     if std::env::var_os("NOTIFY_SOCKET").is_none() {
         return Ok(health);
     }
-    tokio::spawn(watchdog::status_lines(Arc::clone(rig)));
+    tokio::spawn(watchdog::status_lines(Arc::clone(rig), health.clone()));
+    let pools = Arc::clone(rig);
+    health.probe(
+        watchdog::PIN_LIMIT,
+        Arc::new(move |now| {
+            let (pool, running) = pools.dma().oldest_pin(now)?;
+            Some((format!("pinning a block of DMA pool {pool}"), running))
+        }),
+    );
     if let Some(interval) = watchdog::start_monitor(&health)? {
         tokio::spawn(watchdog::beat(
             health.clone(),

@@ -15,15 +15,20 @@
 //! or a `[lease]` rule naming the device and the caller) and rings in GPU memory
 //! ([`Policy::may_use_gpu_rings`]).
 //!
-//! Groups: a caller's primary gid (SO_PEERCRED) and its process's supplementary groups,
-//! read from `/proc/<pid>/status` (`Groups:`), not the group database: a process's
-//! groups are what the kernel checks on the socket file (setgroups, `newgrp`, a user
-//! added to a group who has not logged in again all differ from getgrouplist). They are
-//! read only when the primary gid does not decide, and kept [`GROUPS_FRESH`] per
-//! (pid, uid, gid): a client's unary call must not pay a procfs read each time
-//! (docs/BENCHMARKS.md). So a process's new groups (setgroups) count within that long,
-//! and a pid reused by a process of the same uid and gid within it gets the old one's
-//! groups. A peer outside rigd's pid namespace (pid 0) has only its primary gid.
+//! Groups: a caller's primary gid (SO_PEERCRED) and its supplementary groups, not the
+//! group database: a process's groups are what the kernel checks on the socket file
+//! (setgroups, `newgrp`, a user added to a group who has not logged in again all differ
+//! from getgrouplist). The supplementary groups are the connection's SO_PEERGROUPS
+//! where the caller passes them (`*_with`: the gRPC gate and the side socket read them
+//! at accept, `service::peer`): the groups the kernel captured at connect(2), so a pid
+//! reused by another process cannot lend them. Without them (a kernel before 4.13, or a
+//! check that knows only the credentials) they are read from `/proc/<pid>/status`
+//! (`Groups:`), only when the primary gid does not decide, and kept [`GROUPS_FRESH`]
+//! per (pid, uid, gid): a client's unary call must not pay a procfs read each time
+//! (docs/BENCHMARKS.md). On that path a process's new groups (setgroups) count within
+//! that long, and a pid reused by a process of the same uid and gid within it gets the
+//! old one's groups. A peer outside rigd's pid namespace (pid 0) then has only its
+//! primary gid.
 //!
 //! State: a `Policy` is immutable; `Rig` swaps in a new one on reload. Not here: the
 //! socket's own mode and group (`service::socket`), audit lines (`service::audit`).
@@ -365,7 +370,12 @@ impl Policy {
 
     /// The role of `c`, if any.
     pub fn role_of(&self, c: PeerCred) -> Option<Role> {
-        let mut groups = Groups::new(c, self);
+        self.role_of_with(c, None)
+    }
+
+    /// As [`Policy::role_of`], with the connection's SO_PEERGROUPS where known.
+    pub fn role_of_with(&self, c: PeerCred, groups: Option<&[u32]>) -> Option<Role> {
+        let mut groups = Groups::new(c, self, groups);
         self.role_with(c, &mut groups)
     }
 
@@ -384,7 +394,22 @@ impl Policy {
     /// # Errors
     /// [`Refused`], naming the role and the groups that grant it.
     pub fn require(&self, role: Role, c: PeerCred, action: &str) -> Result<Role, Refused> {
-        let mut groups = Groups::new(c, self);
+        self.require_with(role, c, None, action)
+    }
+
+    /// As [`Policy::require`], with the connection's supplementary groups
+    /// (SO_PEERGROUPS) where the socket gave them; `None` reads /proc.
+    ///
+    /// # Errors
+    /// As [`Policy::require`].
+    pub fn require_with(
+        &self,
+        role: Role,
+        c: PeerCred,
+        groups: Option<&[u32]>,
+        action: &str,
+    ) -> Result<Role, Refused> {
+        let mut groups = Groups::new(c, self, groups);
         // The common case decides without reading /proc: root, or a client call when
         // everyone who may connect is a client.
         if c.uid == 0 {
@@ -417,7 +442,7 @@ impl Policy {
     /// Whether `c` may lease `bdf` whole: an admin, or a `[lease]` rule naming the
     /// device and the caller's uid or one of its groups.
     pub fn may_lease(&self, c: PeerCred, bdf: Bdf) -> bool {
-        let mut groups = Groups::new(c, self);
+        let mut groups = Groups::new(c, self, None);
         if self.role_with(c, &mut groups) == Some(Role::Admin) {
             return true;
         }
@@ -429,7 +454,7 @@ impl Policy {
     /// Whether `c`'s channels may have their rings in GPU memory: root, or a member of
     /// `[channels] gpu_rings_group`.
     pub fn may_use_gpu_rings(&self, c: PeerCred) -> bool {
-        let mut groups = Groups::new(c, self);
+        let mut groups = Groups::new(c, self, None);
         c.uid == 0 || self.gpu_rings.as_ref().is_some_and(|g| groups.has(g.gid))
     }
 
@@ -444,19 +469,22 @@ impl Policy {
     }
 }
 
-/// A caller's groups, looked up at most once and only when asked.
+/// A caller's groups: the connection's (SO_PEERGROUPS) when known, else looked up in
+/// /proc at most once and only when asked.
 #[derive(Debug)]
 struct Groups<'a> {
     cred: PeerCred,
     policy: &'a Policy,
+    known: Option<&'a [u32]>,
     supplementary: Option<Vec<u32>>,
 }
 
 impl<'a> Groups<'a> {
-    fn new(cred: PeerCred, policy: &'a Policy) -> Self {
+    fn new(cred: PeerCred, policy: &'a Policy, known: Option<&'a [u32]>) -> Self {
         Self {
             cred,
             policy,
+            known,
             supplementary: None,
         }
     }
@@ -464,6 +492,9 @@ impl<'a> Groups<'a> {
     fn has(&mut self, gid: u32) -> bool {
         if self.cred.gid == gid {
             return true;
+        }
+        if let Some(known) = self.known {
+            return known.contains(&gid);
         }
         let (cred, policy) = (self.cred, self.policy);
         self.supplementary

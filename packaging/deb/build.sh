@@ -71,6 +71,8 @@ inst 0644 "$GEN/completions/rigctl.bash" usr/share/bash-completion/completions/r
 inst 0644 "$GEN/completions/_rigctl" usr/share/zsh/vendor-completions/_rigctl
 inst 0644 "$GEN/completions/rigctl.fish" usr/share/fish/vendor_completions.d/rigctl.fish
 inst 0644 "$HERE/copyright" usr/share/doc/rig/copyright
+# Not active: the drop-in a metrics TCP port needs (docs/systemd.md).
+inst 0644 systemd/rigd-metrics-tcp.conf usr/share/doc/rig/examples/rigd.service.d/metrics-tcp.conf
 DATE=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2> /dev/null || date +%s)}")
 mkdir -p "$R/usr/share/doc/rig"
 cat > "$R/usr/share/doc/rig/changelog" <<CL

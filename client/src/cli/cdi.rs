@@ -15,7 +15,10 @@ use rig_client::{
     cdi::{self, Rule},
 };
 
-use crate::BoxError;
+use crate::{
+    BoxError,
+    exit::{CliError, Exit},
+};
 
 #[derive(Debug, Subcommand)]
 pub enum CdiCmd {
@@ -111,9 +114,10 @@ pub async fn run(
     client: &mut Client,
     socket: &std::path::Path,
     cmd: CdiCmd,
+    json: bool,
 ) -> Result<(), BoxError> {
     let hook = matches!(cmd, CdiCmd::Hook(_));
-    let r = run_inner(client, socket, cmd).await;
+    let r = run_inner(client, socket, cmd, json).await;
     if hook && let Err(e) = &r {
         // LOG_ERR
         to_journal(3, &format!("cdi hook: {e}"));
@@ -125,6 +129,7 @@ async fn run_inner(
     client: &mut Client,
     socket: &std::path::Path,
     cmd: CdiCmd,
+    json: bool,
 ) -> Result<(), BoxError> {
     match cmd {
         CdiCmd::Generate {
@@ -144,6 +149,12 @@ async fn run_inner(
             };
             let specs = cdi::held_specs(client, &resources, &host).await?;
             let mut out = std::io::stdout().lock();
+            if stdout && json {
+                // One document: the specs as an array.
+                serde_json::to_writer_pretty(&mut out, &specs)?;
+                writeln!(out)?;
+                return Ok(());
+            }
             if stdout {
                 for s in &specs {
                     serde_json::to_writer(&mut out, s)?;
@@ -152,15 +163,31 @@ async fn run_inner(
                 return Ok(());
             }
             let mut keep = Vec::new();
+            let mut written = Vec::new();
             for s in &specs {
                 let p = cdi::write_spec(&dir, s)?;
                 keep.push(cdi::file_name(&s.kind, &s.devices[0].name));
-                writeln!(out, "{}={}: {}", s.kind, s.devices[0].name, p.display())?;
+                if !json {
+                    writeln!(out, "{}={}: {}", s.kind, s.devices[0].name, p.display())?;
+                }
+                written.push(serde_json::json!({
+                    "kind": s.kind, "device": s.devices[0].name, "path": p,
+                }));
             }
+            let mut removed = Vec::new();
             if prune {
                 for p in cdi::remove_stale(&dir, &keep)? {
-                    writeln!(out, "removed {}", p.display())?;
+                    if !json {
+                        writeln!(out, "removed {}", p.display())?;
+                    }
+                    removed.push(p);
                 }
+            }
+            if json {
+                let v = serde_json::json!({ "written": written, "removed": removed });
+                serde_json::to_writer_pretty(&mut out, &v)?;
+                writeln!(out)?;
+                return Ok(());
             }
             if specs.is_empty() {
                 eprintln!("rigctl: rigd holds no device a rule names: no spec written");
@@ -171,14 +198,21 @@ async fn run_inner(
             let who = container_id().map_or_else(String::new, |id| format!(" for container {id}"));
             let status = client.status().await?;
             let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
-                return Err(format!("{bdf}: rig does not hold it: refusing to start{who}").into());
+                let m = format!("{bdf}: rig does not hold it: refusing to start{who}");
+                return Err(CliError::new(Exit::NotFound, &bdf, m).into());
             };
             if let Some(l) = &h.lease {
-                return Err(format!(
+                let m = format!(
                     "{bdf} is leased whole to uid {} (pid {}, session {}): refusing to start{who}",
                     l.uid, l.pid, l.session
-                )
-                .into());
+                );
+                return Err(CliError::new(Exit::Busy, &bdf, m).into());
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "bdf": bdf, "held": true, "leased": false })
+                );
             }
             Ok(())
         }
@@ -188,18 +222,26 @@ async fn run_inner(
             let deadline = Duration::from_secs(timeout_s);
             loop {
                 let status = client.status().await?;
+                let waited_s = t0.elapsed().as_secs_f64();
                 let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
                     eprintln!("rigctl: {bdf}: rig no longer holds it{who}");
+                    if json {
+                        let v =
+                            serde_json::json!({ "bdf": bdf, "held": false, "waited_s": waited_s });
+                        println!("{v}");
+                    }
                     return Ok(());
                 };
                 if h.state == HeldState::Held && h.lease.is_none() {
-                    let line = format!(
-                        "{bdf}: held and free again{who} ({:.2} s)",
-                        t0.elapsed().as_secs_f64()
-                    );
+                    let line = format!("{bdf}: held and free again{who} ({waited_s:.2} s)");
                     eprintln!("rigctl: {line}");
                     // LOG_INFO
                     to_journal(6, &format!("cdi hook: {line}"));
+                    if json {
+                        let v =
+                            serde_json::json!({ "bdf": bdf, "held": true, "waited_s": waited_s });
+                        println!("{v}");
+                    }
                     return Ok(());
                 }
                 // The container's processes are all gone by poststop: a holder that
@@ -207,11 +249,11 @@ async fn run_inner(
                 // would only hold the engine up (a container refused at createRuntime
                 // gets a poststop too).
                 if let Some(l) = h.lease.as_ref().filter(|l| alive(l.pid)) {
-                    return Err(format!(
+                    let m = format!(
                         "{bdf}: leased whole to pid {} (session {}), which still runs: not this container's lease{who}",
                         l.pid, l.session
-                    )
-                    .into());
+                    );
+                    return Err(CliError::new(Exit::Busy, &bdf, m).into());
                 }
                 if t0.elapsed() >= deadline {
                     let what = h.lease.as_ref().map_or_else(
@@ -223,7 +265,8 @@ async fn run_inner(
                             )
                         },
                     );
-                    return Err(format!("{bdf}: {what} after {timeout_s} s{who}").into());
+                    let m = format!("{bdf}: {what} after {timeout_s} s{who}");
+                    return Err(CliError::new(Exit::TimedOut, &bdf, m).into());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }

@@ -10,11 +10,12 @@ use clap_complete::Shell;
 
 use crate::BoxError;
 
-/// Writes the pages and completions of `cmd` (rigctl's) under `dir`.
+/// Writes the pages and completions of `cmd` (rigctl's) under `dir`; returns the files
+/// under its `man` and `completions` folders, sorted.
 ///
 /// # Errors
 /// Creating the folders or writing a file.
-pub fn write(cmd: &clap::Command, dir: &Path) -> Result<(), BoxError> {
+pub fn write(cmd: &clap::Command, dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
     let man = dir.join("man");
     let completions = dir.join("completions");
     std::fs::create_dir_all(&man)?;
@@ -24,7 +25,14 @@ pub fn write(cmd: &clap::Command, dir: &Path) -> Result<(), BoxError> {
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
         clap_complete::generate_to(shell, &mut cmd.clone(), "rigctl", &completions)?;
     }
-    Ok(())
+    let mut written = Vec::new();
+    for d in [&man, &completions] {
+        for e in std::fs::read_dir(d)? {
+            written.push(e?.path());
+        }
+    }
+    written.sort();
+    Ok(written)
 }
 
 /// `cmd` without its hidden subcommands: clap_mangen skips them, but clap_complete
@@ -44,6 +52,10 @@ fn visible(cmd: &clap::Command) -> clap::Command {
     }
     if let Some(a) = cmd.get_long_about() {
         out = out.long_about(a.clone());
+    }
+    // The exit table (`exit::TABLE`): the page's last section.
+    if let Some(a) = cmd.get_after_long_help() {
+        out = out.after_long_help(a.clone());
     }
     out
 }

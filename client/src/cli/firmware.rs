@@ -28,9 +28,6 @@ pub enum FirmwareCmd {
         /// Firmware files.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Print a JSON array of reports (schema: docs/firmware.md).
-        #[arg(long)]
-        json: bool,
     },
     /// The files a chip needs under the firmware directory, which are present, their
     /// versions and which GSP signature applies.
@@ -48,19 +45,17 @@ pub enum FirmwareCmd {
         /// AMD IP version, repeated: --ip mp0=13.0.10 --ip gc=11.0.0 --ip sdma=6.0.0 …
         #[arg(long = "ip")]
         ips: Vec<String>,
-        /// Print the plan as JSON (schema: docs/firmware.md).
-        #[arg(long)]
-        json: bool,
     },
 }
 
-/// Runs a `rigctl firmware` command.
+/// Runs a `rigctl firmware` command; `json` (rigctl's `--json`): inspect prints a JSON
+/// array of reports, plan the plan as JSON (schemas: docs/firmware.md).
 ///
 /// # Errors
 /// Bad arguments (unknown chip, malformed --ip, unreadable --device), a missing firmware
 /// directory, or a failure to write to stdout.
-pub fn run(cmd: FirmwareCmd) -> Result<ExitCode, BoxError> {
-    match run_inner(cmd) {
+pub fn run(cmd: FirmwareCmd, json: bool) -> Result<ExitCode, BoxError> {
+    match run_inner(cmd, json) {
         // A reader that stops early (`| head`) is not a failure of ours.
         Err(e)
             if e.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
@@ -72,16 +67,15 @@ pub fn run(cmd: FirmwareCmd) -> Result<ExitCode, BoxError> {
     }
 }
 
-fn run_inner(cmd: FirmwareCmd) -> Result<ExitCode, BoxError> {
+fn run_inner(cmd: FirmwareCmd, json: bool) -> Result<ExitCode, BoxError> {
     let mut out = std::io::stdout().lock();
     match cmd {
-        FirmwareCmd::Inspect { files, json } => inspect(&mut out, &files, json),
+        FirmwareCmd::Inspect { files } => inspect(&mut out, &files, json),
         FirmwareCmd::Plan {
             chip,
             device,
             firmware_dir,
             ips,
-            json,
         } => {
             let target = target(
                 chip.as_deref(),

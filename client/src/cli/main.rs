@@ -1,12 +1,19 @@
 //! rigctl: rig's command line. Reaches rigd only through rig-client; local file work
 //! (`rigctl firmware`) calls rig-firmware directly.
+//!
+//! `--json` is global: every subcommand prints its result as one JSON document on
+//! stdout (docs/rigctl-json.md), and an error as `{"error": …}` there too. The exit
+//! status is `exit::Exit`'s table whatever the output; take-over steps are drawn by
+//! `progress`.
 
 mod cdi;
 mod dma;
 mod docs;
+mod exit;
 mod firmware;
 mod fmt;
 mod list;
+mod progress;
 mod queues;
 mod regs;
 mod show;
@@ -19,11 +26,15 @@ use rig_client::{Client, DEFAULT_SOCKET};
 
 /// Inspect and lend PCI GPUs through rigd.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, after_long_help = exit::TABLE)]
 struct Args {
     /// rigd's socket.
     #[arg(long, global = true, env = "RIG_SOCKET", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Print the result, or the error, as JSON on stdout (docs/rigctl-json.md); no
+    /// progress lines.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -35,39 +46,23 @@ enum Cmd {
         /// Only GPUs and accelerators (class 0x03xx, 0x12xx).
         #[arg(long)]
         gpus: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// The full decode of one function.
     Show {
         /// Address: 0000:03:00.0 or 03:00.0.
         bdf: String,
-        #[arg(long)]
-        json: bool,
         /// Also dump the config bytes rigd could read.
         #[arg(short = 'x', long)]
         hex: bool,
     },
     /// rigd's version and API.
-    Version {
-        #[arg(long)]
-        json: bool,
-    },
+    Version,
     /// DMA pools and what each client holds: a table, or --json.
-    Dma {
-        #[arg(long)]
-        json: bool,
-    },
+    Dma,
     /// Channels lent on RM-served GPUs: owner, engine, ring, GP_GET/GP_PUT, errors.
-    Channels {
-        #[arg(long)]
-        json: bool,
-    },
+    Channels,
     /// Hardware queues rigd lends, their owners and state: a table, or --json.
-    Queues {
-        #[arg(long)]
-        json: bool,
-    },
+    Queues,
     /// Inspect vendor firmware files and plan what a chip needs (no daemon).
     #[command(subcommand)]
     Firmware(firmware::FirmwareCmd),
@@ -84,8 +79,13 @@ enum Cmd {
         bdf: String,
         #[arg(value_parser = ["on", "off"])]
         state: String,
-        #[arg(long)]
-        json: bool,
+    },
+    /// Scrape rigd's metrics endpoint once (`[metrics] listen`): the Prometheus text,
+    /// or with --json its samples.
+    Metrics {
+        /// unix:/PATH or HOST:PORT, as `[metrics] listen` says.
+        #[arg(long, default_value = "unix:/run/rig/metrics.sock")]
+        from: rig_client::metrics::Endpoint,
     },
     /// Write rigctl's man pages and bash, zsh and fish completions into DIR (for
     /// packagers: packaging/deb/build.sh).
@@ -96,13 +96,31 @@ enum Cmd {
 type BoxError = Box<dyn Error + Send + Sync>;
 
 fn main() -> ExitCode {
+    // Usage errors are clap's: text on stderr and exit 2 (`Exit::Usage`), --json or not.
     let args = Args::parse();
+    let json = args.json;
     match run(args) {
         Ok(code) => code,
         Err(e) => {
-            print_chain(e.as_ref());
-            ExitCode::FAILURE
+            let code = exit::Exit::of(e.as_ref());
+            if json {
+                print_json_error(e.as_ref());
+            } else {
+                print_chain(e.as_ref());
+            }
+            ExitCode::from(code.code())
         }
+    }
+}
+
+/// `--json`'s error: `{"error": {...}}` on stdout, where the result would have been.
+fn print_json_error(e: &(dyn Error + 'static)) {
+    use std::io::Write;
+    let body = serde_json::json!({ "error": exit::json_of(e) });
+    let mut out = std::io::stdout().lock();
+    if serde_json::to_writer_pretty(&mut out, &body).is_err() || writeln!(out).is_err() {
+        // stdout is gone (a closed pipe): say it where a person may still see it.
+        print_chain(e);
     }
 }
 
@@ -119,10 +137,30 @@ fn print_chain(e: &(dyn Error + 'static)) {
 }
 
 fn run(args: Args) -> Result<ExitCode, BoxError> {
+    let json = args.json;
     match args.cmd {
-        Cmd::Firmware(cmd) => return firmware::run(cmd),
+        Cmd::Firmware(cmd) => return firmware::run(cmd, json),
+        Cmd::Metrics { from } => {
+            use std::io::Write;
+            let text = rig_client::metrics::scrape(&from)?;
+            let mut out = std::io::stdout().lock();
+            if json {
+                let samples = rig_client::metrics::parse(&text)?;
+                serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "samples": samples }))?;
+                writeln!(out)?;
+            } else {
+                out.write_all(text.as_bytes())?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         Cmd::GenerateDocs { dir } => {
-            docs::write(&<Args as clap::CommandFactory>::command(), &dir)?;
+            let written = docs::write(&<Args as clap::CommandFactory>::command(), &dir)?;
+            if json {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "written": written }))?;
+                use std::io::Write;
+                writeln!(out)?;
+            }
             return Ok(ExitCode::SUCCESS);
         }
         _ => {}
@@ -134,15 +172,15 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         let mut client = Client::connect(&args.socket).await?;
         let mut out = std::io::stdout().lock();
         match args.cmd {
-            Cmd::List { gpus, json } => {
+            Cmd::List { gpus } => {
                 let listing = client.list_devices(gpus).await?;
                 list::print(&mut out, &listing, json)?;
             }
-            Cmd::Show { bdf, json, hex } => {
+            Cmd::Show { bdf, hex } => {
                 let device = client.device(&bdf).await?;
                 show::print(&mut out, &device, json, hex)?;
             }
-            Cmd::Version { json } => {
+            Cmd::Version => {
                 let v = client.version().await?;
                 if json {
                     serde_json::to_writer_pretty(&mut out, &v)?;
@@ -160,25 +198,25 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                     )?;
                 }
             }
-            Cmd::Take(cmd) => take::run(&mut client, cmd).await?,
-            Cmd::Mmio(cmd) => regs::mmio(&mut client, cmd).await?,
-            Cmd::Master { bdf, state, json } => {
+            Cmd::Take(cmd) => take::run(&mut client, cmd, json).await?,
+            Cmd::Mmio(cmd) => regs::mmio(&mut client, cmd, json).await?,
+            Cmd::Master { bdf, state } => {
                 regs::master(&mut client, &bdf, state == "on", json).await?;
             }
-            Cmd::Dma { json } => {
+            Cmd::Dma => {
                 let status = rig_client::dma::status(&args.socket).await?;
                 dma::print(&mut out, &status, json)?;
             }
-            Cmd::Channels { json } => {
+            Cmd::Channels => {
                 let chans = rig_client::dma::channels(&args.socket).await?;
                 dma::print_channels(&mut out, &chans, json)?;
             }
-            Cmd::Queues { json } => {
+            Cmd::Queues => {
                 let queues = rig_client::dma::queue_status(&args.socket).await?;
                 queues::print(&mut out, &queues, json)?;
             }
-            Cmd::Cdi(cmd) => cdi::run(&mut client, &args.socket, cmd).await?,
-            Cmd::Firmware(_) | Cmd::GenerateDocs { .. } => {
+            Cmd::Cdi(cmd) => cdi::run(&mut client, &args.socket, cmd, json).await?,
+            Cmd::Firmware(_) | Cmd::GenerateDocs { .. } | Cmd::Metrics { .. } => {
                 unreachable!("handled before connecting")
             }
         }

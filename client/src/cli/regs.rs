@@ -21,8 +21,6 @@ pub enum MmioCmd {
         /// Consecutive registers to read (1 to 4096).
         #[arg(long, default_value_t = 1)]
         count: u32,
-        #[arg(long)]
-        json: bool,
     },
     /// Write one register of a held device's memory BAR.
     Write {
@@ -64,7 +62,7 @@ struct Read<'a> {
     values: Vec<u64>,
 }
 
-pub async fn mmio(client: &mut Client, cmd: MmioCmd) -> Result<(), BoxError> {
+pub async fn mmio(client: &mut Client, cmd: MmioCmd, json: bool) -> Result<(), BoxError> {
     let mut out = std::io::stdout().lock();
     match cmd {
         MmioCmd::Read {
@@ -72,7 +70,6 @@ pub async fn mmio(client: &mut Client, cmd: MmioCmd) -> Result<(), BoxError> {
             at,
             width,
             count,
-            json,
         } => {
             let values = client.read_bar(&bdf, at, width.width, count).await?;
             if json {
@@ -102,7 +99,20 @@ pub async fn mmio(client: &mut Client, cmd: MmioCmd) -> Result<(), BoxError> {
             at,
             value,
             width,
-        } => client.write_bar(&bdf, at, width.width, value).await?,
+        } => {
+            client.write_bar(&bdf, at, width.width, value).await?;
+            // Quiet on success, as a write tool is; --json says what was written.
+            if json {
+                let w = serde_json::json!({
+                    "bdf": bdf,
+                    "bar": at.bar,
+                    "offset": at.offset,
+                    "width": width.width,
+                    "value": value,
+                });
+                writeln!(out, "{w}")?;
+            }
+        }
     }
     Ok(())
 }

@@ -1,11 +1,17 @@
-//! `rigctl detach | attach | reset | resize | status`.
+//! `rigctl detach | attach | reset | resize | status`. The steps rigd streams are drawn
+//! by `progress` (live on a terminal, plain lines otherwise); the outcome goes to
+//! stdout, under `--json` with `"outcome": "ok"` (the audit line's word) and each
+//! step's duration.
 
 use std::io::{self, Write};
 
 use clap::Subcommand;
 use rig_client::{BarSize, Client, DetachRequest, Mode, Outcome, ResetMethod, Status, Step};
 
-use crate::{BoxError, fmt};
+use crate::{
+    BoxError, fmt,
+    progress::{Progress, Style},
+};
 
 #[derive(Debug, Subcommand)]
 pub enum TakeCmd {
@@ -27,23 +33,15 @@ pub enum TakeCmd {
         /// Seconds an unbind may take.
         #[arg(long)]
         timeout: Option<u32>,
-        #[arg(long)]
-        json: bool,
     },
     /// Give a device back to its original driver.
-    Attach {
-        bdf: String,
-        #[arg(long)]
-        json: bool,
-    },
+    Attach { bdf: String },
     /// Reset a held device.
     Reset {
         bdf: String,
         /// auto, flr, pm, or bus.
         #[arg(long, default_value = "auto")]
         method: ResetMethod,
-        #[arg(long)]
-        json: bool,
     },
     /// Resize a BAR of a held device.
     Resize {
@@ -51,36 +49,33 @@ pub enum TakeCmd {
         bar: u8,
         /// max, or a size such as 32G.
         size: BarSize,
-        #[arg(long)]
-        json: bool,
     },
     /// What rigd holds.
-    Status {
-        #[arg(long)]
-        json: bool,
-    },
+    Status,
 }
 
-pub async fn run(client: &mut Client, cmd: TakeCmd) -> Result<(), BoxError> {
-    let json = matches!(
-        cmd,
-        TakeCmd::Detach { json: true, .. }
-            | TakeCmd::Attach { json: true, .. }
-            | TakeCmd::Reset { json: true, .. }
-            | TakeCmd::Resize { json: true, .. }
-            | TakeCmd::Status { json: true }
-    );
+/// What each take-over is called in `--json`'s `action` (the CLI's word for it).
+fn action(cmd: &TakeCmd) -> &'static str {
+    match cmd {
+        TakeCmd::Detach { .. } => "detach",
+        TakeCmd::Attach { .. } => "attach",
+        TakeCmd::Reset { .. } => "reset",
+        TakeCmd::Resize { .. } => "resize",
+        TakeCmd::Status => "status",
+    }
+}
+
+pub async fn run(client: &mut Client, cmd: TakeCmd, json: bool) -> Result<(), BoxError> {
+    if matches!(cmd, TakeCmd::Status) {
+        let status = client.status().await?;
+        return print_status(&status, json);
+    }
+    let action = action(&cmd);
     // Steps go to stderr as they happen, so stdout stays the result (or the JSON).
-    let mut show = |s: &Step| {
-        if !json {
-            eprintln!("  [{:6.2}s] {}", s.elapsed_s, s.text);
-        }
-    };
-    let outcome = match cmd {
-        TakeCmd::Status { .. } => {
-            let status = client.status().await?;
-            return print_status(&status, json);
-        }
+    let progress = Progress::start(Style::detect(json));
+    let mut show = |s: &Step| progress.step(s);
+    let result = match cmd {
+        TakeCmd::Status => unreachable!("answered above"),
         TakeCmd::Detach {
             bdf,
             mode,
@@ -88,7 +83,6 @@ pub async fn run(client: &mut Client, cmd: TakeCmd) -> Result<(), BoxError> {
             entire_group,
             force,
             timeout,
-            ..
         } => {
             let req = DetachRequest {
                 bdf,
@@ -98,19 +92,29 @@ pub async fn run(client: &mut Client, cmd: TakeCmd) -> Result<(), BoxError> {
                 force,
                 timeout_s: timeout,
             };
-            client.detach(&req, &mut show).await?
+            client.detach(&req, &mut show).await
         }
-        TakeCmd::Attach { bdf, .. } => client.attach(&bdf, &mut show).await?,
-        TakeCmd::Reset { bdf, method, .. } => client.reset(&bdf, method, &mut show).await?,
-        TakeCmd::Resize { bdf, bar, size, .. } => client.resize(&bdf, bar, size, &mut show).await?,
+        TakeCmd::Attach { bdf } => client.attach(&bdf, &mut show).await,
+        TakeCmd::Reset { bdf, method } => client.reset(&bdf, method, &mut show).await,
+        TakeCmd::Resize { bdf, bar, size } => client.resize(&bdf, bar, size, &mut show).await,
     };
-    print_outcome(&outcome, json)
+    progress
+        .finish(result.as_ref().ok().map(|o| o.elapsed_s))
+        .await;
+    print_outcome(&result?, action, json)
 }
 
-fn print_outcome(o: &Outcome, json: bool) -> Result<(), BoxError> {
+fn print_outcome(o: &Outcome, action: &str, json: bool) -> Result<(), BoxError> {
     let mut out = io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, o)?;
+        // The Outcome as the library has it, named: what was done and how it ended
+        // (`ok`, the audit line's RIG_OUTCOME; a failure is `{"error": …}`).
+        let mut v = serde_json::to_value(o)?;
+        if let Some(m) = v.as_object_mut() {
+            m.insert("action".into(), action.into());
+            m.insert("outcome".into(), "ok".into());
+        }
+        serde_json::to_writer_pretty(&mut out, &v)?;
         writeln!(out)?;
         return Ok(());
     }

@@ -38,7 +38,10 @@ use std::{
     collections::{BTreeMap, HashMap},
     fmt, io,
     os::fd::OwnedFd,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::SystemTime,
 };
 
@@ -270,6 +273,9 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
     /// Reads every channel's notifier and records new faults; returns how many.
     /// Skips, for this call, a client whose open or reclaim is under way.
     fn watch(&self) -> usize;
+    /// Sets how many channels one session may have open, for opens from now on (a
+    /// reload): a session above a lowered limit keeps its channels and opens no more.
+    fn set_channels_per_session(&self, limit: usize);
 }
 
 struct Lent<R: Rm> {
@@ -391,7 +397,10 @@ fn lock_client<R: Rm>(c: &Mutex<Client<R>>) -> MutexGuard<'_, Client<R>> {
 pub struct Served<R: Rm> {
     gpu: Arc<Gpu<R>>,
     name: String,
+    /// As configured at start; `channels_per_session` is `per_session`'s, which a
+    /// reload changes.
     limits: Limits,
+    per_session: AtomicUsize,
     state: Mutex<State<R>>,
 }
 
@@ -402,6 +411,7 @@ impl<R: Rm> Served<R> {
         Self {
             gpu: Arc::new(gpu),
             name,
+            per_session: AtomicUsize::new(limits.channels_per_session),
             limits,
             state: Mutex::new(State {
                 clients: HashMap::new(),
@@ -594,6 +604,11 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         &self.name
     }
 
+    fn set_channels_per_session(&self, limit: usize) {
+        // Relaxed: a lone number read once per open, ordered with nothing else.
+        self.per_session.store(limit, Ordering::Relaxed);
+    }
+
     fn attach(
         &self,
         session: SessionId,
@@ -646,7 +661,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             (ChannelId(st.next), shared)
         };
         let mut client = lock_client(&shared);
-        let limit = self.limits.channels_per_session;
+        let limit = self.per_session.load(Ordering::Relaxed);
         if client.channels.len() >= limit {
             return Err(ChannelError::TooManyChannels { session, limit });
         }

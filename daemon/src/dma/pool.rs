@@ -87,6 +87,10 @@ struct State {
     /// A fill is under way (its workers may all be done while it records its rate).
     filling: bool,
     stop: bool,
+    /// When each pin under way started, by ticket (the watchdog's probe reads the
+    /// oldest: `Pool::oldest_pin`).
+    pinning: BTreeMap<u64, Instant>,
+    next_pin: u64,
 }
 
 #[derive(Debug)]
@@ -171,6 +175,16 @@ impl Pool {
             shared,
             pinner: Some(pinner),
         })
+    }
+
+    /// How long the oldest block pin under way has run at `now` (`None`: none is),
+    /// for the watchdog (`service::watchdog`, `PIN_LIMIT`).
+    pub fn oldest_pin(&self, now: Instant) -> Option<Duration> {
+        let st = self.shared.state();
+        st.pinning
+            .values()
+            .min()
+            .map(|t| now.saturating_duration_since(*t))
     }
 
     /// The pool's name (its device's).
@@ -764,8 +778,16 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
         // Blocks released while this fill runs go first: their pages are what the next
         // pin needs when the kernel has no spare ones.
         retire.into_iter().for_each(Block::retire);
+        let ticket = {
+            let mut st = shared.state();
+            st.next_pin += 1;
+            let t = st.next_pin;
+            st.pinning.insert(t, Instant::now());
+            t
+        };
         let pinned = Block::pin(shared.backing, physical);
         let mut st = shared.state();
+        st.pinning.remove(&ticket);
         st.in_flight -= 1;
         match pinned {
             Ok(b) => {

@@ -596,6 +596,17 @@ impl Pools {
         n
     }
 
+    /// The pool whose oldest block pin under way has run longest at `now`, and how
+    /// long (the watchdog's probe of the pinning threads).
+    pub fn oldest_pin(&self, now: std::time::Instant) -> Option<(String, std::time::Duration)> {
+        self.pools
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter_map(|p| Some((p.name().to_owned(), p.oldest_pin(now)?)))
+            .max_by_key(|(_, d)| *d)
+    }
+
     /// Pools and sessions; `viewer` sees every session when `None` (root), else only
     /// its own uid's.
     pub fn status(&self, viewer: Option<u32>) -> DmaStatus {

@@ -251,3 +251,20 @@ fn groups_read_once_are_kept_a_while_and_a_new_policy_reads_them_afresh() {
         "read afresh"
     );
 }
+
+#[test]
+fn the_connections_groups_decide_and_a_reused_pids_proc_entry_is_not_read() {
+    let (_d, p) = world("[roles]\nadmins = [\"rigadm\"]\nclients = [\"rig\"]\n");
+    // Pid 77's /proc entry says rigadm (950): a process that reused the pid after the
+    // caller connected. The socket's groups (SO_PEERGROUPS) say only rig (951).
+    let caller = c(1000, 100, 77);
+    assert_eq!(p.role_of_with(caller, Some(&[951])), Some(Role::Client));
+    let refused = p
+        .require_with(Role::Admin, caller, Some(&[951]), "Rig.Detach")
+        .expect_err("the connection's groups grant no admin role");
+    assert_eq!(refused.role, Role::Admin);
+    // An empty list from the socket is an answer too: no /proc fallback.
+    assert_eq!(p.role_of_with(caller, Some(&[])), None);
+    // Without the socket's groups (a kernel before 4.13) /proc decides.
+    assert_eq!(p.role_of_with(caller, None), Some(Role::Admin));
+}

@@ -1,5 +1,5 @@
 //! `Rig`'s reload (SIGHUP, `systemctl reload rigd`): a new config's roles and finer
-//! rules (`policy`), DMA quotas and queue limits go into force for the requests after
+//! rules (`policy`), DMA quotas, queue limits and channels per session go into force for the requests after
 //! it, without touching a client's session, lease, queue or channel. What needs a
 //! restart (paths, the socket, pools, take-over, channels, metrics, audit) is named,
 //! and the rest of the new config still applies; the log level is main.rs's.
@@ -7,6 +7,8 @@
 //! All or nothing: a config whose groups do not resolve is refused whole and the old
 //! one stays (the caller has already refused one that does not parse). Lock order: the
 //! running config, then each of the state's own locks, one at a time.
+
+use std::sync::PoisonError;
 
 use super::{Rig, lock};
 use crate::{config::Config, policy::Policy};
@@ -24,7 +26,7 @@ pub struct Reloaded {
 }
 
 impl Rig {
-    /// Puts `new`'s policy, quotas and queue limits in force.
+    /// Puts `new`'s policy, quotas, queue limits and channels per session in force.
     ///
     /// # Errors
     /// [`ReloadError`] when a group of the new policy is not in the group file.
@@ -51,9 +53,10 @@ impl Rig {
                     || old.dma.reserve_hugepages != new.dma.reserve_hugepages
                     || old.dma.pin_threads != new.dma.pin_threads,
             ),
-            ("channels (but gpu_rings_group)", {
+            ("channels (but gpu_rings_group, per_session)", {
                 let mut a = old.channels.clone();
                 a.gpu_rings_group.clone_from(&new.channels.gpu_rings_group);
+                a.per_session = new.channels.per_session;
                 a != new.channels
             }),
             ("lease.pool", old.lease.pool != new.lease.pool),
@@ -67,6 +70,14 @@ impl Rig {
         self.set_policy(policy);
         self.dma.set_quota(new.dma.quota.clone());
         self.set_queue_limits((&new.queue).into());
+        for gpu in self
+            .served_gpus
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            gpu.set_channels_per_session(new.channels.per_session);
+        }
         // What is now in force; sections that need a restart keep their old values so
         // that the next reload still names them.
         running
@@ -79,6 +90,7 @@ impl Rig {
             .channels
             .gpu_rings_group
             .clone_from(&new.channels.gpu_rings_group);
+        running.channels.per_session = new.channels.per_session;
         running.dma.quota = new.dma.quota.clone();
         running.queue = new.queue.clone();
         running.log = new.log.clone();

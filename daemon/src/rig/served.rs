@@ -68,7 +68,8 @@ impl Rig {
     /// The configured limits of one session's channels.
     pub fn channel_limits(&self) -> Limits {
         Limits {
-            channels_per_session: self.channels.per_session,
+            // A reload may have changed it since start (`rig::reload`).
+            channels_per_session: super::lock(&self.running).channels.per_session,
             max_ring_entries: self.channels.max_ring_entries,
             copy_engines: self.channels.copy_engines.clone(),
             gpu_ring_bytes: self.channels.gpu_ring_bytes,

@@ -105,9 +105,13 @@ pub async fn open(
         pushbuffer: req.pushbuffer_bytes,
     };
     let rig = Arc::clone(rig);
-    let opened = tokio::task::spawn_blocking(move || rig.open_channel(session, ask))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let opened = super::watchdog::off_runtime(
+        "side.channel_open",
+        super::watchdog::SIDE_LIMIT,
+        move || rig.open_channel(session, ask),
+    )
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match opened {
         Ok(o) => {
             let body = Reply::ChannelOpened(pb::DmaChannelOpened {
@@ -150,9 +154,13 @@ pub async fn close(
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
     let rig = Arc::clone(rig);
     let id = ChannelId(req.channel);
-    let closed = tokio::task::spawn_blocking(move || rig.close_channel(session, id))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let closed = super::watchdog::off_runtime(
+        "side.channel_close",
+        super::watchdog::SIDE_LIMIT,
+        move || rig.close_channel(session, id),
+    )
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match closed {
         Ok(()) => (
             pb::DmaSideReply {

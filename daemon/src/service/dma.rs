@@ -54,7 +54,11 @@ impl Dma {
     ///
     /// # Errors
     /// [`ServiceError::DmaPools`] (config, hugepages), [`ServiceError::SideSocket`].
-    pub fn start(rig: &Arc<Rig>, listener: &UnixListener) -> Result<Self, ServiceError> {
+    pub fn start(
+        rig: &Arc<Rig>,
+        listener: &UnixListener,
+        health: &super::watchdog::Health,
+    ) -> Result<Self, ServiceError> {
         rig.dma().start().map_err(ServiceError::DmaPools)?;
         let (stop, stopping) = watch::channel(false);
         let watch = tokio::spawn(super::channels::watch(Arc::clone(rig), stopping.clone()));
@@ -66,6 +70,7 @@ impl Dma {
             tracing::warn!("rigd's socket has no path: DMA sessions are off");
             let api = Api {
                 rig: Arc::clone(rig),
+                health: health.clone(),
                 stop,
                 stopping,
                 side: None,
@@ -79,9 +84,15 @@ impl Dma {
         };
         let (file, listener) = side::bind_beside(&main)?;
         let path = file.path().to_owned();
-        let task = tokio::spawn(side::serve(listener, Arc::clone(rig), stopping.clone()));
+        let task = tokio::spawn(side::serve(
+            listener,
+            Arc::clone(rig),
+            stopping.clone(),
+            health.clone(),
+        ));
         let api = Api {
             rig: Arc::clone(rig),
+            health: health.clone(),
             stop,
             stopping,
             side: Some(path),
@@ -178,6 +189,8 @@ async fn exited(pid: i32) {
 #[derive(Debug, Clone)]
 pub struct Api {
     rig: Arc<Rig>,
+    /// What the watchdog knows of this service's blocking work.
+    health: super::watchdog::Health,
     stop: watch::Sender<bool>,
     stopping: watch::Receiver<bool>,
     side: Option<PathBuf>,
@@ -247,9 +260,15 @@ impl pb::dma_server::Dma for Api {
         let viewer = (uid != 0).then_some(uid);
         // USERD reads under each GPU's lock, which an open holds for tens of ms.
         let rig = Arc::clone(&self.rig);
-        let views = tokio::task::spawn_blocking(move || rig.channel_status(viewer))
-            .await
-            .map_err(|e| super::internal(format!("listing channels: {e}")))?;
+        let working = self
+            .health
+            .begin("Dma.Channels", super::watchdog::READ_LIMIT);
+        let views = tokio::task::spawn_blocking(move || {
+            let _working = working;
+            rig.channel_status(viewer)
+        })
+        .await
+        .map_err(|e| super::internal(format!("listing channels: {e}")))?;
         Ok(Response::new(super::channels::status_reply(views)))
     }
 }
@@ -263,7 +282,12 @@ pub(super) async fn until_true(rx: &mut watch::Receiver<bool>) {
 /// Reclaims a session off the async threads: its channels (deschedule, drain, free),
 /// then its leases (an IOMMU or GPU unmap per lease).
 async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
-    let reclaimed = tokio::task::spawn_blocking(move || rig.end_session(id)).await;
+    let reclaimed = super::watchdog::off_runtime(
+        "side.end_session",
+        super::watchdog::RECLAIM_LIMIT,
+        move || rig.end_session(id),
+    )
+    .await;
     match reclaimed {
         Ok((channels, leases)) => {
             tracing::debug!(session = id.0, channels, leases, "DMA session ended");

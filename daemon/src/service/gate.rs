@@ -16,8 +16,7 @@ use std::{
     time::Instant,
 };
 
-use rig_sys::scm::PeerCred;
-use tonic::{body::Body, transport::server::UdsConnectInfo};
+use tonic::body::Body;
 
 use super::{metrics, status};
 use crate::{
@@ -80,23 +79,15 @@ where
         let path = req.uri().path().to_owned();
         let method = policy::method_name(&path);
         let need = policy::rpc_need(&path);
-        let cred = req
-            .extensions()
-            .get::<UdsConnectInfo>()
-            .and_then(|c| c.peer_cred)
-            .and_then(|c| {
-                Some(PeerCred {
-                    uid: c.uid(),
-                    gid: c.gid(),
-                    pid: c.pid()?,
-                })
-            });
+        let peer = super::peer::Peer::of(req.extensions());
+        let cred = peer.and_then(|p| p.cred);
+        let groups = peer.and_then(|p| p.groups.clone());
         let Some(cred) = cred else {
             let s = super::no_peer_credentials();
             return refuse(&method, start, s);
         };
         let policy = self.rig.policy();
-        match policy.require(need.gate(), cred, &method) {
+        match policy.require_with(need.gate(), cred, groups.as_deref(), &method) {
             Err(refusal) => {
                 let s = status::refused(&refusal);
                 let actor = Actor {

@@ -9,13 +9,15 @@
 //! gate opened (`audit::Pending`) with its device and outcome.
 //!
 //! State: an `Arc<Rig>`, shared by all requests. Every request runs in a span that
-//! carries the peer's uid, gid and pid (SO_PEERCRED, read at accept time).
+//! carries the peer's uid, gid and pid (SO_PEERCRED, read at accept time with its
+//! SO_PEERGROUPS: `peer`).
 
 mod channels;
 mod convert;
 pub mod dma;
 pub mod gate;
 pub mod metrics;
+pub mod peer;
 mod queue;
 pub mod socket;
 pub mod status;
@@ -30,22 +32,17 @@ use rig_proto::v1::{
 };
 use rig_sys::scm::PeerCred;
 use tokio::net::UnixListener;
-use tokio_stream::wrappers::UnixListenerStream;
-use tonic::{Request, Response, Status, transport::server::UdsConnectInfo};
+use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::rig::{Rig, RigError};
 use watchdog::Health;
 
-/// Who sent a request: its connection's peer credentials, read by tonic at accept time.
-/// `None` without them (tokio reads `SO_PEERCRED` on Linux, which always has the pid).
+/// Who sent a request: its connection's peer credentials, read at accept time
+/// (`peer`). `None` without them (tokio reads `SO_PEERCRED` on Linux, which always has
+/// the pid).
 fn peer_cred<T>(req: &Request<T>) -> Option<PeerCred> {
-    let cred = req.extensions().get::<UdsConnectInfo>()?.peer_cred?;
-    Some(PeerCred {
-        uid: cred.uid(),
-        gid: cred.gid(),
-        pid: cred.pid()?,
-    })
+    peer::Peer::of(req.extensions())?.cred
 }
 
 /// Why the server stopped with an error.
@@ -126,7 +123,7 @@ async fn serve_with(
         .build_v1alpha()
         .map_err(ServiceError::Reflection)?;
     // DMA: host pools, the side socket beside `listener`, and the `rig.v1.Dma` service.
-    let dma = dma::Dma::start(&rig, &listener)?;
+    let dma = dma::Dma::start(&rig, &listener, health)?;
     // tonic's graceful shutdown waits for every connection to close, and an idle client
     // may never close its own: after the signal, in-flight requests get GRACE, then the
     // server stops regardless.
@@ -147,7 +144,7 @@ async fn serve_with(
         .add_service(dma.service())
         .add_service(reflection)
         .add_service(reflection_v1alpha)
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), dma.until(signal));
+        .serve_with_incoming_shutdown(peer::Incoming::new(listener), dma.until(signal));
     tokio::select! {
         served = serve => served.map_err(ServiceError::Serve),
         () = async {

@@ -3,18 +3,26 @@
 //!
 //! Flow: a task on the runtime beats ([`beat_every`]), each beat a round trip through
 //! the blocking pool, so a beat proves that both the runtime and the pool answer.
-//! Every request's blocking work is registered with its limit while it runs
-//! ([`Health::begin`]). A monitor thread, off the runtime so a wedged runtime cannot
-//! ping for itself, sends `WATCHDOG=1` every quarter of `WATCHDOG_USEC` only while
-//! [`Health::check`] passes: the last beat is younger than half of it and no
-//! request's work has run past its limit. Missing pings, systemd kills rigd and
-//! starts it again, and the new rigd recovers from its journal. Another task sends
-//! `STATUS=` whenever the summary (devices held, clients, leases, queues, channels)
-//! changes.
+//! Blocking work is registered with its limit while it runs ([`Health::begin`]):
+//! every gRPC request's ([`READ_LIMIT`], [`Health::take_limit`]), and the side
+//! socket's (leases and releases through VFIO, channel and queue opens and closes,
+//! whole-device leases and give-backs, a session's reclaim: [`off_runtime`] under the
+//! connection's [`HEALTH`], [`SIDE_LIMIT`], [`RECLAIM_LIMIT`]). Workers outside any
+//! request report through a probe ([`Health::probe`]): the DMA pools' pinning
+//! threads, each block's pin limited to [`PIN_LIMIT`]. A monitor thread, off the
+//! runtime so a wedged runtime cannot ping for itself, sends `WATCHDOG=1` every
+//! quarter of `WATCHDOG_USEC` only while [`Health::check`] passes: the last beat is
+//! younger than half of it and no work has run past its limit. While it fails, the
+//! pings stop and `STATUS=` says why ([`Monitor::step`]); missing pings, systemd kills
+//! rigd and starts it again, and the new rigd recovers from its journal. Another task
+//! sends `STATUS=` whenever the summary (devices held, clients, leases, queues,
+//! channels) changes, and the monitor sends it again when rigd is healthy again.
 //!
 //! Not counted: an unbind worker that a timed-out unbind left in the kernel
 //! (`take::unbind`): its request returned `UNBIND_TIMEOUT` and rigd goes on serving,
 //! which is the point of that design; restarting would not free the thread either.
+//! A side-socket reply that waits for a client to read it is an async wait, not a
+//! worker, and holds nothing but that connection.
 //!
 //! Not here: the notify socket itself (the sd-notify crate), sockets handed over by
 //! systemd (`sys::systemd`), the unit's `WatchdogSec=` (systemd/rigd.service).
@@ -57,6 +65,63 @@ pub const READ_LIMIT: Duration = Duration::from_secs(60);
 // is long past anything that still makes progress.
 pub const TAKE_LIMIT: Duration = Duration::from_secs(300);
 
+/// The most a side-socket request's blocking work may take: a lease or release's VFIO
+/// map, a channel's RM calls (open, or close with its drain), a queue's admin
+/// commands, joining a GPU address space.
+// TIMEOUT: each is milliseconds; a channel close waits for its ring to drain for at
+// most seconds; two minutes means the kernel or the GPU's driver
+// has stopped answering.
+pub const SIDE_LIMIT: Duration = Duration::from_secs(120);
+
+/// The most a whole-device lease, its give-back, or a session's reclaim may take: a
+/// reset with its config restore and the scan for processes that kept the device.
+// TIMEOUT: as a take-over's steps (TAKE_LIMIT), without an unbind wait.
+pub const RECLAIM_LIMIT: Duration = TAKE_LIMIT;
+
+/// The most one DMA block's pin may take on a pool's pinning thread.
+// TIMEOUT: a 2 MiB block's fault-in, mlock and VFIO map take well under a millisecond;
+// a minute means the kernel is stuck in that thread (a wedged IOMMU, reclaim that
+// never ends).
+pub const PIN_LIMIT: Duration = Duration::from_secs(60);
+
+tokio::task_local! {
+    /// The health a side-socket connection registers its blocking work with (set
+    /// around each connection's task by `service::dma`; unset, work is not
+    /// registered, as in tests that serve no watchdog).
+    pub static HEALTH: Health;
+}
+
+/// Runs `f` on the blocking pool, registered as `what` with `limit` under the
+/// connection's [`HEALTH`] while it runs.
+///
+/// # Errors
+/// The task's [`tokio::task::JoinError`] (it panicked).
+pub async fn off_runtime<R: Send + 'static>(
+    what: &'static str,
+    limit: Duration,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, tokio::task::JoinError> {
+    let working = HEALTH.try_with(|h| h.begin(what, limit)).ok();
+    tokio::task::spawn_blocking(move || {
+        let _working = working;
+        f()
+    })
+    .await
+}
+
+/// A worker outside any request, asked at each check: the name of its oldest step
+/// under way and how long it has run, if any.
+pub type Probe = Arc<dyn Fn(Instant) -> Option<(String, Duration)> + Send + Sync>;
+
+/// The probes with their limits (closures: Debug prints how many).
+#[derive(Default)]
+struct Probes(Vec<(Duration, Probe)>);
+
+impl std::fmt::Debug for Probes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} probes", self.0.len())
+    }
+}
 /// Why rigd is not healthy.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unhealthy {
@@ -72,7 +137,7 @@ pub enum Unhealthy {
         .limit.as_secs()
     )]
     Stuck {
-        what: &'static str,
+        what: String,
         running: Duration,
         limit: Duration,
     },
@@ -91,6 +156,13 @@ struct Inner {
     beat_ns: AtomicU64,
     next_id: AtomicU64,
     work: Mutex<BTreeMap<u64, Work>>,
+    /// Workers outside requests, each with its limit.
+    probes: Mutex<Probes>,
+    /// The last `STATUS=` summary, which the monitor sends again after a spell of
+    /// ill health.
+    summary: Mutex<Option<String>>,
+    /// Whether the monitor's last check failed.
+    ill: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -133,7 +205,21 @@ impl Health {
             beat_ns: AtomicU64::new(0),
             next_id: AtomicU64::new(0),
             work: Mutex::new(BTreeMap::new()),
+            probes: Mutex::new(Probes::default()),
+            summary: Mutex::new(None),
+            ill: std::sync::atomic::AtomicBool::new(false),
         }))
+    }
+
+    /// Adds a worker outside requests that is unhealthy once its step has run past
+    /// `limit`.
+    pub fn probe(&self, limit: Duration, probe: Probe) {
+        self.0
+            .probes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .push((limit, probe));
     }
 
     fn work(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Work>> {
@@ -199,18 +285,96 @@ impl Health {
                 limit: stale,
             });
         }
-        let stuck = self
+        let mut stuck: Vec<(String, Duration, Duration)> = self
             .work()
             .values()
-            .map(|w| (w, now.saturating_duration_since(w.started)))
-            .filter(|(w, running)| *running > w.limit)
-            .max_by_key(|(w, running)| *running - w.limit)
-            .map(|(w, running)| Unhealthy::Stuck {
-                what: w.what,
+            .map(|w| {
+                (
+                    w.what.to_owned(),
+                    now.saturating_duration_since(w.started),
+                    w.limit,
+                )
+            })
+            .collect();
+        for (limit, probe) in self
+            .0
+            .probes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .iter()
+        {
+            if let Some((what, running)) = probe(now) {
+                stuck.push((what, running, *limit));
+            }
+        }
+        let worst = stuck
+            .into_iter()
+            .filter(|(_, running, limit)| running > limit)
+            .max_by_key(|(_, running, limit)| *running - *limit)
+            .map(|(what, running, limit)| Unhealthy::Stuck {
+                what,
                 running,
-                limit: w.limit,
+                limit,
             });
-        stuck.map_or(Ok(()), Err)
+        worst.map_or(Ok(()), Err)
+    }
+}
+
+/// What the monitor tells systemd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// `WATCHDOG=1`.
+    Ping,
+    /// `STATUS=…`.
+    Status(String),
+}
+
+/// The monitor's state between checks.
+#[derive(Debug)]
+pub struct Monitor {
+    health: Health,
+    /// How old the last beat may be.
+    stale: Duration,
+}
+
+impl Monitor {
+    pub fn new(health: &Health, stale: Duration) -> Self {
+        Self {
+            health: health.clone(),
+            stale,
+        }
+    }
+
+    /// One check at `now`: a ping while healthy (with the summary again after a spell
+    /// of ill health), else no ping and, once per spell, a `STATUS=` that says why.
+    pub fn step(&self, now: Instant) -> Vec<Notice> {
+        let inner = &self.health.0;
+        match self.health.check(now, self.stale) {
+            Ok(()) => {
+                let mut out = vec![Notice::Ping];
+                if inner.ill.swap(false, Ordering::Relaxed) {
+                    tracing::warn!("healthy again: watchdog pings resumed");
+                    let summary = inner.summary.lock().unwrap_or_else(PoisonError::into_inner);
+                    out.push(Notice::Status(
+                        summary.clone().unwrap_or_else(|| "Serving".to_owned()),
+                    ));
+                }
+                out
+            }
+            Err(e) => {
+                if inner.ill.swap(true, Ordering::Relaxed) {
+                    return Vec::new();
+                }
+                let line = super::status::error_line(&e);
+                tracing::error!(
+                    "{line}; watchdog pings stopped: systemd restarts rigd unless it recovers"
+                );
+                vec![Notice::Status(format!(
+                    "Unhealthy, watchdog pings withheld: {line}"
+                ))]
+            }
+        }
     }
 }
 
@@ -243,29 +407,15 @@ pub fn start_monitor(health: &Health) -> std::io::Result<Option<Duration>> {
 }
 
 fn monitor(health: &Health, interval: Duration) -> ! {
-    let (every, stale) = (interval / 4, interval / 2);
-    let mut healthy = true;
+    let m = Monitor::new(health, interval / 2);
     loop {
-        match health.check(Instant::now(), stale) {
-            Ok(()) => {
-                let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-                if !healthy {
-                    tracing::warn!("healthy again: watchdog pings resumed");
-                }
-                healthy = true;
-            }
-            Err(e) => {
-                // Once per spell: each check would say the same.
-                if healthy {
-                    tracing::error!(
-                        "{}; watchdog pings stopped: systemd restarts rigd unless it recovers",
-                        super::status::error_line(&e)
-                    );
-                }
-                healthy = false;
-            }
+        for n in m.step(Instant::now()) {
+            let _ = match &n {
+                Notice::Ping => sd_notify::notify(&[sd_notify::NotifyState::Watchdog]),
+                Notice::Status(s) => sd_notify::notify(&[sd_notify::NotifyState::Status(s)]),
+            };
         }
-        std::thread::sleep(every);
+        std::thread::sleep(interval / 4);
     }
 }
 
@@ -313,8 +463,10 @@ impl Summary {
     }
 }
 
-/// Sends `STATUS=` each time the summary changes, forever (a task on the runtime).
-pub async fn status_lines(rig: Arc<Rig>) {
+/// Sends `STATUS=` each time the summary changes, forever (a task on the runtime);
+/// while the monitor says rigd is unhealthy its line stays, and the summary is only
+/// kept for when it is healthy again.
+pub async fn status_lines(rig: Arc<Rig>, health: Health) {
     let mut tick = tokio::time::interval(STATUS_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sent = None;
@@ -325,7 +477,15 @@ pub async fn status_lines(rig: Arc<Rig>) {
             continue;
         };
         if sent != Some(now) {
-            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&now.line())]);
+            let line = now.line();
+            *health
+                .0
+                .summary
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(line.clone());
+            if !health.0.ill.load(Ordering::Relaxed) {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&line)]);
+            }
             sent = Some(now);
         }
     }
@@ -374,7 +534,7 @@ mod tests {
         assert_eq!(
             h.check(past, STALE),
             Err(Unhealthy::Stuck {
-                what: "ListDevices",
+                what: "ListDevices".into(),
                 running: limit + Duration::from_millis(1),
                 limit
             })
@@ -392,7 +552,7 @@ mod tests {
         h.beat_at(at);
         assert!(matches!(
             h.check(at, STALE),
-            Err(Unhealthy::Stuck { what: "Detach", .. })
+            Err(Unhealthy::Stuck { what, .. }) if what == "Detach"
         ));
     }
 
@@ -463,5 +623,91 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         task.abort();
         assert_eq!(h.check(Instant::now(), limit), Ok(()));
+    }
+
+    #[test]
+    fn a_stuck_worker_withholds_the_ping_and_status_says_why_until_it_ends() {
+        let h = Health::new();
+        *h.0.summary.lock().expect("summary") = Some("Serving: 1 device held".into());
+        let m = Monitor::new(&h, STALE);
+        let t0 = Instant::now();
+        h.beat_at(t0);
+        assert_eq!(m.step(t0), vec![Notice::Ping]);
+        let work = h.begin_at("side.give_back_device", RECLAIM_LIMIT, t0);
+        let late = t0 + RECLAIM_LIMIT + Duration::from_secs(1);
+        h.beat_at(late);
+        let said = m.step(late);
+        let [Notice::Status(why)] = said.as_slice() else {
+            panic!("no ping, one STATUS=: {said:?}");
+        };
+        assert!(
+            why.starts_with("Unhealthy, watchdog pings withheld: side.give_back_device has run for 301 s, past its limit of 300 s"),
+            "{why}"
+        );
+        assert_eq!(
+            m.step(late),
+            Vec::new(),
+            "said once per spell, still no ping"
+        );
+        drop(work);
+        assert_eq!(
+            m.step(late),
+            vec![
+                Notice::Ping,
+                Notice::Status("Serving: 1 device held".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pinning_thread_past_its_limit_is_stuck_through_its_probe() {
+        let h = Health::new();
+        let t0 = Instant::now();
+        let since = t0;
+        h.probe(
+            PIN_LIMIT,
+            Arc::new(move |now| Some(("pinning a block of pool 0000:01:00.0".into(), now - since))),
+        );
+        h.beat_at(t0 + PIN_LIMIT);
+        assert_eq!(h.check(t0 + PIN_LIMIT, STALE), Ok(()));
+        let late = t0 + PIN_LIMIT + Duration::from_secs(2);
+        h.beat_at(late);
+        assert!(matches!(
+            h.check(late, STALE),
+            Err(Unhealthy::Stuck { what, .. }) if what.contains("pool 0000:01:00.0")
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn side_work_off_the_runtime_is_registered_while_it_runs() {
+        let h = Health::new();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let task = tokio::spawn(HEALTH.scope(h.clone(), async move {
+            off_runtime("side.open_queue", Duration::ZERO, move || rx.recv())
+                .await
+                .expect("joined")
+        }));
+        // The work blocks on the channel: past its zero limit, it is stuck.
+        let mut stuck = None;
+        for _ in 0..100 {
+            h.beat();
+            if let Err(e) = h.check(Instant::now(), STALE) {
+                stuck = Some(e);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            matches!(&stuck, Some(Unhealthy::Stuck { what, .. }) if what == "side.open_queue"),
+            "{stuck:?}"
+        );
+        tx.send(()).expect("unblock");
+        task.await.expect("task").expect("received");
+        h.beat();
+        assert_eq!(
+            h.check(Instant::now(), STALE),
+            Ok(()),
+            "unregistered when done"
+        );
     }
 }

@@ -17,6 +17,7 @@ pub mod mmio;
 pub mod nvrm;
 pub mod nvstatus;
 pub mod pagemap;
+pub mod peergroups;
 pub mod pidfd;
 pub mod sched;
 pub mod scratch;

@@ -26,9 +26,13 @@ pub(super) async fn lease(
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
     let audit = begin(rig, "side.lease_device", peer, &d.device);
     let rig = Arc::clone(rig);
-    let done = tokio::task::spawn_blocking(move || rig.lease_device(id, peer, &d.device))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let done = crate::service::watchdog::off_runtime(
+        "side.lease_device",
+        crate::service::watchdog::RECLAIM_LIMIT,
+        move || rig.lease_device(id, peer, &d.device),
+    )
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     audit.finish(outcome(done.as_ref().err()));
     match done {
         Ok(lent) => {
@@ -67,9 +71,13 @@ pub(super) async fn give_back(
     let audit = begin(rig, "side.give_back_device", peer, &d.device);
     let rig = Arc::clone(rig);
     let device = d.device.clone();
-    let done = tokio::task::spawn_blocking(move || rig.give_back_device(id, &d.device))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let done = crate::service::watchdog::off_runtime(
+        "side.give_back_device",
+        crate::service::watchdog::RECLAIM_LIMIT,
+        move || rig.give_back_device(id, &d.device),
+    )
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     audit.finish(outcome(done.as_ref().err().map(|e| e as &RigError)));
     match done {
         Ok(report) => (

@@ -31,9 +31,11 @@ pub(super) async fn open(
         uid: peer.uid,
         pid: peer.pid,
     };
-    let done = tokio::task::spawn_blocking(move || {
-        rig.open_queue(id, owner, q.depth, LeaseId(q.lease), q.offset)
-    })
+    let done = crate::service::watchdog::off_runtime(
+        "side.open_queue",
+        crate::service::watchdog::SIDE_LIMIT,
+        move || rig.open_queue(id, owner, q.depth, LeaseId(q.lease), q.offset),
+    )
     .await
     .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match done {
@@ -70,9 +72,13 @@ pub(super) async fn close(
             Vec::new(),
         );
     };
-    let done = tokio::task::spawn_blocking(move || rig.close_queue(id, qid))
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let done = crate::service::watchdog::off_runtime(
+        "side.close_queue",
+        crate::service::watchdog::SIDE_LIMIT,
+        move || rig.close_queue(id, qid),
+    )
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match done {
         Ok(()) => (
             reply(Reply::QueueClosed(pb::QueueClosed { qid: q.qid })),

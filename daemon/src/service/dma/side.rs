@@ -33,7 +33,11 @@ use crate::{
     dma::{self, DmaError, Grant, LeaseId, PoolMode, SessionId},
     policy::{self, Role},
     rig::Rig,
-    service::{ServiceError, metrics, status::error_line},
+    service::{
+        ServiceError, metrics,
+        status::error_line,
+        watchdog::{HEALTH, Health, SIDE_LIMIT, off_runtime},
+    },
 };
 
 /// How long a lease waits for blocks that are being pinned before it reports the pool
@@ -105,14 +109,23 @@ pub fn bind_beside(main: &Path) -> Result<(SocketFile, AsyncFd<OwnedFd>), Servic
 
 /// Accepts side connections until `stopping`; each runs in its own task, aborted when
 /// this one is.
-pub async fn serve(listener: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: AsyncFd<OwnedFd>,
+    rig: Arc<Rig>,
+    mut stopping: watch::Receiver<bool>,
+    health: Health,
+) {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.async_io(Interest::READABLE, |l| scm::accept(l)) => match accepted {
                 Ok(fd) => match scm::register(fd) {
                     Ok(conn) => {
-                        conns.spawn(connection(conn, Arc::clone(&rig), stopping.clone()));
+                        // The connection's blocking work counts for the watchdog.
+                        conns.spawn(HEALTH.scope(
+                            health.clone(),
+                            connection(conn, Arc::clone(&rig), stopping.clone()),
+                        ));
                     }
                     Err(e) => tracing::warn!("side socket: {e}"),
                 },
@@ -133,12 +146,16 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
     let Ok(peer) = scm::peer(fd.get_ref()) else {
         return;
     };
+    // The groups the kernel captured at connect(2) (`service::peer` says why); /proc
+    // only where the kernel lacks SO_PEERGROUPS.
+    let groups = crate::sys::peergroups::peer_groups(fd.get_ref()).ok();
+    let groups = groups.as_deref();
     let span = tracing::debug_span!("dma-side", uid = peer.uid, pid = peer.pid);
     let mut buf = vec![0u8; MAX_REQUEST];
     let Some(first) = recv(&fd, &mut buf).await else {
         return;
     };
-    let (id, mut ended) = match claim(&rig, first, peer) {
+    let (id, mut ended) = match claim(&rig, first, peer, groups) {
         Ok(c) => c,
         Err(reply) => {
             let _ = send(&fd, &reply, Vec::new()).await;
@@ -149,7 +166,10 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
     // lease (two RM calls: off the async threads).
     let attach = {
         let rig = Arc::clone(&rig);
-        tokio::task::spawn_blocking(move || rig.attach_session(id)).await
+        off_runtime("side.attach_session", SIDE_LIMIT, move || {
+            rig.attach_session(id)
+        })
+        .await
     };
     if let Ok(Err(e)) = attach {
         let reply = failure(super::super::channels::code(&e), error_line(&e));
@@ -174,7 +194,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         tokio::select! {
             got = recv(&fd, &mut buf) => {
                 let Some(req) = got else { break };
-                let (answer, fds) = handle(&rig, id, peer, iommu, req).await;
+                let (answer, fds) = handle(&rig, id, (peer, groups), iommu, req).await;
                 if let Some(pb::dma_side_reply::Body::Error(e)) = &answer.body {
                     span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
                 }
@@ -241,13 +261,14 @@ fn claim(
     rig: &Rig,
     first: Parsed,
     peer: PeerCred,
+    groups: Option<&[u32]>,
 ) -> Result<(SessionId, watch::Receiver<bool>), pb::DmaSideReply> {
     let protocol = |m: &str| failure(pb::DmaErrorCode::Protocol, m.to_owned());
     let req = first.map_err(protocol)?;
     let Some(Request::Claim(c)) = req.body else {
         return Err(protocol("the first request must claim a session"));
     };
-    authorize(rig, peer, "claim")?;
+    authorize(rig, (peer, groups), "claim")?;
     let id = SessionId(c.session);
     let ended = rig
         .dma()
@@ -259,7 +280,7 @@ fn claim(
 async fn handle(
     rig: &Arc<Rig>,
     id: SessionId,
-    peer: PeerCred,
+    (peer, groups): (PeerCred, Option<&[u32]>),
     iommu: bool,
     req: Parsed,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
@@ -275,7 +296,7 @@ async fn handle(
     };
     let name = body.as_ref().map_or("empty", request_name);
     if body.is_some()
-        && let Err(refusal) = authorize(rig, peer, name)
+        && let Err(refusal) = authorize(rig, (peer, groups), name)
     {
         metrics::global().side(name, false);
         return (refusal, Vec::new());
@@ -305,11 +326,19 @@ fn request_name(r: &Request) -> &'static str {
 }
 
 /// The policy's check of one side request: the role its table entry needs now (a
-/// reload may have taken it away since the session opened). A refusal is audited.
-fn authorize(rig: &Rig, peer: PeerCred, name: &str) -> Result<(), pb::DmaSideReply> {
+/// reload may have taken it away since the session opened), decided on the
+/// connection's SO_PEERGROUPS where the kernel gave them. A refusal is audited.
+fn authorize(
+    rig: &Rig,
+    (peer, groups): (PeerCred, Option<&[u32]>),
+    name: &str,
+) -> Result<(), pb::DmaSideReply> {
     let need = policy::side_need(name);
     let action = format!("side.{name}");
-    let refusal = match rig.policy().require(need.gate(), peer, &action) {
+    let refusal = match rig
+        .policy()
+        .require_with(need.gate(), peer, groups, &action)
+    {
         Ok(_) => return Ok(()),
         Err(r) => r,
     };
@@ -408,7 +437,7 @@ async fn off_workers<T: Send + 'static>(
         return f(rig);
     }
     let rig = Arc::clone(rig);
-    tokio::task::spawn_blocking(move || f(&rig))
+    off_runtime("side.dma_map", SIDE_LIMIT, move || f(&rig))
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }

@@ -6,7 +6,9 @@
 # mode (config space, enable, resource0, pagemap's physical addresses); and a holder of
 # the stand-in GPU's DRM node, another user's process, is still found through /proc.
 # Also: the unit's exposure by systemd-analyze here, rigd's bounding set, and what its
-# mount namespace leaves writable.
+# mount namespace leaves writable; one scrape of the metrics socket (`rigctl metrics`)
+# whose figures follow what was done, and the audit lines in `journalctl -o json`
+# with the outcome rigctl showed.
 L=0000:01:00.0
 GPU=0000:00:03.0
 C="rig-lease-client $RIG_SOCK"
@@ -37,6 +39,8 @@ pool_bytes = 4194304
 [[lease.allow]]
 devices = ["$L"]
 groups = ["rig"]
+[metrics]
+listen = "unix:/run/rig/metrics.sock"
 TOML
 check "systemctl start rigd" timeout 60 systemctl start rigd
 check "rigd answers" timeout 30 rigctl version
@@ -64,7 +68,9 @@ as_user alice sh -c "exec sleep 60 < /dev/dri/$CARD" &
 HOLDER=$!
 sleep 0.5
 timeout 30 rigctl detach $GPU --mode vfio > "$FILES/detach-gpu.txt" 2>&1
+GPU_RC=$?
 cat "$FILES/detach-gpu.txt"
+check "that refusal exits 6, busy: held by another (docs/rigctl.md): ${GPU_RC}" [ "$GPU_RC" = 6 ]
 HPID=$(sed -n "s/.* pid \([0-9]*\) (sleep) holds \/dev\/dri\/$CARD.*/\1/p" "$FILES/detach-gpu.txt")
 check "a detach is refused, naming the holder of /dev/dri/$CARD (pid ${HPID:-none})" [ -n "$HPID" ]
 check "the holder it names is alice's (uid 1000)" sh -c "awk '/^Uid:/ { exit \$2 != 1000 }' /proc/$HPID/status"
@@ -87,13 +93,33 @@ check "vfio: bus mastering off" no_bus_master $L
 rigctl detach $L --mode sysfs > "$FILES/detach-sysfs.txt" 2>&1
 cat "$FILES/detach-sysfs.txt"
 check "sysfs: edu held" sh -c "rigctl status 2>&1 | grep -q $L"
+rigctl metrics > "$FILES/metrics.txt" 2> "$FILES/metrics.err"
+check "rigctl metrics scrapes unix:/run/rig/metrics.sock ($(head -c 200 "$FILES/metrics.err"))" [ -s "$FILES/metrics.txt" ]
+check "metrics: rig_up 1" grep -qx 'rig_up 1' "$FILES/metrics.txt"
+check "metrics: rig_device_held names edu, held in sysfs mode" grep -q "^rig_device_held{device=\"$L\",mode=\"sysfs\",.*} 1$" "$FILES/metrics.txt"
+N=$(awk '/^rig_rpc_requests_total\{method="Rig.Detach"/ { n += $NF } END { print n + 0 }' "$FILES/metrics.txt")
+check "metrics: Rig.Detach counted $N times, >= the 3 this scenario called" [ "$N" -ge 3 ]
+N=$(awk '/^rig_takeover_step_seconds_count\{method="Rig.Detach"/ { n += $NF } END { print n + 0 }' "$FILES/metrics.txt")
+check "metrics: detach steps timed ($N)" [ "$N" -ge 2 ]
 as_user alice $C $L dma 3 > "$FILES/lease-sysfs.txt" 2>&1
 echo "exit $?" >> "$FILES/lease-sysfs.txt"; cat "$FILES/lease-sysfs.txt"; lines "$FILES/lease-sysfs.txt" sysfs-lease
 check "sysfs: alice's lease drove edu's DMA and exited 0" grep -qx 'exit 0' "$FILES/lease-sysfs.txt"
-check "sysfs: give back" sh -c "rigctl attach $L > $FILES/attach-sysfs.txt 2>&1"
+check "sysfs: give back (--json)" sh -c "rigctl attach $L --json > $FILES/attach-sysfs.json 2>&1"
+cat "$FILES/attach-sysfs.json"
+check "sysfs: rigctl says outcome ok" grep -q '"outcome": "ok"' "$FILES/attach-sysfs.json"
 check "sysfs: bus mastering off" no_bus_master $L
 check "sysfs: rigd holds nothing" sh -c "! rigctl status 2>&1 | grep -q $L"
 
+# Audit lines, as a program reads them: one JSON object per line.
+journalctl -b -o json --no-pager SYSLOG_IDENTIFIER=rigd > "$FILES/audit.json" 2>&1
+audit() { # ACTION DEVICE OUTCOME: a line of root's rigctl with every structured field
+  grep "\"RIG_ACTION\":\"$1\"" "$FILES/audit.json" | grep "\"RIG_DEVICE\":\"$2\"" |
+    grep "\"RIG_OUTCOME\":\"$3\"" | grep '"RIG_UID":"0"' | grep '"RIG_PID":"[1-9][0-9]*"' |
+    grep '"RIG_COMM":"rigctl"' | grep -q '"RIG_DURATION_US":"[0-9]*"'
+}
+check "audit: edu's take, journal JSON with uid, pid, comm, device, action, outcome ok, duration" audit Rig.Detach $L ok
+check "audit: edu's give-back, outcome ok as rigctl --json said" audit Rig.Attach $L ok
+check "audit: the refused take of the GPU, outcome failed (reason REFUSED)" sh -c "grep '\"RIG_DEVICE\":\"$GPU\"' $FILES/audit.json | grep '\"RIG_OUTCOME\":\"failed\"' | grep -q '\"RIG_REASON\":\"REFUSED\"'"
 journalctl -u rigd -b --no-pager > "$FILES/rigd-journal.txt" 2>&1
 check "rigd logged no EPERM from the system-call filter" sh -c "! grep -qi 'operation not permitted' $FILES/rigd-journal.txt"
 systemctl stop rigd.service rigd.socket
