@@ -11,7 +11,9 @@
 #        SOAK_EVERY      seconds between samples (default 10)
 #        RIG_VM_SHARED=1 a long run that must not hold the machine's one-VM locks
 #                        (/tmp/rig-vm.lock, boot.lock) for its hour: QEMU under
-#                        nice -n 19 instead (tests/vm/boot.sh, docs/vm.md)
+#                        nice -n 19 instead (tests/vm/boot.sh, docs/vm.md);
+#                        RIG_VM_NICE=N another level (at 19 on a machine whose two
+#                        cores run builds, QEMU got 3 s of CPU in its first 4 min)
 #        GUEST_TARGET_DIR the guest build (tests/vm/build-guest.sh)
 # Exit status: 0 when the verdict is PASS.
 # A run cut short keeps its samples in run/serial.log (`SOAK,` lines): the same report
@@ -45,8 +47,9 @@ OUT=${SOAK_OUT:-/var/cache/rig/soak-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 date -u +%FT%TZ > "$OUT/started"
 git -C "$ROOT" rev-parse --short HEAD > "$OUT/commit"
-# Boot and shutdown under TCG, and the scenario's setup and drain, on top of SECONDS.
-LIMIT=$((DUR + 600))
+# Boot and shutdown under TCG, and the scenario's setup and drain, on top of SECONDS
+# (a niced QEMU on a busy machine boots in minutes rather than seconds).
+LIMIT=$((DUR + 1200))
 BOOT=(env RIG_VM_APPEND="rig.soak_s=$DUR rig.soak_every=${SOAK_EVERY:-10}"
       "$ROOT/tests/vm/boot.sh" --flavour fast --profile translated --timeout "$LIMIT"
       --out "$OUT/run" soak)

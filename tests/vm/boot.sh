@@ -171,12 +171,12 @@ printf '%q ' "$QEMU" "${QEMU_ARGS[@]}" > "$OUT/qemu.cmd"; echo >> "$OUT/qemu.cmd
 
 # One machine at a time: two TCG guests on 2 cores would slow both past their limits.
 # RIG_VM_SHARED=1 opts out, for a long boot (scripts/soak.sh's hour) that must not starve
-# everyone else's: no boot.lock (callers skip /tmp/rig-vm.lock too) and QEMU at nice 19,
-# so the other boots keep their speed and this one runs on what is left.
+# everyone else's: no boot.lock (callers skip /tmp/rig-vm.lock too) and QEMU at nice 19
+# (RIG_VM_NICE), so the other boots keep their speed and this one runs on what is left.
 NICE=()
 if [ "${RIG_VM_SHARED:-0}" = 1 ]; then
-  NICE=(nice -n 19)
-  say "RIG_VM_SHARED=1: not taking boot.lock; QEMU runs under nice -n 19"
+  NICE=(nice -n "${RIG_VM_NICE:-19}")
+  say "RIG_VM_SHARED=1: not taking boot.lock; QEMU runs under ${NICE[*]}"
 else
   exec 9> "$RIG_VM_CACHE/boot.lock"
   flock 9
