@@ -87,6 +87,19 @@ struct State {
     /// A fill is under way (its workers may all be done while it records its rate).
     filling: bool,
     stop: bool,
+    /// Tests: the pinner takes no work, as a niced thread on a saturated machine.
+    #[cfg(test)]
+    hold_refills: bool,
+}
+
+#[cfg(test)]
+fn refills_held(st: &State) -> bool {
+    st.hold_refills
+}
+
+#[cfg(not(test))]
+fn refills_held(_: &State) -> bool {
+    false
 }
 
 #[derive(Debug)]
@@ -213,6 +226,33 @@ impl Pool {
             .wait_timeout_while(st, timeout, |st| !settled(st))
             .unwrap_or_else(PoisonError::into_inner);
         settled(&st)
+    }
+
+    /// Pins one missing block on the calling thread, at the caller's priority, for a
+    /// lease that found no free block while replacements are still to be pinned. The
+    /// pinner refills at background priority (nice 19): on a machine whose CPUs are
+    /// busy it may get almost no time, and leases would be refused "being pinned" for
+    /// as long as the load lasts (the load bench and the soak found this; a lease
+    /// cannot wait on the scheduler's mercy). False when no block is missing.
+    pub fn pin_one(&self) -> bool {
+        let shared = &self.shared;
+        let retire = {
+            let mut st = shared.state();
+            if st.stop || st.deficit == 0 {
+                return false;
+            }
+            st.deficit -= 1;
+            st.in_flight += 1;
+            std::mem::take(&mut st.retire)
+        };
+        retire.into_iter().for_each(Block::retire);
+        store(
+            shared,
+            Block::pin(shared.backing, matches!(shared.mode, PoolMode::Sysfs)),
+        );
+        // The last missing block may have been this one: `wait_pinned` callers wake.
+        shared.pinned.notify_all();
+        true
     }
 
     /// Lends `blocks` free blocks under `id`: maps them for the device (vfio), and
@@ -680,7 +720,7 @@ fn pinner(shared: &Shared) {
     loop {
         let retire = {
             let mut st = shared.state();
-            while !st.stop && st.retire.is_empty() && st.deficit == 0 {
+            while !st.stop && ((st.retire.is_empty() && st.deficit == 0) || refills_held(&st)) {
                 if st.failed == 0 {
                     st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
                     continue;
@@ -764,7 +804,18 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
         // Blocks released while this fill runs go first: their pages are what the next
         // pin needs when the kernel has no spare ones.
         retire.into_iter().for_each(Block::retire);
-        let pinned = Block::pin(shared.backing, physical);
+        store(shared, Block::pin(shared.backing, physical));
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
+            tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
+        }
+    }
+}
+
+/// Puts a block just pinned (one of `in_flight`) among the free ones, or counts its
+/// failure; wakes the lease waiters.
+fn store(shared: &Shared, pinned: Result<Block, DmaError>) {
+    {
         let mut st = shared.state();
         st.in_flight -= 1;
         match pinned {
@@ -787,13 +838,8 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
                 st.problem = Some(Arc::new(e));
             }
         }
-        drop(st);
-        shared.added.notify_waiters();
-        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
-            tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
-        }
     }
+    shared.added.notify_waiters();
 }
 
 /// Whether two errors read the same, cause by cause.
