@@ -104,11 +104,12 @@ echo "t_s,rss_kib,fds,threads,leased_blocks,free_blocks,sessions,inspect,dma,dma
 echo "soak: $DUR s, a sample every $EVERY s, rigd pid $RIGD_PID"
 start=$(cut -d. -f1 /proc/uptime)
 sample 0
-renice -n 19 -p $$ > /dev/null
 loop_inspect & P1=$!
 loop_dma & P2=$!
 loop_dma_kill & P3=$!
 loop_take & P4=$!
+# The loops (and what they start) at nice 19; the sampler keeps its 10 s.
+renice -n 19 -p $P1 $P2 $P3 $P4 > /dev/null
 t=0
 while [ $t -lt "$DUR" ]; do
   sleep "$EVERY"
