@@ -38,7 +38,9 @@ if ! cargo +nightly fuzz build -O >"$build_log" 2>&1; then
 fi
 rm -f "$build_log"
 
-printf '%-16s %12s %10s %8s %8s\n' target execs exec/s seconds corpus
+# cov: code edges reached (libFuzzer's coverage counters); ft: features (edge and
+# counter combinations), both from the run's last status line.
+printf '%-16s %12s %10s %8s %8s %8s %8s\n' target execs exec/s seconds corpus cov ft
 status=0
 for t in $TARGETS; do
     log=$(mktemp)
@@ -55,7 +57,9 @@ for t in $TARGETS; do
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     units=$(find "$CORPUS/$t" -type f | wc -l)
-    printf '%-16s %12s %10s %8s %8s\n' "$t" "${execs:--}" "${rate:--}" "$SECONDS_EACH" "$units"
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    printf '%-16s %12s %10s %8s %8s %8s %8s\n' "$t" "${execs:--}" "${rate:--}" "$SECONDS_EACH" "$units" "${cov:--}" "${ft:--}"
     rm -f "$log"
 done
 exit $status

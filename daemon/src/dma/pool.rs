@@ -91,6 +91,19 @@ struct State {
     /// oldest: `Pool::oldest_pin`).
     pinning: BTreeMap<u64, Instant>,
     next_pin: u64,
+    /// Tests: the pinner takes no work, as a niced thread on a saturated machine.
+    #[cfg(test)]
+    hold_refills: bool,
+}
+
+#[cfg(test)]
+fn refills_held(st: &State) -> bool {
+    st.hold_refills
+}
+
+#[cfg(not(test))]
+fn refills_held(_: &State) -> bool {
+    false
 }
 
 #[derive(Debug)]
@@ -227,6 +240,33 @@ impl Pool {
             .wait_timeout_while(st, timeout, |st| !settled(st))
             .unwrap_or_else(PoisonError::into_inner);
         settled(&st)
+    }
+
+    /// Pins one missing block on the calling thread, at the caller's priority, for a
+    /// lease that found no free block while replacements are still to be pinned. The
+    /// pinner refills at background priority (nice 19): on a machine whose CPUs are
+    /// busy it may get almost no time, and leases would be refused "being pinned" for
+    /// as long as the load lasts (the load bench and the soak found this; a lease
+    /// cannot wait on the scheduler's mercy). False when no block is missing.
+    pub fn pin_one(&self) -> bool {
+        let shared = &self.shared;
+        let retire = {
+            let mut st = shared.state();
+            if st.stop || st.deficit == 0 {
+                return false;
+            }
+            st.deficit -= 1;
+            st.in_flight += 1;
+            std::mem::take(&mut st.retire)
+        };
+        retire.into_iter().for_each(Block::retire);
+        store(
+            shared,
+            pin_timed(shared, matches!(shared.mode, PoolMode::Sysfs)),
+        );
+        // The last missing block may have been this one: `wait_pinned` callers wake.
+        shared.pinned.notify_all();
+        true
     }
 
     /// Lends `blocks` free blocks under `id`: maps them for the device (vfio), and
@@ -694,7 +734,7 @@ fn pinner(shared: &Shared) {
     loop {
         let retire = {
             let mut st = shared.state();
-            while !st.stop && st.retire.is_empty() && st.deficit == 0 {
+            while !st.stop && ((st.retire.is_empty() && st.deficit == 0) || refills_held(&st)) {
                 if st.failed == 0 {
                     st = shared.work.wait(st).unwrap_or_else(PoisonError::into_inner);
                     continue;
@@ -778,16 +818,34 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
         // Blocks released while this fill runs go first: their pages are what the next
         // pin needs when the kernel has no spare ones.
         retire.into_iter().for_each(Block::retire);
-        let ticket = {
-            let mut st = shared.state();
-            st.next_pin += 1;
-            let t = st.next_pin;
-            st.pinning.insert(t, Instant::now());
-            t
-        };
-        let pinned = Block::pin(shared.backing, physical);
+        store(shared, pin_timed(shared, physical));
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
+            tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
+        }
+    }
+}
+
+/// Pins one block, its start listed in `pinning` while it runs (the watchdog reads the
+/// oldest: a pin stuck in the kernel withholds the ping).
+fn pin_timed(shared: &Shared, physical: bool) -> Result<Block, DmaError> {
+    let ticket = {
         let mut st = shared.state();
-        st.pinning.remove(&ticket);
+        st.next_pin += 1;
+        let t = st.next_pin;
+        st.pinning.insert(t, Instant::now());
+        t
+    };
+    let pinned = Block::pin(shared.backing, physical);
+    shared.state().pinning.remove(&ticket);
+    pinned
+}
+
+/// Puts a block just pinned (one of `in_flight`) among the free ones, or counts its
+/// failure; wakes the lease waiters.
+fn store(shared: &Shared, pinned: Result<Block, DmaError>) {
+    {
+        let mut st = shared.state();
         st.in_flight -= 1;
         match pinned {
             Ok(b) => {
@@ -809,13 +867,8 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
                 st.problem = Some(Arc::new(e));
             }
         }
-        drop(st);
-        shared.added.notify_waiters();
-        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
-            tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
-        }
     }
+    shared.added.notify_waiters();
 }
 
 /// Whether two errors read the same, cause by cause.

@@ -27,6 +27,8 @@ use crate::config;
 #[derive(Debug)]
 pub struct SessionTicket {
     pub id: SessionId,
+    /// `true` once claimed; closed when the session goes.
+    pub settled: watch::Receiver<bool>,
     pub token: Token,
     pub mode: PoolMode,
     /// Bytes the opener's uid may still lease from this pool.
@@ -310,6 +312,7 @@ impl Pools {
         let pool = self.pool(name)?;
         let token = session::new_token()?;
         let (tx, _) = watch::channel(false);
+        let (settled, settled_rx) = watch::channel(false);
         let mut s = lock(&self.sessions);
         let pending = s
             .map
@@ -339,11 +342,13 @@ impl Pools {
                 claimed: false,
                 leases: BTreeMap::new(),
                 ended: tx,
+                settled,
                 device_map: None,
             },
         );
         Ok(SessionTicket {
             id,
+            settled: settled_rx,
             token,
             mode: pool.mode().clone(),
             quota_left,
@@ -386,6 +391,7 @@ impl Pools {
             return Err(bad("already claimed"));
         }
         session.claimed = true;
+        session.settled.send_replace(true);
         Ok(session.ended.subscribe())
     }
 

@@ -74,6 +74,9 @@ pub(crate) struct Session {
     pub leases: BTreeMap<LeaseId, u64>,
     /// Told `true` when the session ends, whoever ends it.
     pub ended: tokio::sync::watch::Sender<bool>,
+    /// Told `true` when it is claimed, and dropped with it: what ends the watch for an
+    /// unclaimed session (`service::dma`), which holds a pidfd of the opener.
+    pub settled: tokio::sync::watch::Sender<bool>,
     /// Its own device address space (RM-served GPUs), once made.
     pub device_map: Option<std::sync::Arc<dyn super::DeviceMap>>,
 }

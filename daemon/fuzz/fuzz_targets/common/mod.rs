@@ -1,6 +1,7 @@
 //! What the service targets share: rigd's whole service, in this process, over the fake
 //! kernel (a fake edu held in vfio mode with a pool, and a vfio-mode DMA pool behind a
-//! fake IOMMU), started once per fuzzing process on a socket in a temp dir; a raw
+//! fake IOMMU), started once per fuzzing process on a socket in a temp dir
+//! (`rigd::testing::Serving`, as the client tests serve it); a raw
 //! gRPC caller that sends any bytes as any method's request; and the check every
 //! input ends with: rigd still answers `Version` within [`LIMIT`].
 //!
@@ -20,10 +21,9 @@ use rigd::{
     config::{Config, LeaseRule},
     dma::{Backing, FakeIommu, PoolMode, PoolSpec},
     rig::Rig,
-    service,
     sys::sysfs::FakeKernel,
     take::{DetachOptions, Mode},
-    testing::{FakeDevice, FakeSysfs},
+    testing::{FakeDevice, FakeSysfs, Serving},
     vfio::FakeVfio,
 };
 use tonic::{
@@ -69,6 +69,7 @@ pub struct Harness {
     pub side: PathBuf,
     pub rig: Arc<Rig>,
     channel: Mutex<Channel>,
+    _serving: Serving,
     _dir: tempfile::TempDir,
 }
 
@@ -144,20 +145,7 @@ fn start() -> Harness {
         .build()
         .expect("runtime");
     let socket = dir.path().join("rigd.sock");
-    let serving = Arc::clone(&rig);
-    let sock = socket.clone();
-    rt.block_on(async {
-        let bound = service::socket::bind(&sock, None).expect("bind");
-        bound.listener.set_nonblocking(true).expect("nonblocking");
-        let listener = tokio::net::UnixListener::from_std(bound.listener.try_clone().expect("dup"))
-            .expect("tokio listener");
-        tokio::spawn(async move {
-            service::run(serving, listener, std::future::pending())
-                .await
-                .expect("serve");
-            drop(bound);
-        });
-    });
+    let serving = rt.block_on(async { Serving::start(Arc::clone(&rig), &socket, None) });
     let channel = rt.block_on(connect(&socket));
     let side = PathBuf::from(format!("{}.fd", socket.display()));
     Harness {
@@ -166,6 +154,7 @@ fn start() -> Harness {
         side,
         rig,
         channel: Mutex::new(channel),
+        _serving: serving,
         _dir: dir,
     }
 }

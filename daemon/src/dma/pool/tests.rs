@@ -49,6 +49,28 @@ fn a_host_lease_has_no_device_address_and_one_descriptor_per_block() {
 }
 
 #[test]
+fn a_lease_can_pin_a_missing_block_itself_while_the_pinner_gets_no_time() {
+    // The load bench (1,000 clients) and the soak: the pinner refills at nice 19, and
+    // with every CPU busy it got none, so every lease was refused "being pinned".
+    let p = pool(PoolMode::Host, 1);
+    p.shared.state().hold_refills = true;
+    p.lease(LeaseId(1), 1).expect("lease");
+    p.release(LeaseId(1)).expect("release");
+    assert!(matches!(
+        p.lease(LeaseId(2), 1),
+        Err(DmaError::Exhausted { pending: 1, .. })
+    ));
+    assert!(p.pin_one(), "one block was missing");
+    p.lease(LeaseId(2), 1).expect("the block the caller pinned");
+    assert!(!p.pin_one(), "nothing is missing now");
+    p.release(LeaseId(2)).expect("release");
+    p.shared.state().hold_refills = false;
+    p.shared.work.notify_all();
+    assert!(p.wait_pinned(Duration::from_secs(10)));
+    assert_eq!(p.status().free_blocks, 1);
+}
+
+#[test]
 fn a_released_lease_is_replaced_by_fresh_blocks() {
     let p = pool(PoolMode::Host, 2);
     let lent = p.lease(LeaseId(1), 1).expect("lease");

@@ -442,7 +442,8 @@ async fn off_workers<T: Send + 'static>(
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
 }
 
-/// Leases, waiting up to [`LEASE_WAIT`] for blocks the pool is pinning right now.
+/// Leases, waiting up to [`LEASE_WAIT`] for blocks the pool is pinning right now, and
+/// pinning missing ones itself meanwhile.
 async fn lease(rig: &Arc<Rig>, id: SessionId, iommu: bool, bytes: u64) -> Result<Grant, DmaError> {
     let try_lease = || off_workers(rig, iommu, move |rig| rig.dma().lease(id, bytes));
     match try_lease().await {
@@ -458,6 +459,18 @@ async fn lease(rig: &Arc<Rig>, id: SessionId, iommu: bool, bytes: u64) -> Result
         added.as_mut().enable();
         match try_lease().await {
             Err(DmaError::Exhausted { pending, .. }) if pending > 0 => {
+                // Pin a missing block here, at rigd's own priority, rather than wait
+                // for the background pinner alone (`Pool::pin_one`).
+                let p = Arc::clone(&pool);
+                let pinned = tokio::task::spawn_blocking(move || p.pin_one())
+                    .await
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+                if pinned {
+                    if Instant::now() >= deadline {
+                        return try_lease().await;
+                    }
+                    continue;
+                }
                 if tokio::time::timeout_at(deadline, added).await.is_err() {
                     return try_lease().await;
                 }
