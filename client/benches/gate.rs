@@ -1,8 +1,8 @@
 //! What the role gate and audit lines cost a unary RPC (issue 13), before and after in
 //! one run: three servers in this process over the fake kernel — without the gate
 //! (`service::run_ungated`: what main had for client calls), with the gate and default
-//! roles (`[roles] clients` empty: no /proc read), and with the gate and client and
-//! admin groups (the caller's groups read from /proc/<pid>/status on every call; an
+//! roles (`[roles] clients` empty), and with the gate and client and admin groups (the
+//! caller's groups from its connection, SO_PEERGROUPS, read once when it connects; an
 //! audit line to a journal socket for each admin call) — called in turn, call by call,
 //! by this binary re-run as a non-root uid (`setpriv`), so the policy takes its real
 //! path rather than root's shortcut. Medians, p99 and min of each.
@@ -197,11 +197,11 @@ async fn client(sockets: Vec<PathBuf>) -> Result<(), BoxError> {
     }
     let names = [
         "without the gate (main's client path)",
-        "gate, default roles (no /proc read)",
-        "gate, [roles] clients + admins (groups from /proc, kept 1 s)",
+        "gate, default roles",
+        "gate, [roles] clients + admins (groups from the connection)",
     ];
     println!(
-        "uid {} (groups from /proc), {N} calls each, servers called in turn\n",
+        "uid {} (groups from its connection: SO_PEERGROUPS), {N} calls each, servers called in turn\n",
         nix::unistd::getuid()
     );
     println!("| RPC | server | median µs | p99 µs | min µs |");
@@ -236,8 +236,8 @@ async fn client(sockets: Vec<PathBuf>) -> Result<(), BoxError> {
         let (m, p, n) = stats(d);
         let name = match i {
             0 => names[0],
-            1 => "gate, default roles (groups from /proc, audit line)",
-            _ => "gate, [roles] clients + admins (groups kept, audit line)",
+            1 => "gate + audit line, default roles",
+            _ => "gate + audit line, [roles] clients + admins",
         };
         println!("| Rig.SetBusMaster | {name} | {m:.2} | {p:.2} | {n:.2} |");
     }
