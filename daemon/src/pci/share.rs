@@ -125,6 +125,21 @@ mod tests {
         }
     }
 
+    /// Two GPUs on downstream ports of one switch (upstream port 19:00.0, root port
+    /// 18:01.0).
+    fn pair_behind_one_switch() -> [GpuPath; 2] {
+        [
+            path(
+                "0000:1b:00.0",
+                &["0000:1a:00.0", "0000:19:00.0", "0000:18:01.0"],
+            ),
+            path(
+                "0000:1c:00.0",
+                &["0000:1a:01.0", "0000:19:00.0", "0000:18:01.0"],
+            ),
+        ]
+    }
+
     /// GPU → downstream port → switch upstream port → root port.
     fn budget(dsp: &str, usp_gb: f64) -> LinkBudget {
         LinkBudget {
@@ -203,16 +218,7 @@ mod tests {
     #[test]
     fn the_contended_figure_is_the_least_of_own_link_and_each_shared_split() {
         // A slow own link (x4) below a fast shared uplink: the own link still binds.
-        let gpus = [
-            path(
-                "0000:1b:00.0",
-                &["0000:1a:00.0", "0000:19:00.0", "0000:18:01.0"],
-            ),
-            path(
-                "0000:1c:00.0",
-                &["0000:1a:01.0", "0000:19:00.0", "0000:18:01.0"],
-            ),
-        ];
+        let gpus = pair_behind_one_switch();
         let mut b = budget("0000:1a:00.0", 63.0);
         b.hops[0].link = link(7.9);
         fill(&mut b, "0000:1b:00.0", &gpus);
@@ -231,16 +237,7 @@ mod tests {
     #[test]
     fn a_hop_missing_from_the_budget_is_skipped_not_misattributed() {
         // The switch's upstream port could not be read: the budget lacks it.
-        let gpus = [
-            path(
-                "0000:1b:00.0",
-                &["0000:1a:00.0", "0000:19:00.0", "0000:18:01.0"],
-            ),
-            path(
-                "0000:1c:00.0",
-                &["0000:1a:01.0", "0000:19:00.0", "0000:18:01.0"],
-            ),
-        ];
+        let gpus = pair_behind_one_switch();
         let mut b = budget("0000:1a:00.0", 63.0);
         b.hops.remove(2);
         fill(&mut b, "0000:1b:00.0", &gpus);

@@ -450,12 +450,11 @@ mod tests {
         dma::{Backing, PoolSpec},
     };
 
-    #[tokio::test]
-    async fn a_session_whose_opener_exits_before_claiming_is_dropped_at_once() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// A rig over `dir` with a one-block shmem pool `host`, pinned.
+    fn rig_with_a_host_pool(dir: &std::path::Path) -> Arc<Rig> {
         let mut config = Config::default();
-        config.paths.state_dir = dir.path().join("state");
-        config.paths.pci_ids = dir.path().join("pci.ids");
+        config.paths.state_dir = dir.join("state");
+        config.paths.pci_ids = dir.join("pci.ids");
         let rig = Arc::new(Rig::new(&config).0);
         let spec = PoolSpec {
             mode: PoolMode::Host,
@@ -465,6 +464,13 @@ mod tests {
         };
         let pool = rig.dma().create("host", spec).expect("pool");
         assert!(pool.wait_pinned(Duration::from_secs(10)));
+        rig
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_opener_exits_before_claiming_is_dropped_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rig = rig_with_a_host_pool(dir.path());
         let mut opener = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -510,18 +516,7 @@ mod tests {
         // The load bench: every session opened kept its watch (a task and a pidfd of
         // the opener) for the whole claim wait after its claim.
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::default();
-        config.paths.state_dir = dir.path().join("state");
-        config.paths.pci_ids = dir.path().join("pci.ids");
-        let rig = Arc::new(Rig::new(&config).0);
-        let spec = PoolSpec {
-            mode: PoolMode::Host,
-            blocks: 1,
-            backing: Backing::Shmem,
-            pin_threads: 1,
-        };
-        let pool = rig.dma().create("host", spec).expect("pool");
-        assert!(pool.wait_pinned(Duration::from_secs(10)));
+        let rig = rig_with_a_host_pool(dir.path());
         let peer = PeerCred {
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
