@@ -9,6 +9,8 @@
 # Env:   SOAK_OUT        results folder (default /var/cache/rig/soak-<date>-<time>):
 #                        soak.csv, soak.svg, report.md, verdict, run/ (boot.sh's folder)
 #        SOAK_EVERY      seconds between samples (default 10)
+#        SOAK_PAUSE      seconds between a client loop's cycles (default 1; 0 hunts a rare
+#                        failure faster, at the cost of a load unlike a soak's)
 #        RIG_VM_SHARED=1 a long run that must not hold the machine's one-VM locks
 #                        (/tmp/rig-vm.lock, boot.lock) for its hour: QEMU under
 #                        nice -n 19 instead (tests/vm/boot.sh, docs/vm.md);
@@ -50,7 +52,7 @@ git -C "$ROOT" rev-parse --short HEAD > "$OUT/commit"
 # Boot and shutdown under TCG, and the scenario's setup and drain, on top of SECONDS
 # (a niced QEMU on a busy machine boots in minutes rather than seconds).
 LIMIT=$((DUR + 1200))
-BOOT=(env RIG_VM_APPEND="rig.soak_s=$DUR rig.soak_every=${SOAK_EVERY:-10}"
+BOOT=(env RIG_VM_APPEND="rig.soak_s=$DUR rig.soak_every=${SOAK_EVERY:-10} rig.soak_pause=${SOAK_PAUSE:-1}"
       "$ROOT/tests/vm/boot.sh" --flavour fast --profile translated --timeout "$LIMIT"
       --out "$OUT/run" soak)
 echo "soak: $DUR s into $OUT (limit $LIMIT s)"

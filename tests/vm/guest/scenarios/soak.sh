@@ -21,6 +21,9 @@ B=0000:00:03.0   # bochs-display on bochs-drm: taken and given back
 RIG="rigctl --socket $RIG_SOCK"
 DUR=$(arg rig.soak_s); DUR=${DUR:-300}
 EVERY=$(arg rig.soak_every); EVERY=${EVERY:-10}
+# rig.soak_pause: seconds between a loop's cycles (default 1; 0 for a run that hunts a
+# rare failure rather than measuring growth).
+PAUSE=$(arg rig.soak_pause); PAUSE=${PAUSE:-1}
 check "modprobe vfio-pci" modprobe vfio-pci
 # 24 hugepages: a 16 MiB pool (8 blocks) for edu, and one for bochs-display while held.
 echo 24 > /proc/sys/vm/nr_hugepages
@@ -35,6 +38,27 @@ C=/tmp/soak; rm -rf $C; mkdir -p $C
 STOP=$C/stop
 # count NAME: one line per finished cycle; err NAME WHAT: one line per error.
 count() { echo x >> "$C/$1.n"; }
+# now_ms: the guest's uptime in ms (busybox has no date +%N).
+now_ms() { awk '{printf "%d", $1 * 1000}' /proc/uptime; }
+# stuck PID: where a client that never said ready waits, and what rigd and the kernel
+# show meanwhile: each thread's state and wait channel, the kernel stacks, rigd's view
+# of sessions and the pool, the hugepages left.
+stuck() {
+  for t in /proc/$1/task/*; do
+    printf '[%s %s %s] ' "${t##*/}" "$(cut -d' ' -f3 $t/stat)" "$(cat $t/wchan 2> /dev/null)"
+    tr '\n' ' ' < $t/stack 2> /dev/null | head -c 300
+  done
+  printf '| rigd: '; $RIG dma --json 2>&1 | tr -d ' \n' | head -c 600
+  printf ' | %s' "$(grep HugePages_Free /proc/meminfo)"
+}
+# ms NAME: the count, p50, p99 and max of the times in $C/NAME.ms, and how many > 5 s.
+ms() {
+  [ -s $C/$1.ms ] || { echo "$1: no times"; return; }
+  sort -n $C/$1.ms | awk -v n=$1 '{a[NR] = $1} END {
+    printf "%s to ready: %d cycles, p50 %d ms, p99 %d ms, max %d ms, over 5 s %d\n", n, NR,
+      a[int((NR + 1) / 2)], a[int((NR * 99 + 99) / 100)], a[NR], slow }
+    $1 > 5000 {slow++}'
+}
 err() { echo "$1: $2" >> "$C/errors"; echo "SOAKERR $1: $2"; }
 loop_inspect() {
   while [ ! -e $STOP ]; do
@@ -42,17 +66,18 @@ loop_inspect() {
       $RIG $cmd > /dev/null 2> $C/inspect.err || err inspect "$cmd: $(head -c 200 $C/inspect.err)"
     done
     count inspect
-    sleep 1
+    sleep $PAUSE
   done
 }
 loop_dma() {
   while [ ! -e $STOP ]; do
+    t0=$(now_ms)
     out=$(printf 'write 0 00ff\nfree\nquit\n' | rig-dma-probe "$RIG_SOCK" $E 8192 2> $C/dma.err)
     case $out in
-      ready*ok*ok*) count dma ;;
+      ready*ok*ok*) count dma; echo $(($(now_ms) - t0)) >> $C/dma.ms ;;
       *) err dma "$(echo $out | head -c 200) $(head -c 200 $C/dma.err)" ;;
     esac
-    sleep 1
+    sleep $PAUSE
   done
 }
 loop_dma_kill() {
@@ -60,12 +85,19 @@ loop_dma_kill() {
     rm -f $C/k.fifo; mkfifo $C/k.fifo
     rig-dma-probe "$RIG_SOCK" $E 4096 < $C/k.fifo > $C/k.out 2> $C/k.err &
     p=$!
+    t0=$(now_ms)
     exec 4> $C/k.fifo
     i=0; while ! grep -q '^ready' $C/k.out && [ $i -lt 100 ] && kill -0 $p 2> /dev/null; do sleep 0.1; i=$((i + 1)); done
-    if grep -q '^ready' $C/k.out; then count dma2; else err dma2 "no ready: $(head -c 200 $C/k.err)"; fi
+    if grep -q '^ready' $C/k.out; then
+      count dma2; echo $(($(now_ms) - t0)) >> $C/dma2.ms
+    elif kill -0 $p 2> /dev/null; then
+      err dma2 "no ready after $(($(now_ms) - t0)) ms, still running: $(stuck $p)"
+    else
+      wait $p; err dma2 "exited $? before ready after $(($(now_ms) - t0)) ms: $(head -c 200 $C/k.err)"
+    fi
     kill -9 $p 2> /dev/null; wait $p 2> /dev/null
     exec 4>&-
-    sleep 2
+    sleep $((PAUSE + 1))
   done
 }
 loop_take() {
@@ -81,7 +113,7 @@ loop_take() {
       count take
     fi
     if [ $m = vfio ]; then m=sysfs; else m=vfio; fi
-    sleep 2
+    sleep $((PAUSE + 1))
   done
 }
 n() { [ -f "$C/$1.n" ] && wc -l < "$C/$1.n" | tr -d ' ' || echo 0; }
@@ -123,6 +155,8 @@ wait $P1 $P2 $P3 $P4
 sleep 2
 t=$(($(cut -d. -f1 /proc/uptime) - start))
 sample $t
+ms dma; ms dma2
+cp $C/dma.ms $C/dma2.ms "$FILES/" 2> /dev/null
 [ -f $C/errors ] && { echo "errors (first 20):"; head -20 $C/errors; cp $C/errors "$FILES/errors.txt"; }
 check "rigd alive after the soak" kill -0 "$RIGD_PID"
 check "no client error in the soak" [ ! -s $C/errors ]
