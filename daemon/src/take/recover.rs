@@ -7,6 +7,9 @@
 //! rolled back to its original driver. A device the journal shows leased whole, or in
 //! the middle of being taken back from a lease, is reclaimed again from the start
 //! (every step is safe to repeat) and held; its holder's lease ended with rigd.
+//! A device found on its original driver (the take's unbind never ran, or the
+//! give-back's probe had bound it) is that driver's: its record goes, and nothing
+//! stops its bus mastering, resets it or binds it again under the driver.
 
 use std::time::SystemTime;
 
@@ -187,10 +190,14 @@ fn reclaim(taker: &Taker, bdf: Bdf, r: &Record) -> Result<(Taken, ReclaimReport)
 
 fn rollback(taker: &Taker, r: &Record, readopt: Option<TakeError>) -> Recovered {
     let bdf = r.bdf;
-    let result = taken_from(taker, bdf, r).and_then(|mut t| {
-        let mut rec = taker.record_of(&t, Phase::Attaching(AttachStep::Recover));
-        taker.give_back(&mut t, &mut rec, &mut |_| {})
-    });
+    let result = if with_its_driver(taker, r) {
+        leave_with_its_driver(taker, r)
+    } else {
+        taken_from(taker, bdf, r).and_then(|mut t| {
+            let mut rec = taker.record_of(&t, Phase::Attaching(AttachStep::Recover));
+            taker.give_back(&mut t, &mut rec, &mut |_| {})
+        })
+    };
     match result {
         Ok(report) => Recovered::RolledBack {
             bdf,
@@ -204,5 +211,100 @@ fn rollback(taker: &Taker, r: &Record, readopt: Option<TakeError>) -> Recovered 
             readopt: readopt.map(Box::new),
             source,
         }),
+    }
+}
+
+/// Whether the device is bound to the driver it had before rig took it, and each
+/// group member to its own: a take killed before its unbind ran, or a give-back
+/// killed after its probe. (Not a device that had no driver: "driverless" is also
+/// how sysfs mode holds it, and its give-back has work left.)
+fn with_its_driver(taker: &Taker, r: &Record) -> bool {
+    let root = taker.sysfs.root();
+    r.original_driver.is_some()
+        && root.link_name(r.bdf, "driver") == r.original_driver
+        && r.group_members
+            .iter()
+            .all(|(m, d)| root.link_name(*m, "driver") == *d)
+}
+
+/// Settles a device its driver has again: the record goes, and an override rig left
+/// is cleared (it would bind another driver at the next probe). Stopping its bus
+/// mastering or resetting it, as a give-back does, would pull the device from under
+/// the driver that is using it.
+fn leave_with_its_driver(taker: &Taker, r: &Record) -> Result<AttachReport, TakeError> {
+    let _lock = taker.lock(r.bdf)?;
+    let root = taker.sysfs.root();
+    for b in std::iter::once(r.bdf).chain(r.group_members.iter().map(|(m, _)| *m)) {
+        let over = root
+            .read_attr(b, "driver_override")
+            .map_err(|source| TakeError::Read { bdf: b, source })?;
+        if over.is_some_and(|o| !o.is_empty() && o != "(null)") {
+            taker
+                .sysfs
+                .set_driver_override(b, None)
+                .map_err(taker.step(b, "clear driver_override"))?;
+        }
+    }
+    taker
+        .journal
+        .remove(r.bdf)
+        .map_err(|source| TakeError::Journal { bdf: r.bdf, source })?;
+    Ok(AttachReport {
+        driver: r.original_driver.clone(),
+        ..AttachReport::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{
+        DetachStep, PCI_COMMAND_MASTER, SavedConfig,
+        tests::{GPU, bdf, calls, driver, gpu, world},
+    };
+    use super::*;
+    use crate::sys::sysfs::SysfsCall;
+
+    #[test]
+    fn a_device_on_its_driver_after_a_kill_keeps_its_bus_mastering_and_gets_no_reset() {
+        // rigd killed after journaling the take's unbind but before it ran, and after
+        // the give-back's probe had bound nvidia but before the record went.
+        let probe = Phase::Attaching(AttachStep::Probe(bdf(GPU)));
+        for phase in [Phase::Detaching(DetachStep::Unbind), probe] {
+            let w = world(&[gpu()]);
+            w.taker
+                .journal
+                .write(&Record {
+                    bdf: bdf(GPU),
+                    mode: Mode::Vfio,
+                    original_driver: Some("nvidia".into()),
+                    phase,
+                    since: 1,
+                    saved_config: SavedConfig::new(vec![0; 64]).expect("64 bytes"),
+                    group_members: Vec::new(),
+                })
+                .expect("journal");
+
+            let (held, outcomes) = recover(&w.taker);
+
+            assert!(held.is_empty());
+            assert!(
+                matches!(&outcomes[..], [Recovered::RolledBack { report, .. }]
+                    if report.driver.as_deref() == Some("nvidia")),
+                "{phase}: {outcomes:?}"
+            );
+            assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"), "{phase}");
+            let (cfg, _) = w.taker.sysfs.root().read_config(bdf(GPU)).expect("config");
+            assert_ne!(
+                u16::from_le_bytes([cfg[4], cfg[5]]) & PCI_COMMAND_MASTER,
+                0,
+                "{phase}: nvidia's bus mastering left on"
+            );
+            let touched: Vec<_> = calls(&w)
+                .into_iter()
+                .filter(|c| !matches!(c, SysfsCall::Modprobe { .. }))
+                .collect();
+            assert!(touched.is_empty(), "{phase}: {touched:?}");
+            assert!(w.taker.journal.load().0.is_empty(), "{phase}: record gone");
+        }
     }
 }
