@@ -7,14 +7,17 @@
 //! rolled back to its original driver. A device the journal shows leased whole, or in
 //! the middle of being taken back from a lease, is reclaimed again from the start
 //! (every step is safe to repeat) and held; its holder's lease ended with rigd.
-//! A device found on its original driver (the take's unbind never ran, or the
+//! A device whose resize or reset was under way was held before it and is held
+//! again (vfio-pci bound again if a resize had let it go), not given back. A device
+//! found on its original driver (the take's unbind never ran, or the
 //! give-back's probe had bound it) is that driver's: its record goes, and nothing
 //! stops its bus mastering, resets it or binds it again under the driver.
 
 use std::time::SystemTime;
 
 use super::{
-    AttachReport, AttachStep, Mode, Phase, ReclaimReport, Record, TakeError, Taken, Taker, journal,
+    AttachReport, AttachStep, Mode, Phase, ReclaimReport, Record, ResizeStep, TakeError, Taken,
+    Taker, journal,
 };
 use crate::pci::Bdf;
 
@@ -119,8 +122,8 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
             }
             continue;
         }
-        let readopt = if r.phase == Phase::Held {
-            match readopt(taker, bdf, &r) {
+        let readopt = if held_before(r.phase) {
+            match resume(taker, bdf, &r) {
                 Ok(t) => {
                     outcomes.push(Recovered::Readopted { bdf, mode: r.mode });
                     held.push(t);
@@ -175,6 +178,30 @@ fn readopt(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
                 got: driver,
             });
         }
+    }
+    Ok(t)
+}
+
+/// Whether the record says the device was held when rigd died: held, or a resize or
+/// reset of a held device under way (a detach's resize is part of the take, and
+/// rolls back with it).
+fn held_before(phase: Phase) -> bool {
+    matches!(
+        phase,
+        Phase::Held | Phase::Resizing(ResizeStep::Bar(_)) | Phase::Resetting(_)
+    )
+}
+
+/// Holds a device again that was held before rigd died, and journals it held. A
+/// resize in vfio mode had unbound vfio-pci (a BAR resizes only with no driver); its
+/// `driver_override` still names vfio-pci, so a probe binds it again.
+fn resume(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {
+    if r.mode == Mode::Vfio && taker.driver(bdf).is_none() {
+        taker.bind_expect(bdf, "vfio-pci")?;
+    }
+    let t = readopt(taker, bdf, r)?;
+    if r.phase != Phase::Held {
+        taker.settle(&t)?;
     }
     Ok(t)
 }
@@ -258,11 +285,11 @@ fn leave_with_its_driver(taker: &Taker, r: &Record) -> Result<AttachReport, Take
 #[cfg(test)]
 mod tests {
     use super::super::{
-        DetachStep, PCI_COMMAND_MASTER, SavedConfig,
+        DetachOptions, DetachStep, PCI_COMMAND_MASTER, ResetMethod, SavedConfig,
         tests::{GPU, bdf, calls, driver, gpu, world},
     };
     use super::*;
-    use crate::sys::sysfs::SysfsCall;
+    use crate::sys::sysfs::{PciSysfs, SysfsCall};
 
     #[test]
     fn a_device_on_its_driver_after_a_kill_keeps_its_bus_mastering_and_gets_no_reset() {
@@ -305,6 +332,49 @@ mod tests {
                 .collect();
             assert!(touched.is_empty(), "{phase}: {touched:?}");
             assert!(w.taker.journal.load().0.is_empty(), "{phase}: record gone");
+        }
+    }
+
+    #[test]
+    fn a_device_killed_in_the_middle_of_its_resize_or_reset_is_held_again() {
+        // rigd killed after a resize of a held device had unbound vfio-pci (vfio
+        // mode), and in the middle of a reset (sysfs mode).
+        let cases = [
+            (Mode::Vfio, Phase::Resizing(ResizeStep::Bar(Some(2))), true),
+            (Mode::Sysfs, Phase::Resetting(ResetMethod::Auto), false),
+        ];
+        for (mode, phase, unbound) in cases {
+            let w = world(&[gpu()]);
+            let opts = DetachOptions {
+                mode,
+                ..DetachOptions::default()
+            };
+            let t = w
+                .taker
+                .detach(bdf(GPU), &opts, &mut |_| {})
+                .expect("detach");
+            w.taker
+                .record(&w.taker.record_of(&t, phase))
+                .expect("journal");
+            // The process dies: its files close (VFIO fds, the flock).
+            drop(t);
+            if unbound {
+                w.kernel
+                    .unbind(bdf(GPU), "vfio-pci")
+                    .expect("the resize's unbind");
+            }
+
+            let (held, outcomes) = recover(&w.taker);
+
+            assert!(
+                matches!(&outcomes[..], [Recovered::Readopted { mode: m, .. }] if *m == mode),
+                "{phase}: {outcomes:?}"
+            );
+            assert_eq!(held.len(), 1, "{phase}");
+            assert_eq!(held[0].mode(), mode);
+            let want = (mode == Mode::Vfio).then_some("vfio-pci");
+            assert_eq!(driver(&w, GPU).as_deref(), want, "{phase}");
+            assert_eq!(w.taker.journal.load().0[0].phase, Phase::Held, "{phase}");
         }
     }
 }
