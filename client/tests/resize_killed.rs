@@ -31,7 +31,7 @@
 //! dies with it in a real one: its VFIO fds and the fake kernel's call log.
 //!
 //! ```text
-//! cargo test -p rig-client --test resize_killed                  # 15 kills (CI)
+//! cargo test -p rig-client --test resize_killed                  # 20 kills (CI)
 //! RIG_RESIZE_KILLS=100 cargo test -p rig-client --test resize_killed
 //! RIG_RESIZE_SEED=N ...                                           # replays run N
 //! ```
@@ -70,10 +70,6 @@ const REBAR: usize = 0x100;
 const REBAR_CTRL: usize = REBAR + 8;
 /// Each unbind, probe and resize in the fake kernel.
 const STEP_MS: u64 = 40;
-/// The latest a kill lands after the request: about the slowest operation (a
-/// vfio-mode detach with a fallback resize: 5 to 6 steps), so most kills land inside
-/// one and some after it.
-const MAX_DELAY_MS: u64 = 250;
 /// How long a rigd may take to start and recover.
 const START_LIMIT: Duration = Duration::from_secs(30);
 
@@ -86,7 +82,7 @@ fn main() {
         println!("campaign: test");
         return;
     }
-    let kills = env_u64("RIG_RESIZE_KILLS").unwrap_or(15);
+    let kills = env_u64("RIG_RESIZE_KILLS").unwrap_or(20);
     let seed = env_u64("RIG_RESIZE_SEED").unwrap_or_else(|| {
         u64::from(std::process::id()) << 32
             ^ u64::from(
@@ -291,11 +287,25 @@ impl Op {
             .filter(|&s| s != seen.bar_size && s != ORIGINAL)
             .collect();
         let to = other[usize::try_from(rng.below(other.len() as u64)).expect("small")];
-        match rng.below(4) {
-            1 if seen.bar_size != ORIGINAL => Self::ResizeBack,
-            0 | 1 => Self::ResizeTo(to),
-            2 => Self::GiveBack,
+        // Resizes three times in five.
+        match rng.below(5) {
+            2 if seen.bar_size != ORIGINAL => Self::ResizeBack,
+            0..=2 => Self::ResizeTo(to),
+            3 => Self::GiveBack,
             _ => Self::Reset,
+        }
+    }
+
+    /// The latest a kill lands after the request: about as long as the operation
+    /// takes here (a step is `STEP_MS`; a detach has 3 to 5 of them, a resize of a
+    /// held device 1 to 3, a give-back 2, a reset none), so most kills land inside
+    /// it and some after.
+    fn max_delay_ms(self) -> u64 {
+        match self {
+            Self::Detach(_) => 220,
+            Self::ResizeTo(_) | Self::ResizeBack => 160,
+            Self::GiveBack => 140,
+            Self::Reset => 40,
         }
     }
 
@@ -459,6 +469,9 @@ struct Tally {
     /// After the restart: held in vfio / sysfs mode, on nvidia.
     after: BTreeMap<&'static str, u64>,
     bar_sizes: BTreeMap<u64, u64>,
+    /// Kills inside a resize of a held device: BAR2 after the restart at the size
+    /// asked for, or still at the one before.
+    resize_landed: BTreeMap<&'static str, u64>,
     violations: Vec<String>,
     took: Duration,
 }
@@ -475,6 +488,11 @@ impl std::fmt::Display for Tally {
             .map(|(s, n)| format!("{}M {n}", s >> 20))
             .collect();
         writeln!(f, "BAR2 after the restarts: {}", sizes.join(", "))?;
+        writeln!(
+            f,
+            "kills inside a held device's resize, BAR2 after: {:?}",
+            self.resize_landed
+        )?;
         for v in self.violations.iter().take(20) {
             writeln!(f, "VIOLATION {v}")?;
         }
@@ -519,7 +537,8 @@ fn campaign(kills: u64, seed: u64) -> Tally {
     let mut seen = rt.block_on(check(dir, &mut t.violations, "at the start"));
     for k in 1..=kills {
         let op = Op::pick(&mut rng, &seen);
-        let delay = Duration::from_millis(rng.below(MAX_DELAY_MS));
+        let size_before = seen.bar_size;
+        let delay = Duration::from_millis(rng.below(op.max_delay_ms()));
         *t.ops.entry(op.name()).or_default() += 1;
         let last = Arc::new(Mutex::new(String::new()));
         let socket = dir.join("rigd.sock");
@@ -575,6 +594,21 @@ fn campaign(kills: u64, seed: u64) -> Tally {
             })
             .or_default() += 1;
         *t.bar_sizes.entry(seen.bar_size).or_default() += 1;
+        let asked = match op {
+            Op::ResizeTo(s) => Some(s),
+            Op::ResizeBack => Some(ORIGINAL),
+            _ => None,
+        };
+        if let Some(asked) = asked
+            && at.starts_with("resizing")
+        {
+            let landed = match seen.bar_size {
+                s if s == asked => "the size asked for",
+                s if s == size_before => "the size before",
+                _ => "another size",
+            };
+            *t.resize_landed.entry(landed).or_default() += 1;
+        }
         let step = last.lock().expect("last step").clone();
         println!(
             "kill {k}: {} after {} ms ({}; journal: {at}; last step: {step}) -> {}",
