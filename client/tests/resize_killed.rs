@@ -2,11 +2,12 @@
 //! Resizable BAR (docs/vm.md), so this runs over the fake kernel on the host, with rigd
 //! as a real process that really gets SIGKILL: this binary re-run with
 //! `RIG_RESIZE_SERVE` set is rigd (its whole service through `rigd::testing::Serving`
-//! over a fake tree on disk, its journal in a state dir on disk; it runs recovery at
-//! start, as rigd's main does). The tree holds one GPU on nvidia whose BAR2 has a
-//! Resizable BAR capability offering 256M to 8G; the fake kernel honours the sizes
-//! (config's control register and `resource`), takes `RIG_RESIZE_STEP_MS` for each
-//! unbind, probe and resize (so kills land in the middle of steps), lets nvidia turn
+//! over a fake tree on disk, `rigd::testing::FakeWorld::persistent`, its journal in a
+//! state dir on disk; it runs recovery at start, as rigd's main does). The tree holds
+//! one GPU on nvidia whose BAR2 has a Resizable BAR capability offering 256M to 8G;
+//! the fake kernel honours the sizes (config's control register and `resource`),
+//! takes `RIG_RESIZE_STEP_MS` for each unbind, probe and resize (so kills land in
+//! the middle of steps), lets nvidia turn
 //! bus mastering on at probe and off at remove as a driver does, and, in one start of
 //! three, its bridge window has no room for 8G (ENOSPC; rigd falls back).
 //!
@@ -51,13 +52,9 @@ use std::{
 use nix::{sys::signal, unistd::Pid};
 use rig_client::{BarSize, Client, DetachRequest, Mode as ClientMode, ResetMethod};
 use rigd::{
-    config::Config,
     pci::{Bdf, SysfsRoot},
-    rig::Rig,
-    sys::sysfs::FakeKernel,
     take::{Journal, SYSFS_MODE_OVERRIDE},
-    testing::{FakeDevice, FakeSysfs, Serving},
-    vfio::FakeVfio,
+    testing::{FakeDevice, FakeSysfs, FakeWorld, Serving},
 };
 
 const GPU: &str = "0000:03:00.0";
@@ -147,18 +144,6 @@ fn gpu() -> FakeDevice {
     d
 }
 
-fn config(dir: &Path) -> Config {
-    let mut config = Config::default();
-    config.paths.sysfs = dir.join("sys");
-    config.paths.pci_ids = dir.join("pci.ids");
-    config.paths.state_dir = dir.join("state");
-    config.paths.proc = dir.join("proc");
-    config.paths.dev = dir.join("dev");
-    config.take.allow_sysfs_mode = true;
-    config.dma.pool_bytes = 2 << 20;
-    config
-}
-
 /// rigd: recovery, then the service, until stdin closes or SIGKILL.
 fn serve(dir: &Path) {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -167,12 +152,12 @@ fn serve(dir: &Path) {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let kernel = Arc::new(
-            FakeKernel::persistent(&dir.join("sys"), &["nvidia", "vfio-pci"])
-                .expect("the fake kernel"),
-        );
+        let mut world =
+            FakeWorld::persistent(dir, &["nvidia", "vfio-pci"]).expect("the fake kernel");
+        world.config.take.allow_sysfs_mode = true;
+        world.config.dma.pool_bytes = 2 << 20;
         {
-            let mut s = kernel.script.lock().expect("script");
+            let mut s = world.kernel.script.lock().expect("script");
             s.step_delay = Some(Duration::from_millis(
                 env_u64("RIG_RESIZE_STEP_MS").unwrap_or(STEP_MS),
             ));
@@ -181,8 +166,7 @@ fn serve(dir: &Path) {
                 s.resize_errno.insert(13, nix::libc::ENOSPC);
             }
         }
-        let vfio = Arc::new(FakeVfio::new(&kernel));
-        let (rig, _) = Rig::with_kernel(&config(dir), kernel, vfio);
+        let (rig, _) = world.rig();
         let rig = Arc::new(rig);
         rig.recover();
         let serving = Serving::start(Arc::clone(&rig), &dir.join("rigd.sock"), None);
