@@ -562,6 +562,7 @@ fn campaign(kills: u64, seed: u64) -> Tally {
             Err(e) => {
                 t.violations.push(format!("kill {k}: {e}"));
                 t.took = started.elapsed();
+                keep_if_failed(tmp, &t);
                 return t;
             }
         };
@@ -623,5 +624,16 @@ fn campaign(kills: u64, seed: u64) -> Tally {
     }
     rigd.stop();
     t.took = started.elapsed();
+    keep_if_failed(tmp, &t);
     t
+}
+
+/// Keeps the tree, the journal and each rigd's stderr for a look when anything broke.
+fn keep_if_failed(tmp: tempfile::TempDir, t: &Tally) {
+    if !t.violations.is_empty() {
+        println!(
+            "the tree, journal and rigd logs are kept in {}",
+            tmp.keep().display()
+        );
+    }
 }
