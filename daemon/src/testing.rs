@@ -4,7 +4,8 @@
 //!
 //! Only tests use this; it writes nowhere but under the root it is given. [`Serving`]
 //! (in `serve`) runs rigd's service for a test on a socket of its own; `hosts` builds
-//! whole machines (an 8-GPU host behind PCIe switches).
+//! whole machines (an 8-GPU host behind PCIe switches); [`FakeWorld`] (in `world`) is
+//! a tree, config, fake kernel and VFIO in a directory of the test's own.
 
 use std::{
     fs, io,
@@ -16,7 +17,9 @@ use crate::pci::Bdf;
 
 pub mod hosts;
 mod serve;
+mod world;
 pub use serve::Serving;
+pub use world::{FakeWorld, config_in};
 
 /// A fake `/sys`.
 #[derive(Debug)]
