@@ -81,6 +81,24 @@ fn raw_topo(dev: &std::path::Path) -> Result<(), NvrmError> {
     let mut held = Vec::new();
     for c in &cards {
         let rm = SysRm::open(dev)?;
+        match topo::read_nvlink_caps_raw(&rm, c) {
+            Ok(p) => println!(
+                "nvlink caps {}: capsTbl {:#x} versions nvlink {}..{} nci {}..{} discoveredLinkMask {:#x} enabledLinkMask {:#x} discoveredLinks {}:{:#x} enabledLinks {}:{:#x}",
+                c.bdf,
+                p.caps_tbl,
+                p.lowest_nvlink_version,
+                p.highest_nvlink_version,
+                p.lowest_nci_version,
+                p.highest_nci_version,
+                p.discovered_link_mask,
+                p.enabled_link_mask,
+                p.discovered_links.len_masks,
+                p.discovered_links.masks[0],
+                p.enabled_links.len_masks,
+                p.enabled_links.masks[0]
+            ),
+            Err(e) => println!("nvlink caps {}: {}", c.bdf, error_line(&e)),
+        }
         match topo::read_links_raw(&rm, c) {
             Ok(p) => {
                 println!(

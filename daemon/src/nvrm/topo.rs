@@ -187,6 +187,51 @@ pub fn read_links_raw<R: Rm>(
             release: rm.release(),
         });
     }
+    on_subdevice(rm, card, |h_sub| {
+        let mut p = Box::new(t::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams::new_zeroed());
+        rm.control(
+            h_sub,
+            t::NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS,
+            p.as_mut_bytes(),
+        )
+        .map_err(at(Step::NvlinkStatus))?;
+        Ok(p)
+    })
+}
+
+/// As [`read_links_raw`], for NVLINK_GET_NVLINK_CAPS: the links the GPU discovered
+/// beside those enabled, and its NVLink versions (for `rig-nvrm-probe`).
+///
+/// # Errors
+/// As [`read_links_raw`].
+pub fn read_nvlink_caps_raw<R: Rm>(
+    rm: &R,
+    card: &Card,
+) -> Result<t::Nv2080CtrlCmdNvlinkGetNvlinkCapsParams, NvrmError> {
+    if !t::nvlink_caps_layout(rm.release()) {
+        return Err(NvrmError::NoNvlinkLayout {
+            release: rm.release(),
+        });
+    }
+    on_subdevice(rm, card, |h_sub| {
+        let mut p = t::Nv2080CtrlCmdNvlinkGetNvlinkCapsParams::default();
+        rm.control(
+            h_sub,
+            t::NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS,
+            p.as_mut_bytes(),
+        )
+        .map_err(at(Step::NvlinkCaps))?;
+        Ok(p)
+    })
+}
+
+/// Opens the GPU's file, makes a device and a subdevice, runs `ask` on the subdevice,
+/// frees both whatever it answered.
+fn on_subdevice<R: Rm, T>(
+    rm: &R,
+    card: &Card,
+    ask: impl FnOnce(NvHandle) -> Result<T, NvrmError>,
+) -> Result<T, NvrmError> {
     let client = rm.client();
     rm.open_device(card.minor).map_err(at(Step::OpenDevice))?;
     let mut id = r580::Nv0000CtrlGpuGetIdInfoV2Params {
@@ -208,35 +253,22 @@ pub fn read_links_raw<R: Rm>(
     let h_device = rm
         .alloc(client, r580::NV01_DEVICE_0, Some(dev.as_mut_bytes()))
         .map_err(at(Step::AllocDevice))?;
-    let links = read_links_on(rm, h_device);
+    let mut sub = r580::Nv2080AllocParameters { sub_device_id: 0 };
+    let answer = rm
+        .alloc(h_device, r580::NV20_SUBDEVICE_0, Some(sub.as_mut_bytes()))
+        .map_err(at(Step::AllocSubdevice))
+        .and_then(|h_sub| {
+            let answer = ask(h_sub);
+            if let Err(e) = rm.free(h_device, h_sub) {
+                tracing::debug!(gpu = %card.bdf, error = %e, "freeing the subdevice made to read NVLink state");
+            }
+            answer
+        });
     if let Err(e) = rm.free(client, h_device) {
         // The root client's end frees it anyway (`Root`'s drop).
-        tracing::debug!(gpu = %card.bdf, error = %e, "freeing the device made to read NVLink status");
+        tracing::debug!(gpu = %card.bdf, error = %e, "freeing the device made to read NVLink state");
     }
-    links
-}
-
-fn read_links_on<R: Rm>(
-    rm: &R,
-    h_device: NvHandle,
-) -> Result<Box<t::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams>, NvrmError> {
-    let mut sub = r580::Nv2080AllocParameters { sub_device_id: 0 };
-    let h_sub = rm
-        .alloc(h_device, r580::NV20_SUBDEVICE_0, Some(sub.as_mut_bytes()))
-        .map_err(at(Step::AllocSubdevice))?;
-    let mut p = Box::new(t::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams::new_zeroed());
-    let asked = rm
-        .control(
-            h_sub,
-            t::NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS,
-            p.as_mut_bytes(),
-        )
-        .map_err(at(Step::NvlinkStatus));
-    if let Err(e) = rm.free(h_device, h_sub) {
-        tracing::debug!(error = %e, "freeing the subdevice made to read NVLink status");
-    }
-    asked?;
-    Ok(p)
+    answer
 }
 
 /// The enabled links of a GET_NVLINK_STATUS answer (`enabledLinks`, or the older

@@ -26,6 +26,8 @@ use super::Release;
 pub const NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2: u32 = 0x12B;
 /// `NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS`.
 pub const NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS: u32 = 0x2080_3002;
+/// `NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS` (flags 0x10118: NON_PRIVILEGED too).
+pub const NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS: u32 = 0x2080_3001;
 
 /// `NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS`.
 pub const NV0000_CTRL_SYSTEM_MAX_ATTACHED_GPUS: usize = 32;
@@ -232,6 +234,29 @@ pub struct Nv2080CtrlCmdNvlinkGetNvlinkStatusParams {
 }
 const _: () = assert!(size_of::<Nv2080CtrlCmdNvlinkGetNvlinkStatusParams>() == 13344);
 
+/// `NV2080_CTRL_CMD_NVLINK_GET_NVLINK_CAPS_PARAMS` (48 bytes in 580.65.06, 580.142 and
+/// 590.48.01; 570 and 575 have plain `NvU64` masks in place of the two link-mask
+/// structs).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlCmdNvlinkGetNvlinkCapsParams {
+    pub caps_tbl: u32,
+    pub lowest_nvlink_version: u8,
+    pub highest_nvlink_version: u8,
+    pub lowest_nci_version: u8,
+    pub highest_nci_version: u8,
+    pub discovered_link_mask: u32,
+    pub enabled_link_mask: u32,
+    pub discovered_links: Nv2080CtrlNvlinkLinkMask,
+    pub enabled_links: Nv2080CtrlNvlinkLinkMask,
+}
+const _: () = assert!(size_of::<Nv2080CtrlCmdNvlinkGetNvlinkCapsParams>() == 48);
+
+/// Whether rigd has `release`'s GET_NVLINK_CAPS layout (580's and 590's).
+pub fn nvlink_caps_layout(release: Release) -> bool {
+    matches!(release, Release::R580 | Release::R590)
+}
+
 /// Whether rigd has `release`'s GET_NVLINK_STATUS layout (580's only, see the head).
 pub fn nvlink_status_layout(release: Release) -> bool {
     release == Release::R580
@@ -357,6 +382,27 @@ mod tests {
         assert_eq!(b[25], 1, "bNvleModeEnabled");
         assert_eq!(u32_at(b, 32 + 8), 3, "linkInfo[0].linkState");
         assert_eq!(b[32 + 63 * 208 + 56], 1, "linkInfo[63].connected");
+    }
+
+    #[test]
+    fn nvlink_caps_put_the_link_masks_at_16_and_32() {
+        let mut p = Nv2080CtrlCmdNvlinkGetNvlinkCapsParams {
+            caps_tbl: 0x3,
+            highest_nvlink_version: 7,
+            discovered_link_mask: 0x3ffff,
+            enabled_link_mask: 0x1,
+            ..Default::default()
+        };
+        p.discovered_links.masks[0] = 0x3ffff;
+        p.enabled_links.len_masks = 1;
+        let b = p.as_bytes();
+        assert_eq!(u32_at(b, 0), 0x3, "capsTbl");
+        assert_eq!(b[5], 7, "highestNvlinkVersion");
+        assert_eq!(u32_at(b, 8), 0x3ffff, "discoveredLinkMask");
+        assert_eq!(u32_at(b, 12), 0x1, "enabledLinkMask");
+        assert_eq!(u64_at(b, 24), 0x3ffff, "discoveredLinks.masks[0]");
+        assert_eq!(b[32], 1, "enabledLinks.lenMasks");
+        assert!(nvlink_caps_layout(Release::R590) && !nvlink_caps_layout(Release::R575));
     }
 
     #[test]
