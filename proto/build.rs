@@ -12,6 +12,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         root.join("rig/v1/dma.proto"),
         root.join("rig/v1/queue.proto"),
         root.join("rig/v1/lease.proto"),
+        root.join("rig/v1/topo.proto"),
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());

@@ -32,7 +32,7 @@ use std::{
 };
 
 use hyper_util::rt::TokioIo;
-use rig_proto::v1::{self as pb, rig_client::RigClient};
+use rig_proto::v1::{self as pb, rig_client::RigClient, topo_client::TopoClient};
 use tonic::{Code, transport::Channel};
 
 pub use model::*;
@@ -153,6 +153,7 @@ impl ErrorInfo {
 #[derive(Debug, Clone)]
 pub struct Client {
     inner: RigClient<Channel>,
+    topo: TopoClient<Channel>,
     path: PathBuf,
 }
 
@@ -192,7 +193,8 @@ impl Client {
                 source,
             })?;
         Ok(Self {
-            inner: RigClient::new(channel),
+            inner: RigClient::new(channel.clone()),
+            topo: TopoClient::new(channel),
             path,
         })
     }
@@ -283,6 +285,17 @@ impl Client {
             .await;
         let reply = self.reply(r).await?;
         convert::device(reply)
+    }
+
+    /// The host's peer topology: every GPU, its NVLink links, and for every ordered
+    /// pair the PCIe path and the P2P capabilities the RM reports (`rigctl topo`).
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] with the daemon's reason; [`ClientError::Reply`].
+    pub async fn topology(&mut self) -> Result<topo::Topology, ClientError> {
+        let r = self.topo.get(pb::TopologyRequest {}).await;
+        let reply = self.reply(r).await?;
+        Ok(topo::Topology::try_from(reply)?)
     }
 }
 

@@ -217,6 +217,9 @@ async fn every_subcommand_prints_one_json_document_with_the_audit_lines_outcome(
     assert!(ok(&w, &["dma"]).is_object());
     assert!(ok(&w, &["channels"]).is_array());
     assert!(ok(&w, &["queues"]).is_array());
+    let t = ok(&w, &["topo"]);
+    assert_eq!(t["gpus"][0]["bdf"], GPU, "{t}");
+    assert_eq!(t["pairs"][0]["pcie"], "X", "{t}");
     w.audit_lines();
 
     let v = ok(&w, &["detach", GPU, "--mode", "sysfs"]);

@@ -116,6 +116,7 @@ pub const RPCS: &[(&str, Need)] = &[
     ("/rig.v1.Dma/OpenSession", CLIENT),
     ("/rig.v1.Dma/Status", CLIENT),
     ("/rig.v1.Dma/Channels", CLIENT),
+    ("/rig.v1.Topo/Get", CLIENT),
     (
         "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
         CLIENT,

@@ -98,6 +98,7 @@ fn admins_phrase(admins: &[String]) -> String {
 mod lease;
 mod reload;
 mod served;
+pub mod topo;
 
 pub use reload::{ReloadError, Reloaded};
 
@@ -133,6 +134,8 @@ pub struct Rig {
     /// Devices leased whole, by address (`rig::lease`).
     leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
     lease_policy: lease::Policy,
+    /// Where `topology` asks about peers; none: the real RM on `dev_dir` (`rig::topo`).
+    peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
 }
 
 mod queues;
@@ -246,6 +249,7 @@ impl Rig {
             running: Mutex::new(config.clone()),
             leases: Mutex::new(BTreeMap::new()),
             lease_policy,
+            peer_source: RwLock::new(None),
         };
         (rig, warnings)
     }

@@ -461,6 +461,7 @@ fn link_budget_back(b: pb::LinkBudget) -> Result<m::LinkBudget> {
 }
 
 mod caps;
+mod topo;
 use caps::{capability, capability_back};
 
 #[cfg(test)]

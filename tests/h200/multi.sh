@@ -6,7 +6,8 @@
 # the benchmarks (each GPU alone against all at once, in one run).
 #
 #     tests/h200/multi.sh .dev OUT        # .dev: static rigd, rigctl, rig-channel-probe,
-#                                         # and lspci with its lib/ and pci.ids (docs/h200.md)
+#                                         # rig-nvrm-probe, and lspci with its lib/ and
+#                                         # pci.ids (docs/h200.md)
 #     PHASES="inspect bench" tests/h200/multi.sh .dev OUT   # some of: inspect channels kill bench
 #
 # Back here: `RIG_SAVED_DIR=OUT/inspect cargo test -p rig-tests --test parity_host
@@ -104,10 +105,23 @@ if want inspect; then
   done > "$R/numa.txt"
   nvidia-smi topo -m > "$R/nvidia-smi-topo.txt" 2>&1
   nvidia-smi topo -p2p r > "$R/nvidia-smi-p2p-read.txt" 2>&1
+  nvidia-smi topo -p2p rwnap > "$R/nvidia-smi-p2p-rwnap.txt" 2>&1
   nvidia-smi nvlink -s > "$R/nvidia-smi-nvlink.txt" 2>&1
+  nvidia-smi nvlink -c > "$R/nvidia-smi-nvlink-caps.txt" 2>&1
+  # rig's matrix beside nvidia-smi's: rigd's RM queries (rig::topo), and the raw answers.
+  ctl topo > "$R/rigctl-topo.txt" 2>&1
+  ctl topo --json > "$R/rigctl-topo.json" 2>&1
+  [ -x "$BIN/rig-nvrm-probe" ] && "$BIN/rig-nvrm-probe" /dev topo > "$R/rm-topo-raw.txt" 2>&1
   grep -c '"bdf"' "$R/rigctl-list.json" | sed 's/^/functions in the listing: /'
   cat "$R/numa.txt"
   cat "$R/nvidia-smi-topo.txt"
+  cat "$R/rigctl-topo.txt"
+  # Each matrix cell, rig's against nvidia-smi's (GPU rows only; nvidia-smi also has NIC
+  # columns after the GPUs, and adds CPU/NUMA affinity at the end of each row).
+  awk -v n="$N" 'FNR == 1 { f++ } f == 1 && /^GPU[0-9]/ { for (i = 2; i <= n + 1; i++) a[$1, i] = $i }
+    f == 2 && /^GPU[0-9]/ { for (i = 2; i <= n + 1; i++) if (a[$1, i] != $i) { d++; print "differs:", $1, "col", i - 1, "rig", a[$1, i], "nvidia-smi", $i } }
+    END { print (d ? d : 0) " cells differ between rigctl topo and nvidia-smi topo -m" }' \
+    "$R/rigctl-topo.txt" "$R/nvidia-smi-topo.txt" | tee "$R/topo-compare.txt"
 fi
 
 if want channels; then

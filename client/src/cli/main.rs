@@ -18,6 +18,7 @@ mod queues;
 mod regs;
 mod show;
 mod take;
+mod topo;
 
 use std::{error::Error, path::PathBuf, process::ExitCode};
 
@@ -63,6 +64,9 @@ enum Cmd {
     Channels,
     /// Hardware queues rigd lends, their owners and state: a table, or --json.
     Queues,
+    /// Which GPUs reach each other (NVLink, PCIe P2P) as the RM reports it, in the
+    /// style of `nvidia-smi topo -m`, or --json.
+    Topo,
     /// Inspect vendor firmware files and plan what a chip needs (no daemon).
     #[command(subcommand)]
     Firmware(firmware::FirmwareCmd),
@@ -214,6 +218,10 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
             Cmd::Queues => {
                 let queues = rig_client::dma::queue_status(&args.socket).await?;
                 queues::print(&mut out, &queues, json)?;
+            }
+            Cmd::Topo => {
+                let t = client.topology().await?;
+                topo::print(&mut out, &t, json)?;
             }
             Cmd::Cdi(cmd) => cdi::run(&mut client, &args.socket, cmd, json).await?,
             Cmd::Firmware(_) | Cmd::GenerateDocs { .. } | Cmd::Metrics { .. } => {

@@ -45,6 +45,10 @@ pub enum NvrmError {
         #[source]
         source: CallError,
     },
+    /// GET_NVLINK_STATUS's params differ by release, and rigd has only 580's
+    /// (`layout::topo`).
+    #[error("rigd has no NVLink status layout for driver release {release}")]
+    NoNvlinkLayout { release: super::layout::Release },
     #[error("the RM drives no GPU {}", bdf.as_deref().unwrap_or("at all"))]
     NoGpu { bdf: Option<String> },
     #[error("the GPU lacks the Hopper classes rig needs: {}", missing.join(", "))]
@@ -164,6 +168,9 @@ pub enum Step {
     Doorbell,
     Unschedule,
     PrivilegedStatus,
+    NvlinkStatus,
+    NvlinkCaps,
+    P2pCaps,
     UnmapDma,
     Free,
 }
@@ -195,6 +202,9 @@ impl fmt::Display for Step {
             Self::Schedule => "schedule the channel group (GPFIFO_SCHEDULE)",
             Self::Doorbell => "ring the doorbell",
             Self::Unschedule => "deschedule the channel group (GPFIFO_SCHEDULE off)",
+            Self::NvlinkStatus => "read the GPU's NVLink status (NVLINK_GET_NVLINK_STATUS)",
+            Self::NvlinkCaps => "read the GPU's NVLink caps (NVLINK_GET_NVLINK_CAPS)",
+            Self::P2pCaps => "read the pair's P2P capabilities (SYSTEM_GET_P2P_CAPS_V2)",
             Self::UnmapDma => "unmap host memory for the RM (NV_ESC_RM_UNMAP_MEMORY_DMA)",
             Self::Free => "free an RM object (NV_ESC_RM_FREE)",
         })

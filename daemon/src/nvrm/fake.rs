@@ -1,8 +1,14 @@
 //! `FakeRm`: an [`Rm`] that hands out handles, records every call typed, answers the
-//! controls the path reads (device instance, UUID, work submit token, class list) and
-//! fails one chosen call with a chosen NV status. Tests and feature `fakes` only.
+//! controls the path reads (device instance, UUID, work submit token, class list, and
+//! for `topo` the NVLink status and P2P caps set with [`FakeRm::set_nvlink`] and
+//! [`FakeRm::set_p2p`]) and fails one chosen call with a chosen NV status. It drives
+//! one GPU at 0000:00:06.0 unless [`FakeRm::set_cards`] names others. Tests and
+//! feature `fakes` only.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+};
 
 use rig_sys::mman::Mapping;
 
@@ -10,7 +16,7 @@ use super::{
     Card,
     calls::{Caching, Doorbell, Rm, UnmapMemoryDma, Window},
     error::CallError,
-    layout::{MapMemoryDma, Release, r580},
+    layout::{MapMemoryDma, Release, r580, topo},
 };
 use crate::sys::{
     nvrm::{NvHandle, RmError},
@@ -91,6 +97,15 @@ struct State {
     classes: Option<Vec<u32>>,
     /// What SYSTEM_GET_PRIVILEGED_STATUS answers.
     privileged: u8,
+    /// What CARD_INFO lists, when set.
+    cards: Option<Vec<Card>>,
+    /// Device and subdevice handles → the device instance they were made for.
+    instances: BTreeMap<NvHandle, u32>,
+    /// NVLINK_GET_NVLINK_STATUS's answer per gpu_id (none: no links enabled).
+    nvlink: BTreeMap<u32, Result<Box<topo::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams>, NvStatus>>,
+    /// SYSTEM_GET_P2P_CAPS_V2's `p2pCaps` and `p2pCapsStatus` per ordered pair of
+    /// gpu_ids (none: no caps, every status NOT_SUPPORTED).
+    p2p: BTreeMap<(u32, u32), (u32, [u8; topo::NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE])>,
 }
 
 /// A fake RM; clones share one log.
@@ -121,6 +136,34 @@ impl FakeRm {
     /// CAP_SYS_ADMIN around its RM calls would get).
     pub fn set_privileged(&self, flags: u8) {
         self.lock().privileged = flags;
+    }
+
+    /// Lists `cards` in CARD_INFO; GET_ID_INFO_V2 answers each one's index as its
+    /// device instance.
+    pub fn set_cards(&self, cards: Vec<Card>) {
+        self.lock().cards = Some(cards);
+    }
+
+    /// Answers NVLINK_GET_NVLINK_STATUS on a subdevice of the GPU `gpu_id` with
+    /// `answer` (its bytes as the RM writes them), or fails it with the status.
+    pub fn set_nvlink(
+        &self,
+        gpu_id: u32,
+        answer: Result<Box<topo::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams>, NvStatus>,
+    ) {
+        self.lock().nvlink.insert(gpu_id, answer);
+    }
+
+    /// Answers SYSTEM_GET_P2P_CAPS_V2 for the pair (`a`, `b`) with `caps` and
+    /// `status`.
+    pub fn set_p2p(
+        &self,
+        a: u32,
+        b: u32,
+        caps: u32,
+        status: [u8; topo::NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE],
+    ) {
+        self.lock().p2p.insert((a, b), (caps, status));
     }
 
     /// Every call so far.
@@ -231,6 +274,55 @@ impl Drop for FakeWindow {
     }
 }
 
+fn get_u32(params: &[u8], at: usize) -> Option<u32> {
+    let b = params.get(at..at + 4)?;
+    Some(u32::from_ne_bytes(b.try_into().ok()?))
+}
+
+impl FakeRm {
+    /// The GPU behind subdevice `object`, and the answer set for it.
+    fn answer_nvlink(&self, object: NvHandle, params: &mut [u8]) -> Result<(), CallError> {
+        use zerocopy::IntoBytes;
+        let s = self.lock();
+        let gpu_id = s.instances.get(&object).and_then(|&i| {
+            let cards = s.cards.as_deref().unwrap_or_default();
+            Some(cards.get(usize::try_from(i).ok()?)?.gpu_id)
+        });
+        let Some(answer) = gpu_id.and_then(|g| s.nvlink.get(&g)) else {
+            return Ok(());
+        };
+        match answer {
+            Ok(p) => {
+                let b = p.as_bytes();
+                if let Some(dst) = params.get_mut(..b.len()) {
+                    dst.copy_from_slice(b);
+                }
+                Ok(())
+            }
+            Err(status) => Err(CallError::Rm(RmError::Status {
+                escape: "fake",
+                status: *status,
+            })),
+        }
+    }
+
+    /// gpuIds at 0 and 4; p2pCaps at 132, p2pCapsStatus at 144.
+    fn answer_p2p(&self, params: &mut [u8]) {
+        let (Some(a), Some(b)) = (get_u32(params, 0), get_u32(params, 4)) else {
+            return;
+        };
+        let (caps, status) = self.lock().p2p.get(&(a, b)).copied().unwrap_or((
+            0,
+            [topo::NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED;
+                topo::NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE],
+        ));
+        put_u32(params, 132, caps);
+        if let Some(dst) = params.get_mut(144..153) {
+            dst.copy_from_slice(&status);
+        }
+    }
+}
+
 fn put_u32(params: &mut [u8], at: usize, v: u32) {
     if let Some(b) = params.get_mut(at..at + 4) {
         b.copy_from_slice(&v.to_ne_bytes());
@@ -251,6 +343,9 @@ impl Rm for FakeRm {
 
     fn cards(&self) -> Result<Vec<Card>, CallError> {
         self.rm(Call::Cards)?;
+        if let Some(cards) = self.lock().cards.clone() {
+            return Ok(cards);
+        }
         Ok(vec![Card {
             gpu_id: 0x600,
             minor: 0,
@@ -269,7 +364,7 @@ impl Rm for FakeRm {
         &self,
         parent: NvHandle,
         class: u32,
-        _params: Option<&mut [u8]>,
+        params: Option<&mut [u8]>,
     ) -> Result<NvHandle, CallError> {
         let handle = self.handle();
         self.rm(Call::Alloc {
@@ -277,6 +372,16 @@ impl Rm for FakeRm {
             class,
             handle,
         })?;
+        let mut s = self.lock();
+        let instance = match class {
+            // NV0080_ALLOC_PARAMETERS' deviceId.
+            r580::NV01_DEVICE_0 => params.as_deref().and_then(|p| get_u32(p, 0)),
+            r580::NV20_SUBDEVICE_0 => s.instances.get(&parent).copied(),
+            _ => None,
+        };
+        if let Some(i) = instance {
+            s.instances.insert(handle, i);
+        }
         Ok(handle)
     }
 
@@ -305,8 +410,19 @@ impl Rm for FakeRm {
             first: params.first().copied(),
         })?;
         match cmd {
-            // deviceInstance at 8.
-            r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 => put_u32(params, 8, 0),
+            // gpuId at 0, deviceInstance at 8: the card's index.
+            r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2 => {
+                let id = get_u32(params, 0);
+                let s = self.lock();
+                let index = s
+                    .cards
+                    .as_ref()
+                    .and_then(|cs| cs.iter().position(|c| Some(c.gpu_id) == id))
+                    .unwrap_or(0);
+                put_u32(params, 8, u32::try_from(index).unwrap_or(u32::MAX));
+            }
+            topo::NV2080_CTRL_CMD_NVLINK_GET_NVLINK_STATUS => self.answer_nvlink(object, params)?,
+            topo::NV0000_CTRL_CMD_SYSTEM_GET_P2P_CAPS_V2 => self.answer_p2p(params),
             // length at 8, data at 12.
             r580::NV2080_CTRL_CMD_GPU_GET_GID_INFO => {
                 put_u32(params, 8, 16);

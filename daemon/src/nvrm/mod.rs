@@ -14,7 +14,8 @@
 //! `FakeRm`) makes the calls; [`Gpu`] holds one GPU's device and usermode page;
 //! [`AddressSpace`] one client's RM-owned FERMI_VASPACE_A (no UVM: `space` says why);
 //! [`HostMem`] is sealed-memfd host memory at a GPU VA of a space; [`ChannelGroup`]
-//! and [`Channel`] a scheduled GPFIFO channel. Each holds an `Arc` of what it lives in,
+//! and [`Channel`] a scheduled GPFIFO channel; [`topo`] reads the GPUs' NVLink links
+//! and P2P capabilities (read only, for `rigctl topo`). Each holds an `Arc` of what it lives in,
 //! so teardown order follows from ownership, and each frees what it made in reverse,
 //! also when its creation fails half-way.
 //!
@@ -34,6 +35,7 @@ mod gpu;
 pub mod layout;
 mod mem;
 mod space;
+pub mod topo;
 mod va;
 mod vidmem;
 

@@ -22,6 +22,7 @@ mod queue;
 pub mod socket;
 pub mod status;
 mod take;
+mod topo;
 pub mod watchdog;
 
 use std::{future::Future, sync::Arc};
@@ -137,6 +138,7 @@ async fn serve_with(
             gated.then(|| gate::GateLayer::new(Arc::clone(&rig))),
         ))
         .add_service(queue::service(Arc::clone(&rig)))
+        .add_service(topo::service(Arc::clone(&rig)))
         .add_service(RigServer::new(Service {
             rig,
             health: health.clone(),

@@ -96,3 +96,107 @@ pub fn eight_gpus_behind_switches(root: &Path) -> io::Result<FakeSysfs> {
     }
     Ok(fake)
 }
+
+/// The NVSwitches of [`eight_gpus_rm`]'s NVLink fabric (NVSwitch 10de:22a3, as HGX
+/// H200 boards have four), by the PCI address the RM reports for them.
+pub const NVSWITCHES: [&str; 4] = [
+    "0000:05:00.0",
+    "0000:06:00.0",
+    "0000:07:00.0",
+    "0000:08:00.0",
+];
+
+/// How many of each GPU's 18 NVLink 4 links go to each switch (5, 4, 4, 5 on HGX).
+const LINKS_PER_SWITCH: [usize; 4] = [5, 4, 4, 5];
+
+/// A fake RM driving the GPUs of [`eight_gpus_behind_switches`] (gpu_ids 0x100 + k,
+/// minors k). With `nvlink`, every GPU has 18 active NVLink 4.0 links to the four
+/// [`NVSWITCHES`] and the RM reports P2P over NVLink (read, write, atomics) between
+/// every pair; without, no links are enabled and P2P runs over PCIe only between the
+/// two GPUs of one switch (read, write; atomics not supported), while every pair
+/// across switches is refused as the chipset would (IOH_TOPOLOGY_NOT_SUPPORTED).
+/// Each GPU with itself reports loopback.
+pub fn eight_gpus_rm(nvlink: bool) -> crate::nvrm::FakeRm {
+    use crate::nvrm::{Card, FakeRm, layout::topo as t};
+    use zerocopy::FromZeros;
+    let rm = FakeRm::new();
+    let gpus = eight_gpus();
+    let id = |k: usize| 0x100 + u32::try_from(k).unwrap_or(0);
+    rm.set_cards(
+        gpus.iter()
+            .enumerate()
+            .map(|(k, bdf)| Card {
+                gpu_id: id(k),
+                minor: u32::try_from(k).unwrap_or(0),
+                bdf: bdf.clone(),
+                vendor_id: 0x10de,
+                device_id: 0x2335,
+                fb_size: 256 << 30,
+            })
+            .collect(),
+    );
+    const OK: u8 = t::NV0000_P2P_CAPS_STATUS_OK;
+    const NS: u8 = t::NV0000_P2P_CAPS_STATUS_NOT_SUPPORTED;
+    const TNS: u8 = t::NV0000_P2P_CAPS_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED;
+    for k in 0..gpus.len() {
+        if nvlink {
+            let mut p = t::Nv2080CtrlCmdNvlinkGetNvlinkStatusParams::new_zeroed();
+            p.enabled_links.len_masks = 1;
+            p.enabled_links.masks[0] = (1 << 18) - 1;
+            p.enabled_link_mask = (1 << 18) - 1;
+            let mut link = 0;
+            for (s, &n) in LINKS_PER_SWITCH.iter().enumerate() {
+                for port in 0..n {
+                    let l = &mut p.link_info[link];
+                    l.link_state = t::NV2080_CTRL_NVLINK_STATUS_LINK_STATE_ACTIVE;
+                    l.nvlink_version = 7;
+                    l.nvlink_line_rate_mbps = 106_250;
+                    l.nvlink_link_data_rate_kibps = 25_939_453;
+                    l.connected = t::NV2080_CTRL_NVLINK_STATUS_CONNECTED_TRUE;
+                    l.remote_device_link_number = u8::try_from(k * n + port).unwrap_or(0xff);
+                    l.local_device_link_number = u8::try_from(link).unwrap_or(0xff);
+                    let r = &mut l.remote_device_info;
+                    r.device_id_flags = t::NV2080_CTRL_NVLINK_DEVICE_INFO_DEVICE_ID_FLAGS_PCI;
+                    r.bus = u16::try_from(5 + s).unwrap_or(0);
+                    r.pci_device_id = 0x22a3;
+                    r.device_type = t::NV2080_CTRL_NVLINK_DEVICE_INFO_DEVICE_TYPE_SWITCH;
+                    link += 1;
+                }
+            }
+            rm.set_nvlink(id(k), Ok(Box::new(p)));
+        }
+        for j in 0..gpus.len() {
+            let (caps, status) = if j == k {
+                (
+                    t::P2P_CAPS_LOOPBACK_SUPPORTED
+                        | t::P2P_CAPS_READS_SUPPORTED
+                        | t::P2P_CAPS_WRITES_SUPPORTED
+                        | t::P2P_CAPS_ATOMICS_SUPPORTED
+                        | t::P2P_CAPS_PROP_SUPPORTED,
+                    [OK, OK, if nvlink { OK } else { NS }, OK, OK, OK, NS, NS, NS],
+                )
+            } else if nvlink {
+                (
+                    t::P2P_CAPS_NVLINK_SUPPORTED
+                        | t::P2P_CAPS_READS_SUPPORTED
+                        | t::P2P_CAPS_WRITES_SUPPORTED
+                        | t::P2P_CAPS_ATOMICS_SUPPORTED
+                        | t::P2P_CAPS_PROP_SUPPORTED,
+                    [OK, OK, OK, OK, OK, NS, NS, NS, NS],
+                )
+            } else if j / 2 == k / 2 {
+                (
+                    t::P2P_CAPS_PCI_SUPPORTED
+                        | t::P2P_CAPS_READS_SUPPORTED
+                        | t::P2P_CAPS_WRITES_SUPPORTED
+                        | t::P2P_CAPS_PROP_SUPPORTED,
+                    [OK, OK, NS, NS, OK, NS, OK, NS, NS],
+                )
+            } else {
+                (0, [TNS, TNS, NS, NS, NS, NS, TNS, NS, NS])
+            };
+            rm.set_p2p(id(k), id(j), caps, status);
+        }
+    }
+    rm
+}

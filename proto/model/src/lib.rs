@@ -20,6 +20,7 @@
 
 pub mod nv;
 pub mod nvme;
+pub mod topo;
 
 use serde::{Deserialize, Serialize};
 

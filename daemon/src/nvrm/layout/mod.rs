@@ -28,6 +28,7 @@
 
 pub mod r570;
 pub mod r580;
+pub mod topo;
 
 use std::{fmt, os::fd::BorrowedFd};
 
