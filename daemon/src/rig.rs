@@ -96,8 +96,11 @@ fn admins_phrase(admins: &[String]) -> String {
 }
 
 mod lease;
+mod outlived;
 mod reload;
 mod served;
+
+pub use outlived::Outlived;
 
 pub use reload::{ReloadError, Reloaded};
 
@@ -133,6 +136,8 @@ pub struct Rig {
     /// Devices leased whole, by address (`rig::lease`).
     leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
     lease_policy: lease::Policy,
+    /// Devices an earlier rigd's lease holders still had at the start (`rig::outlived`).
+    outlived: Mutex<BTreeMap<Bdf, outlived::Outlived>>,
 }
 
 mod queues;
@@ -246,6 +251,7 @@ impl Rig {
             running: Mutex::new(config.clone()),
             leases: Mutex::new(BTreeMap::new()),
             lease_policy,
+            outlived: Mutex::new(BTreeMap::new()),
         };
         (rig, warnings)
     }
@@ -262,6 +268,7 @@ impl Rig {
             }
             devices.insert(t.bdf, Arc::new(Mutex::new(Some(t))));
         }
+        self.note_outlived(&outcomes);
         let outcomes: Arc<[take::Recovered]> = outcomes.into();
         *lock(&self.recovered) = Arc::clone(&outcomes);
         outcomes
@@ -346,6 +353,7 @@ impl Rig {
                 }
                 .into());
             }
+            self.refuse_outlived(bdf)?;
             let t = self.taker.detach(bdf, &opts, progress)?;
             let mut view = self.view(&t);
             // Taking a device does not need DMA memory; the view says why there is none.
@@ -373,6 +381,16 @@ impl Rig {
         }
         self.with_slot(bdf, |slot| match slot.take() {
             Some(t) => {
+                // After a failed reclaim: a process that kept the device would keep
+                // vfio-pci's remove waiting in the kernel; refuse, naming it.
+                let lessee = lock(&self.leases).get(&bdf).map(|l| l.holder.pid);
+                if let Some(pid) = lessee
+                    && let Ok(holders) = self.taker.holders_of(&t, Some(pid))
+                    && !holders.is_empty()
+                {
+                    *slot = Some(t);
+                    return Err(TakeError::LeaseKept { bdf, holders }.into());
+                }
                 lock(&self.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
@@ -383,7 +401,10 @@ impl Rig {
                 self.drop_pool(bdf);
                 Ok(self.taker.attach(t, progress)?)
             }
-            None => Ok(self.taker.attach_journaled(bdf, progress)?),
+            None => {
+                self.refuse_outlived(bdf)?;
+                Ok(self.taker.attach_journaled(bdf, progress)?)
+            }
         })
     }
 
