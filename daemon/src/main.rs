@@ -124,6 +124,8 @@ fn run(args: Args, log: Log) -> Result<(), Box<dyn std::error::Error + Send + Sy
         // Not under systemd, notify() is a no-op.
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         let rig = Arc::new(rig);
+        // Devices an earlier rigd's lease holders still have: settled once they exit.
+        rig.watch_outlived();
         let unbind_wait = std::time::Duration::from_secs(config.take.unbind_timeout_s);
         let health = supervise(&rig, Health::with_unbind_wait(unbind_wait))?;
         let _metrics = match config

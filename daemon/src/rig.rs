@@ -96,9 +96,12 @@ fn admins_phrase(admins: &[String]) -> String {
 }
 
 mod lease;
+mod outlived;
 mod reload;
 mod served;
 pub mod topo;
+
+pub use outlived::Outlived;
 
 pub use reload::{ReloadError, Reloaded};
 
@@ -136,6 +139,8 @@ pub struct Rig {
     lease_policy: lease::Policy,
     /// Where `topology` asks about peers; none: the real RM on `dev_dir` (`rig::topo`).
     peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
+    /// Devices an earlier rigd's lease holders still had at the start (`rig::outlived`).
+    outlived: Mutex<BTreeMap<Bdf, outlived::Outlived>>,
 }
 
 mod queues;
@@ -250,6 +255,7 @@ impl Rig {
             leases: Mutex::new(BTreeMap::new()),
             lease_policy,
             peer_source: RwLock::new(None),
+            outlived: Mutex::new(BTreeMap::new()),
         };
         (rig, warnings)
     }
@@ -266,6 +272,7 @@ impl Rig {
             }
             devices.insert(t.bdf, Arc::new(Mutex::new(Some(t))));
         }
+        self.note_outlived(&outcomes);
         let outcomes: Arc<[take::Recovered]> = outcomes.into();
         *lock(&self.recovered) = Arc::clone(&outcomes);
         outcomes
@@ -350,6 +357,7 @@ impl Rig {
                 }
                 .into());
             }
+            self.refuse_outlived(bdf)?;
             let t = self.taker.detach(bdf, &opts, progress)?;
             let mut view = self.view(&t);
             // Taking a device does not need DMA memory; the view says why there is none.
@@ -377,6 +385,16 @@ impl Rig {
         }
         self.with_slot(bdf, |slot| match slot.take() {
             Some(t) => {
+                // After a failed reclaim: a process that kept the device would keep
+                // vfio-pci's remove waiting in the kernel; refuse, naming it.
+                let lessee = lock(&self.leases).get(&bdf).map(|l| l.holder.pid);
+                if let Some(pid) = lessee
+                    && let Ok(holders) = self.taker.holders_of(&t, Some(pid))
+                    && !holders.is_empty()
+                {
+                    *slot = Some(t);
+                    return Err(TakeError::LeaseKept { bdf, holders }.into());
+                }
                 lock(&self.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
@@ -387,7 +405,10 @@ impl Rig {
                 self.drop_pool(bdf);
                 Ok(self.taker.attach(t, progress)?)
             }
-            None => Ok(self.taker.attach_journaled(bdf, progress)?),
+            None => {
+                self.refuse_outlived(bdf)?;
+                Ok(self.taker.attach_journaled(bdf, progress)?)
+            }
         })
     }
 

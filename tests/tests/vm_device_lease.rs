@@ -6,7 +6,10 @@
 //! second boot (iommu=pt) does the same in sysfs mode, by physical address. In the
 //! first boot, unbind-stuck (issue 14): a process that keeps only a mapping of the lent
 //! BAR keeps vfio-pci's remove waiting, and rigd's give-back times out without
-//! wedging, is shown stuck, starts no second worker and finishes once it lets go.
+//! wedging, is shown stuck, starts no second worker and finishes once it lets go; one
+//! that keeps only a mapping is found at the lease's end and named. lease-outlived: a
+//! holder that outlives rigd is named at the next start, keeps the device refused with
+//! its name, and its exit lets the recovery finish by itself.
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_device_lease`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
@@ -14,7 +17,7 @@ use rig_tests::vm::{Flavour, Profile, SharedBoot};
 static LEASE: SharedBoot = SharedBoot::new(
     Flavour::Fast,
     Profile::Translated,
-    &["device-lease", "unbind-stuck"],
+    &["device-lease", "unbind-stuck", "lease-outlived"],
 );
 /// Sysfs mode needs untranslated DMA: physical addresses reach memory only with iommu=pt.
 static SYSFS: SharedBoot =
@@ -117,6 +120,41 @@ fn an_unbind_kept_waiting_by_a_mapping_times_out_is_shown_stuck_and_finishes_onc
         "taken again, a lease's DMA checks out",
     ] {
         passed_in("unbind-stuck", what);
+    }
+}
+
+#[test]
+fn a_child_that_kept_only_a_mapping_is_found_at_the_leases_end_and_no_unbind_is_stranded() {
+    for what in [
+        "found: alice's child (",
+        "found: the lease's end finds the child by its mapping and names it",
+        "found: an admin's give-back is refused at once",
+        "found: no unbind was started",
+        "found: once the child exited the give-back finishes",
+        "the scan misses a child that holds another device's fd",
+        "is given back once it exited",
+    ] {
+        passed_in("unbind-stuck", what);
+    }
+}
+
+#[test]
+fn a_holder_that_outlives_rigd_is_named_refused_with_its_name_and_its_exit_finishes_recovery() {
+    for what in [
+        "the holder outlives rigd",
+        "Linux 6.12: the holder's fd is anon_inode:[vfio-device] and its fdinfo names no device",
+        "status names the holder: pid, comm, uid, from its lease before rigd restarted",
+        "rigd's log names it too",
+        "bus mastering is off while it waits",
+        "set again, bus mastering is turned off by rigd's watch",
+        "a detach fails at once",
+        "a give-back fails at once naming the holder, and starts no unbind",
+        "once the holder is killed rigd finishes the recovery by itself",
+        "status says how it was settled",
+        "the device is on vfio-pci and not mastering",
+        "a new lease's DMA checks out",
+    ] {
+        passed_in("lease-outlived", what);
     }
 }
 

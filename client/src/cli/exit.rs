@@ -103,8 +103,17 @@ impl Exit {
             | "GPU_RINGS_REFUSED" => Self::Permission,
             "NO_DEVICE" | "NOT_HELD" | "NO_POOL" | "NO_BAR" | "UNKNOWN_QUEUE" | "UNKNOWN_LEASE"
             | "UNKNOWN_CHANNEL" | "NOT_LEASED" => Self::NotFound,
-            "BUSY" | "LOCKED" | "ALREADY_HELD" | "REFUSED" | "FOREIGN_VFIO" | "LEASED"
-            | "LEASE_IN_USE" | "LEASE_KEPT" | "FUNCTION_BUSY" | "DRIVER_BOUND" => Self::Busy,
+            "BUSY"
+            | "LOCKED"
+            | "ALREADY_HELD"
+            | "REFUSED"
+            | "FOREIGN_VFIO"
+            | "LEASED"
+            | "LEASE_IN_USE"
+            | "LEASE_KEPT"
+            | "HELD_ACROSS_RESTART"
+            | "FUNCTION_BUSY"
+            | "DRIVER_BOUND" => Self::Busy,
             "UNBIND_TIMEOUT" => Self::TimedOut,
             "UNBIND_STUCK"
             | "STEP_FAILED"

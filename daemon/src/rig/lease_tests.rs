@@ -59,6 +59,11 @@ fn config(dir: &Path) -> Config {
 
 /// edu behind a root port (bus reset): a DMA engine, no driver.
 fn world() -> World {
+    world_with(|_| {})
+}
+
+/// As [`world`], with the config changed by `f`.
+fn world_with(f: impl FnOnce(&mut Config)) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let fake = FakeSysfs::new(&dir.path().join("sys")).expect("fake sysfs");
     fake.add(
@@ -72,11 +77,9 @@ fn world() -> World {
     std::fs::write(dir.path().join("group"), "root:x:0:\nrig:x:977:\n").expect("group file");
     let kernel = FakeKernel::new(fake.root(), &["vfio-pci"]);
     let vfio = FakeVfio::new(&kernel);
-    let (rig, _) = Rig::with_kernel(
-        &config(dir.path()),
-        Arc::new(kernel.clone()),
-        Arc::new(vfio.clone()),
-    );
+    let mut c = config(dir.path());
+    f(&mut c);
+    let (rig, _) = Rig::with_kernel(&c, Arc::new(kernel.clone()), Arc::new(vfio.clone()));
     World {
         dir,
         kernel,
@@ -423,4 +426,182 @@ fn after_a_crash_while_leased_the_next_start_reclaims_and_holds_it() {
     assert_eq!(w.rig.lease_holder(bdf()), None);
     let (views, _) = w.rig.status();
     assert_eq!(views[0].state, "held");
+}
+
+#[test]
+fn a_holder_that_outlives_rigd_is_named_refuses_detach_and_attach_and_its_exit_settles_the_device()
+{
+    let w = world();
+    hold(&w, Mode::Vfio);
+    let s = session(&w, DEV, ALICE);
+    let lent = w.rig.lease_device(s, ALICE, DEV).expect("lease");
+    // The lessee hands its fd to a process that outlives rigd (a real one, so that
+    // the scan finds it in /proc and its exit is seen through a pidfd).
+    let fd = lent.fds.into_iter().next().expect("the device fd");
+    let mut holder = std::process::Command::new("sleep")
+        .arg("60")
+        .stdin(std::fs::File::from(fd))
+        .spawn()
+        .expect("sleep");
+    let pid = i32::try_from(holder.id()).expect("pid");
+    let World {
+        dir,
+        kernel,
+        vfio,
+        rig,
+    } = w;
+    drop(rig);
+    vfio.fail(VfioStep::OpenGroup, libc::EBUSY);
+    let mut c = config(dir.path());
+    c.paths.proc = "/proc".into();
+    let (rig, _) = Rig::with_kernel(&c, Arc::new(kernel.clone()), Arc::new(vfio.clone()));
+    let outcomes = rig.recover();
+    let rig = Arc::new(rig);
+    rig.watch_outlived();
+    let master = || {
+        let (c, _) = rig.sysfs().read_config(bdf()).expect("config");
+        c[4] & 0x4 != 0
+    };
+    let wait_until = |f: &dyn Fn() -> bool| {
+        let t = std::time::Instant::now();
+        while !f() {
+            if t.elapsed() > std::time::Duration::from_secs(10) {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        true
+    };
+
+    assert!(
+        matches!(&outcomes[..], [take::Recovered::Waiting { from: Phase::Leased, holders, .. }] if holders.iter().any(|h| h.pid == pid)),
+        "{outcomes:?}"
+    );
+    let refused = |e: RigError| match e {
+        RigError::Take(TakeError::HeldAcrossRestart { bdf: b, holders }) => {
+            b == bdf() && holders.iter().any(|h| h.pid == pid)
+        }
+        _ => false,
+    };
+    let detach = rig.detach(DEV, DetachOptions::default(), &mut |_| {});
+    assert!(detach.is_err_and(refused), "a detach names the holder");
+    let attach = rig.attach(DEV, &mut |_| {});
+    assert!(attach.is_err_and(refused), "a give-back names the holder");
+    let line = crate::service::status::outlived_line(bdf(), &rig.outlived()[&bdf()]);
+    assert!(
+        line.starts_with(&format!("{DEV} still held by pid {pid} (sleep, uid ")),
+        "{line}"
+    );
+    assert!(
+        line.contains("from its lease before rigd restarted"),
+        "{line}"
+    );
+    // The holder turns bus mastering on through its fd: the watch turns it off again.
+    rig.taker
+        .set_bus_master(bdf(), true)
+        .expect("the holder's DMA");
+    assert!(
+        wait_until(&|| !master()),
+        "bus mastering cleared again within the watch's tick"
+    );
+
+    vfio.script.lock().expect("script").fail.clear();
+    holder.kill().expect("kill");
+    holder.wait().expect("reap");
+    let settled = wait_until(&|| {
+        matches!(
+            rig.outlived().get(&bdf()),
+            Some(super::Outlived::Settled { .. })
+        )
+    });
+
+    assert!(settled, "{:?}", rig.outlived());
+    let (views, _) = rig.status();
+    assert_eq!(views.len(), 1, "held again");
+    assert_eq!(views[0].state, "held");
+    let line = crate::service::status::outlived_line(bdf(), &rig.outlived()[&bdf()]);
+    assert!(
+        line.contains(&format!("was held by pid {pid} (sleep")),
+        "{line}"
+    );
+    assert!(
+        line.contains("taken back from its lease and held"),
+        "{line}"
+    );
+    rig.attach(DEV, &mut |_| {}).expect("given back");
+    drop(kernel);
+    drop(dir);
+}
+
+#[test]
+fn a_child_that_kept_only_a_mapping_stops_the_lease_end_and_the_give_back_is_refused_until_it_exits()
+ {
+    // The real /proc: the child is a real process.
+    let w = world_with(|c| c.paths.proc = "/proc".into());
+    hold(&w, Mode::Vfio);
+    let s = session(&w, DEV, ALICE);
+    let lent = w.rig.lease_device(s, ALICE, DEV).expect("lease");
+    let bar0 = lent
+        .regions
+        .iter()
+        .find(|r| r.index == 0)
+        .copied()
+        .expect("BAR0");
+    let fd = lent.fds.into_iter().next().expect("the device fd");
+    // A child maps BAR0 of the lent file and closes every descriptor (keep-map).
+    let code = format!(
+        "import mmap,os,time\nm=mmap.mmap(0,{},offset={})\nos.closerange(0,1024)\nwhile True: time.sleep(60)\n",
+        bar0.size, bar0.offset
+    );
+    let Ok(mut child) = std::process::Command::new("python3")
+        .args(["-c", &code])
+        .stdin(std::fs::File::from(fd))
+        .spawn()
+    else {
+        eprintln!("no python3: skipped");
+        return;
+    };
+    let pid = i32::try_from(child.id()).expect("pid");
+    let mapped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .is_ok_and(|m| m.contains("rig-fake-vfio-device"))
+            && std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|d| d.count() == 0)
+    };
+    let t = std::time::Instant::now();
+    while !mapped() && t.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(mapped(), "the child maps BAR0 and holds no descriptor");
+
+    let end = w.rig.give_back_device(s, DEV);
+    let attach = w.rig.attach(DEV, &mut |_| {});
+
+    let kept = |e: &RigError| match e {
+        RigError::Reclaim { source, .. } => {
+            matches!(source.as_ref(), RigError::Take(TakeError::LeaseKept { holders, .. }) if holders.iter().any(|h| h.pid == pid))
+        }
+        RigError::Take(TakeError::LeaseKept { holders, .. }) => {
+            holders.iter().any(|h| h.pid == pid)
+        }
+        _ => false,
+    };
+    assert!(
+        end.as_ref().is_err_and(kept),
+        "the lease end names the child: {end:?}"
+    );
+    assert!(
+        attach.as_ref().is_err_and(kept),
+        "the give-back is refused: {attach:?}"
+    );
+    assert_eq!(
+        w.rig.sysfs().link_name(bdf(), "driver").as_deref(),
+        Some("vfio-pci"),
+        "no unbind was started"
+    );
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    w.rig
+        .attach(DEV, &mut |_| {})
+        .expect("given back once it exited");
+    assert_eq!(w.rig.sysfs().link_name(bdf(), "driver"), None);
 }

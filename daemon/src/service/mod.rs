@@ -428,15 +428,25 @@ impl RigApi for Service {
         &self,
         req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        let (views, recovered, stuck) = self
+        let (views, recovered, stuck, outlived) = self
             .blocking("Status", &req, |rig| {
                 let (views, recovered) = rig.status();
-                Ok((views, recovered, rig.stuck_unbinds()))
+                Ok((views, recovered, rig.stuck_unbinds(), rig.outlived()))
             })
             .await?;
         Ok(Response::new(pb::StatusReply {
             devices: views.iter().map(take::held).collect(),
-            recovered: recovered.iter().map(status::recovered_line).collect(),
+            // A device left waiting at the start says where it is now.
+            recovered: recovered
+                .iter()
+                .map(|r| match r {
+                    crate::take::Recovered::Waiting { bdf, .. } => outlived.get(bdf).map_or_else(
+                        || status::recovered_line(r),
+                        |o| status::outlived_line(*bdf, o),
+                    ),
+                    _ => status::recovered_line(r),
+                })
+                .collect(),
             stuck_unbinds: stuck
                 .into_iter()
                 .map(|s| pb::StuckUnbind {

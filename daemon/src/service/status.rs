@@ -19,7 +19,7 @@ use crate::{
     pci::PciError,
     queue::QueueError,
     rig::RigError,
-    take::{RecoverError, Recovered, ResetError, ResizeError, TakeError},
+    take::{self, RecoverError, Recovered, ResetError, ResizeError, TakeError},
 };
 
 /// The `domain` of every `google.rpc.ErrorInfo` rigd sends.
@@ -146,6 +146,9 @@ pub fn recovered_line(r: &Recovered) -> String {
             }
             line
         }
+        Recovered::Waiting {
+            bdf, from, holders, ..
+        } => waiting_line(*bdf, *from, holders),
         Recovered::Failed(e) => {
             let bdf = match e {
                 RecoverError::Journal(_) => "?".to_owned(),
@@ -162,6 +165,40 @@ pub fn recovered_line(r: &Recovered) -> String {
             }
             line
         }
+    }
+}
+
+fn named(holders: &[take::Holder]) -> String {
+    if holders.is_empty() {
+        "a process rigd could not name".to_owned()
+    } else {
+        take::holders::list(holders)
+    }
+}
+
+fn waiting_line(bdf: crate::pci::Bdf, from: take::Phase, holders: &[take::Holder]) -> String {
+    format!(
+        "{bdf} still held by {} from its lease before rigd restarted (record at: {from}): bus mastering kept off; rigd finishes its recovery by itself once {} exit{}",
+        named(holders),
+        if holders.len() == 1 { "it" } else { "they" },
+        if holders.len() == 1 { "s" } else { "" },
+    )
+}
+
+/// Where a device that recovery left waiting for its holders is now, on one line.
+pub fn outlived_line(bdf: crate::pci::Bdf, o: &crate::rig::Outlived) -> String {
+    match o {
+        crate::rig::Outlived::Waiting { holders, from } => waiting_line(bdf, *from, holders),
+        crate::rig::Outlived::Settled {
+            holders,
+            after,
+            outcome,
+        } => format!(
+            "{bdf} was held by {} from its lease before rigd restarted; settled {} s after the start, once that ended: {}",
+            named(holders),
+            after.as_secs(),
+            recovered_line(outcome)
+        ),
     }
 }
 
@@ -290,6 +327,11 @@ fn classify_take(t: &TakeError) -> (Code, Why) {
         TakeError::NoBar { .. } => (C::FailedPrecondition, "NO_BAR", None),
         TakeError::Locked { .. } => (C::Aborted, "LOCKED", None),
         TakeError::LeaseKept { .. } => (C::FailedPrecondition, "LEASE_KEPT", Some("reclaim")),
+        TakeError::HeldAcrossRestart { .. } => (
+            C::FailedPrecondition,
+            "HELD_ACROSS_RESTART",
+            Some("recover"),
+        ),
         TakeError::Resize(r) => {
             let (code, reason) = match r {
                 ResizeError::Unsupported { .. } => (C::InvalidArgument, "BAR_SIZE_UNSUPPORTED"),
@@ -341,6 +383,7 @@ fn take_device(t: &TakeError) -> Option<String> {
         | TakeError::NoBar { bdf, .. }
         | TakeError::Mmio { bdf, .. }
         | TakeError::LeaseKept { bdf, .. }
+        | TakeError::HeldAcrossRestart { bdf, .. }
         | TakeError::Read { bdf, .. } => bdf,
         TakeError::Resize(r) => match r {
             ResizeError::NotResizable { bdf }

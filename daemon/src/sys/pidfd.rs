@@ -1,16 +1,20 @@
 //! pidfd_open(2): a descriptor for a process that becomes readable when it exits.
 //! `service::dma` waits on one for a session's opener, so that a client killed between
 //! `OpenSession` and its claim on the side socket has its session dropped at once
-//! rather than after the claim timeout (the clients-killed campaign found those).
+//! rather than after the claim timeout (the clients-killed campaign found those);
+//! `rig` waits on the holders of a device that outlived an earlier rigd. And
+//! pidfd_getfd(2): a copy of another process's descriptor, which `take`'s holder scan
+//! reads a VFIO device file through to tell which device it is.
 //!
 //! Kernel ABI: pidfd_open(2) (Linux 5.3; `flags` 0), poll(2) on a pidfd reports
-//! `POLLIN` once the process has terminated (its zombie counts as terminated). Not
-//! here: the waiting (tokio's `AsyncFd`, registered by `rig_sys::scm::register`, in the
-//! service).
+//! `POLLIN` once the process has terminated (its zombie counts as terminated);
+//! pidfd_getfd(2) (Linux 5.6; `flags` 0; PTRACE_MODE_ATTACH_REALCREDS over the
+//! process: root with CAP_SYS_PTRACE). Not here: the waiting (tokio's `AsyncFd`,
+//! registered by `rig_sys::scm::register`, in the service; poll(2) in `rig`).
 
 use std::{
     io,
-    os::fd::{FromRawFd, OwnedFd},
+    os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
 };
 
 /// A pidfd for process `pid`, close-on-exec (pidfds always are).
@@ -23,6 +27,32 @@ pub fn open(pid: i32) -> io::Result<OwnedFd> {
     // result is checked: -1 is an error, anything else a new descriptor this process
     // owns and no one else has, which OwnedFd then closes once.
     let r = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::c_long::from(pid), 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: `fd` was just returned by the kernel as a new descriptor (checked above)
+    // and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A copy, close-on-exec, of descriptor `fd` of the process `pidfd` refers to.
+///
+/// # Errors
+/// `EBADF` (no such descriptor there), `ESRCH` (the process exited), `EPERM` (no
+/// ptrace access, or a seccomp filter), `ENOSYS` (a kernel before 5.6).
+pub fn get_fd(pidfd: BorrowedFd<'_>, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags, and touches no
+    // memory of ours; `pidfd` is open for the call. The result is checked: -1 is an
+    // error, anything else a new descriptor this process owns.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_getfd,
+            libc::c_long::from(pidfd.as_raw_fd()),
+            libc::c_long::from(fd),
+            0,
+        )
+    };
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -56,6 +86,30 @@ mod tests {
         std::thread::sleep(Duration::from_millis(400));
         assert!(readable(&fd, 1000), "exited");
         child.wait().expect("reap");
+    }
+
+    #[test]
+    fn get_fd_copies_a_childs_descriptor_of_the_same_file() {
+        let f = tempfile::tempfile().expect("file");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(f.try_clone().expect("dup"))
+            .spawn()
+            .expect("sleep");
+        let pidfd = open(i32::try_from(child.id()).expect("pid")).expect("pidfd");
+
+        let copy = get_fd(pidfd.as_fd(), 0);
+        let none = get_fd(pidfd.as_fd(), 1 << 20);
+        child.kill().expect("kill");
+        child.wait().expect("reap");
+
+        let copy = copy.expect("pidfd_getfd");
+        let pid = std::process::id().cast_signed();
+        assert!(
+            super::super::kcmp::same_file(f.as_fd(), pid, copy.as_raw_fd()).expect("kcmp"),
+            "the copy is the child's stdin, which is our file"
+        );
+        assert_eq!(none.expect_err("no fd").raw_os_error(), Some(libc::EBADF));
     }
 
     #[test]

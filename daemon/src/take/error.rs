@@ -4,7 +4,13 @@
 
 use std::{io, time::Duration};
 
-use super::{Mode, journal, preflight::Concern, reset, resize};
+use super::{
+    Mode,
+    holders::{self, Holder},
+    journal,
+    preflight::Concern,
+    reset, resize,
+};
 use crate::{pci::Bdf, sys::mmio::MmioError, vfio::VfioError};
 
 /// A step that failed, naming the device and the step.
@@ -78,10 +84,17 @@ pub enum TakeError {
         source: journal::JournalError,
     },
     #[error(
-        "{bdf} is still open in process {} after its lease ended: rigd keeps it out of use; end {}, then give it back (rigctl attach)",
-        pid_list(.pids), if .pids.len() == 1 { "it" } else { "them" }
+        "{bdf} is still held by {} after its lease ended (a descriptor or a mapping of it): rigd keeps it out of use; end {}, then give it back (rigctl attach)",
+        holders::list(.holders), if .holders.len() == 1 { "it" } else { "them" }
     )]
-    LeaseKept { bdf: Bdf, pids: Vec<i32> },
+    LeaseKept { bdf: Bdf, holders: Vec<Holder> },
+    #[error(
+        "{bdf} is still held by {} from its lease before rigd restarted: rigd keeps its bus mastering off and takes it back by itself once {} exit{}",
+        if .holders.is_empty() { "a process rigd could not name".to_owned() } else { holders::list(.holders) },
+        if .holders.len() == 1 { "that process" } else { "they" },
+        if .holders.len() == 1 { "s" } else { "" }
+    )]
+    HeldAcrossRestart { bdf: Bdf, holders: Vec<Holder> },
     #[error("{bdf} has no memory BAR {bar} mapped by rig (mapped: {})", bar_list(.mapped))]
     NoBar { bdf: Bdf, bar: u32, mapped: Vec<u8> },
     #[error("Refused a register access to BAR{bar} of {bdf}")]
@@ -138,11 +151,4 @@ pub enum AttachWarning {
         "KFD refuses processes after the rebind; {users} devices use amdgpu, so it was not reloaded: run `modprobe -r amdgpu && modprobe amdgpu` when they are idle"
     )]
     KfdInUse { users: usize },
-}
-
-fn pid_list(pids: &[i32]) -> String {
-    pids.iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

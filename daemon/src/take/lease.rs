@@ -10,27 +10,25 @@
 //! then, in vfio mode, rigd's device fd is closed and opened again, which makes
 //! vfio-pci run its own teardown (`vfio_pci_core_close_device`: ioeventfds the holder
 //! registered, which rigd cannot name, and vfio-pci's own reset) once no other fd of
-//! the device is open. Before that, every process's descriptors are compared with
-//! rigd's device file (kcmp(2), `sys::kcmp`), and the holder's mappings are read: a
-//! process that kept the device past its lease (a dup, a fork, a descriptor passed
-//! on) stops the reclaim there with [`TakeError::LeaseKept`] naming it, and the device
-//! stays out of use. A process other than the holder that kept only a mapping (a
-//! forked child that closed its descriptors) is not found; the give-back's unbind of
-//! vfio-pci then waits for it in the kernel (tests/vm's unbind-stuck). In sysfs mode
-//! the same scan looks for the device's `resourceN` files, by path. The pool step is
-//! `rig`'s (`dma`); it is journaled here.
+//! the device is open. Before that, `take::holders` looks for processes that kept the
+//! device past its lease: a descriptor of rigd's device file in any process (kcmp(2):
+//! a dup, a fork, a descriptor passed on), and a mapping of one of its BARs with no
+//! descriptor left (a forked child that mapped BAR0 and closed its fds), matched as
+//! tightly as Linux 6.12 allows (the region's offset and size; the lessee, or a
+//! process holding no VFIO descriptor: see `take::holders` for the false positives).
+//! Any of them stops the reclaim with [`TakeError::LeaseKept`] naming pid, comm and
+//! uid, and the device stays out of use, rather than reaching the give-back's unbind
+//! of vfio-pci, whose remove would wait for that process in the kernel (tests/vm's
+//! unbind-stuck). In sysfs mode the same scan looks for the device's `resourceN`
+//! files, by path. The pool step is `rig`'s (`dma`); it is journaled here.
 //!
 //! Not here: the policy, the holder's identity and the refusals (`rig::lease`), the
 //! descriptors (`service`).
 
-use std::{
-    fs, io,
-    os::fd::{AsFd, AsRawFd},
-    path::Path,
-};
+use std::{fs, io};
 
 use super::{
-    Hold, Mode, Phase, Progress, ReclaimStep, TakeError, Taken, Taker, VfioHold, bars,
+    Hold, Mode, Phase, Progress, ReclaimStep, TakeError, Taken, Taker, VfioHold, bars, holders,
     reset::{self, ResetMethod},
 };
 use crate::vfio::{IrqIndex, VfioError};
@@ -141,11 +139,13 @@ impl Taker {
         self.record(&rec)?;
         progress("look for processes that kept the device");
         let kept = match t.hold.vfio() {
-            Some(v) => holders(&self.places.proc_root, v.device.file(), holder),
-            None => resource_holders(&self.places.proc_root, &self.root().device_dir(bdf)),
+            Some(v) => self.holders_of_file(bdf, v.device.as_ref(), holder),
+            None => holders::resource_holders(&self.places.proc_root, &self.root().device_dir(bdf)),
         };
         match kept {
-            Ok(pids) if !pids.is_empty() => return Err(TakeError::LeaseKept { bdf, pids }),
+            Ok(holders) if !holders.is_empty() => {
+                return Err(TakeError::LeaseKept { bdf, holders });
+            }
             Ok(_) => {}
             Err(source) => report
                 .warnings
@@ -159,6 +159,56 @@ impl Taker {
         rec.phase = Phase::Reclaiming(ReclaimStep::Pool);
         self.record(&rec)?;
         Ok(report)
+    }
+
+    /// Processes other than rigd that hold `t` (a descriptor or a mapping, as a
+    /// reclaim looks for them): what a give-back after a failed reclaim checks first,
+    /// since vfio-pci's remove would wait for them in the kernel.
+    ///
+    /// # Errors
+    /// `/proc` unreadable, kcmp(2) refused.
+    pub fn holders_of(&self, t: &Taken, lessee: Option<i32>) -> io::Result<Vec<holders::Holder>> {
+        match t.hold.vfio() {
+            Some(v) => self.holders_of_file(t.bdf, v.device.as_ref(), lessee),
+            None if t.mode() == Mode::Vfio => self.holders_after_restart(t.bdf, Mode::Vfio),
+            None => {
+                holders::resource_holders(&self.places.proc_root, &self.root().device_dir(t.bdf))
+            }
+        }
+    }
+
+    /// Processes other than rigd that hold the VFIO device rigd has open as `device`:
+    /// a descriptor of the same file (kcmp), or a mapping of it (`holders`).
+    fn holders_of_file(
+        &self,
+        bdf: crate::pci::Bdf,
+        device: &dyn crate::vfio::Device,
+        lessee: Option<i32>,
+    ) -> io::Result<Vec<holders::Holder>> {
+        let layout: Vec<_> = (0..6).filter_map(|i| device.region(i).ok()).collect();
+        let link = self.vfio.device_link().to_owned();
+        // On a real /proc the link of rigd's own file says what /proc calls one.
+        let link = holders::own_link(&self.places.proc_root, device.file())
+            .and_then(|l| l.to_str().map(ToOwned::to_owned))
+            .unwrap_or(link);
+        holders::vfio_holders(
+            &self.places.proc_root,
+            &holders::VfioTarget {
+                syspath: self.syspath(bdf),
+                ours: Some(device.file()),
+                layout: &layout,
+                link: &link,
+                config: None,
+                lessee,
+                config_through: &|f| self.vfio.config_through(f),
+            },
+        )
+    }
+
+    /// The device's directory under /sys/devices, as fdinfo names it.
+    pub(super) fn syspath(&self, bdf: crate::pci::Bdf) -> std::path::PathBuf {
+        let dir = self.root().device_dir(bdf);
+        fs::canonicalize(&dir).unwrap_or(dir)
     }
 
     /// Journals `t` as held again: the end of a reclaim.
@@ -196,182 +246,5 @@ impl Taker {
         let bars = bars::map_vfio(bdf, &v)?;
         t.hold = Hold::Vfio(VfioHold { bars, vfio: v });
         Ok(())
-    }
-}
-
-/// What `/proc/<pid>/maps` and the descriptor links call a VFIO device file.
-const VFIO_DEVICE_LINK: &str = "anon_inode:[vfio-device]";
-
-/// Processes other than rigd that hold `file` open under `proc_root`: a descriptor of
-/// the same open file (kcmp), or, for `holder`, any mapping of a VFIO device (a
-/// mapping holds the file but has no descriptor to compare). Empty when `proc_root`
-/// has no `self` (tests on a fake tree).
-///
-/// # Errors
-/// `proc_root` unreadable; kcmp(2) unavailable (`ENOSYS`: a kernel without
-/// CONFIG_KCMP) or refused.
-fn holders(proc_root: &Path, file: &fs::File, holder: Option<i32>) -> io::Result<Vec<i32>> {
-    let me = std::process::id().cast_signed();
-    let Ok(ours) = fs::read_link(proc_root.join(format!("self/fd/{}", file.as_raw_fd()))) else {
-        return Ok(Vec::new());
-    };
-    let mut found = Vec::new();
-    for entry in fs::read_dir(proc_root)?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        // A process may exit or close descriptors while it is read: skip what went.
-        let Ok(fds) = fs::read_dir(entry.path().join("fd")) else {
-            continue;
-        };
-        let mut holds = false;
-        for fd in fds.flatten() {
-            let Some(n) = fd.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
-            if fs::read_link(fd.path()).is_ok_and(|l| l == ours) {
-                match crate::sys::kcmp::same_file(file.as_fd(), pid, n) {
-                    Ok(true) => {
-                        holds = true;
-                        break;
-                    }
-                    Ok(false) => {}
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::ESRCH | libc::EBADF)) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        if !holds && holder == Some(pid) && ours.as_os_str() == VFIO_DEVICE_LINK {
-            holds = fs::read_to_string(entry.path().join("maps"))
-                .is_ok_and(|m| m.lines().any(|l| l.ends_with(VFIO_DEVICE_LINK)));
-        }
-        if holds {
-            found.push(pid);
-        }
-    }
-    found.sort_unstable();
-    Ok(found)
-}
-
-/// Processes other than rigd with a descriptor or a mapping of one of the device's
-/// `resourceN` files (sysfs mode: rigd opened them for the holder and kept none).
-///
-/// # Errors
-/// `proc_root` unreadable.
-fn resource_holders(proc_root: &Path, device_dir: &Path) -> io::Result<Vec<i32>> {
-    let me = std::process::id().cast_signed();
-    // A fake tree (tests) has no processes to look at.
-    if !proc_root.join("self").exists() {
-        return Ok(Vec::new());
-    }
-    let Ok(dir) = fs::canonicalize(device_dir) else {
-        return Ok(Vec::new());
-    };
-    let resource = |p: &Path| {
-        p.parent() == Some(dir.as_path())
-            && p.file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("resource"))
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let mut found = Vec::new();
-    for entry in fs::read_dir(proc_root)?.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let by_fd = fs::read_dir(entry.path().join("fd")).is_ok_and(|fds| {
-            fds.flatten()
-                .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| resource(&l)))
-        });
-        let by_map = || {
-            fs::read_to_string(entry.path().join("maps")).is_ok_and(|m| {
-                m.lines()
-                    .filter_map(|l| l.split_whitespace().nth(5))
-                    .any(|p| resource(Path::new(p)))
-            })
-        };
-        if by_fd || by_map() {
-            found.push(pid);
-        }
-    }
-    found.sort_unstable();
-    Ok(found)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_process_holding_a_copy_of_the_file_is_found_and_one_without_it_is_not() {
-        let f = tempfile::tempfile().expect("file");
-        let proc_root = Path::new("/proc");
-        // rigd itself is left out: here the test process plays rigd, so a child that
-        // inherits a copy plays the holder.
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(f.try_clone().expect("dup"))
-            .spawn()
-            .expect("sleep");
-        let pid = i32::try_from(child.id()).expect("pid");
-
-        let found = holders(proc_root, &f, None);
-        child.kill().expect("kill");
-        child.wait().expect("wait");
-        let after = holders(proc_root, &f, None).expect("scan");
-
-        assert_eq!(found.expect("scan"), [pid]);
-        assert!(after.is_empty(), "{after:?}");
-    }
-
-    #[test]
-    fn a_process_holding_a_resource_file_of_the_device_is_found() {
-        let dir = tempfile::tempdir().expect("dir");
-        let dev = dir.path().join("0000:00:06.0");
-        fs::create_dir(&dev).expect("device dir");
-        fs::write(dev.join("resource0"), b"").expect("resource0");
-        fs::write(dev.join("config"), b"").expect("config");
-        let bar = fs::File::open(dev.join("resource0")).expect("open");
-        let config = fs::File::open(dev.join("config")).expect("open");
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(bar)
-            .spawn()
-            .expect("sleep");
-        let mut other = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(config)
-            .spawn()
-            .expect("sleep");
-        let pid = i32::try_from(child.id()).expect("pid");
-
-        let found = resource_holders(Path::new("/proc"), &dev);
-        for c in [&mut child, &mut other] {
-            c.kill().expect("kill");
-            c.wait().expect("wait");
-        }
-
-        assert_eq!(found.expect("scan"), [pid], "config is not a BAR");
-    }
-
-    #[test]
-    fn a_fake_proc_tree_has_no_holders() {
-        let dir = tempfile::tempdir().expect("dir");
-        let f = tempfile::tempfile().expect("file");
-        assert!(holders(dir.path(), &f, Some(1)).expect("scan").is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! crash interrupted.
 
 use super::{
-    tests::{GPU, World, bdf, calls, gpu, world},
+    tests::{GPU, World, bdf, calls, driver, gpu, world},
     *,
 };
 use crate::{
@@ -262,14 +262,15 @@ fn after_a_crash_while_leased_a_device_the_holder_keeps_open_is_left_with_its_re
     assert!(
         matches!(
             outcomes.as_slice(),
-            [Recovered::Failed(RecoverError::Reclaim {
+            [Recovered::Waiting {
                 from: Phase::Leased,
+                mode: Mode::Vfio,
                 ..
-            })]
+            }]
         ),
         "{outcomes:?}"
     );
-    assert_eq!(phase(&w), Phase::Leased, "kept for the next start");
+    assert_eq!(phase(&w), Phase::Leased, "kept until the holder exits");
     assert_eq!(
         w.taker
             .sysfs
@@ -279,4 +280,124 @@ fn after_a_crash_while_leased_a_device_the_holder_keeps_open_is_left_with_its_re
         Some("vfio-pci"),
         "not rolled back: unbinding would wait on the holder forever"
     );
+}
+
+/// A process that plays the lessee who outlived rigd: it holds a copy of the lent
+/// device file (the fake's memfd) on its stdin.
+fn outliving_holder(t: &Taken) -> std::process::Child {
+    let lent = t
+        .hold
+        .vfio()
+        .expect("vfio")
+        .device
+        .file()
+        .try_clone()
+        .expect("copy");
+    std::process::Command::new("sleep")
+        .arg("60")
+        .stdin(lent)
+        .spawn()
+        .expect("sleep")
+}
+
+#[test]
+fn a_holder_that_outlived_rigd_is_named_by_its_copy_and_the_device_settles_once_it_exits() {
+    let mut w = world(&[gpu()]);
+    // The real /proc: the holder is a real process, found through pidfd_getfd and the
+    // config header read through its copy (the fake knows its memfds).
+    w.taker.places.proc_root = "/proc".into();
+    let t = held(&w, Mode::Vfio);
+    w.taker.lend(&t).expect("lend");
+    let mut child = outliving_holder(&t);
+    let pid = i32::try_from(child.id()).expect("pid");
+    // rigd dies; the holder's file keeps the group busy.
+    drop(t);
+    w.vfio.fail(crate::vfio::VfioStep::OpenGroup, libc::EBUSY);
+    w.taker
+        .set_bus_master(bdf(GPU), true)
+        .expect("the holder's DMA");
+
+    let (held_now, outcomes) = recover(&w.taker);
+    let (again, still) = w.taker.recover_again(bdf(GPU));
+
+    assert!(held_now.is_empty() && again.is_none());
+    let [
+        Recovered::Waiting {
+            from: Phase::Leased,
+            holders,
+            ..
+        },
+    ] = outcomes.as_slice()
+    else {
+        panic!("{outcomes:?}");
+    };
+    let me = holders
+        .iter()
+        .find(|h| h.pid == pid)
+        .expect("the holder named");
+    assert_eq!(me.comm, "sleep");
+    assert_eq!(me.uid, nix::unistd::getuid().as_raw());
+    assert!(matches!(still, Recovered::Waiting { .. }), "{still:?}");
+    assert_eq!(command(&w) & 0x4, 0, "bus mastering off while it waits");
+    assert_eq!(phase(&w), Phase::Leased, "the record kept");
+    assert_eq!(
+        driver(&w, GPU).as_deref(),
+        Some("vfio-pci"),
+        "no unbind tried"
+    );
+
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    w.vfio.script.lock().expect("script").fail.clear();
+    let (t, outcome) = w.taker.recover_again(bdf(GPU));
+
+    assert!(
+        matches!(
+            outcome,
+            Recovered::Reclaimed {
+                from: Phase::Leased,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(phase(&w), Phase::Held);
+    w.taker
+        .attach(t.expect("held"), &mut |_| {})
+        .expect("attach");
+}
+
+#[test]
+fn a_give_back_whose_group_a_holder_keeps_waits_instead_of_unbinding() {
+    let w = world(&[gpu()]);
+    let t = held(&w, Mode::Vfio);
+    // rigd died giving it back, before the unbind; a holder keeps the group.
+    let rec = w
+        .taker
+        .record_of(&t, Phase::Attaching(AttachStep::Unbind(bdf(GPU))));
+    w.taker.journal.write(&rec).expect("record");
+    drop(t);
+    w.vfio.fail(crate::vfio::VfioStep::OpenGroup, libc::EBUSY);
+
+    let (_, outcomes) = recover(&w.taker);
+
+    assert!(
+        matches!(
+            outcomes.as_slice(),
+            [Recovered::Waiting {
+                from: Phase::Attaching(_),
+                ..
+            }]
+        ),
+        "{outcomes:?}"
+    );
+    assert_eq!(driver(&w, GPU).as_deref(), Some("vfio-pci"), "not unbound");
+    w.vfio.script.lock().expect("script").fail.clear();
+    let (t, outcome) = w.taker.recover_again(bdf(GPU));
+    assert!(t.is_none());
+    assert!(
+        matches!(outcome, Recovered::RolledBack { .. }),
+        "given back as the record says: {outcome:?}"
+    );
+    assert_eq!(driver(&w, GPU).as_deref(), Some("nvidia"));
 }

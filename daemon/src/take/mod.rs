@@ -24,6 +24,7 @@
 
 pub mod bars;
 mod error;
+pub mod holders;
 pub mod journal;
 mod lease;
 pub mod preflight;
@@ -42,6 +43,7 @@ use std::{
 use nix::fcntl::{Flock, FlockArg};
 
 pub use error::{AttachWarning, TakeError};
+pub use holders::Holder;
 pub use journal::{
     AttachStep, DetachStep, Journal, Mode, Phase, ReclaimStep, Record, ResizeStep, SavedConfig,
 };

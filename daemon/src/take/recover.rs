@@ -12,14 +12,32 @@
 //! found on its original driver (the take's unbind never ran, or the
 //! give-back's probe had bound it) is that driver's: its record goes, and nothing
 //! stops its bus mastering, resets it or binds it again under the driver.
+//!
+//! A holder can outlive rigd: a process with the lent VFIO device fd (or a mapping of
+//! it) keeps the device file, and the file keeps the group open, so the new rigd's
+//! open of `/dev/vfio/N` fails with EBUSY (drivers/vfio/group.c,
+//! `vfio_group_fops_open`: one open file a group), and an unbind of vfio-pci would
+//! wait for it in the kernel. Such a device is [`Recovered::Waiting`]: bus mastering
+//! off (pass 1), its record kept at its phase, its holders named
+//! (`take::holders`); nothing else is tried on it. `rig` watches the holders and
+//! calls [`Taker::recover_again`] when they exit, which does what the record says
+//! (re-adopt, reclaim and hold, or give back). A sysfs-mode lease whose holder
+//! outlived rigd (its `resourceN` files open) waits the same way. rigd cannot revoke
+//! the holder's fd: in vfio mode the holder can set bus mastering again through its
+//! config region, which `rig`'s watch clears again; its DMA stays confined by the
+//! IOMMU to the old container's mappings, whose pages stay pinned until the container
+//! goes, so no one else's memory. In sysfs mode the holder cannot write the command
+//! register (sysfs `config` is root's).
 
 use std::time::SystemTime;
 
 use super::{
     AttachReport, AttachStep, Mode, Phase, ReclaimReport, Record, ResizeStep, TakeError, Taken,
-    Taker, journal,
+    Taker,
+    holders::{self, Holder},
+    journal,
 };
-use crate::pci::Bdf;
+use crate::{pci::Bdf, vfio::VfioError};
 
 /// What happened to one journaled device.
 #[derive(Debug)]
@@ -43,6 +61,16 @@ pub enum Recovered {
         /// The phase the record was in.
         from: Phase,
         report: ReclaimReport,
+    },
+    /// Still held by processes from before the restart (an earlier rigd's lease):
+    /// bus mastering off, the record kept; [`Taker::recover_again`] once they exit.
+    Waiting {
+        bdf: Bdf,
+        mode: Mode,
+        /// The phase the record is in.
+        from: Phase,
+        /// Who holds it (empty: a holder rigd could not name).
+        holders: Vec<Holder>,
     },
     /// Could not be handled; the record stays for the next start.
     Failed(RecoverError),
@@ -96,47 +124,155 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
     }
     // Pass 2: re-adopt or roll back.
     for r in records {
-        let bdf = r.bdf;
-        if !taker.sysfs.root().exists(bdf) {
-            outcomes.push(Recovered::Failed(RecoverError::Gone { bdf }));
-            continue;
+        let (t, outcome) = settle(taker, &r);
+        outcomes.push(outcome);
+        held.extend(t);
+    }
+    (held, outcomes)
+}
+
+impl Taker {
+    /// Settles `bdf` again from its record, as a start does: for a device that was
+    /// [`Recovered::Waiting`] once its holders exit. Bus mastering off first.
+    pub fn recover_again(&self, bdf: Bdf) -> (Option<Taken>, Recovered) {
+        let (records, _) = self.journal.load();
+        let Some(r) = records.into_iter().find(|r| r.bdf == bdf) else {
+            return (
+                None,
+                Recovered::Failed(RecoverError::RollBack {
+                    bdf,
+                    from: Phase::Held,
+                    readopt: None,
+                    source: TakeError::NotHeld { bdf },
+                }),
+            );
+        };
+        if self.driver(bdf).is_none() || self.driver(bdf) != r.original_driver {
+            let _ = self.stop_bus_master(bdf);
         }
-        if matches!(r.phase, Phase::Leased | Phase::Reclaiming(_)) {
-            match reclaim(taker, bdf, &r) {
-                Ok((t, report)) => {
-                    outcomes.push(Recovered::Reclaimed {
-                        bdf,
-                        mode: r.mode,
-                        from: r.phase,
-                        report,
-                    });
-                    held.push(t);
-                }
-                // Not rolled back: a holder that outlived rigd keeps vfio-pci's remove
-                // waiting forever, and the group busy; the next start tries again.
-                Err(source) => outcomes.push(Recovered::Failed(RecoverError::Reclaim {
+        settle(self, &r)
+    }
+
+    /// Who holds `bdf`, which rigd has no file of (after a restart).
+    ///
+    /// # Errors
+    /// `/proc` unreadable.
+    pub fn holders_after_restart(&self, bdf: Bdf, mode: Mode) -> std::io::Result<Vec<Holder>> {
+        if mode == Mode::Sysfs {
+            return holders::resource_holders(
+                &self.places.proc_root,
+                &self.sysfs.root().device_dir(bdf),
+            );
+        }
+        let layout = self.vfio.layout(self.sysfs.root(), bdf).unwrap_or_default();
+        let config = self
+            .sysfs
+            .root()
+            .read_config(bdf)
+            .ok()
+            .map(|(c, _)| c.into_iter().take(64).collect::<Vec<u8>>());
+        holders::vfio_holders(
+            &self.places.proc_root,
+            &holders::VfioTarget {
+                syspath: self.syspath(bdf),
+                ours: None,
+                layout: &layout,
+                link: self.vfio.device_link(),
+                config: config.as_deref(),
+                lessee: None,
+                config_through: &|f| self.vfio.config_through(f),
+            },
+        )
+    }
+
+    /// Whether a holder keeps `bdf`'s VFIO group open (EBUSY): only a device bound to
+    /// vfio-pci in vfio mode has one to ask.
+    fn group_busy(&self, bdf: Bdf, r: &Record) -> bool {
+        if r.mode != Mode::Vfio || self.driver(bdf).as_deref() != Some("vfio-pci") {
+            return false;
+        }
+        let Some(group) = self.sysfs.root().link_name(bdf, "iommu_group") else {
+            return false;
+        };
+        self.vfio.open_group(&group).is_err_and(|e| busy(&e))
+    }
+}
+
+/// EBUSY opening a VFIO group: another open file of it, which a holder's device file
+/// keeps (drivers/vfio/group.c: device fds hold a group file reference).
+fn busy(e: &VfioError) -> bool {
+    matches!(e, VfioError::OpenGroup { source, .. } if source.raw_os_error() == Some(libc::EBUSY))
+}
+
+/// Whether `e` says a process still holds the device.
+fn held_by_other(e: &TakeError) -> bool {
+    match e {
+        TakeError::Vfio { source, .. } => busy(source),
+        TakeError::LeaseKept { .. } => true,
+        _ => false,
+    }
+}
+
+fn waiting(taker: &Taker, r: &Record, e: Option<&TakeError>) -> Recovered {
+    let holders = match e {
+        Some(TakeError::LeaseKept { holders, .. }) => holders.clone(),
+        _ => taker
+            .holders_after_restart(r.bdf, r.mode)
+            .unwrap_or_default(),
+    };
+    Recovered::Waiting {
+        bdf: r.bdf,
+        mode: r.mode,
+        from: r.phase,
+        holders,
+    }
+}
+
+/// One journaled device: re-adopted, reclaimed, rolled back, or left waiting.
+fn settle(taker: &Taker, r: &Record) -> (Option<Taken>, Recovered) {
+    let bdf = r.bdf;
+    if !taker.sysfs.root().exists(bdf) {
+        return (None, Recovered::Failed(RecoverError::Gone { bdf }));
+    }
+    if matches!(r.phase, Phase::Leased | Phase::Reclaiming(_)) {
+        return match reclaim(taker, bdf, r) {
+            Ok((t, report)) => (
+                Some(t),
+                Recovered::Reclaimed {
+                    bdf,
+                    mode: r.mode,
+                    from: r.phase,
+                    report,
+                },
+            ),
+            // Not rolled back: a holder that outlived rigd keeps vfio-pci's remove
+            // waiting forever, and the group busy.
+            Err(e) if held_by_other(&e) => (None, waiting(taker, r, Some(&e))),
+            Err(source) => (
+                None,
+                Recovered::Failed(RecoverError::Reclaim {
                     bdf,
                     from: r.phase,
                     source,
-                })),
-            }
-            continue;
-        }
-        let readopt = if held_before(r.phase) {
-            match resume(taker, bdf, &r) {
-                Ok(t) => {
-                    outcomes.push(Recovered::Readopted { bdf, mode: r.mode });
-                    held.push(t);
-                    continue;
-                }
-                Err(e) => Some(e),
-            }
-        } else {
-            None
+                }),
+            ),
         };
-        outcomes.push(rollback(taker, &r, readopt));
     }
-    (held, outcomes)
+    let readopt = if held_before(r.phase) {
+        match resume(taker, bdf, r) {
+            Ok(t) => return (Some(t), Recovered::Readopted { bdf, mode: r.mode }),
+            Err(e) if held_by_other(&e) => return (None, waiting(taker, r, Some(&e))),
+            Err(e) => Some(e),
+        }
+    } else {
+        None
+    };
+    // A give-back unbinds vfio-pci, whose remove would wait for the holder in the
+    // kernel: wait for it here instead.
+    if taker.group_busy(bdf, r) {
+        return (None, waiting(taker, r, None));
+    }
+    (None, rollback(taker, r, readopt))
 }
 
 pub(super) fn taken_from(taker: &Taker, bdf: Bdf, r: &Record) -> Result<Taken, TakeError> {

@@ -167,6 +167,8 @@ struct State {
     /// Vectors with an eventfd, per device and index.
     irqs: HashMap<(Bdf, IrqIndex), usize>,
     ioevents: Vec<(Bdf, IoEvent)>,
+    /// The device each fake device file (a memfd, by device and inode number) is.
+    files: HashMap<(u64, u64), Bdf>,
 }
 
 /// VFIO over a fake kernel's tree.
@@ -318,6 +320,25 @@ impl Vfio for FakeVfio {
             vfio: self.clone(),
             name: group.to_owned(),
         }))
+    }
+
+    fn device_link(&self) -> &str {
+        "/memfd:rig-fake-vfio-device (deleted)"
+    }
+
+    fn layout(&self, _root: &SysfsRoot, bdf: Bdf) -> io::Result<Vec<RegionInfo>> {
+        Ok(self.layout_of(bdf)?.0)
+    }
+
+    fn config_through(&self, file: &File) -> io::Result<Vec<u8>> {
+        let id = file_id(file)?;
+        let bdf = lock(&self.state)
+            .files
+            .get(&id)
+            .copied()
+            .ok_or_else(|| errno(libc::ENOTTY))?;
+        let (config, _) = self.root.read_config(bdf).map_err(io::Error::other)?;
+        Ok(config.into_iter().take(64).collect())
     }
 }
 
@@ -471,14 +492,34 @@ impl Group for FakeGroup {
 }
 
 impl FakeGroup {
-    /// Regions 0–5 are the memory BARs of `resource` (mappable), 6 the ROM (absent
-    /// here), 7 the config space; all laid end to end, page-aligned, in one memfd.
+    /// The regions of [`FakeVfio::layout_of`], served from one memfd of that size;
+    /// the fake remembers which device each memfd is (`config_through`).
     fn regions(&self, bdf: Bdf) -> io::Result<(Vec<RegionInfo>, File)> {
-        let resources = self
-            .vfio
-            .root
-            .read_resources(bdf)
-            .map_err(io::Error::other)?;
+        let (regions, len) = self.vfio.layout_of(bdf)?;
+        let fd = memfd_create(FAKE_DEVICE_FILE, MFdFlags::MFD_CLOEXEC)?;
+        let file = File::from(fd);
+        file.set_len(len)?;
+        let id = file_id(&file)?;
+        lock(&self.vfio.state).files.insert(id, bdf);
+        Ok((regions, file))
+    }
+}
+
+/// A file's device and inode numbers.
+fn file_id(f: &File) -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The name of the memfd behind a fake device file.
+const FAKE_DEVICE_FILE: &std::ffi::CStr = c"rig-fake-vfio-device";
+
+impl FakeVfio {
+    /// Regions 0–5 are the memory BARs of `resource` (mappable), 6 the ROM (absent
+    /// here), 7 the config space; all laid end to end, page-aligned; and their length.
+    fn layout_of(&self, bdf: Bdf) -> io::Result<(Vec<RegionInfo>, u64)> {
+        let resources = self.root.read_resources(bdf).map_err(io::Error::other)?;
         let mut regions = Vec::new();
         let mut offset = 0u64;
         for index in 0..8u32 {
@@ -509,10 +550,7 @@ impl FakeGroup {
             });
             offset += size.next_multiple_of(4096);
         }
-        let fd = memfd_create(c"rig-fake-vfio-regions", MFdFlags::MFD_CLOEXEC)?;
-        let file = File::from(fd);
-        file.set_len(offset)?;
-        Ok((regions, file))
+        Ok((regions, offset))
     }
 }
 

@@ -47,7 +47,7 @@ pub use real::RealVfio;
 
 use crate::{
     dma::{HostVa, Iova},
-    pci::Bdf,
+    pci::{Bdf, SysfsRoot},
     sys::mmio::Width,
 };
 
@@ -335,7 +335,27 @@ pub trait Vfio: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`VfioError::OpenGroup`].
     fn open_group(&self, group: &str) -> Result<Box<dyn Group>, VfioError>;
+    /// What `/proc/PID/fd/N` links to and `/proc/PID/maps` names for a device file of
+    /// this VFIO (`take`'s holder scan looks for it).
+    fn device_link(&self) -> &str;
+    /// Where the regions of `bdf` lie in a device file of it, without opening one: what
+    /// a holder's mapping of it shows as its offset (`take`'s holder scan, after rigd
+    /// lost its own file of the device).
+    ///
+    /// # Errors
+    /// The device's `resource` file unreadable.
+    fn layout(&self, root: &SysfsRoot, bdf: Bdf) -> io::Result<Vec<RegionInfo>>;
+    /// The first 64 bytes of config space as read through `file`, a copy of another
+    /// process's VFIO device file (pidfd_getfd(2)): what tells which device it is.
+    ///
+    /// # Errors
+    /// The region info ioctl or the read (a file that is not a VFIO device's).
+    fn config_through(&self, file: &File) -> io::Result<Vec<u8>>;
 }
+
+/// `VFIO_PCI_OFFSET_SHIFT` (include/linux/vfio_pci_core.h, Linux 6.12): vfio-pci puts
+/// region N at N << 40 of the device file, for read, write and mmap alike.
+pub const VFIO_PCI_OFFSET_SHIFT: u32 = 40;
 
 /// A VFIO container: the IOMMU domain a held device's DMA goes through.
 #[expect(unsafe_code, reason = "map_dma's caller owes the mapping's lifetime")]

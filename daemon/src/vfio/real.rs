@@ -22,13 +22,18 @@ use vfio_bindings::bindings::vfio::{
 
 use super::{
     Container, Device, DeviceInfo, EventFd, Group, IoEvent, IommuInfo, IrqIndex, IrqInfo,
-    RegionInfo, Vfio, VfioError, parse_iommu_info,
+    RegionInfo, VFIO_PCI_OFFSET_SHIFT, Vfio, VfioError, parse_iommu_info,
 };
 use crate::{
     dma::{HostVa, Iova},
-    pci::Bdf,
+    pci::{Bdf, SysfsRoot},
     sys::vfio as sys,
 };
+
+/// VFIO_PCI_CONFIG_REGION_INDEX (include/uapi/linux/vfio.h).
+const CONFIG_REGION: u32 = 7;
+/// IORESOURCE_MEM (include/linux/ioport.h): an I/O-port BAR does not map.
+const IORESOURCE_MEM: u64 = 0x200;
 
 /// VFIO under a `/dev` directory (`/dev/vfio` in production).
 #[derive(Debug, Clone)]
@@ -73,6 +78,35 @@ impl Vfio for RealVfio {
             file,
             name: group.to_owned(),
         }))
+    }
+
+    fn device_link(&self) -> &str {
+        // anon_inode_getfile("[vfio-device]", …), drivers/vfio/group.c.
+        "anon_inode:[vfio-device]"
+    }
+
+    fn layout(&self, root: &SysfsRoot, bdf: Bdf) -> io::Result<Vec<RegionInfo>> {
+        let resources = root.read_resources(bdf).map_err(io::Error::other)?;
+        Ok((0..6u32)
+            .filter_map(|index| {
+                let r = resources.get(index as usize)?;
+                (r.size() > 0 && r.flags & IORESOURCE_MEM != 0).then(|| RegionInfo {
+                    index,
+                    // What vfio-pci may let map; the scan only asks where a BAR lies.
+                    flags: vfio_bindings::bindings::vfio::VFIO_REGION_INFO_FLAG_MMAP,
+                    size: r.size(),
+                    offset: u64::from(index) << VFIO_PCI_OFFSET_SHIFT,
+                })
+            })
+            .collect())
+    }
+
+    fn config_through(&self, file: &File) -> io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let r = sys::region_info(file, CONFIG_REGION)?;
+        let mut header = vec![0u8; 64];
+        file.read_exact_at(&mut header, r.offset)?;
+        Ok(header)
     }
 }
 

@@ -17,7 +17,13 @@
 //!   and no descriptor. Gives the device back (rigd's holder scan sees the holder's
 //!   descriptors and mappings and every process's descriptors, so it finds nothing),
 //!   prints `kept by pid N` and exits; the child stays until killed, and while it
-//!   lives vfio-pci's remove waits for the device file its mapping holds;
+//!   lives vfio-pci's remove waits for the device file its mapping holds. rigd's
+//!   holder scan finds such a child by its mapping and refuses the give-back (printed);
+//! - `keep-map-beside OTHER`: as `keep-map`, but it also leases OTHER (a second
+//!   session) and the child keeps OTHER's device fd (as its stderr): a process with a
+//!   VFIO descriptor of another device is taken to map that one, so rigd's scan
+//!   misses it (the documented gap, take::holders) and the give-back is accepted;
+//!   OTHER's lease ends when this process exits, and the child keeps that one too;
 //! - `try`: asks for the lease and prints the refusal (or `leased`), then exits.
 //!
 //! Prints `ok WHAT`, `FAIL WHAT: why` and `refused KIND: message` lines; exits 0 when
@@ -209,21 +215,35 @@ async fn keep(s: &Session, device: &str) -> Res<()> {
     Ok(())
 }
 
-async fn keep_map(s: &Session, device: &str) -> Res<()> {
+async fn keep_map(s: &Session, socket: &str, device: &str, beside: Option<&str>) -> Res<()> {
     let lease = s.lease_device(device).await?;
     let r = lease.region(0).ok_or("no BAR0 region")?;
     let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
-    let mut child = Command::new(std::env::current_exe()?)
-        .args([
-            "-",
-            device,
-            "map-held",
-            &r.offset.to_string(),
-            &r.size.to_string(),
-        ])
-        .stdin(Stdio::from(copy))
-        .stdout(Stdio::piped())
-        .spawn()?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args([
+        "-",
+        device,
+        "map-held",
+        &r.offset.to_string(),
+        &r.size.to_string(),
+    ])
+    .stdin(Stdio::from(copy))
+    .stdout(Stdio::piped());
+    // Kept until this process exits: the other lease ends with its session.
+    let mut _other = None;
+    if let Some(o) = beside {
+        let s2 = Session::open(socket, o).await?;
+        let l2 = s2.lease_device(o).await?;
+        let r2 = l2.region(0).ok_or("no BAR0 region of the other device")?;
+        let fd2 = l2.fd(r2).ok_or("no descriptor")?.try_clone_to_owned()?;
+        println!("ok leased {o} beside it; the child keeps its device fd");
+        cmd.arg("keep-stderr").stderr(Stdio::from(fd2));
+        _other = Some((s2, l2));
+    }
+    let mut child = cmd.spawn()?;
+    // The Command keeps what it was given for stdin (the lent fd's copy) until it
+    // drops: this process must hold none of it when it gives the device back.
+    drop(cmd);
     let mut line = String::new();
     BufReader::new(child.stdout.take().ok_or("no pipe")?).read_line(&mut line)?;
     print!("{line}");
@@ -242,7 +262,8 @@ async fn keep_map(s: &Session, device: &str) -> Res<()> {
 /// The child of `keep-map`: maps `len` bytes at `offset` of the device file on its
 /// stdin, puts /dev/null in place of stdin, stdout and stderr (so it holds no
 /// descriptor of the device, and no pipe of its parent's), and waits to be killed.
-fn map_held(offset: &str, len: &str) -> Res<()> {
+/// With `keep_stderr`, stderr (another device's fd) is kept.
+fn map_held(offset: &str, len: &str, keep_stderr: bool) -> Res<()> {
     let len = NonZeroUsize::new(len.parse()?).ok_or("empty BAR")?;
     let map = rig_sys::mman::DeviceMapping::map_at(std::io::stdin().as_fd(), offset.parse()?, len)?;
     let id = map.read_u32(EDU_ID)?;
@@ -253,7 +274,9 @@ fn map_held(offset: &str, len: &str) -> Res<()> {
         std::process::id()
     );
     nix::unistd::dup2_stdout(&null)?;
-    nix::unistd::dup2_stderr(&null)?;
+    if !keep_stderr {
+        nix::unistd::dup2_stderr(&null)?;
+    }
     drop(null);
     loop {
         std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -276,12 +299,16 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let [_, socket, device, command, rest @ ..] = args.as_slice() else {
         eprintln!(
-            "usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | keep-map | try"
+            "usage: rig-lease-client SOCKET DEVICE dma [SEED] | hang | keep | keep-map | keep-map-beside OTHER | try"
         );
         return ExitCode::from(2);
     };
-    if let ("map-held", [offset, len]) = (command.as_str(), rest) {
-        return match map_held(offset, len) {
+    if let ("map-held", [offset, len, keep @ ..]) = (command.as_str(), rest) {
+        return match map_held(
+            offset,
+            len,
+            keep.first().is_some_and(|k| k == "keep-stderr"),
+        ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 println!("FAIL map-held: {e}");
@@ -321,7 +348,11 @@ async fn main() -> ExitCode {
         }
         "hang" => hang(&s, device).await,
         "keep" => keep(&s, device).await,
-        "keep-map" => keep_map(&s, device).await,
+        "keep-map" => keep_map(&s, socket, device, None).await,
+        "keep-map-beside" => match rest.first() {
+            Some(other) => keep_map(&s, socket, device, Some(other)).await,
+            None => Err("keep-map-beside needs the other device".into()),
+        },
         "try" => attempt(&s, device).await,
         other => Err(format!("unknown command {other}").into()),
     };

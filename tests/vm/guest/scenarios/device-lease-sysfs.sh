@@ -57,7 +57,7 @@ as_user alice $C $L keep > "$FILES/keep.txt" 2>&1
 cat "$FILES/keep.txt"
 KPID=$(sed -n 's/^ok kept a copy of the lent fd, pid \([0-9]*\)/\1/p' "$FILES/keep.txt")
 check "a holder that keeps a resource file is refused, naming its pid" \
-  grep -q "^refused Device: .*$L is still open in process $KPID after its lease ended" "$FILES/keep.txt"
+  grep -q "^refused Device: .*$L is still held by pid $KPID (.*) after its lease ended" "$FILES/keep.txt"
 $RIG attach $L > "$FILES/attach.txt" 2>&1
 check "edu given back" [ "$(drv_of $L)" = none ]
 stop_rigd
