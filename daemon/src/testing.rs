@@ -151,6 +151,28 @@ impl FakeDevice {
         self.attrs.push((name.to_owned(), value.to_owned()));
         self
     }
+
+    /// QEMU's edu (1234:11e8, class 00ff00; hw/misc/edu.c) as the fake-kernel tests
+    /// take and lease it: a 1 MiB 64-bit BAR0, IOMMU group `group`, reset by a bus
+    /// reset.
+    pub fn edu(bdf: &str, group: u32) -> Self {
+        Self::new(bdf, 0x1234, 0x11e8, 0x00ff00)
+            .with_bar64(0, 0xfe00_0000, 1 << 20, false)
+            .in_group(group)
+            .with_attr("reset_method", "bus")
+    }
+}
+
+/// A default config whose every path lies in a test's own `dir`, with `sysfs` (a
+/// [`FakeSysfs`]) for /sys.
+pub fn config_in(dir: &Path, sysfs: &FakeSysfs) -> crate::config::Config {
+    let mut config = crate::config::Config::default();
+    config.paths.sysfs = sysfs.root().to_owned();
+    config.paths.pci_ids = dir.join("pci.ids");
+    config.paths.state_dir = dir.join("state");
+    config.paths.proc = dir.join("proc");
+    config.paths.dev = dir.join("dev");
+    config
 }
 
 impl FakeSysfs {
