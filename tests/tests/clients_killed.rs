@@ -22,11 +22,9 @@ use rig_tests::kill_clients::{
     self, BLOCK, Delays, Launcher, Limits, Observer, Plan, Process, Rpcs, Usage, Work,
 };
 use rigd::{
-    config::LeaseRule,
-    dma::{Backing, FakeIommu, PoolMode, PoolSpec},
+    dma::{FakeIommu, PoolMode},
     rig::Rig,
     sys::sysfs::FakeKernel,
-    take::{DetachOptions, Mode},
     testing::{self, FakeDevice, FakeSysfs, Serving},
     vfio::FakeVfio,
 };
@@ -41,6 +39,15 @@ const DMA_POOL: &str = "0000:02:00.0";
 /// fall in every phase.
 const LATEST_KILL_PERCENT: u32 = 150;
 
+/// A number from the environment, if set.
+fn env_number(name: &str) -> Option<u64> {
+    let v = std::env::var(name).ok()?;
+    Some(
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number")),
+    )
+}
+
 fn main() {
     kill_clients::run_if_child();
     // `cargo test -- --list` and filters: this binary has one test, the campaign.
@@ -48,8 +55,8 @@ fn main() {
         println!("campaign: test");
         return;
     }
-    let cycles = env_u64("RIG_KILL_CYCLES").unwrap_or(1000);
-    let seed = env_u64("RIG_KILL_SEED").unwrap_or_else(|| {
+    let cycles = env_number("RIG_KILL_CYCLES").unwrap_or(1000);
+    let seed = env_number("RIG_KILL_SEED").unwrap_or_else(|| {
         u64::from(std::process::id()) << 32
             ^ u64::from(
                 std::time::SystemTime::now()
@@ -64,7 +71,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    let server = rt.block_on(Server::start());
+    let server = rt.block_on(Server::over_fakes());
     let plan = Plan {
         cycles,
         seed,
@@ -101,93 +108,57 @@ fn main() {
     };
     let verdict = kill_clients::run(&plan, &launcher, &observer);
     drop(observer);
-    rt.block_on(server.stop());
-    println!("{verdict}");
-    println!("{}", verdict.result_line());
+    rt.block_on(server.serving.stop(Duration::from_secs(5)))
+        .expect("server stops")
+        .expect("server task");
+    println!("{verdict}\n{}", verdict.result_line());
     if !verdict.passed() {
         eprintln!("clients_killed: FAILED (replay with RIG_KILL_SEED={seed})");
         std::process::exit(1);
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| {
-        v.parse()
-            .unwrap_or_else(|_| panic!("{name} must be a number"))
-    })
-}
-
 // ---------------------------------------------------------------------------------
 // rigd over the fake kernel.
 
+/// rigd's service on a socket of this test's, and the fakes under it.
 struct Server {
-    _dir: tempfile::TempDir,
+    serving: Serving,
     socket: PathBuf,
     rig: Arc<Rig>,
     iommu: Arc<FakeIommu>,
     kernel: Arc<FakeKernel>,
     vfio: Arc<FakeVfio>,
-    serving: Serving,
+    _dir: tempfile::TempDir,
 }
 
 impl Server {
-    async fn start() -> Self {
+    /// The fake edu held in vfio mode with its host-mode pool, the vfio-mode pool,
+    /// and the service on `rigd.sock`.
+    async fn over_fakes() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let fake = FakeSysfs::new(&dir.path().join("sys")).expect("fake sysfs");
         fake.add(&FakeDevice::edu(DEV, 9)).expect("edu");
         let mut config = testing::config_in(dir.path(), &fake);
         config.dma.quota.per_uid_bytes = 64 * BLOCK;
         config.dma.quota.per_device_bytes = 64 * BLOCK;
-        config.lease.allow = vec![LeaseRule {
-            devices: vec![DEV.into()],
-            uids: vec![nix::unistd::getuid().as_raw()],
-            groups: Vec::new(),
-        }];
-        let kernel = Arc::new(FakeKernel::new(fake.root(), &["vfio-pci"]));
-        let vfio = Arc::new(FakeVfio::new(&kernel));
-        let (rig, _) = Rig::with_kernel(&config, kernel.clone(), vfio.clone());
-        let rig = Arc::new(rig);
-        let opts = DetachOptions {
-            mode: Mode::Vfio,
-            ..DetachOptions::default()
-        };
-        rig.detach(DEV, opts, &mut |_| {}).expect("detach");
-        let host = PoolSpec {
-            mode: PoolMode::Host,
-            blocks: 4,
-            backing: Backing::Shmem,
-            pin_threads: 1,
-        };
-        let pool = rig.dma().create(DEV, host).expect("pool");
-        assert!(pool.wait_pinned(Duration::from_secs(10)));
+        config.lease.allow = vec![testing::lease_rule_for_own_uid(DEV)];
+        let (rig, kernel, vfio) = testing::fake_rig(&config, &fake, &["vfio-pci"]);
+        testing::take_vfio(&rig, DEV);
+        testing::pinned_pool(&rig, DEV, PoolMode::Host, 4);
         let iommu = Arc::new(FakeIommu::typical());
-        let dma = PoolSpec {
-            mode: PoolMode::Vfio(iommu.clone()),
-            blocks: 8,
-            backing: Backing::Shmem,
-            pin_threads: 1,
-        };
-        let pool = rig.dma().create(DMA_POOL, dma).expect("pool");
-        assert!(pool.wait_pinned(Duration::from_secs(10)));
+        testing::pinned_pool(&rig, DMA_POOL, PoolMode::Vfio(iommu.clone()), 8);
         let socket = dir.path().join("rigd.sock");
         let serving = Serving::start(Arc::clone(&rig), &socket, None);
         Self {
-            _dir: dir,
+            serving,
             socket,
             rig,
             iommu,
             kernel,
             vfio,
-            serving,
+            _dir: dir,
         }
-    }
-
-    async fn stop(self) {
-        self.serving
-            .stop(Duration::from_secs(5))
-            .await
-            .expect("server stops")
-            .expect("server task");
     }
 
     /// Entries in the fakes' call logs (kept for tests' asserts, never trimmed): they

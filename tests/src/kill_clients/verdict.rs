@@ -190,19 +190,13 @@ impl Verdict {
 
 /// The `q` quantile of `v` (nearest rank); zero for none.
 pub fn percentile(v: &[Duration], q: f64) -> Duration {
-    let mut v = v.to_vec();
-    v.sort();
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    #[expect(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        clippy::cast_precision_loss,
-        reason = "an index into at most a few thousand reclaim times"
-    )]
-    let i = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
+    let mut sorted = v.to_vec();
+    sorted.sort_unstable();
+    let count = |k: usize| f64::from(u32::try_from(k).unwrap_or(u32::MAX));
+    let total = count(sorted.len());
+    // The first value with at least a q share of them at or below it.
+    let rank = (1..=sorted.len()).find(|&k| count(k) >= q * total);
+    rank.map_or(Duration::ZERO, |k| sorted[k - 1])
 }
 
 impl std::fmt::Display for Verdict {

@@ -15,12 +15,9 @@
 # Then every device goes back to its driver.
 # Kernel command line: rig.client_kills=N (default 30), rig.seed=S (default: clock).
 # Prints the campaign's lines and its `RESULT cycles= … verdict=` line.
-N=0000:00:05.0
-E=0000:00:06.0
-L=0000:01:00.0
-RIG="rigctl --socket $RIG_SOCK"
-CYCLES=$(sed -n 's/.*rig\.client_kills=\([0-9]*\).*/\1/p' /proc/cmdline); CYCLES=${CYCLES:-30}
-SEED=$(sed -n 's/.*rig\.seed=\([0-9]*\).*/\1/p' /proc/cmdline); SEED=${SEED:-$(date +%s)}
+N=0000:00:05.0 E=0000:00:06.0 L=0000:01:00.0 RIG="rigctl --socket $RIG_SOCK"
+CYCLES=$(arg rig.client_kills) SEED=$(arg rig.seed)
+CYCLES=${CYCLES:-30} SEED=${SEED:-$(date +%s)}
 echo "clients-killed: $CYCLES cycles, rig.seed=$SEED"
 setup_lease_rigd 8388608 $L
 # rigd at info, rigd's own debug lines kept (sessions opened and ended): -v's h2
