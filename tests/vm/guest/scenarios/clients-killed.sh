@@ -1,4 +1,4 @@
-# rig-vm: kind=takeover timeout=1800
+# rig-vm: kind=takeover timeout=900
 # Issue 14's "clients killed by the thousand", in the disposable machine: rigd holds
 # the NVMe controller (00:05.0), edu 00:06.0 and edu 01:00.0 in vfio mode (8 MiB
 # pools, a [lease] rule for 01:00.0, as lease-random-kill's rigd), and
@@ -13,11 +13,11 @@
 # campaign. Its verdict leaves the reclaim goal (p99 <= 100 ms) unjudged: under TCG a
 # whole-device lease's reclaim (a VFIO reset of an emulated device) is far slower.
 # Then every device goes back to its driver.
-# Kernel command line: rig.client_kills=N (default 30), rig.seed=S (default: clock).
+# Kernel command line: rig.client_kills=N (default 100), rig.seed=S (default: clock).
 # Prints the campaign's lines and its `RESULT cycles= … verdict=` line.
 N=0000:00:05.0 E=0000:00:06.0 L=0000:01:00.0 RIG="rigctl --socket $RIG_SOCK"
 CYCLES=$(arg rig.client_kills) SEED=$(arg rig.seed)
-CYCLES=${CYCLES:-30} SEED=${SEED:-$(date +%s)}
+CYCLES=${CYCLES:-100} SEED=${SEED:-$(date +%s)}
 echo "clients-killed: $CYCLES cycles, rig.seed=$SEED"
 setup_lease_rigd 8388608 $L
 # rigd at info, rigd's own debug lines kept (sessions opened and ended): -v's h2
