@@ -154,6 +154,92 @@ impl FakeDevice {
         self.attrs.push((name.to_owned(), value.to_owned()));
         self
     }
+
+    /// QEMU's edu (1234:11e8, class 00ff00; hw/misc/edu.c) as the fake-kernel tests
+    /// take and lease it: a 1 MiB 64-bit BAR0, IOMMU group `group`, reset by a bus
+    /// reset.
+    pub fn edu(bdf: &str, group: u32) -> Self {
+        Self::new(bdf, 0x1234, 0x11e8, 0x00ff00)
+            .with_bar64(0, 0xfe00_0000, 1 << 20, false)
+            .in_group(group)
+            .with_attr("reset_method", "bus")
+    }
+}
+
+/// A `Rig` over a fake kernel of `sysfs` (with `drivers` registered) and fake VFIO,
+/// both returned beside it for the test's asserts.
+pub fn fake_rig(
+    config: &crate::config::Config,
+    sysfs: &FakeSysfs,
+    drivers: &[&str],
+) -> (
+    std::sync::Arc<crate::rig::Rig>,
+    std::sync::Arc<crate::sys::sysfs::FakeKernel>,
+    std::sync::Arc<crate::vfio::FakeVfio>,
+) {
+    use std::sync::Arc;
+    let kernel = Arc::new(crate::sys::sysfs::FakeKernel::new(sysfs.root(), drivers));
+    let vfio = Arc::new(crate::vfio::FakeVfio::new(&kernel));
+    let (rig, _) = crate::rig::Rig::with_kernel(config, kernel.clone(), vfio.clone());
+    (Arc::new(rig), kernel, vfio)
+}
+
+/// Takes `bdf` in vfio mode.
+///
+/// # Panics
+/// When the take fails: the test cannot go on.
+pub fn take_vfio(rig: &crate::rig::Rig, bdf: &str) {
+    let opts = crate::take::DetachOptions {
+        mode: crate::take::Mode::Vfio,
+        ..crate::take::DetachOptions::default()
+    };
+    rig.detach(bdf, opts, &mut |_| {}).expect("detach");
+}
+
+/// A `[lease]` rule letting this process's uid lease `bdf` whole.
+pub fn lease_rule_for_own_uid(bdf: &str) -> crate::config::LeaseRule {
+    crate::config::LeaseRule {
+        devices: vec![bdf.into()],
+        uids: vec![nix::unistd::getuid().as_raw()],
+        groups: Vec::new(),
+    }
+}
+
+/// A pool of `blocks` shmem blocks for held device `bdf`, pinned by one thread;
+/// returns once it is (within 10 s).
+///
+/// # Panics
+/// When the pool cannot be made or is not pinned in time: the test cannot go on.
+pub fn pinned_pool(
+    rig: &crate::rig::Rig,
+    bdf: &str,
+    mode: crate::dma::PoolMode,
+    blocks: u32,
+) -> std::sync::Arc<crate::dma::Pool> {
+    let spec = crate::dma::PoolSpec {
+        mode,
+        blocks,
+        backing: crate::dma::Backing::Shmem,
+        pin_threads: 1,
+    };
+    let pool = rig.dma().create(bdf, spec).expect("pool");
+    assert!(
+        pool.wait_pinned(std::time::Duration::from_secs(10)),
+        "{bdf}'s pool pinned within 10 s"
+    );
+    pool
+}
+
+/// A default config whose every path lies in a test's own `dir`, with `sysfs` (a
+/// [`FakeSysfs`]) for /sys.
+pub fn config_in(dir: &Path, sysfs: &FakeSysfs) -> crate::config::Config {
+    let mut config = crate::config::Config::default();
+    config.paths.sysfs = sysfs.root().to_owned();
+    config.paths.pci_ids = dir.join("pci.ids");
+    config.paths.state_dir = dir.join("state");
+    config.paths.proc = dir.join("proc");
+    config.paths.dev = dir.join("dev");
+    config
 }
 
 impl FakeSysfs {

@@ -4,6 +4,7 @@
 //! take-random-kill runs 10 kills here; `RIG_VM_APPEND="rig.kills=100 rig.seed=N"` runs
 //! the full campaign (docs/RELIABILITY.md). lease-random-kill does the same during DMA
 //! leases, lent queues and whole-device leases: 10 kills here, `rig.lease_kills=100`.
+//! clients-killed kills clients instead, rigd living on: 30 here, `rig.client_kills=300`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 
@@ -15,6 +16,7 @@ static TAKE: SharedBoot = SharedBoot::new(
         "take-crash",
         "take-random-kill",
         "lease-random-kill",
+        "clients-killed",
     ],
 );
 
@@ -122,5 +124,18 @@ fn random_kills_of_rigd_during_leases_and_queues_leave_clients_pools_and_queues_
             "missing passing check {what:?}; serial log: {}",
             out.serial_log().display()
         );
+    }
+}
+
+#[test]
+fn clients_killed_at_random_leave_rigd_with_no_session_lease_queue_or_fd_of_theirs() {
+    for what in [
+        "the campaign ran to its verdict",
+        "no client exited on its own with an error",
+        "every kill reclaimed within 5 s",
+        "back to their baseline",
+        "nvme back on its driver",
+    ] {
+        check_passed("clients-killed", what);
     }
 }

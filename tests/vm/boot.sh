@@ -93,7 +93,7 @@ if [ "$FLAVOUR" = full ]; then
     done
   fi
 fi
-for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client; do
+for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients; do
   if [ -x "$GUEST_BIN_DIR/$b" ]; then
     install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"
   else

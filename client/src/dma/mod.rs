@@ -452,10 +452,12 @@ pub async fn channels(socket: impl AsRef<Path>) -> Result<Vec<ChannelInfo>, DmaE
         .collect())
 }
 
-/// A connection for repeated `Dma.Status` calls (a watcher, a benchmark).
+/// A connection for repeated `Dma.Status` and `Queues.Status` calls (a watcher, a
+/// benchmark, a campaign polling for a killed client's reclaim).
 #[derive(Debug, Clone)]
 pub struct Monitor {
     grpc: DmaClient<Channel>,
+    queues: pb::queues_client::QueuesClient<Channel>,
 }
 
 impl Monitor {
@@ -464,9 +466,27 @@ impl Monitor {
     /// # Errors
     /// [`DmaError::Client`].
     pub async fn connect(socket: impl AsRef<Path>) -> Result<Self, DmaError> {
+        let channel = channel(socket.as_ref()).await?;
         Ok(Self {
-            grpc: DmaClient::new(channel(socket.as_ref()).await?),
+            grpc: DmaClient::new(channel.clone()),
+            queues: pb::queues_client::QueuesClient::new(channel),
         })
+    }
+
+    /// Every queue rigd lends now (root sees all, others their own), as
+    /// [`queue_status`] reads them.
+    ///
+    /// # Errors
+    /// [`DmaError::Client`] with the daemon's refusal.
+    pub async fn queues(&mut self) -> Result<Vec<QueueInfo>, DmaError> {
+        let request = pb::QueueStatusRequest {};
+        let queues = self.queues.status(request).await.map_err(rpc)?;
+        Ok(queues
+            .into_inner()
+            .queues
+            .into_iter()
+            .map(Into::into)
+            .collect())
     }
 
     /// Pools and per-client use now.

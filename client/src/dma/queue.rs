@@ -342,11 +342,5 @@ impl From<pb::QueueInfo> for QueueInfo {
 /// # Errors
 /// [`DmaError::Client`] when rigd cannot be reached or refuses.
 pub async fn queue_status(socket: impl AsRef<std::path::Path>) -> Result<Vec<QueueInfo>, DmaError> {
-    let channel = super::channel(socket.as_ref()).await?;
-    let reply = pb::queues_client::QueuesClient::new(channel)
-        .status(pb::QueueStatusRequest {})
-        .await
-        .map_err(super::rpc)?
-        .into_inner();
-    Ok(reply.queues.into_iter().map(Into::into).collect())
+    super::Monitor::connect(socket).await?.queues().await
 }
