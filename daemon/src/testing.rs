@@ -19,7 +19,7 @@ pub mod hosts;
 mod serve;
 mod world;
 pub use serve::Serving;
-pub use world::{FakeWorld, config_in};
+pub use world::FakeWorld;
 
 /// A fake `/sys`.
 #[derive(Debug)]
@@ -233,8 +233,13 @@ pub fn pinned_pool(
 /// A default config whose every path lies in a test's own `dir`, with `sysfs` (a
 /// [`FakeSysfs`]) for /sys.
 pub fn config_in(dir: &Path, sysfs: &FakeSysfs) -> crate::config::Config {
+    config_at(dir, sysfs.root())
+}
+
+/// As [`config_in`], /sys at `sysfs`.
+fn config_at(dir: &Path, sysfs: &Path) -> crate::config::Config {
     let mut config = crate::config::Config::default();
-    config.paths.sysfs = sysfs.root().to_owned();
+    config.paths.sysfs = sysfs.to_owned();
     config.paths.pci_ids = dir.join("pci.ids");
     config.paths.state_dir = dir.join("state");
     config.paths.proc = dir.join("proc");

@@ -20,18 +20,6 @@ use crate::{
     vfio::FakeVfio,
 };
 
-/// A config for a rigd whose files all lie under `dir`: the tree `sys`, `pci.ids`
-/// (absent: no names), the journal in `state`, an empty `proc` and `dev`.
-pub fn config_in(dir: &Path) -> Config {
-    let mut config = Config::default();
-    config.paths.sysfs = dir.join("sys");
-    config.paths.pci_ids = dir.join("pci.ids");
-    config.paths.state_dir = dir.join("state");
-    config.paths.proc = dir.join("proc");
-    config.paths.dev = dir.join("dev");
-    config
-}
-
 /// The fake machine a test's rigd runs over; change `config` before [`FakeWorld::rig`].
 #[derive(Debug)]
 pub struct FakeWorld {
@@ -69,7 +57,7 @@ impl FakeWorld {
     fn over(dir: &Path, kernel: Arc<FakeKernel>) -> Self {
         let vfio = Arc::new(FakeVfio::new(&kernel));
         Self {
-            config: config_in(dir),
+            config: super::config_at(dir, &dir.join("sys")),
             kernel,
             vfio,
         }
