@@ -116,26 +116,7 @@ impl<R: Rm> Gpu<R> {
     /// Steps 5–9: the device file, the device and subdevice, and the class check.
     fn open_device(&mut self) -> Result<(), NvrmError> {
         let client = self.rm.client();
-        self.rm
-            .open_device(self.card.minor)
-            .map_err(at(Step::OpenDevice))?;
-        let mut id = r580::Nv0000CtrlGpuGetIdInfoV2Params {
-            gpu_id: self.card.gpu_id,
-            ..Default::default()
-        };
-        self.rm
-            .control(
-                client,
-                r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
-                id.as_mut_bytes(),
-            )
-            .map_err(at(Step::IdInfo))?;
-        let mut dev = r580::Nv0080AllocParameters {
-            device_id: id.device_instance,
-            h_client_share: client,
-            va_mode: r580::NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
-            ..Default::default()
-        };
+        let mut dev = device_params(&self.rm, &self.card)?;
         self.h_device = self.alloc(
             client,
             r580::NV01_DEVICE_0,
@@ -322,4 +303,30 @@ pub(crate) fn first_of(mut failed: Vec<NvrmError>, what: &str) -> Result<(), Nvr
         );
     }
     Err(first)
+}
+
+/// Opens the GPU's file and asks the RM for its device instance: the parameters of
+/// the `NV01_DEVICE_0` a caller allocates under the root client.
+pub(super) fn device_params<R: Rm>(
+    rm: &R,
+    card: &Card,
+) -> Result<r580::Nv0080AllocParameters, NvrmError> {
+    let client = rm.client();
+    rm.open_device(card.minor).map_err(at(Step::OpenDevice))?;
+    let mut id = r580::Nv0000CtrlGpuGetIdInfoV2Params {
+        gpu_id: card.gpu_id,
+        ..Default::default()
+    };
+    rm.control(
+        client,
+        r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
+        id.as_mut_bytes(),
+    )
+    .map_err(at(Step::IdInfo))?;
+    Ok(r580::Nv0080AllocParameters {
+        device_id: id.device_instance,
+        h_client_share: client,
+        va_mode: r580::NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
+        ..Default::default()
+    })
 }

@@ -233,23 +233,7 @@ fn on_subdevice<R: Rm, T>(
     ask: impl FnOnce(NvHandle) -> Result<T, NvrmError>,
 ) -> Result<T, NvrmError> {
     let client = rm.client();
-    rm.open_device(card.minor).map_err(at(Step::OpenDevice))?;
-    let mut id = r580::Nv0000CtrlGpuGetIdInfoV2Params {
-        gpu_id: card.gpu_id,
-        ..Default::default()
-    };
-    rm.control(
-        client,
-        r580::NV0000_CTRL_CMD_GPU_GET_ID_INFO_V2,
-        id.as_mut_bytes(),
-    )
-    .map_err(at(Step::IdInfo))?;
-    let mut dev = r580::Nv0080AllocParameters {
-        device_id: id.device_instance,
-        h_client_share: client,
-        va_mode: r580::NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES,
-        ..Default::default()
-    };
+    let mut dev = super::gpu::device_params(rm, card)?;
     let h_device = rm
         .alloc(client, r580::NV01_DEVICE_0, Some(dev.as_mut_bytes()))
         .map_err(at(Step::AllocDevice))?;
