@@ -25,7 +25,8 @@ NOBODY=65534
 rm -rf "$RUN"
 mkdir -p "$RUN/state" "$OUT/inspect" "$OUT/bench"
 chmod 755 "$RUN"
-export LD_LIBRARY_PATH=$BIN/lib
+# The carried lspci and only it finds its libraries in $BIN/lib (nvidia-smi keeps the host's).
+lspci() { LD_LIBRARY_PATH=$BIN/lib "$BIN/lspci" -i "$BIN/pci.ids" "$@"; }
 GPUS=$(ls /sys/bus/pci/drivers/nvidia | grep '^0000:' | sort)
 N=$(echo "$GPUS" | wc -l)
 say() { printf '== %s\n' "$*"; }
@@ -38,10 +39,13 @@ cpu_of() {
   first=${list%%[-,]*}
   case "$first" in '' | *[!0-9]*) echo $((2 + $1)) ;; *) echo $((first + 2 + $1)) ;; esac
 }
+# Call only in a subshell (`&`, a pipeline): it execs, so that `$!` is the probe itself
+# and a `kill -9 $!` reaches it (the first run on one GPU killed the background
+# subshell, and the probes it meant to kill spun on).
 probe() { # k gpu role [arg]
   k=$1 gpu=$2
   shift 2
-  RIG_PROBE_UID=$((60000 + k)) RIG_PROBE_GID=$NOBODY taskset -c "$(cpu_of "$k" "$gpu")" \
+  exec env RIG_PROBE_UID=$((60000 + k)) RIG_PROBE_GID=$NOBODY taskset -c "$(cpu_of "$k" "$gpu")" \
     "$BIN/rig-channel-probe" "$1" "$RUN/rigd.sock" "$gpu" ${2:-}
 }
 cleanup() {
@@ -97,9 +101,9 @@ if want inspect; then
     echo ']'
   } > "$R/rigctl-show-all.json"
   for g in $GPUS; do ctl show "$g" > "$R/rigctl-show-$g.txt"; done
-  "$BIN/lspci" -i "$BIN/pci.ids" -vvv -nn -D > "$R/lspci-vvv.txt"
-  "$BIN/lspci" -i "$BIN/pci.ids" -xxxx -D > "$R/lspci-xxxx.txt"
-  "$BIN/lspci" -i "$BIN/pci.ids" -tv > "$R/lspci-tree.txt"
+  lspci -vvv -nn -D > "$R/lspci-vvv.txt"
+  lspci -xxxx -D > "$R/lspci-xxxx.txt"
+  lspci -tv > "$R/lspci-tree.txt"
   for g in $GPUS; do
     echo "$g numa_node=$(cat /sys/bus/pci/devices/$g/numa_node) local_cpulist=$(cat /sys/bus/pci/devices/$g/local_cpulist)"
   done > "$R/numa.txt"
@@ -117,9 +121,15 @@ if want inspect; then
   cat "$R/nvidia-smi-topo.txt"
   cat "$R/rigctl-topo.txt"
   # Each matrix cell, rig's against nvidia-smi's (GPU rows only; nvidia-smi also has NIC
-  # columns after the GPUs, and adds CPU/NUMA affinity at the end of each row).
-  awk -v n="$N" 'FNR == 1 { f++ } f == 1 && /^GPU[0-9]/ { for (i = 2; i <= n + 1; i++) a[$1, i] = $i }
-    f == 2 && /^GPU[0-9]/ { for (i = 2; i <= n + 1; i++) if (a[$1, i] != $i) { d++; print "differs:", $1, "col", i - 1, "rig", a[$1, i], "nvidia-smi", $i } }
+  # columns after the GPUs, and adds CPU/NUMA affinity at the end of each row). Only
+  # each file's first block of GPU rows: rigctl's output goes on with "GPU0 = <bdf>"
+  # lines and the P2P matrix, whose rows also start with GPUn.
+  awk -v n="$N" 'FNR == 1 { f++; rows = 0; over = 0 }
+    /^GPU[0-9]/ && $2 != "=" && !over { rows = 1
+      for (i = 2; i <= n + 1; i++) if (f == 1) a[$1, i] = $i
+        else if (a[$1, i] != $i) { d++; print "differs:", $1, "col", i - 1, "rig", a[$1, i], "nvidia-smi", $i }
+      next }
+    rows { over = 1 }
     END { print (d ? d : 0) " cells differ between rigctl topo and nvidia-smi topo -m" }' \
     "$R/rigctl-topo.txt" "$R/nvidia-smi-topo.txt" | tee "$R/topo-compare.txt"
 fi
@@ -170,7 +180,9 @@ if want kill; then
     k=$((k + 1))
   done
   sleep 0.5
-  say "after the kills: $(count_channels) channels (0 expected)"
+  left=$(count_channels)
+  say "after the kills: $left channels (0 expected)"
+  [ "$left" = 0 ] || FAIL=1
 fi
 
 if want bench; then
