@@ -416,16 +416,7 @@ fn link_budget(b: &m::LinkBudget) -> pb::LinkBudget {
         bottleneck_hop: b.bottleneck_hop,
         bottleneck_gbytes_per_s: b.bottleneck_gbytes_per_s,
         limited_by: b.limited_by.clone(),
-        shared: b
-            .shared
-            .iter()
-            .map(|h| pb::SharedHop {
-                hop: h.hop,
-                bdf: h.bdf.clone(),
-                with: h.with.clone(),
-                gbytes_per_s_each: h.gbytes_per_s_each,
-            })
-            .collect(),
+        shared: b.shared.iter().map(shared_hop).collect(),
         contended_gbytes_per_s: b.contended_gbytes_per_s,
     }
 }
@@ -446,18 +437,28 @@ fn link_budget_back(b: pb::LinkBudget) -> Result<m::LinkBudget> {
         bottleneck_hop: b.bottleneck_hop,
         bottleneck_gbytes_per_s: b.bottleneck_gbytes_per_s,
         limited_by: b.limited_by,
-        shared: b
-            .shared
-            .into_iter()
-            .map(|h| m::SharedHop {
-                hop: h.hop,
-                bdf: h.bdf,
-                with: h.with,
-                gbytes_per_s_each: h.gbytes_per_s_each,
-            })
-            .collect(),
+        shared: b.shared.into_iter().map(shared_hop_back).collect(),
         contended_gbytes_per_s: b.contended_gbytes_per_s,
     })
+}
+
+/// A hop a GPU shares with others (the link budget's and the topology's).
+fn shared_hop(h: &m::SharedHop) -> pb::SharedHop {
+    pb::SharedHop {
+        hop: h.hop,
+        bdf: h.bdf.clone(),
+        with: h.with.clone(),
+        gbytes_per_s_each: h.gbytes_per_s_each,
+    }
+}
+
+fn shared_hop_back(h: pb::SharedHop) -> m::SharedHop {
+    m::SharedHop {
+        hop: h.hop,
+        bdf: h.bdf,
+        with: h.with,
+        gbytes_per_s_each: h.gbytes_per_s_each,
+    }
 }
 
 mod caps;

@@ -1,9 +1,9 @@
 //! The peer topology (`rig_model::topo`) ↔ `TopologyReply`, both ways, exact inverses
 //! (the test below round-trips a topology with every enum value).
 
-use rig_model::{SharedHop, topo as m};
+use rig_model::topo as m;
 
-use super::{ConvertError, Result};
+use super::{ConvertError, Result, shared_hop, shared_hop_back};
 use crate::v1 as pb;
 
 /// Each enum both ways: model variant ↔ wire variant; the wire's UNSPECIFIED and
@@ -80,16 +80,7 @@ fn gpu(g: &m::TopoGpu) -> pb::TopoGpu {
             links: links.iter().map(link).collect(),
         }),
         nvlink_problem: g.nvlink_problem.clone(),
-        shared: g
-            .shared
-            .iter()
-            .map(|h| pb::SharedHop {
-                hop: h.hop,
-                bdf: h.bdf.clone(),
-                with: h.with.clone(),
-                gbytes_per_s_each: h.gbytes_per_s_each,
-            })
-            .collect(),
+        shared: g.shared.iter().map(shared_hop).collect(),
         contended_gbytes_per_s: g.contended_gbytes_per_s,
     }
 }
@@ -105,16 +96,7 @@ fn gpu_back(g: pb::TopoGpu) -> Result<m::TopoGpu> {
             .map(|l| l.links.into_iter().map(link_back).collect::<Result<_>>())
             .transpose()?,
         nvlink_problem: g.nvlink_problem,
-        shared: g
-            .shared
-            .into_iter()
-            .map(|h| SharedHop {
-                hop: h.hop,
-                bdf: h.bdf,
-                with: h.with,
-                gbytes_per_s_each: h.gbytes_per_s_each,
-            })
-            .collect(),
+        shared: g.shared.into_iter().map(shared_hop_back).collect(),
         contended_gbytes_per_s: g.contended_gbytes_per_s,
     })
 }
@@ -291,7 +273,7 @@ mod tests {
                 rm_gpu_id: Some(0x100),
                 nvlink: Some(links),
                 nvlink_problem: None,
-                shared: vec![SharedHop {
+                shared: vec![rig_model::SharedHop {
                     hop: 2,
                     bdf: "0000:16:00.0".into(),
                     with: vec!["0000:19:00.0".into()],
