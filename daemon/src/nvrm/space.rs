@@ -18,8 +18,8 @@
 //! The window: [`OWN_BASE`]..[`LEASE_BASE`] holds what rigd makes for a client's
 //! channels (rings, USERD, notifiers), [`LEASE_BASE`]..2^40 the client's DMA leases,
 //! whose addresses the lease pool picks. All of it lies below 2^40, where GPFIFO
-//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits; docs/hardware/
-//! nvidia-channels.md, "Ring entries").
+//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits:
+//! docs/hardware/nvidia-channels.md, "Ring entries").
 //!
 //! Not here: the objects a space lives on (`gpu`), memory rigd owns (`mem`), channels
 //! (`channel`), lease pools (`dma`, which calls [`AddressSpace`] through

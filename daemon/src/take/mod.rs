@@ -738,9 +738,9 @@ impl Taker {
     }
 
     /// After amdgpu is unbound and bound again, every open of /dev/kfd fails with
-    /// EINVAL until the module reloads (kfd_locked never drops: docs/hardware/
-    /// pci-takeover.md, "amdgpu and KFD after a rebind"). Reload when no other device
-    /// uses amdgpu; otherwise say so.
+    /// EINVAL until the module reloads (kfd_locked never drops:
+    /// docs/hardware/pci-takeover.md, "amdgpu and KFD after a rebind"). Reload when no
+    /// other device uses amdgpu; otherwise say so.
     fn kfd_check(&self, report: &mut AttachReport) {
         let kfd = self.places.dev_root.join("kfd");
         let broken = matches!(File::open(&kfd), Err(e) if e.raw_os_error() == Some(libc::EINVAL));
