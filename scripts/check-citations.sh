@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fails when a comment or doc cites something a person who clones rig does not have: a
-# file outside the repository (../shared/…, reference/…, a bare notes file name such as
-# nvidia-rm.md or qemu-tier.md, a "file.md §N" section number), the private "seed" notes,
-# or an issue number ("issue 11"). Hardware facts are cited from docs/hardware/, runs
+# file outside the repository (the notes folder beside it, its reference/ files, a notes
+# file named without a path, a "file.md §N" section number), the private "seed" notes,
+# or one of rig's issue numbers. Hardware facts are cited from docs/hardware/, runs
 # from docs/h200.md, docs/BENCHMARKS.md and docs/RELIABILITY.md (CONTRIBUTING.md, "Where
 # facts live"). An RNG seed ("seed: u64", "rig.seed=N", "the seed is printed") is not a
 # citation and passes.
@@ -32,7 +32,7 @@ PENDING_FILE=scripts/citations-pending.txt
 # name|PCRE. Kept narrow so that ordinary words pass: "seed" alone, "issue #442" of
 # another project, "docs/hardware/nvidia-rm.md".
 RULES=(
-    'outside file|(\.\./|\b)shared/(reference|seeds|STYLE)|\.\./shared/'
+    'outside file|\bshar[e]d/(reference|seeds|STYLE)|\.\./shar[e]d/'
     'outside file|\b(gpu-hardware-notes|gpu-load-path)\b'
     'outside file|\b(hopper-compute|style-anchors|anchors|crates|DEVELOPERS|STYLE)\.md\b'
     'outside file|\breference/[\w.-]+\.md'
@@ -72,7 +72,7 @@ check() { # check PATHSPEC...: every rule over these paths
 
 found=$(
     check . "${base[@]}" "${excl[@]}"
-    grep_rule 'outside file' '\.\./shared/|shared/(reference|seeds)' 'third_party/*/RIG-PATCH.md'
+    grep_rule 'outside file' '\.\./shar[e]d/|\bshar[e]d/(reference|seeds)' 'third_party/*/RIG-PATCH.md'
     grep_rule 'issue number' '\b[Ii]ssues? [0-9]+' 'third_party/*/RIG-PATCH.md'
 )
 found=$(printf '%s\n' "$found" | sed '/^$/d' | sort -u)
