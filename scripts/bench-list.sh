@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-process `rigctl list` (rigd already running) against `lspci -vvv` on the same
-# machine, in the same run (issue 2). The two commands alternate in one loop, N times
+# machine, in the same run (docs/BENCHMARKS.md, "Inspection"). The two commands alternate in one loop, N times
 # each, pinned to one CPU with `taskset -c $CPU`; prints the median and p90 of each and
 # the ratio rigctl/lspci (goal: <= 1). Wall time per command as bash sees it
 # ($EPOCHREALTIME around each run), so the fork/exec cost of the shell is in both.

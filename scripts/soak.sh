@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's soak (not in CI): boots the disposable machine (fast flavour, translated
+# The soak (docs/RELIABILITY.md, "Soak"; not in CI): boots the disposable machine (fast flavour, translated
 # IOMMU) with tests/vm/guest/scenarios/soak.sh, which runs one rigd for SECONDS under
 # mixed clients (inspection RPCs, DMA lease churn, clients killed holding leases,
 # bochs-display taken and given back) and samples rigd's RSS, fds, threads and pool use

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rigd.service's exposure by `systemd-analyze security --offline=true` (systemd >= 250
-# has --offline; Debian 12 has 252), which must stay <= 2.5 (issue 13). Installs
+# has --offline; Debian 12 has 252), which must stay <= 2.5 (docs/systemd.md). Installs
 # systemd if the machine has none. Prints the table, then the score; fails above 2.5,
 # or when the tool cannot rate the unit.
 set -uo pipefail

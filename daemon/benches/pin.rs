@@ -1,4 +1,4 @@
-//! rigd's DMA pinning figures for docs/BENCHMARKS.md (issue 6): pinning a pool (GiB/s)
+//! rigd's DMA pinning figures for docs/BENCHMARKS.md ("DMA"): pinning a pool (GiB/s)
 //! against memset of the same size and the kernel's own hugetlb clearing (fallocate(2)
 //! and a `MAP_POPULATE` fault-in), on 1 thread and on one per allowed CPU.
 //!

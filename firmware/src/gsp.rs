@@ -2,8 +2,10 @@
 //!
 //! Flow: [`ElfIndex`] → [`GspImage`] / [`FmcImage`] → `stage::radix3` (the image) and the boot
 //! code (signatures). Nothing is laid out as a loadable image: `.fwimage` is the payload, and
-//! it is copied once, into the buffer the GSP boots from (see the seed notes: a 63.5 MB file
-//! laid out by program headers would make a 63 MB copy that no boot step reads).
+//! it is copied once, into the buffer the GSP boots from. Read from the file itself:
+//! gsp-570.144.bin is 63.5 MB of 14 sections, all at address 0, so laying it out by
+//! program headers would make a 63 MB copy that no boot step reads (the format:
+//! docs/firmware.md).
 //!
 //! GSP-RM (`gsp-<ver>.bin`, `gsp_<tu10x|ga10x>.bin`): ELF64, RISC-V, relocatable, every
 //! `sh_addr` 0; `.fwimage` is the only `SHF_ALLOC` section; `.fwversion` (ASCII),

@@ -1,5 +1,6 @@
 /*
- * The CUDA side of issue 11's side-by-side figures on the H200 (docs/BENCHMARKS.md):
+ * The CUDA side of the H200's side-by-side channel figures (docs/BENCHMARKS.md,
+ * "RM-served channels on the H200"):
  * what a user would pick instead of a rig channel, measured in the same run as
  * client/tests/hw_h200.rs. Built and run on the device machine only:
  *

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 16 on a multi-GPU device kind (nvidia-h200-x2, -x4 or -x8), run as root from the
+# Several H200s (docs/h200.md, "Several H200s on one host") on a multi-GPU device kind
+# (nvidia-h200-x2, -x4 or -x8), run as root from the
 # repository root: one rigd serves every GPU the RM drives; it captures what the
 # inspection parity needs, the RM's and nvidia-smi's view of the topology, then runs
 # channels on every GPU at once, a kill on one GPU while the others keep releasing, and

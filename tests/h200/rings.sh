@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 11 on the H200: host and GPU rings side by side with CUDA (one rigd), then
+# Rings on the H200 (docs/BENCHMARKS.md, "RM-served channels with rings in GPU memory"):
+# host and GPU rings side by side with CUDA (one rigd), then
 # opening, kill -9 reclaim, a fault and 64 and 14 clients, all on GPU rings (a second).
 #     tests/h200/rings.sh       # .dev holds static rigd, rigctl, rig-channel-probe
 # Full logs go to $OUT; the summary lines to stdout.

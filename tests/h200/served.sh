@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 11 on the H200 (device machine), run as root from the repository root:
+# Channels lent on the H200 (device machine; docs/h200.md, "Channels lent to
+# unprivileged clients on the H200"), run as root from the repository root:
 # rigd serves the GPU through its driver; unprivileged clients (uid 65534, by
 # rig-channel-probe's own setuid) open channels, copy, release, fault, die by kill -9,
 # and 64 of them run at once; CUDA's anchors run in the same call for the ratios.

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Issue 16's peer topology on the one-GPU device kind (nvidia-h200), run as root from
+# The peer topology (docs/h200.md, "Peer topology through the RM") on the one-GPU
+# device kind (nvidia-h200), run as root from
 # the repository root: rigd's RM queries (`rigctl topo`, and the raw answers from
 # `rig-nvrm-probe /dev topo`: P2P caps of the GPU with itself, i.e. loopback, and its
 # NVLink status) beside `nvidia-smi topo -m`, `topo -p2p rwnap` and `nvlink -s` / `-c`.

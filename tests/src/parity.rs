@@ -1,5 +1,6 @@
 //! Parity with pciutils: `lspci -vvv -nn -D` text and `lspci -xxxx` dumps, compared field
-//! by field with what `rigctl show --json [-x]` answers (issue 2's acceptance).
+//! by field with what `rigctl show --json [-x]` answers (docs/h200.md, "Result: parity
+//! holds on every function").
 //!
 //! Flow: lspci text → [`parse_lspci`] → [`LspciDevice`]; rigctl JSON → `rig_client::Device`;
 //! [`compare`] → one [`Mismatch`] line per field that differs. [`compare_config`] checks

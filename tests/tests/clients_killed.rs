@@ -1,13 +1,13 @@
-//! Campaign: clients killed by the thousand (issue 14), over the fake kernel. rigd's
-//! service runs in this process (a fake edu leased whole through fake VFIO, and a
-//! vfio-mode DMA pool behind a fake IOMMU); the campaign (`rig_tests::kill_clients`)
-//! execs this same binary as each client, which connects, opens a DMA session and
-//! leases memory or the whole device, and SIGKILLs it after a random delay. After each
-//! kill it times how long rigd takes to end the client's session and free what it held
-//! (the reclaim time); after the campaign rigd's RSS, open fds, threads, pool use,
-//! IOMMU mappings and sessions (read from /proc/self and the status RPCs) must be back
-//! to their baseline. The disposable machine's run of the same campaign is
-//! rig-kill-clients (scenario clients-killed).
+//! Campaign: clients killed by the thousand (docs/RELIABILITY.md), over the fake
+//! kernel. rigd's service runs in this process (a fake edu leased whole through fake
+//! VFIO, and a vfio-mode DMA pool behind a fake IOMMU); the campaign
+//! (`rig_tests::kill_clients`) execs this same binary as each client, which connects,
+//! opens a DMA session and leases memory or the whole device, and SIGKILLs it after a
+//! random delay. After each kill it times how long rigd takes to end the client's
+//! session and free what it held (the reclaim time); after the campaign rigd's RSS,
+//! open fds, threads, pool use, IOMMU mappings and sessions (read from /proc/self and
+//! the status RPCs) must be back to their baseline. The disposable machine's run of the
+//! same campaign is rig-kill-clients (scenario clients-killed).
 //!
 //! `cargo test -p rig-tests --test clients_killed` runs 1,000 cycles (CI);
 //! `RIG_KILL_CYCLES=10000 RIG_KILL_SEED=N` runs the full campaign or replays one. The

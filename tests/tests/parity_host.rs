@@ -1,4 +1,4 @@
-//! Parity with pciutils on the machine the test runs on (issue 2): every device that
+//! Parity with pciutils on the machine the test runs on: every device that
 //! `rigctl list` shows, decoded by rigd, against `lspci -vvv -nn -D` and `lspci -xxxx -D`.
 //! Also the saved outputs of the real H200 (docs/h200/), which need neither the GPU nor
 //! lspci.

@@ -1,4 +1,4 @@
-//! Issue 5's benchmark (docs/BENCHMARKS.md, "Take-over (issue 5)"): rig, driverctl and
+//! The take-over benchmark (docs/BENCHMARKS.md, "Take-over"): rig, driverctl and
 //! dpdk-devbind.py each detach bochs-display to vfio-pci and give it back, alternating in
 //! one loop in one full-flavour boot (scenario `bench-rebind`). The guest writes every
 //! cycle's times to `cycles.tsv`; this test prints their medians, p90 and rig's ratios,

@@ -1,15 +1,16 @@
-//! Issue 12's whole-device leases on a real kernel (fast flavour, translated IOMMU):
-//! an unprivileged client maps edu's BAR through the VFIO device fd rigd lent it and
-//! drives edu's DMA itself; killed mid-DMA, the device comes back clean (bus mastering
-//! off, reset, reopened) and a second lease's DMA checks out; everyone else is refused
-//! while it is leased; a crash of rigd mid-reclaim is finished at its next start. A
-//! second boot (iommu=pt) does the same in sysfs mode, by physical address. In the
-//! first boot, unbind-stuck (issue 14): a process that keeps only a mapping of the lent
-//! BAR keeps vfio-pci's remove waiting, and rigd's give-back times out without
-//! wedging, is shown stuck, starts no second worker and finishes once it lets go; one
-//! that keeps only a mapping is found at the lease's end and named. lease-outlived: a
-//! holder that outlives rigd is named at the next start, keeps the device refused with
-//! its name, and its exit lets the recovery finish by itself.
+//! Whole-device leases (docs/lease.md) on a real kernel (fast flavour, translated
+//! IOMMU): an unprivileged client maps edu's BAR through the VFIO device fd rigd lent
+//! it and drives edu's DMA itself; killed mid-DMA, the device comes back clean (bus
+//! mastering off, reset, reopened) and a second lease's DMA checks out; everyone else
+//! is refused while it is leased; a crash of rigd mid-reclaim is finished at its next
+//! start. A second boot (iommu=pt) does the same in sysfs mode, by physical address. In
+//! the first boot, unbind-stuck (docs/RELIABILITY.md, "Unbind that never returns"): a
+//! process that keeps only a mapping of the lent BAR keeps vfio-pci's remove waiting,
+//! and rigd's give-back times out without wedging, is shown stuck, starts no second
+//! worker and finishes once it lets go; one that keeps only a mapping is found at the
+//! lease's end and named. lease-outlived: a holder that outlives rigd is named at the
+//! next start, keeps the device refused with its name, and its exit lets the recovery
+//! finish by itself.
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_device_lease`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};

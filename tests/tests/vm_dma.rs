@@ -1,7 +1,8 @@
-//! Issue 6's device-address half on a real kernel: edu's DMA engine moves a client's
-//! bytes by the device address rig gave the client, by IOVA under the translated IOMMU
-//! (vfio mode; blocked once the client frees the buffer) and by physical address with
-//! `iommu=pt` (sysfs mode). `RIG_VM=1 cargo test -p rig-tests --test vm_dma`.
+//! DMA leases' device-address half (docs/dma.md) on a real kernel: edu's DMA engine
+//! moves a client's bytes by the device address rig gave the client, by IOVA under the
+//! translated IOMMU (vfio mode; blocked once the client frees the buffer) and by
+//! physical address with `iommu=pt` (sysfs mode).
+//! `RIG_VM=1 cargo test -p rig-tests --test vm_dma`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};
 

@@ -1,6 +1,6 @@
-//! Issue 12 on a real kernel: rigd lends NVMe queue pairs to an unprivileged client
-//! (fast flavour, translated IOMMU), kicks as VFIO ioeventfds, rings and shadow
-//! doorbells in the client's own lease, reclaim on kill -9.
+//! Lent queues (docs/queues.md) on a real kernel: rigd lends NVMe queue pairs to an
+//! unprivileged client (fast flavour, translated IOMMU), kicks as VFIO ioeventfds,
+//! rings and shadow doorbells in the client's own lease, reclaim on kill -9.
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_lend`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};

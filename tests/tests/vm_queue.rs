@@ -1,4 +1,4 @@
-//! Issue 12's first slice on a real kernel and QEMU's NVMe controller (fast flavour,
+//! rigd's NVMe stage on a real kernel and QEMU's NVMe controller (fast flavour,
 //! translated IOMMU): rigd's nvme stage drives the controller held through VFIO, and
 //! an I/O queue pair in a pool lease moves 4 KiB patterns both ways across ring wraps
 //! at depths 1 and 32, rung by a BAR0 store, a shadow tail plus a BAR0 store, a shadow

@@ -1,6 +1,7 @@
-//! Issue 12's isolated mode on a real kernel: an SR-IOV NVMe controller's two virtual
-//! functions, each its own IOMMU group, held by rigd in vfio mode with a pool each, and
-//! each lending its queues to one client at a time (fast flavour, translated IOMMU).
+//! The queues' isolated mode (docs/queues.md) on a real kernel: an SR-IOV NVMe
+//! controller's two virtual functions, each its own IOMMU group, held by rigd in vfio
+//! mode with a pool each, and each lending its queues to one client at a time (fast
+//! flavour, translated IOMMU).
 //! `RIG_VM=1 cargo test -p rig-tests --test vm_sriov`.
 
 use rig_tests::vm::{Flavour, Profile, SharedBoot};

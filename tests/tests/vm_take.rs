@@ -1,4 +1,4 @@
-//! Issue 5 on a real kernel: rigd takes and gives back devices in the disposable machine
+//! Take-over on a real kernel: rigd takes and gives back devices in the disposable machine
 //! (fast flavour, translated IOMMU). Everything is asserted by the guest scenarios from
 //! sysfs, not from rig's own report. `RIG_VM=1 cargo test -p rig-tests --test vm_take`.
 //! take-random-kill runs 10 kills here; `RIG_VM_APPEND="rig.kills=100 rig.seed=N"` runs

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs what the disposable machine needs and unpacks its guest kernel. Idempotent.
 #
-# Prefers bookworm-backports (QEMU 10, Linux 6.12: the facts in qemu-tier.md are from 6.12)
+# Prefers bookworm-backports (QEMU 10, Linux 6.12: docs/hardware/qemu-tier.md is about 6.12)
 # and falls back to bookworm (QEMU 7.2, Linux 6.1), saying so. Backports is reached through
 # a private apt source list under the cache: /etc/apt is never changed, and packages already
 # installed are not upgraded (--no-upgrade). The kernel .deb is

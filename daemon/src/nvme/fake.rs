@@ -2,8 +2,9 @@
 //! that executes admin commands from its admin SQ when SQ0TDBL is written, posting
 //! completions with the phase bit into the admin CQ, all in the memory of a
 //! [`FakeBus`] (device addresses to bytes). It follows QEMU's hw/nvme/ctrl.c where the
-//! spec leaves room (queues.md §2): doorbell stride 0, CQR 1, queue ids 1..=`max_qid`,
-//! page-aligned contiguous queues only, DBBUF when OACS bit 8 is set.
+//! spec leaves room (docs/hardware/queues.md, "QEMU's NVMe controller"): doorbell
+//! stride 0, CQR 1, queue ids 1..=`max_qid`, page-aligned contiguous queues only,
+//! DBBUF when OACS bit 8 is set.
 //!
 //! Scripted misbehaviour ([`FakeScript`]): a status for an opcode, a command that is
 //! never completed, CSTS.RDY that never follows CC.EN, fatal status on enable, and

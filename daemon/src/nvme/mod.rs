@@ -19,8 +19,8 @@
 //!
 //! Reference: NVMe Base Specification 1.4: §3.1 registers, §4.2/§4.6 queue entries,
 //! §5 admin commands, §7.6.1 "Initialization" (the order of [`Controller::start`]).
-//! QEMU's controller (hw/nvme/ctrl.c) as read for ../shared/reference/queues.md §2:
-//! DSTRD 0, MQES 0x7ff, CQR 1, sparse queue ids up to `max_ioqpairs`, page-aligned
+//! QEMU's controller (hw/nvme/ctrl.c; docs/hardware/queues.md, "QEMU's NVMe
+//! controller"): DSTRD 0, MQES 0x7ff, CQR 1, sparse queue ids up to `max_ioqpairs`, page-aligned
 //! contiguous queues, and DBBUF re-reading tails from the shadow buffer. Not here: the
 //! MMIO accesses and their `unsafe` (`sys::mmio`), DMA pools (`dma`), MSI-X eventfds
 //! and ioeventfds (`vfio`), the generic ring arithmetic (`rig_client::queue`).
@@ -566,7 +566,8 @@ impl Controller {
     /// Doorbell Buffer Config (NVMe 1.4 §5, "Doorbell Buffer Config command"): from now on the controller reads each
     /// I/O queue's SQ tail and CQ head from the shadow buffer at `shadow` (tail of qid
     /// q at `shadow + 8q`, head at `+ 4`) and writes its event indexes at `eventidx`;
-    /// a doorbell write then only tells it to look (queues.md §2). Both page-aligned.
+    /// a doorbell write then only tells it to look (docs/hardware/queues.md, "Doorbell
+    /// Buffer Config"). Both page-aligned.
     ///
     /// # Errors
     /// [`NvmeError::Unsupported`] when OACS bit 8 is clear (or Identify has not run);

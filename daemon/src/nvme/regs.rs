@@ -129,7 +129,7 @@ mod tests {
     #[test]
     fn cap_of_qemu_nvme_decodes_to_its_properties() {
         // QEMU hw/nvme/ctrl.c nvme_init_ctrl: MQES 0x7ff, CQR 1, TO 0xf, CSS NVM,
-        // MPSMAX 4; DSTRD 0 (queues.md §2).
+        // MPSMAX 4; DSTRD 0 (docs/hardware/queues.md, "QEMU's NVMe controller").
         let raw = 0x7ff | 1 << 16 | 0xf << 24 | 1 << 37 | 4 << 52;
         let cap = Cap::parse(raw);
         assert_eq!(cap.max_entries, 2048);

@@ -50,8 +50,9 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
     fn ring(&self, token: u32);
     /// A descriptor a client maps the same page through ([`USERMODE_LEN`] bytes at
     /// offset 0): for the real RM a dup of the fresh, unregistered `/dev/nvidiaN`
-    /// file that holds the page's mmap context (nvidia-rm.md §4: no pid, mm or uid
-    /// check at mmap; a registered file would pin rigd's RM client).
+    /// file that holds the page's mmap context (no pid, mm or uid check at mmap; a
+    /// registered file would pin rigd's RM client: docs/hardware/nvidia-rm.md,
+    /// "Handing mappings to another process").
     ///
     /// # Errors
     /// dup(2)'s.
@@ -62,7 +63,8 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Caching {
     /// Write-combined: stores may land late and out of order, so a writer fences and
-    /// reads back through the BAR before a doorbell (seed: "Before a doorbell").
+    /// reads back through the BAR before a doorbell (docs/hardware/nvidia-channels.md,
+    /// "Before a doorbell").
     WriteCombined,
     /// Uncached: stores are posted in order.
     Uncached,
@@ -97,7 +99,8 @@ pub trait Window: fmt::Debug + Send + Sync {
     /// A descriptor a client maps the same memory through ([`Window::len`] bytes at
     /// offset 0): for the real RM a dup of the fresh, unregistered `/dev/nvidiaN` file
     /// that holds the mapping's context. The client's mapping outlives an RM_FREE
-    /// (nvidia-rm.md §4), so whoever lends it keeps the memory until it is sure.
+    /// (docs/hardware/nvidia-rm.md, "Handing mappings to another process"), so whoever
+    /// lends it keeps the memory until it is sure.
     fn share(&self) -> std::io::Result<std::os::fd::OwnedFd>;
     /// Always false.
     fn is_empty(&self) -> bool {
@@ -289,7 +292,8 @@ impl Window for SysWindow {
 
 impl SysRm {
     /// RM_MAP_MEMORY of `object` into a fresh `/dev/nvidiaN` file (never
-    /// REGISTER_FD'd, nvidia-rm.md §4), then mmap of `len` bytes at offset 0.
+    /// REGISTER_FD'd: docs/hardware/nvidia-rm.md, "Handing mappings to another
+    /// process"), then mmap of `len` bytes at offset 0.
     fn map_object(
         &self,
         device: NvHandle,

@@ -1,5 +1,6 @@
 //! `Gpu`: one RM-served GPU as rigd holds it — device, subdevice, usermode page and
-//! UUID — made in the order of nvidia-rm.md §1 (steps 5–11, 14) and freed in reverse.
+//! UUID — made in the order of docs/hardware/nvidia-rm.md, "The object sequence"
+//! (steps 3–11), and freed in reverse.
 //!
 //! State: the handles, the usermode mapping and the undo list. Every step that makes
 //! something pushes how to unmake it, so a failed open frees what it made (the
@@ -113,7 +114,7 @@ impl<R: Rm> Gpu<R> {
         Ok(())
     }
 
-    /// Steps 5–9: the device file, the device and subdevice, and the class check.
+    /// Steps 4–8: the device file, the device and subdevice, and the class check.
     fn open_device(&mut self) -> Result<(), NvrmError> {
         let client = self.rm.client();
         let mut dev = device_params(&self.rm, &self.card)?;
@@ -137,7 +138,7 @@ impl<R: Rm> Gpu<R> {
         check_classes(&classes)
     }
 
-    /// Step 11: the usermode page (NULL params: BAR0's non-privileged page), mapped
+    /// Step 9: the usermode page (NULL params: BAR0's non-privileged page), mapped
     /// through a fresh, unregistered `/dev/nvidiaN`.
     fn open_usermode(&mut self) -> Result<(), NvrmError> {
         let h = self.alloc(
@@ -155,7 +156,7 @@ impl<R: Rm> Gpu<R> {
         Ok(())
     }
 
-    /// Step 14's first half: the UUID, which `rigctl channels` shows.
+    /// Step 10: the UUID, which `rigctl channels` shows.
     fn read_uuid(&mut self) -> Result<(), NvrmError> {
         let mut gid = r580::Nv2080CtrlGpuGetGidInfoParams {
             index: 0,
@@ -247,7 +248,7 @@ impl<R: Rm> Gpu<R> {
         while let Some(u) = self.undo.pop() {
             if u == Undo::UnmapUsermode {
                 // Unmapped before the object goes: freeing leaves BAR PTEs in place
-                // (nvidia-rm.md §4, "Stale BAR mappings").
+                // (docs/hardware/nvidia-rm.md, "Handing mappings to another process").
                 self.usermode = None;
             } else if let Err(e) = self.run(u) {
                 failed.push(e);

@@ -4,10 +4,10 @@
 //! reverse: RM unmap, RM_FREE, munmap.
 //!
 //! The memfd is sealed SHRINK|GROW|SEAL but not WRITE: the RM pins it with FOLL_WRITE,
-//! which a write seal forbids (nvidia-rm.md §4). Its GPU VA need not be its CPU VA in
-//! rigd or in any client; whoever writes commands is told [`HostMem::gpu_va`]. A
-//! client's DMA leases are mapped into the same space by `dma` (`AddressSpace` is its
-//! `DeviceMap`), not here.
+//! which a write seal forbids (docs/hardware/nvidia-rm.md, "Host memory the GPU uses
+//! directly"). Its GPU VA need not be its CPU VA in rigd or in any client; whoever
+//! writes commands is told [`HostMem::gpu_va`]. A client's DMA leases are mapped into
+//! the same space by `dma` (`AddressSpace` is its `DeviceMap`), not here.
 
 use std::sync::Arc;
 

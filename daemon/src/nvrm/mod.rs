@@ -20,9 +20,9 @@
 //! also when its creation fails half-way.
 //!
 //! Reference: NVIDIA/open-gpu-kernel-modules 580.142 (headers cited per struct in
-//! `layout`), `reference/nvidia-rm.md` (the sequence). Not here: ioctls and escape
-//! envelopes (`sys::nvrm`); PCI discovery (`pci`); taken GPUs (`take`); who may hold
-//! what (`channels`).
+//! `layout`); the sequence, privilege and mapping rules in docs/hardware/nvidia-rm.md.
+//! Not here: ioctls and escape envelopes (`sys::nvrm`); PCI discovery (`pci`); taken
+//! GPUs (`take`); who may hold what (`channels`).
 
 mod calls;
 mod channel;

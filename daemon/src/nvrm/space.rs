@@ -2,22 +2,24 @@
 //! RM-owned FERMI_VASPACE_A, the NV01_MEMORY_VIRTUAL object that maps into it, and
 //! the VA it hands out — and [`GpuMap`], host memory mapped into it.
 //!
-//! Why RM-owned: UVM registers one GPU address space per process and GPU (h200.md,
-//! "One UVM-registered GPU address space per process and GPU": a second one is refused
-//! with NV_ERR_INVALID_DEVICE), so one rigd could give all its clients only one. An
+//! Why RM-owned: UVM registers one GPU address space per process and GPU (a second
+//! one is refused with NV_ERR_INVALID_DEVICE: docs/hardware/nvidia-rm.md, "UVM
+//! ioctls"), so one rigd could give all its clients only one. An
 //! RM-owned space (flags 0) is allocated beside others on the same device (device
 //! vaMode OPTIONAL_MULTIPLE_VASPACES), the RM fills its page tables itself through
 //! NV_ESC_RM_MAP_MEMORY_DMA, and maps a channel's context buffers there when the
 //! channel is made — no UVM call at all. A channel whose context share names this
 //! space reaches only what is mapped here, so a client's pushbuffer cannot name
-//! another client's memory: it is not in its page tables. The RM's own maps stop at
-//! about 39 GiB a GPU in 4 KiB pages, all processes together (seed, "The RM's own
-//! mappings stop at about 39 GiB a GPU"); the DMA quotas keep rigd well below that.
+//! another client's memory: it is not in its page tables. The RM's own maps stopped at
+//! about 39 GiB a GPU in 4 KiB pages, all processes together, on an RTX 5000 Ada
+//! (docs/hardware/nvidia-rm.md, "The RM's own mapping limit"); the DMA quotas keep
+//! rigd well below that.
 //!
 //! The window: [`OWN_BASE`]..[`LEASE_BASE`] holds what rigd makes for a client's
 //! channels (rings, USERD, notifiers), [`LEASE_BASE`]..2^40 the client's DMA leases,
 //! whose addresses the lease pool picks. All of it lies below 2^40, where GPFIFO
-//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits).
+//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits:
+//! docs/hardware/nvidia-channels.md, "Ring entries").
 //!
 //! Not here: the objects a space lives on (`gpu`), memory rigd owns (`mem`), channels
 //! (`channel`), lease pools (`dma`, which calls [`AddressSpace`] through
@@ -53,7 +55,7 @@ pub const VA_END: u64 = 1 << 40;
 pub const OWN_ALIGN: u64 = 64 << 10;
 
 /// FERMI_VASPACE_A's range: all of 2^40 from the first page; the RM refuses a page 0
-/// (nvidia-rm.md §1 step 13 starts at 0x1000 too).
+/// (tinygrad's `ops_nv.py` starts its space at 0x1000 too).
 const VASPACE_BASE: u64 = 0x1000;
 const VASPACE_SIZE: u64 = VA_END - VASPACE_BASE;
 /// NVOS46 flags (`nvos.h`): CACHE_SNOOP_ENABLE (4:4), PAGE_SIZE_4KB (11:8 = 1),

@@ -7,13 +7,13 @@
 //! handed to someone else in between.
 //!
 //! Why it exists: the GPU fetches a ring, USERD and command segments in its own memory
-//! without crossing PCIe, which the seed measured at 0.2–0.5 µs less per submission on
-//! an RTX 5000 Ada (seed: "Rings in host memory cost less host time than rings in
-//! BAR1"); the price is host time, since stores through a write-combined BAR must be
-//! fenced and read back before the doorbell (seed: "Before a doorbell: fence, publish,
-//! read back, ring"). Lending such memory to another process is the hazard of
-//! nvidia-rm.md §4 (BAR PTEs outlive RM_FREE): what may hold a window is `channels`'
-//! business, not this file's.
+//! without crossing PCIe, which shortened an empty round trip by a third on the H200
+//! (docs/hardware/nvidia-channels.md, "Where rings live"); the price is host time,
+//! since stores through a write-combined BAR must be fenced before the doorbell
+//! (docs/hardware/nvidia-channels.md, "Before a doorbell"). Lending such memory to
+//! another process is the hazard of BAR PTEs that outlive RM_FREE
+//! (docs/hardware/nvidia-rm.md, "Handing mappings to another process"): what may hold
+//! a window is `channels`' business, not this file's.
 //!
 //! Reference: `nvos.h` (NV_MEMORY_ALLOCATION_PARAMS, NVOS32_ATTR*, NVOS32_ALLOC_FLAGS*,
 //! NVOS33_FLAGS_CACHING_TYPE, NVOS46 flags), open-gpu-kernel-modules 580.142.

@@ -8,7 +8,8 @@
 //! Registers: PCIe Base 6.0 §7.5.3. Registers past LnkSta (0x12) exist only in
 //! version 2 of the capability. Bandwidth per lane after line encoding: 8b/10b for
 //! 2.5 and 5 GT/s, 128b/130b for 8–32 GT/s, 242B/256B FLIT for 64 GT/s — so a
-//! PCIe 3.0 x16 link carries 15.75 GB/s each way (seed note: the R9700's root port).
+//! PCIe 3.0 x16 link carries 15.75 GB/s each way (docs/hardware/pci-takeover.md,
+//! "Links": why the budget reads every hop up to the root port).
 //! Not here: the capability walk (`caps`), the model's types (`rig-model`).
 
 use rig_model::{Express, ExpressV2, Link};

@@ -20,10 +20,11 @@
 //! still write it, so only a device reset frees it.
 //!
 //! Queue ids: with doorbells 4 bytes apart, one 4 KiB page holds the doorbells of 512
-//! queue ids, page 0 those of the admin queue and ids 1–511 (queues.md §2). When the
-//! device offers ids past 511, client k (in arrival order) gets ids in page k only,
-//! so no page holds two clients' doorbells (or shadow slots); otherwise ids are dense
-//! and the status says the doorbells are not page-isolated. A device made
+//! queue ids, page 0 those of the admin queue and ids 1–511 (NVMe 1.4 §3.1;
+//! docs/hardware/queues.md, "QEMU's NVMe controller"). When the device offers ids past
+//! 511, client k (in arrival order) gets ids in page k only, so no page holds two
+//! clients' doorbells (or shadow slots); otherwise ids are dense and the status says
+//! the doorbells are not page-isolated. A device made
 //! [`Queues::one_client`] (a function with fewer ids than a page per client, such as
 //! an SR-IOV virtual function) lends to one session at a time: every page is that
 //! session's, and a second session is refused with [`QueueError::Busy`].
@@ -361,8 +362,8 @@ impl Queues {
             }
         };
         // The kick writes 0: with shadow doorbells the device takes the tail from
-        // memory and the write only says "look" (queues.md §2; a value past the ring
-        // would be ignored, and 0 never is).
+        // memory and the write only says "look" (docs/hardware/queues.md, "QEMU's NVMe
+        // controller"; a value past the ring would be ignored, and 0 never is).
         let kick_data = 0;
         let kick = match kicks.register(doorbells.sq_tail, kick_data) {
             Ok(k) => k,

@@ -3,8 +3,9 @@
 //!
 //! Device memory is read and written one naturally aligned access at a time, 1, 2, 4 or
 //! 8 bytes, with volatile loads and stores: never `memcpy`, never a reference into the
-//! mapping (seed: "arm64 Device memory faults on the accesses memcpy makes"; a register
-//! read may have side effects, so the compiler must neither merge nor repeat one).
+//! mapping (arm64 Device memory faults on the unaligned accesses `memcpy` makes:
+//! docs/hardware/pci-takeover.md, "Register access"; a register read may have side
+//! effects, so the compiler must neither merge nor repeat one).
 
 use std::sync::atomic::{Ordering, fence};
 

@@ -19,7 +19,8 @@
 //!
 //! Kernel ABI: include/uapi/linux/vfio.h (Linux 6.12), Documentation/driver-api/vfio.rst.
 //! Only type1v2 containers: the kernels rig runs on have no no-IOMMU mode (Debian's
-//! 6.1/6.12 lack CONFIG_VFIO_NOIOMMU) and 6.12 has no iommufd (qemu-tier.md §2).
+//! 6.1/6.12 lack CONFIG_VFIO_NOIOMMU) and 6.12 has no iommufd
+//! (docs/hardware/qemu-tier.md, "vIOMMU and VFIO").
 //! Not here: the sequence and its errors (`vfio`), capability-chain parsing
 //! (`vfio::iommu`, pure).
 

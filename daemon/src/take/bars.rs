@@ -4,9 +4,9 @@
 //! writes (`rigctl mmio`). Mapping reserves address space only: a 256 GiB VRAM BAR
 //! costs no memory.
 //!
-//! Access goes through `sys::mmio`'s volatile reads and writes only (seed: "arm64
-//! Device memory faults on the accesses memcpy makes"), so this module hands out no
-//! slices.
+//! Access goes through `sys::mmio`'s volatile reads and writes only (arm64 Device
+//! memory faults on the accesses `memcpy` makes: docs/hardware/pci-takeover.md,
+//! "Register access"), so this module hands out no slices.
 
 use std::fs::File;
 

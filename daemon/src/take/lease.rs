@@ -1,10 +1,10 @@
 //! A held device lent whole, and taken back: the journaled steps of a whole-device
-//! lease (issue 12). `rig` decides who may lease and hands out the descriptors; this
-//! module only moves the device between `held` and `leased` and back, each step
+//! lease (docs/lease.md). `rig` decides who may lease and hands out the descriptors;
+//! this module only moves the device between `held` and `leased` and back, each step
 //! written to the journal before it runs, so a crash of rigd anywhere in a reclaim is
 //! finished by [`super::recover`] at the next start.
 //!
-//! Reclaim order (seed, "Bus mastering outlives the process"): bus mastering off
+//! Reclaim order (docs/hardware/pci-takeover.md, "Bus mastering"): bus mastering off
 //! first, so nothing the holder programmed reaches memory once its process is gone;
 //! then its interrupts; then the reset (config saved and restored, `take::reset`);
 //! then, in vfio mode, rigd's device fd is closed and opened again, which makes

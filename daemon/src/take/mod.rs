@@ -8,15 +8,15 @@
 //! `resourceN`): one [`Hold`], from which the journal's [`Mode`] is derived.
 //!
 //! State and locks: a `Taken` holds an flock on the function's sysfs `config` for as
-//! long as rig holds it (seed, "flock locks a function's sysfs config file": kernfs has
-//! one inode per node, so every process sees the lock). `rig.rs` holds a per-device
+//! long as rig holds it (kernfs has one inode per node, so every process sees the lock:
+//! docs/hardware/pci-takeover.md, "Locking a function"). `rig.rs` holds a per-device
 //! mutex around every call here. Every step is written to the [`journal`] before it
 //! runs; [`recover`] reads it at start.
 //!
 //! Invariants: only this module writes `driver/unbind`, `driver_override`,
 //! `drivers_probe`, `resource<N>_resize`, `reset` and the command register. Bus
-//! mastering is off whenever rig gives a device back (seed: "Bus mastering outlives the
-//! process").
+//! mastering is off whenever rig gives a device back (it outlives the process that
+//! turned it on: docs/hardware/pci-takeover.md, "Bus mastering").
 //!
 //! Kernel ABI: Documentation/ABI/testing/sysfs-bus-pci; ReBAR: PCIe Base 6.0 §7.8.6;
 //! VFIO: include/uapi/linux/vfio.h. Not here: decoding (`pci`), VFIO objects and their
@@ -85,8 +85,9 @@ impl Default for DetachOptions {
             entire_group: false,
             force: false,
             // TIMEOUT: a healthy unbind takes < 1 s (0.02–0.16 s measured in QEMU,
-            // qemu-tier.md §3); amdgpu and nvidia tear down firmware and may take
-            // several seconds. 10 s separates those from a holder that never lets go.
+            // docs/hardware/qemu-tier.md, "Emulated devices"); amdgpu and nvidia tear
+            // down firmware and may take several seconds. 10 s separates those from a
+            // holder that never lets go.
             timeout: Duration::from_secs(10),
         }
     }
@@ -449,7 +450,8 @@ impl Taker {
                 self.record(rec)?;
                 progress("load vfio-pci, bind it");
                 // vfio_iommu_type1 is not a dependency of vfio-pci: without it a
-                // container offers no IOMMU type (qemu-tier.md §2).
+                // container offers no IOMMU type (docs/hardware/qemu-tier.md, "vIOMMU
+                // and VFIO").
                 for module in ["vfio-pci", "vfio_iommu_type1"] {
                     self.sysfs
                         .modprobe(module, false)
@@ -735,9 +737,10 @@ impl Taker {
         Ok(report)
     }
 
-    /// Seed: after amdgpu is unbound and bound again, every open of /dev/kfd fails with
-    /// EINVAL until the module reloads (kfd_locked never drops). Reload when no other
-    /// device uses amdgpu; otherwise say so.
+    /// After amdgpu is unbound and bound again, every open of /dev/kfd fails with
+    /// EINVAL until the module reloads (kfd_locked never drops:
+    /// docs/hardware/pci-takeover.md, "amdgpu and KFD after a rebind"). Reload when no
+    /// other device uses amdgpu; otherwise say so.
     fn kfd_check(&self, report: &mut AttachReport) {
         let kfd = self.places.dev_root.join("kfd");
         let broken = matches!(File::open(&kfd), Err(e) if e.raw_os_error() == Some(libc::EINVAL));

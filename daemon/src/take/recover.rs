@@ -1,10 +1,10 @@
 //! What rigd does at start with the devices its journal says it held.
 //!
 //! First, within the first second: bus mastering off on every journaled device that is
-//! not back with its driver (seed: a GPU without an IOMMU keeps writing after its
-//! process dies). Then each device is re-adopted when it is cleanly held (same mode,
-//! flock re-taken, VFIO reopened through `taker.vfio` and its BARs mapped again), or
-//! rolled back to its original driver. A device the journal shows leased whole, or in
+//! not back with its driver (a GPU without an IOMMU keeps writing after its process
+//! dies: docs/hardware/pci-takeover.md, "Bus mastering"). Then each device is
+//! re-adopted when it is cleanly held (same mode, flock re-taken, VFIO reopened through
+//! `taker.vfio` and its BARs mapped again), or rolled back to its original driver. A device the journal shows leased whole, or in
 //! the middle of being taken back from a lease, is reclaimed again from the start
 //! (every step is safe to repeat) and held; its holder's lease ended with rigd.
 //! A device whose resize or reset was under way was held before it and is held
@@ -112,8 +112,8 @@ pub fn recover(taker: &Taker) -> (Vec<Taken>, Vec<Recovered>) {
         .collect();
     let mut held = Vec::new();
     // Pass 1: stop every device from mastering the bus, before anything slow: the
-    // memory its DMA was aimed at died with the rigd that set it up (seed: "bus
-    // mastering outlives the process"). Every device but one already back on its
+    // memory its DMA was aimed at died with the rigd that set it up (bus mastering
+    // outlives the process: docs/hardware/pci-takeover.md, "Bus mastering"). Every device but one already back on its
     // original driver, which owns it again — a driverless device held in sysfs mode
     // (no driver before, none now) included.
     for r in &records {

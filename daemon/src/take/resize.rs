@@ -1,8 +1,8 @@
 //! Resizable BAR: ask for the largest size (or the one requested), fall back on ENOSPC.
 //!
-//! Seed, "A BAR resize refused for room may fit smaller": writing resourceN_resize fails
-//! with ENOSPC when the bridge window above has no room, and a smaller size may then
-//! fit; any other refusal (EBUSY, a bridge that cannot move, no privilege) holds for
+//! Writing resourceN_resize fails with ENOSPC when the bridge window above has no
+//! room, and a smaller size may then fit (docs/hardware/pci-takeover.md, "Resizable
+//! BAR"); any other refusal (EBUSY, a bridge that cannot move, no privilege) holds for
 //! every size and the BAR keeps its own. The kernel moves the device's other BARs as it
 //! resizes, so every BAR is read again afterwards. Only with no driver bound.
 

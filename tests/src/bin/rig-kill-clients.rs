@@ -1,10 +1,11 @@
-//! rig-kill-clients: issue 14's clients killed by the hundred, in the disposable
-//! machine, against the guest's rigd over real VFIO and an emulated IOMMU. Runs
-//! `rig_tests::kill_clients` with clients that are this binary again (as a user of
-//! group rig): DMA sessions leasing pool blocks, lent NVMe queues kept full of reads,
-//! and whole-device leases of edu with BAR0 mapped and bus mastering on, each
-//! SIGKILLed at a seeded random instant; rigd's use is read from /proc/<its pid>
-//! (so this runs as root) and from its RPCs. Scenario clients-killed.
+//! rig-kill-clients: the clients-killed campaign (docs/RELIABILITY.md, "Clients killed
+//! by the thousand"), by the hundred, in the disposable machine, against the guest's
+//! rigd over real VFIO and an emulated IOMMU. Runs `rig_tests::kill_clients` with
+//! clients that are this binary again (as a user of group rig): DMA sessions leasing
+//! pool blocks, lent NVMe queues kept full of reads, and whole-device leases of edu
+//! with BAR0 mapped and bus mastering on, each SIGKILLed at a seeded random instant;
+//! rigd's use is read from /proc/<its pid> (so this runs as root) and from its RPCs.
+//! Scenario clients-killed.
 //!
 //! ```text
 //! rig-kill-clients --socket S --rigd-pid P --cycles N [--seed N] [--warmup N]

@@ -64,7 +64,8 @@ const EDU_IRQ_ACK: usize = 0x64;
 const VFIO_PCI_MSI_IRQ_INDEX: u32 = 1;
 /// EFD_NONBLOCK (include/uapi/linux/eventfd.h: O_NONBLOCK on x86_64).
 const EFD_NONBLOCK: i32 = 0o4000;
-/// QEMU 7.2's edu aborts on a full 4096-byte transfer (qemu-tier.md §3).
+/// QEMU 7.2's edu aborts on a full 4096-byte transfer (docs/hardware/qemu-tier.md,
+/// "edu").
 const LEN: usize = 2048;
 
 fn start(bar: &Bar<'_>, src: u64, dst: u64, to_ram: bool) -> Res<()> {

@@ -180,11 +180,12 @@ struct Run {
 }
 
 impl Probe {
-    /// Zeroes queue `QID`'s shadow tail and head and its event indexes before the
-    /// queue is created: the controller trusts the shadow tail without a bound check
-    /// (queues.md §2), so a stale one would make it fetch past the ring. The admin
-    /// queue's slots (qid 0) are left alone: the controller keeps them from the
-    /// register writes, and a zeroed head would make it think the admin CQ full.
+    /// Zeroes queue `QID`'s shadow tail and head and its event indexes before the queue
+    /// is created: the controller trusts the shadow tail without a bound check
+    /// (docs/hardware/queues.md, "QEMU's NVMe controller"), so a stale one would make
+    /// it fetch past the ring. The admin queue's slots (qid 0) are left alone: the
+    /// controller keeps them from the register writes, and a zeroed head would make it
+    /// think the admin CQ full.
     fn clear_slots(&self) -> Res<()> {
         let slot = 8 * u64::from(QID);
         self.mem.write(SHADOW_AT + slot, &[0; 8])?;

@@ -1,10 +1,10 @@
-//! Campaign: clients killed by the thousand (issue 14). Each cycle starts a client
-//! process ([`client`]) that connects to rigd, opens a DMA session and leases memory,
-//! a lent NVMe queue or a device whole, and SIGKILLs it at a seeded random instant
-//! (before it connects, while it connects, with its session open, leased, holding);
-//! then reaps it and times the reclaim: from the kill until rigd shows nothing of the
-//! pid any more. rigd's use is read after the warm-up and after the campaign, and
-//! [`Verdict`] judges the two against each other.
+//! Campaign: clients killed by the thousand (docs/RELIABILITY.md). Each cycle starts a
+//! client process ([`client`]) that connects to rigd, opens a DMA session and leases
+//! memory, a lent NVMe queue or a device whole, and SIGKILLs it at a seeded random
+//! instant (before it connects, while it connects, with its session open, leased,
+//! holding); then reaps it and times the reclaim: from the kill until rigd shows
+//! nothing of the pid any more. rigd's use is read after the warm-up and after the
+//! campaign, and [`Verdict`] judges the two against each other.
 //!
 //! Two places run it, through an [`Observer`] each: `tests/tests/clients_killed.rs`
 //! against rigd's service over the fake kernel in the test's own process (CI, 1,000

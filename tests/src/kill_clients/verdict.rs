@@ -8,7 +8,8 @@ use super::{Cycle, Usage, Work};
 /// What the verdict allows.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Reclaim's goal (issue 14): p99 at most this.
+    /// Reclaim's goal (docs/RELIABILITY.md, "Clients killed by the thousand"): p99 at
+    /// most this.
     pub goal: Duration,
     /// Whether a p99 past the goal fails the campaign, or is only reported (under
     /// TCG rigd's reclaim of a whole-device lease, a VFIO reset of an emulated

@@ -478,8 +478,9 @@ impl PciSysfs for FakeKernel {
         );
         let ctrl = (v & !0x3f00) | (code << 8);
         // The resource file: this BAR takes the new size; the kernel moves the other
-        // BARs of the device (seed: the doorbell BAR moved on the R9700), modelled by
-        // shifting every other assigned region up by 256 MiB.
+        // BARs of the device (docs/hardware/pci-takeover.md, "Resizable BAR": the
+        // R9700's doorbell BAR moved), modelled by shifting every other assigned
+        // region up by 256 MiB.
         let res = self.root.read_resources(bdf).map_err(io::Error::other)?;
         let resource: String = res
             .iter()

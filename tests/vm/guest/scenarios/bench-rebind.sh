@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=900
-# Issue 5's benchmark (docs/BENCHMARKS.md, "Take-over"): one cycle = detach bochs-display
+# The take-over benchmark (docs/BENCHMARKS.md, "Take-over"): one cycle = detach bochs-display
 # (00:03.0) from bochs-drm to vfio-pci, then give it back, by three tools in the same boot:
 #   rig          rigctl detach B --mode vfio; rigctl attach B   (rigd already running)
 #   driverctl    driverctl --nosave set-override B vfio-pci; driverctl --nosave unset-override B

@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=900
-# Issue 14's "clients killed by the thousand", in the disposable machine: rigd holds
+# "Clients killed by the thousand" (docs/RELIABILITY.md), in the disposable machine: rigd holds
 # the NVMe controller (00:05.0), edu 00:06.0 and edu 01:00.0 in vfio mode (8 MiB
 # pools, a [lease] rule for 01:00.0, as lease-random-kill's rigd), and
 # rig-kill-clients (rig_tests::kill_clients, the campaign the fake-kernel test runs)

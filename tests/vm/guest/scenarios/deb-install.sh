@@ -1,11 +1,11 @@
 # rig-vm: kind=inspect timeout=240
-# Issue 13 (full flavour; run it last in its boot): the .deb as an operator installs
-# it. What /init unpacked from it is removed first (its files, and the folders it made
-# that are left empty), with the rig group, so the package
-# starts on a machine that never had rig; a list of every file (and the group and
-# passwd files) is taken. Then `apt-get install /rig/rig.deb` (offline: nothing to fetch),
-# rigctl as a member of group rig (socket activation starts rigd), `systemctl start
-# rigd`, man pages and completions in place, `apt purge rig`, and the same list again.
+# The package (docs/systemd.md; full flavour; run it last in its boot): the .deb as an
+# operator installs it. What /init unpacked from it is removed first (its files, and the
+# folders it made that are left empty), with the rig group, so the package starts on a
+# machine that never had rig; a list of every file (and the group and passwd files) is
+# taken. Then `apt-get install /rig/rig.deb` (offline: nothing to fetch), rigctl as a
+# member of group rig (socket activation starts rigd), `systemctl start rigd`, man pages
+# and completions in place, `apt purge rig`, and the same list again.
 DEB=/rig/rig.deb
 add_users
 systemctl stop rigd.service rigd.socket 2> /dev/null

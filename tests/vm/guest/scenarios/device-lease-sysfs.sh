@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=200
-# Issue 12's whole-device lease in sysfs mode (iommu=pt: no translation, physical
+# A whole-device lease (docs/lease.md) in sysfs mode (iommu=pt: no translation, physical
 # addresses): rigd holds edu behind its root port (01:00.0, bus reset) driverless, and
 # alice (group rig) leases it whole: she gets its resource0 file, maps BAR0 through it
 # and drives edu's DMA by the physical address of her session's memory, bus mastering

@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=300
-# Issue 12's whole-device leases under the translated IOMMU: rigd holds edu behind its
+# Whole-device leases (docs/lease.md) under the translated IOMMU: rigd holds edu behind its
 # root port (01:00.0, bus reset) in vfio mode, and a [lease] rule lets group rig lease
 # it whole. alice (group rig, unprivileged) leases it, maps BAR0 through the VFIO
 # device fd rigd lent her, turns bus mastering on through its config region and drives

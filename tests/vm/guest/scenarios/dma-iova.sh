@@ -1,10 +1,10 @@
 # rig-vm: kind=takeover timeout=180
-# Issue 6 under the translated IOMMU and vfio mode: rig holds edu (00:06.0, 64-bit DMA
-# mask) through VFIO, a client process leases a buffer from its pool and gets an IOVA;
-# edu's DMA engine, programmed through rigd (`rigctl mmio`, `rigctl master`), reads the
-# client's bytes by that IOVA and writes them back 4 KiB further on, where the client
-# finds them. After the client frees the buffer, rigd has unmapped it: the IOMMU blocks
-# edu's write and read there (DMAR faults in the guest's kernel log).
+# DMA leases (docs/dma.md) under the translated IOMMU and vfio mode: rig holds edu
+# (00:06.0, 64-bit DMA mask) through VFIO, a client process leases a buffer from its pool
+# and gets an IOVA; edu's DMA engine, programmed through rigd (`rigctl mmio`, `rigctl
+# master`), reads the client's bytes by that IOVA and writes them back 4 KiB further on,
+# where the client finds them. After the client frees the buffer, rigd has unmapped it:
+# the IOMMU blocks edu's write and read there (DMAR faults in the guest's kernel log).
 E=0000:00:06.0
 RIG="rigctl --socket $RIG_SOCK"
 start_rigd_dma

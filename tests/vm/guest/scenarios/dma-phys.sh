@@ -1,8 +1,8 @@
 # rig-vm: kind=takeover timeout=120
-# Issue 6 with iommu=pt and sysfs mode: rig holds edu (00:06.0) driverless, a client
-# leases a buffer from its pool and gets its physical address; edu's DMA engine, driven
-# by that address, reads the client's bytes and writes them back 4 KiB further on, and
-# the client reads them there.
+# DMA leases (docs/dma.md) with iommu=pt and sysfs mode: rig holds edu (00:06.0)
+# driverless, a client leases a buffer from its pool and gets its physical address; edu's
+# DMA engine, driven by that address, reads the client's bytes and writes them back 4 KiB
+# further on, and the client reads them there.
 E=0000:00:06.0
 RIG="rigctl --socket $RIG_SOCK"
 start_rigd_dma

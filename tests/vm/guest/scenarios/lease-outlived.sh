@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=180
-# Issue 14: a whole-device lease holder that outlives rigd. alice leases edu 01:00.0
+# A whole-device lease holder that outlives rigd (docs/RELIABILITY.md). alice leases edu 01:00.0
 # whole and keeps its DMA engine running (rig-lease-client hang); rigd is killed
 # with -9 and started again while she still holds the lent VFIO device fd, which
 # keeps the device's group open (the new rigd's open of /dev/vfio/N is EBUSY).

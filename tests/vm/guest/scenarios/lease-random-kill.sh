@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=600
-# Issue 14's "rigd killed at random" during DMA leases, queue work and whole-device
+# "rigd killed at random" (docs/RELIABILITY.md) during DMA leases, queue work and whole-device
 # leases (take-random-kill does the take-over work). rigd holds the NVMe controller
 # (00:05.0), edu 00:06.0 and edu 01:00.0 in vfio mode; per kill clients start one
 # operation, chosen by a seeded generator with the delay, and after the delay (0 to 1500 ms: past the clients' setup under TCG)

@@ -1,9 +1,9 @@
 # rig-vm: kind=takeover timeout=400
-# Issue 12 under the translated IOMMU: rigd holds the NVMe controller (00:05.0) in
-# vfio mode and lends queue pairs to alice, an unprivileged member of group rig. Each
-# client's rings and shadow doorbell page are in its own lease; its kick is an eventfd
-# rigd registered as a VFIO ioeventfd. Patterns are written and read back through lent
-# queues at depths 1 and 32, two clients at once; a client killed with -9 while its
+# Lent queues (docs/queues.md) under the translated IOMMU: rigd holds the NVMe controller
+# (00:05.0) in vfio mode and lends queue pairs to alice, an unprivileged member of group
+# rig. Each client's rings and shadow doorbell page are in its own lease; its kick is an
+# eventfd rigd registered as a VFIO ioeventfd. Patterns are written and read back through
+# lent queues at depths 1 and 32, two clients at once; a client killed with -9 while its
 # commands are in flight has its queue deleted and its memory reclaimed while another
 # client keeps running; bad requests get typed refusals. Then the nvme driver gets the
 # controller back with a working disk.
@@ -121,7 +121,8 @@ echo "exit $?" >> "$FILES/after-flood.txt"
 check "after a client flooded its kick, a new queue still works" grep -qx 'exit 0' "$FILES/after-flood.txt"
 
 # A shadow tail past the ring, while another client runs: the controller trusts it
-# (queues.md §2); the queue must still be deleted and the other client carry on.
+# (docs/hardware/queues.md, "QEMU's NVMe controller"); the queue must still be deleted
+# and the other client carry on.
 as_user alice $C run 32 1000 15000 > "$FILES/beside.txt" 2>&1 &
 B=$!
 as_user alice $C overrun > "$FILES/overrun.txt" 2>&1

@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=300
-# Issue 12's first slice under the translated IOMMU: the NVMe controller (00:05.0),
+# rigd's NVMe stage under the translated IOMMU: the NVMe controller (00:05.0),
 # bound to vfio-pci, is driven by rigd's nvme stage (reset, admin queue in a pool
 # lease, Identify, Number of Queues, Create/Delete I/O queues, Doorbell Buffer Config)
 # and an I/O queue pair in a second lease carries 4 KiB writes of a pattern and reads

@@ -1,11 +1,12 @@
 # rig-vm: kind=takeover timeout=500 devices=sriov
-# Issue 12's isolated mode: an SR-IOV NVMe controller (QEMU's, behind its own root port)
-# gets two secondary controllers through its kernel driver (nvme-virt: the admin commands
-# nvme-cli's virt-mgmt sends); each VF is its own IOMMU group, rigd holds each in vfio
-# mode with a container and DMA pool of its own, and lends each VF's queues to one
-# client at a time: a second client is refused while the first holds it, gets the other
-# VF meanwhile, and gets the first once the holder is killed and reclaimed. A stray read
-# faults in the VF's own IOMMU domain. Then the VFs go back and the PF's disk works.
+# The queues' isolated mode (docs/queues.md): an SR-IOV NVMe controller (QEMU's, behind
+# its own root port) gets two secondary controllers through its kernel driver (nvme-virt:
+# the admin commands nvme-cli's virt-mgmt sends); each VF is its own IOMMU group, rigd
+# holds each in vfio mode with a container and DMA pool of its own, and lends each VF's
+# queues to one client at a time: a second client is refused while the first holds it,
+# gets the other VF meanwhile, and gets the first once the holder is killed and reclaimed.
+# A stray read faults in the VF's own IOMMU domain. Then the VFs go back and the PF's disk
+# works.
 PF=0000:02:00.0
 VF1=0000:02:00.1
 VF2=0000:02:00.2

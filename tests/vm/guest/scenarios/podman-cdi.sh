@@ -1,16 +1,16 @@
 # rig-vm: kind=takeover timeout=480
-# Issue 15 (full flavour): a real container engine that speaks CDI. Debian's podman 4.3
-# (crun, conmon; vfs storage: the guest kernel has no overlay module; no network) runs
-# containers from an image made here with `podman import` of a tarball holding the static
-# rig-lease-client and nothing else: nothing is pulled. rigd runs under the .deb's
-# hardened unit and holds edu (behind its root port, vfio mode); `rigctl cdi generate`
-# writes its spec to /var/run/cdi, and `podman run --device rig.dev/gpu=BDF` gets the
-# VFIO nodes, the /run/rig mount, RIG_SOCKET/RIG_DEVICE and the two hooks from it
-# (docs/k8s.md "CDI specs"). Inside, rig-lease-client leases edu whole and runs edu's DMA
-# between its session's memory and the device. Then a container holding the lease with
-# DMA in flight is killed with SIGKILL: rigd reclaims and resets edu, the poststop hook
-# waits for that and says so, and the next container leases it again. A second
-# container asking for the device while it is leased is refused at once: by the
+# Containers through CDI (docs/k8s.md; full flavour): a real container engine that speaks
+# CDI. Debian's podman 4.3 (crun, conmon; vfs storage: the guest kernel has no overlay
+# module; no network) runs containers from an image made here with `podman import` of a
+# tarball holding the static rig-lease-client and nothing else: nothing is pulled. rigd
+# runs under the .deb's hardened unit and holds edu (behind its root port, vfio mode);
+# `rigctl cdi generate` writes its spec to /var/run/cdi, and `podman run --device
+# rig.dev/gpu=BDF` gets the VFIO nodes, the /run/rig mount, RIG_SOCKET/RIG_DEVICE and the
+# two hooks from it (docs/k8s.md "CDI specs"). Inside, rig-lease-client leases edu whole
+# and runs edu's DMA between its session's memory and the device. Then a container holding
+# the lease with DMA in flight is killed with SIGKILL: rigd reclaims and resets edu, the
+# poststop hook waits for that and says so, and the next container leases it again. A
+# second container asking for the device while it is leased is refused at once: by the
 # createRuntime hook, and (a spec without hooks) by rigd's lease itself.
 L=0000:01:00.0
 K=rig.dev/gpu

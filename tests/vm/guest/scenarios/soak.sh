@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=7500
-# Issue 14's soak (scripts/soak.sh boots it; not in CI): one rigd, for rig.soak_s
+# The soak (docs/RELIABILITY.md; scripts/soak.sh boots it; not in CI): one rigd, for rig.soak_s
 # seconds (default 300), under four client loops at once, while a sampler reads rigd's
 # RSS, open fds and threads (/proc/PID) and its DMA pool use (`rigctl dma --json`)
 # every rig.soak_every seconds (default 10):

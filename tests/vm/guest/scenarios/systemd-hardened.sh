@@ -1,14 +1,14 @@
 # rig-vm: kind=takeover timeout=300
-# Issue 13 (full flavour, iommu=pt so that sysfs mode's physical addresses reach RAM):
-# rigd runs under the hardened rigd.service exactly as the .deb ships it (init unpacked
-# the .deb; no drop-in, no override), and does the whole job there: take edu in vfio
-# mode, alice (group rig) leases it and drives its DMA, give it back; the same in sysfs
-# mode (config space, enable, resource0, pagemap's physical addresses); and a holder of
-# the stand-in GPU's DRM node, another user's process, is still found through /proc.
-# Also: the unit's exposure by systemd-analyze here, rigd's bounding set, and what its
-# mount namespace leaves writable; one scrape of the metrics socket (`rigctl metrics`)
-# whose figures follow what was done, and the audit lines in `journalctl -o json`
-# with the outcome rigctl showed.
+# The hardened unit (docs/systemd.md; full flavour, iommu=pt so that sysfs mode's physical
+# addresses reach RAM): rigd runs under the hardened rigd.service exactly as the .deb
+# ships it (init unpacked the .deb; no drop-in, no override), and does the whole job
+# there: take edu in vfio mode, alice (group rig) leases it and drives its DMA, give it
+# back; the same in sysfs mode (config space, enable, resource0, pagemap's physical
+# addresses); and a holder of the stand-in GPU's DRM node, another user's process, is
+# still found through /proc. Also: the unit's exposure by systemd-analyze here, rigd's
+# bounding set, and what its mount namespace leaves writable; one scrape of the metrics
+# socket (`rigctl metrics`) whose figures follow what was done, and the audit lines in
+# `journalctl -o json` with the outcome rigctl showed.
 L=0000:01:00.0
 GPU=0000:00:03.0
 C="rig-lease-client $RIG_SOCK"

@@ -1,10 +1,10 @@
 # rig-vm: kind=takeover timeout=240
-# Issue 13 (full flavour): the repo's systemd/rigd.service has WatchdogSec=, and rigd
-# pings it only while healthy. rigd holds the stand-in GPU (bochs-display, 00:03.0)
-# in vfio mode; then it is stopped with SIGSTOP (its runtime and its watchdog thread
-# frozen, as a wedged daemon's would be). Its pings stop, systemd kills it at the
-# watchdog's timeout and starts it again (Restart=on-failure), and the new rigd
-# re-adopts the GPU from its journal. Nothing else is changed in the unit.
+# The watchdog (docs/systemd.md; full flavour): the repo's systemd/rigd.service has
+# WatchdogSec=, and rigd pings it only while healthy. rigd holds the stand-in GPU
+# (bochs-display, 00:03.0) in vfio mode; then it is stopped with SIGSTOP (its runtime and
+# its watchdog thread frozen, as a wedged daemon's would be). Its pings stop, systemd
+# kills it at the watchdog's timeout and starts it again (Restart=on-failure), and the new
+# rigd re-adopts the GPU from its journal. Nothing else is changed in the unit.
 GPU=0000:00:03.0
 unit() { systemctl show -p "$1" --value rigd; }
 wait_for() { # wait_for SECONDS CMD...: until CMD succeeds, polling every 0.5 s

@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=240
-# Issue 5's crash safety on a real kernel: rigd is killed (SIGKILL, injected right after
+# Take-over's crash safety on a real kernel: rigd is killed (SIGKILL, injected right after
 # each journal write through RIG_CRASH_AT) at every step of detach and of attach, then
 # started again. Each time, asserted from sysfs: no device is left driverless with bus
 # mastering on, and bochs-display is either back on bochs-drm or held by the new rigd.

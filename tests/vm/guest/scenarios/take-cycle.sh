@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=240
-# Issue 5 on a real kernel: rigd detaches and gives back devices, asserted from sysfs.
+# Take-over on a real kernel: rigd detaches and gives back devices, asserted from sysfs.
 # bochs-display (00:03.0, bochs-drm) in vfio and sysfs modes; refused while a process
 # holds its DRM node; nvme refused while its disk is mounted, then reset by FLR; edu
 # behind a root port reset by a bus reset; the ICH9 group (00:1f.*) refused as not

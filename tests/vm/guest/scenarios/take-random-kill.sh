@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=420
-# Issue 14's "rigd killed at random": SIGKILLs of rigd at seeded random instants (not
+# "rigd killed at random" (docs/RELIABILITY.md): SIGKILLs of rigd at seeded random instants (not
 # only after journal records, as take-crash does) while it detaches (vfio and sysfs
 # mode), gives back, resets, or holds a driverless device with bus mastering on; each
 # followed by a restart. After every restart, asserted from sysfs: no device rig

@@ -1,5 +1,5 @@
 # rig-vm: kind=takeover timeout=300
-# Issue 14's "unbind that never returns", on a real kernel: vfio-pci's remove
+# "Unbind that never returns" (docs/RELIABILITY.md), on a real kernel: vfio-pci's remove
 # (vfio_unregister_group_dev, drivers/vfio/vfio_main.c in Linux 6.12) waits, 10 s at a
 # time and for as long as it takes, until every open file of the VFIO device is
 # released. A mapping of a BAR holds the file (the VMA keeps a reference), so a

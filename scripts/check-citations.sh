@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Fails when a comment or doc cites something a person who clones rig does not have: a
+# file outside the repository (the notes folder beside it, its reference/ files, a notes
+# file named without a path, a "file.md §N" section number), the private "seed" notes,
+# or one of rig's issue numbers. Hardware facts are cited from docs/hardware/, runs
+# from docs/h200.md, docs/BENCHMARKS.md and docs/RELIABILITY.md (CONTRIBUTING.md, "Where
+# facts live"). An RNG seed ("seed: u64", "rig.seed=N", "the seed is printed") is not a
+# citation and passes.
+#
+#   scripts/check-citations.sh            check every tracked text file
+#   scripts/check-citations.sh --pending  also print the matches in pending paths
+#
+# Paths listed in scripts/citations-pending.txt (one path or folder prefix a line, '#'
+# comments) are not yet swept: their matches are counted, not failed. Vendored crates
+# under third_party/ are upstream's text; only their RIG-PATCH.md notes are checked.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+git rev-parse --is-inside-work-tree > /dev/null 2>&1 || {
+    echo "check-citations: needs a git checkout (it reads the tracked files)" >&2
+    exit 2
+}
+
+SHOW_PENDING=0
+case ${1:-} in
+    --pending) SHOW_PENDING=1 ;;
+    "") ;;
+    *) echo "usage: scripts/check-citations.sh [--pending]" >&2; exit 2 ;;
+esac
+
+PENDING_FILE=scripts/citations-pending.txt
+
+# name|PCRE. Kept narrow so that ordinary words pass: "seed" alone, "issue #442" of
+# another project, "docs/hardware/nvidia-rm.md".
+RULES=(
+    'outside file|\bshar[e]d/(reference|seeds|STYLE)|\.\./shar[e]d/'
+    'outside file|\b(gpu-hardware-notes|gpu-load-path)\b'
+    'outside file|\b(hopper-compute|style-anchors|anchors|crates|DEVELOPERS|STYLE)\.md\b'
+    'outside file|\breference/[\w.-]+\.md'
+    'outside file|(?<![\w/.-])h200\.md'
+    'section of a notes file|\.md`?\s*§'
+    'seed notes|(?i)\bseed notes?\b|\bseed'"'"'s\b|\(seed[:,](?!\s*(&|\[|[ui](8|16|32|64|128|size)\b|Option|Vec|Self\b))|(//[/!]?|#|\*)\s*seed[:,]\s|\bthe seed (measured|says|said|found|figures)\b|\bfrom the seed\b'
+    'issue number|\b[Ii]ssues? [0-9]+'
+)
+# Bare names of files that exist in docs/hardware/: outside it they must say where.
+BARE_RULE='outside file|(?<![\w/.-])(nvidia-rm|qemu-tier)\.md'
+
+pending=()
+if [ -f "$PENDING_FILE" ]; then
+    while IFS= read -r line; do
+        line=${line%%#*}
+        line=${line//[[:space:]]/}
+        [ -n "$line" ] && pending+=("$line")
+    done < "$PENDING_FILE"
+fi
+
+base=(':(exclude)third_party' ':(exclude)scripts/check-citations.sh' ":(exclude)$PENDING_FILE")
+excl=()
+for p in "${pending[@]}"; do excl+=(":(exclude)$p"); done
+
+# grep_rule NAME PCRE PATHSPEC...: prints "path:line: [NAME] text" for each match.
+grep_rule() {
+    local name=$1 re=$2
+    shift 2
+    git grep -n -I -P -e "$re" -- "$@" 2>/dev/null | sed "s/^\([^:]*:[0-9]*\):/\1: [$name]/"
+}
+
+check() { # check PATHSPEC...: every rule over these paths
+    local r
+    for r in "${RULES[@]}"; do grep_rule "${r%%|*}" "${r#*|}" "$@"; done
+    grep_rule "${BARE_RULE%%|*}" "${BARE_RULE#*|}" "$@" ':(exclude)docs/hardware'
+}
+
+found=$(
+    check . "${base[@]}" "${excl[@]}"
+    grep_rule 'outside file' '\.\./shar[e]d/|\bshar[e]d/(reference|seeds)' 'third_party/*/RIG-PATCH.md'
+    grep_rule 'issue number' '\b[Ii]ssues? [0-9]+' 'third_party/*/RIG-PATCH.md'
+)
+found=$(printf '%s\n' "$found" | sed '/^$/d' | sort -u)
+
+pending_hits=0
+if [ ${#pending[@]} -gt 0 ]; then
+    held=$(check "${pending[@]}" | sed '/^$/d' | sort -u)
+    pending_hits=$(printf '%s\n' "$held" | sed '/^$/d' | cut -d: -f1,2 | sort -u | wc -l)
+    [ $SHOW_PENDING = 1 ] && [ -n "$held" ] && printf '%s\n' "$held"
+    for p in "${pending[@]}"; do
+        if [ -z "$(check "$p")" ]; then
+            echo "check-citations: $p is clean: remove it from $PENDING_FILE"
+        fi
+    done
+fi
+
+if [ -n "$found" ]; then
+    printf '%s\n' "$found"
+    n=$(printf '%s\n' "$found" | cut -d: -f1,2 | sort -u | wc -l)
+    echo "check-citations: $n line(s) cite what a clone of rig does not have; cite docs/hardware/," \
+        "docs/h200.md, docs/BENCHMARKS.md or docs/RELIABILITY.md instead (CONTRIBUTING.md)" >&2
+    exit 1
+fi
+if [ "$pending_hits" -gt 0 ]; then
+    echo "check-citations: clean; $pending_hits line(s) in ${#pending[@]} pending path(s) of $PENDING_FILE"
+else
+    echo "check-citations: clean"
+fi
