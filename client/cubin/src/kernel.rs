@@ -197,7 +197,8 @@ pub(crate) struct Found<'a> {
     pub function: Function,
     pub records: &'a [crate::info::Record<'a>],
     pub bank0: Vec<u8>,
-    /// The symbol index of `.nv.constant0.<name>`'s section symbol, when there is one.
+    /// The indices of the symbols defined in `.nv.constant0.<name>` (its section symbol):
+    /// what EIATTR_PARAM_CBANK must name.
     pub bank0_symbols: &'a [usize],
     pub shared: Shared,
 }
@@ -257,8 +258,8 @@ pub(crate) fn build(found: Found<'_>) -> Result<Kernel, KernelError> {
             Eiattr::KPARAM_INFO => {
                 let [_index, ordinal_offset, flags] = r.words::<3>("an SVAL of 12 bytes")?;
                 params.push(Param {
-                    ordinal: u16::try_from(ordinal_offset & 0xffff).unwrap_or(u16::MAX),
-                    offset: u16::try_from(ordinal_offset >> 16).unwrap_or(u16::MAX),
+                    ordinal: u16::try_from(ordinal_offset & 0xffff).expect("masked to 16 bits"),
+                    offset: u16::try_from(ordinal_offset >> 16).expect("the upper half of a u32"),
                     size: flags >> 18,
                 });
             }
