@@ -72,6 +72,25 @@ pub struct ConstantBuffer {
     pub size: u32,
 }
 
+impl TryFrom<rig_cubin::Bank> for ConstantBuffer {
+    type Error = QmdError;
+
+    /// A placed module's bank (`rig_cubin::Image::banks`) as the QMD binds it.
+    fn try_from(b: rig_cubin::Bank) -> Result<Self, QmdError> {
+        let size = u32::try_from(b.size).map_err(|_| QmdError::Bank {
+            index: b.index,
+            addr: b.addr,
+            size: u32::MAX,
+            reason: "the size must be a multiple of 16 from 16 to 64 KiB",
+        })?;
+        Ok(ConstantBuffer {
+            index: b.index,
+            addr: b.addr,
+            size,
+        })
+    }
+}
+
 /// What a QMD release slot writes when the grid is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseKind {

@@ -537,3 +537,58 @@ fn a_value_wider_than_its_field_is_an_error_not_a_truncation() {
     f.set(&mut w, 511).expect("fits");
     assert_eq!(f.get(&w), Some(511));
 }
+
+#[test]
+fn a_placed_modules_banks_bind_as_they_are() {
+    let m = kernels();
+    let image = m
+        .layout()
+        .expect("lays out")
+        .place(0x7f00_0000_0000)
+        .expect("places");
+    let banks: Vec<ConstantBuffer> = image
+        .banks()
+        .iter()
+        .map(|&b| ConstantBuffer::try_from(b))
+        .collect::<Result<_, _>>()
+        .expect("banks of at most 64 KiB");
+    assert_eq!(
+        banks.iter().map(|b| (b.index, b.size)).collect::<Vec<_>>(),
+        [(3, 64), (4, 16)]
+    );
+    let too_big = rig_cubin::Bank {
+        index: 3,
+        addr: 0x1000,
+        size: 1 << 32,
+    };
+    assert!(matches!(
+        ConstantBuffer::try_from(too_big),
+        Err(QmdError::Bank { index: 3, .. })
+    ));
+    // And a whole launch of the module's const_global kernel binds banks 0, 3 and 4.
+    let k = m.kernel("const_global").expect("const_global");
+    let shape = Shape::new(k, 4, 256, 0).expect("fits");
+    let mut all = vec![ConstantBuffer {
+        index: 0,
+        addr: BANK0,
+        size: 0x220,
+    }];
+    all.extend(banks);
+    let launch = Launch {
+        kernel: k,
+        shape: &shape,
+        program: image.entry(k).expect("placed"),
+        banks: &all,
+        release: None,
+        local_capacity: 0,
+    };
+    let qmd = QmdVersion::V04.build(&launch).expect("valid");
+    let h = header();
+    for (i, valid) in [(0, 1), (1, 0), (2, 0), (3, 1), (4, 1), (5, 0)] {
+        assert_eq!(
+            at(&h, "CONSTANT_BUFFER_VALID", i).get(qmd.words()),
+            Some(valid),
+            "{i}"
+        );
+    }
+}
