@@ -192,7 +192,7 @@ impl GspImage {
     /// [`GspError`] naming the field and file offset of the first violation of the format
     /// (see the module docs).
     pub fn parse<S: ReadAt + ?Sized>(src: &S) -> Result<GspImage, GspError> {
-        let index = ElfIndex::parse(src)?;
+        let index = crate::elf::parse(src)?;
         GspImage::from_index(src, index)
     }
 
@@ -307,7 +307,7 @@ impl FmcImage {
     /// # Errors
     /// [`GspError`] naming the missing section or the offending field.
     pub fn parse<S: ReadAt + ?Sized>(src: &S) -> Result<FmcImage, GspError> {
-        let index = ElfIndex::parse(src)?;
+        let index = crate::elf::parse(src)?;
         FmcImage::from_index(index)
     }
 

@@ -414,7 +414,7 @@ pub fn parse_image<S: ReadAt + ?Sized>(path: &Path, src: &S) -> Result<Image, Fi
         .unwrap_or_default();
     let p = || path.to_path_buf();
     if head.starts_with(b"\x7fELF") {
-        let index = ElfIndex::parse(src).map_err(|e| FirmwareError::Gsp {
+        let index = elf::parse(src).map_err(|e| FirmwareError::Gsp {
             path: p(),
             source: GspError::Elf(e),
         })?;

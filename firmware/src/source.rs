@@ -36,53 +36,8 @@ const CHUNK: usize = 1 << 20;
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 const XZ_MAGIC: [u8; 6] = [0xfd, b'7', b'z', b'X', b'Z', 0x00];
 
-/// A range of bytes inside a firmware file: `offset..offset + size`.
-///
-/// # Invariants
-/// A `Span` made by this crate's parsers lies inside the data it was parsed from
-/// (`offset + size <= len`, without overflow).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct Span {
-    offset: u64,
-    size: u64,
-}
-
-impl Span {
-    /// Returns the span `offset..offset + size` if it lies inside `0..len`.
-    pub fn checked(offset: u64, size: u64, len: u64) -> Option<Span> {
-        let end = offset.checked_add(size)?;
-        (end <= len).then_some(Span { offset, size })
-    }
-
-    /// Returns the sub-span `offset..offset + size` relative to the start of `self`, if it fits.
-    pub fn sub(self, offset: u64, size: u64) -> Option<Span> {
-        let inner = Span::checked(offset, size, self.size)?;
-        Some(Span {
-            offset: self.offset.checked_add(inner.offset)?,
-            size,
-        })
-    }
-
-    /// First byte.
-    pub fn offset(self) -> u64 {
-        self.offset
-    }
-
-    /// Length in bytes.
-    pub fn size(self) -> u64 {
-        self.size
-    }
-
-    /// One past the last byte. Cannot overflow (see the type's invariant).
-    pub fn end(self) -> u64 {
-        self.offset.saturating_add(self.size)
-    }
-
-    /// Whether the span holds no bytes.
-    pub fn is_empty(self) -> bool {
-        self.size == 0
-    }
-}
+/// A range of bytes inside a firmware file (rig-elf's, shared with the ELF index).
+pub use rig_elf::Span;
 
 /// How a file was stored on disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -558,24 +513,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn span_checked_rejects_overflow_and_past_end() {
-        assert_eq!(Span::checked(u64::MAX, 1, u64::MAX), None);
-        assert_eq!(Span::checked(4, 5, 8), None);
-        assert_eq!(Span::checked(4, 4, 8).map(Span::end), Some(8));
-        assert_eq!(Span::checked(8, 0, 8).map(Span::size), Some(0));
-    }
-
-    #[test]
-    fn span_sub_is_relative_and_bounded() {
-        let outer = Span::checked(0x100, 0x20, 0x1000).unwrap();
-        assert_eq!(outer.sub(0x10, 0x10).map(Span::offset), Some(0x110));
-        assert_eq!(outer.sub(0x10, 0x11), None);
-    }
-
-    #[test]
     fn slice_read_outside_is_an_error_not_a_panic() {
         let data = [1u8, 2, 3];
-        let span = Span { offset: 2, size: 5 };
+        let span = Span::checked(2, 5, u64::MAX).unwrap();
         assert!(matches!(
             data[..].read_span(span),
             Err(SourceError::OutOfRange { .. })

@@ -7,7 +7,6 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use rig_firmware::ElfIndex;
 use rig_firmware::elf::Section;
 use rig_firmware::source::Source;
 
@@ -113,7 +112,7 @@ fn compare(path: &Path) -> bool {
         return false;
     };
     let src = Source::open(path).unwrap().source;
-    let idx = ElfIndex::parse(&src).unwrap();
+    let idx = rig_firmware::elf::parse(&src).unwrap();
     let ours = our_rows(&idx.sections);
     assert_eq!(ours, theirs, "{}", path.display());
     true
