@@ -18,6 +18,7 @@ use crate::{
     channels::{ChannelError, ChannelHost},
     config::{self, Config},
     dma::{self, DmaError},
+    error::{Class, Classify, Reason},
     pci::{
         self, Bdf, BdfError, Device, PciError, SysfsRoot,
         ids::{IdsError, PciIds},
@@ -53,8 +54,14 @@ pub enum RigError {
     Nvme(#[from] crate::nvme::NvmeError),
     #[error(transparent)]
     Queue(#[from] crate::queue::QueueError),
-    #[error("{0}")]
-    BadRequest(String),
+    #[error(transparent)]
+    BadRequest(#[from] RequestError),
+    #[error("Failed to enable MSI-X of {bdf} for lent queues")]
+    EnableMsix {
+        bdf: Bdf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{bdf} is leased whole to uid {uid} (pid {pid}, session {session}){}; rigd refuses other requests on it until the lease ends", if .failed.is_some() { ", and taking it back failed" } else { "" })]
     Leased {
         bdf: Bdf,
@@ -85,6 +92,75 @@ pub enum RigError {
         #[source]
         source: Arc<RigError>,
     },
+}
+
+/// What was bad in a request `Rig` cannot do as asked: a field this rigd does not know
+/// (a newer client's), or what it asks of a device or a lease.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("{field} = {value} is a value this rigd does not know ({knows})")]
+    UnknownValue {
+        field: &'static str,
+        value: i32,
+        knows: &'static str,
+    },
+    #[error("{field} holds no size this rigd knows (keep, max, bytes)")]
+    NoSize { field: &'static str },
+    #[error("a resize needs a size: max or e.g. 32G")]
+    ResizeWithoutSize,
+    #[error("a register access is 8, 16, 32 or 64 bits, not {bits}")]
+    Width { bits: u32 },
+    #[error("BAR {bar} does not exist")]
+    NoSuchBar { bar: u32 },
+    #[error("pool {pool} is no device's")]
+    PoolOfNoDevice { pool: String },
+    #[error("lent queues need a device held in vfio mode (IOVA leases)")]
+    QueueWithoutIova,
+    #[error(
+        "a queue of depth {depth} needs {need:#x} page-aligned bytes at offset {offset:#x} of a {bytes:#x}-byte lease"
+    )]
+    QueueOutsideLease {
+        depth: u32,
+        need: u64,
+        offset: u64,
+        bytes: u64,
+    },
+    #[error("{bdf} is held in sysfs mode; lent queues need vfio mode")]
+    QueueInSysfsMode { bdf: Bdf },
+    #[error(
+        "queue {qid} shares its shadow page with another of this session's queues; ask with the same lease and offset layout"
+    )]
+    ShadowPageShared { qid: u16 },
+    #[error("{bdf} is not an NVMe controller (class {}); only NVMe queues are lent yet", .class.as_deref().unwrap_or("unknown"))]
+    NotNvme { bdf: Bdf, class: Option<String> },
+    #[error(
+        "this session is on {pool}'s pool; a session leases the device it was opened on, not {bdf}"
+    )]
+    NotTheSessionsDevice { pool: String, bdf: Bdf },
+}
+
+impl Classify for RigError {
+    /// A stage's error classifies itself; `Rig`'s own refusals name their device.
+    fn class(&self) -> Class {
+        match self {
+            Self::BadAddress(e) => e.class(),
+            Self::Pci(e) => e.class(),
+            Self::Take(e) => e.class(),
+            Self::Dma(e) => e.class(),
+            Self::Channel(e) => e.class(),
+            Self::Nvme(e) => e.class(),
+            Self::Queue(e) => e.class(),
+            // A device's failure to enable MSI-X has always said BAD_REQUEST: the
+            // contract keeps the reason.
+            Self::BadRequest(_) | Self::EnableMsix { .. } => Reason::BadRequest.into(),
+            Self::Busy { bdf } => Class::new(Reason::Busy).on(bdf),
+            Self::Leased { bdf, .. } => Class::new(Reason::Leased).on(bdf),
+            Self::LeaseNotAllowed { bdf, .. } => Class::new(Reason::LeaseNotAllowed).on(bdf),
+            Self::LeaseInUse { bdf, .. } => Class::new(Reason::LeaseInUse).on(bdf),
+            Self::NotLeased { bdf } => Class::new(Reason::NotLeased).on(bdf),
+            Self::Reclaim { bdf, .. } => Class::new(Reason::LeaseReclaimFailed).on(bdf),
+        }
+    }
 }
 
 fn admins_phrase(admins: &[String]) -> String {

@@ -49,6 +49,7 @@ use rig_sys::scm::PeerCred;
 
 use crate::{
     dma::{DeviceMap, SessionId},
+    error::{Class, Classify, Reason},
     nvrm::{
         AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, DeviceMem, Doorbell, Engine,
         Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
@@ -187,6 +188,27 @@ pub enum ChannelError {
         #[source]
         source: io::Error,
     },
+}
+
+impl Classify for ChannelError {
+    /// The same words as the side socket's codes; the GPU where the error names one.
+    fn class(&self) -> Class {
+        match self {
+            Self::RingSize { .. }
+            | Self::RingOverQuota { .. }
+            | Self::PushbufferSize { .. }
+            | Self::WindowOverQuota { .. } => Reason::BadRing.into(),
+            Self::WindowsExhausted { gpu, .. } => Class::new(Reason::Exhausted).on(gpu),
+            Self::GpuRingsRefused { .. } => Reason::GpuRingsRefused.into(),
+            Self::TooManyChannels { .. } => Reason::ChannelLimit.into(),
+            Self::UnknownChannel { .. } => Reason::UnknownChannel.into(),
+            Self::NotServed { name } => Class::new(Reason::NotServed).on(name),
+            Self::NoSpace { gpu, .. } => Class::new(Reason::NotServed).on(gpu),
+            Self::SpaceExists { gpu, .. } => Class::new(Reason::BadSession).on(gpu),
+            Self::Rm { gpu, .. } => Class::new(Reason::Rm).on(gpu),
+            Self::Share { gpu, .. } => Class::new(Reason::Internal).on(gpu),
+        }
+    }
 }
 
 /// What a client receives for an open channel: numbers, and descriptors to map.

@@ -873,14 +873,8 @@ fn store(shared: &Shared, pinned: Result<Block, DmaError>) {
 
 /// Whether two errors read the same, cause by cause.
 fn same_error(a: &dyn std::error::Error, b: &dyn std::error::Error) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    while let (Some(x), Some(y)) = (a, b) {
-        if x.to_string() != y.to_string() {
-            return false;
-        }
-        (a, b) = (x.source(), y.source());
-    }
-    a.is_none() && b.is_none()
+    let words = |e| crate::error::chain(e).map(ToString::to_string);
+    words(a).eq(words(b))
 }
 
 mod alias;

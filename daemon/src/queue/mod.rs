@@ -35,7 +35,11 @@ pub mod nvme;
 
 use std::{collections::BTreeMap, fmt, time::SystemTime};
 
-use crate::{dma::SessionId, pci::Bdf};
+use crate::{
+    dma::SessionId,
+    error::{Class, Classify, Reason},
+    pci::Bdf,
+};
 
 pub use vmm_sys_util::eventfd::EventFd;
 
@@ -75,6 +79,23 @@ pub enum QueueError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl Classify for QueueError {
+    fn class(&self) -> Class {
+        let (reason, bdf) = match self {
+            Self::DepthZero { bdf } => (Reason::QueueDepthZero, bdf),
+            Self::DepthOverLimit { bdf, .. } => (Reason::QueueDepthOverLimit, bdf),
+            Self::TooMany { bdf, .. } => (Reason::QueueLimit, bdf),
+            Self::NoQueueId { bdf, .. } => (Reason::NoQueueId, bdf),
+            Self::NotYours { bdf, .. } => (Reason::UnknownQueue, bdf),
+            Self::Busy { bdf, .. } => (Reason::FunctionBusy, bdf),
+            Self::Device { bdf, step, .. } => {
+                return Class::new(Reason::QueueDevice).on(bdf).at(step);
+            }
+        };
+        Class::new(reason).on(bdf)
+    }
 }
 
 /// Limits from the configuration (`[queue]`).

@@ -29,7 +29,7 @@ use std::{
 
 use rig_sys::scm::PeerCred;
 
-use super::{Rig, RigError, lock};
+use super::{RequestError, Rig, RigError, lock};
 use crate::{
     config::{self, LeasePool},
     dma::SessionId,
@@ -148,10 +148,11 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         let pool = self.dma.session_pool(session)?;
         if pool.name() != bdf.to_string() {
-            return Err(RigError::BadRequest(format!(
-                "this session is on {}'s pool; a session leases the device it was opened on, not {bdf}",
-                pool.name()
-            )));
+            return Err(RequestError::NotTheSessionsDevice {
+                pool: pool.name().to_owned(),
+                bdf,
+            }
+            .into());
         }
         let policy = self.policy();
         if !policy.may_lease(peer, bdf) {

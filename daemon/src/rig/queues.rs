@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Rig, RigError, lock};
+use super::{RequestError, Rig, RigError, lock};
 use crate::{
     dma::{ALIAS_PAGE, BLOCK_SIZE, DeviceAddr, Iova, LeaseId, SessionId},
     nvme::{self, Controller, NvmeError, Options},
@@ -126,11 +126,11 @@ impl Rig {
         let bdf: Bdf = pool
             .name()
             .parse()
-            .map_err(|_| RigError::BadRequest(format!("pool {} is no device's", pool.name())))?;
+            .map_err(|_| RequestError::PoolOfNoDevice {
+                pool: pool.name().to_owned(),
+            })?;
         let Some(DeviceAddr::Iova(base)) = addr else {
-            return Err(RigError::BadRequest(
-                "lent queues need a device held in vfio mode (IOVA leases)".into(),
-            ));
+            return Err(RequestError::QueueWithoutIova.into());
         };
         let entries = depth.saturating_add(1);
         let (sq, cq, shadow) = queue_bytes(entries);
@@ -139,17 +139,21 @@ impl Rig {
                 .checked_add(sq + cq + shadow)
                 .is_some_and(|end| end <= bytes);
         if depth != 0 && !fits {
-            return Err(RigError::BadRequest(format!(
-                "a queue of depth {depth} needs {:#x} page-aligned bytes at offset {offset:#x} of a {bytes:#x}-byte lease",
-                sq + cq + shadow
-            )));
+            return Err(RequestError::QueueOutsideLease {
+                depth,
+                need: sq + cq + shadow,
+                offset,
+                bytes,
+            }
+            .into());
         }
         self.refuse_leased(bdf)?;
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
-            let v = t.hold.vfio().ok_or_else(|| {
-                RigError::BadRequest(format!("{bdf} is held in sysfs mode; lent queues need vfio mode"))
-            })?;
+            let v = t
+                .hold
+                .vfio()
+                .ok_or(RequestError::QueueInSysfsMode { bdf })?;
             let mut served = lock(&self.served);
             let s = match served.entry(bdf) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
@@ -174,10 +178,7 @@ impl Rig {
             let page = lent.qid / 512;
             let mapped = match s.pages.get(&page) {
                 Some((sess, l, o)) if *sess == session && *l == lease && *o == shadow_offset => Ok(()),
-                Some(_) => Err(RigError::BadRequest(format!(
-                    "queue {} shares its shadow page with another of this session's queues; ask with the same lease and offset layout",
-                    lent.qid
-                ))),
+                Some(_) => Err(RequestError::ShadowPageShared { qid: lent.qid }.into()),
                 None => {
                     let at = Iova(s.window.0 + u64::from(page) * ALIAS_PAGE);
                     // Page 0 is rigd's until a one-client function's client takes it; no
@@ -226,10 +227,7 @@ impl Rig {
     fn serve(&self, bdf: Bdf, v: &crate::vfio::Hold) -> Result<Served, RigError> {
         let class = self.sysfs.read_attr(bdf, "class")?;
         if class.as_deref() != Some(NVME_CLASS) {
-            return Err(RigError::BadRequest(format!(
-                "{bdf} is not an NVMe controller (class {}); only NVMe queues are lent yet",
-                class.as_deref().unwrap_or("unknown")
-            )));
+            return Err(RequestError::NotNvme { bdf, class }.into());
         }
         let pool = self.dma.pool(&bdf.to_string())?;
         // The controller fetches its queues by DMA: bus mastering on (give-back, and
@@ -270,7 +268,7 @@ impl Rig {
             }
             // MSI-X vectors for lent completion rings (QEMU's controller has 65).
             let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
-                .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
+                .map_err(|source| RigError::EnableMsix { bdf, source })?;
             let w = *window.insert(pool.reserve_window(BLOCK_SIZE)?);
             pool.alias(own_id, SHADOW0_AT, w)?;
             ctrl.config_dbbuf(w.0, own_addr + EVENTIDX_AT)?;
@@ -322,12 +320,13 @@ impl Rig {
     /// # Errors
     /// [`QueueError::NotYours`], the deletion's error.
     pub fn close_queue(&self, session: SessionId, qid: u16) -> Result<(), RigError> {
-        let bdf: Bdf = self
-            .dma
-            .session_pool(session)?
+        let pool = self.dma.session_pool(session)?;
+        let bdf: Bdf = pool
             .name()
             .parse()
-            .map_err(|_| RigError::BadRequest("no device's session".into()))?;
+            .map_err(|_| RequestError::PoolOfNoDevice {
+                pool: pool.name().to_owned(),
+            })?;
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t.hold.vfio().ok_or(TakeError::NotHeld { bdf })?;
