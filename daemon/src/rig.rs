@@ -6,17 +6,23 @@
 //! work runs on the caller's thread: `service` moves it off the async executor. It
 //! also owns the GPUs it serves through their own driver (`channels`, each with a DMA
 //! pool of its name) and joins a DMA session to its GPU address space there (`served`).
+//!
+//! What it lends a session — a device whole (`lease`), queues (`queues`), channels
+//! (`served`), beside the session's memory (`dma`) — is kept in one ledger, with the
+//! order a session's end takes it back in (`ledger`). Settings read after the start come
+//! from the running config, which a reload updates (`reload`). Its errors say what
+//! they are to programs themselves ([`RigError`]'s `Classify`, delegating to the
+//! stages'); `service` makes codes and lines of them.
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock},
     time::Duration,
 };
 
 use crate::{
-    channels::{ChannelError, ChannelHost},
-    config::{self, Config},
+    channels::ChannelError,
+    config::Config,
     dma::{self, DmaError},
     error::{Class, Classify, Reason},
     pci::{
@@ -172,11 +178,14 @@ fn admins_phrase(admins: &[String]) -> String {
 }
 
 mod lease;
+pub mod ledger;
 mod outlived;
 mod reload;
 mod served;
 pub mod topo;
 
+pub use ledger::Ended;
+use ledger::{Kind, Ledger};
 pub use outlived::Outlived;
 
 pub use reload::{ReloadError, Reloaded};
@@ -197,26 +206,19 @@ pub struct Rig {
     policy: RwLock<Arc<Policy>>,
     /// Where privileged actions' audit lines go.
     audit: Arc<crate::audit::Audit>,
-    unbind_timeout: Duration,
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
-    /// GPUs served through their own driver, by PCI address (their pools' names).
-    served_gpus: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
-    channels: config::Channels,
-    dev_dir: PathBuf,
-    /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
-    served: Mutex<BTreeMap<Bdf, queues::Served>>,
-    queue_limits: Mutex<crate::queue::Limits>,
-    /// The config in force (what a reload compares with).
+    /// What each session holds, and what is lent by kind (`rig::ledger`).
+    ledger: Ledger,
+    /// The config in force: what a reload compares with, and where the settings
+    /// read after start come from (sections that need a restart keep their values).
     running: Mutex<Config>,
-    /// Devices leased whole, by address (`rig::lease`).
-    leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
-    lease_policy: lease::Policy,
-    /// Where `topology` asks about peers; none: the real RM on `dev_dir` (`rig::topo`).
-    peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
     /// Devices an earlier rigd's lease holders still had at the start (`rig::outlived`).
     outlived: Mutex<BTreeMap<Bdf, outlived::Outlived>>,
+    /// Where `topology` asks about peers instead of the real RM (`rig::topo`).
+    #[cfg(any(test, feature = "fakes"))]
+    peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
 }
 
 mod queues;
@@ -297,7 +299,6 @@ impl Rig {
         });
         let (policy, problems) = Policy::new(config);
         warnings.extend(problems.into_iter().map(StartWarning::Policy));
-        let lease_policy = lease::Policy::new(&config.lease);
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -319,19 +320,13 @@ impl Rig {
                 &config.audit.journal_socket,
                 &config.paths.proc,
             )),
-            unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
-            served_gpus: RwLock::new(BTreeMap::new()),
-            channels: config.channels.clone(),
-            dev_dir: config.paths.dev.clone(),
-            served: Mutex::new(BTreeMap::new()),
-            queue_limits: Mutex::new((&config.queue).into()),
+            ledger: Ledger::default(),
             running: Mutex::new(config.clone()),
-            leases: Mutex::new(BTreeMap::new()),
-            lease_policy,
-            peer_source: RwLock::new(None),
             outlived: Mutex::new(BTreeMap::new()),
+            #[cfg(any(test, feature = "fakes"))]
+            peer_source: RwLock::new(None),
         };
         (rig, warnings)
     }
@@ -423,7 +418,7 @@ impl Rig {
     ) -> Result<HeldView, RigError> {
         let bdf: Bdf = bdf.parse()?;
         if opts.timeout.is_zero() {
-            opts.timeout = self.unbind_timeout;
+            opts.timeout = self.taker.unbind_timeout;
         }
         self.with_slot(bdf, |slot| {
             if let Some(t) = slot.as_ref() {
@@ -454,7 +449,7 @@ impl Rig {
     ) -> Result<AttachReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
         // A lease whose reclaim failed may be given back by an admin: its holder is gone.
-        if let Some(l) = lock(&self.leases).get(&bdf)
+        if let Some(l) = lock(&self.ledger.leases).get(&bdf)
             && l.failed.is_none()
         {
             return Err(lease::leased(bdf, l));
@@ -463,7 +458,7 @@ impl Rig {
             Some(t) => {
                 // After a failed reclaim: a process that kept the device would keep
                 // vfio-pci's remove waiting in the kernel; refuse, naming it.
-                let lessee = lock(&self.leases).get(&bdf).map(|l| l.holder.pid);
+                let lessee = lock(&self.ledger.leases).get(&bdf).map(|l| l.holder.pid);
                 if let Some(pid) = lessee
                     && let Ok(holders) = self.taker.holders_of(&t, Some(pid))
                     && !holders.is_empty()
@@ -471,7 +466,7 @@ impl Rig {
                     *slot = Some(t);
                     return Err(TakeError::LeaseKept { bdf, holders }.into());
                 }
-                lock(&self.leases).remove(&bdf);
+                lock(&self.ledger.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
                 self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
@@ -625,21 +620,31 @@ impl Rig {
         })
     }
 
-    /// Ends a DMA session: first a device it leases whole, then what lends its memory to a device — its lent queues
-    /// (deleted on the controller) and its channels (descheduled, drained, freed) —
-    /// then its leases, which leave the IOMMU or its GPU address space. Returns
-    /// (channels, leases) reclaimed.
-    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
-        // A device leased whole stops mastering the bus before anything it may
-        // still be writing is unmapped.
-        let sysfs_reset = self.end_device_lease(session);
-        self.end_queues(session);
-        let channels = self.end_channels(session);
-        let leases = self.dma.close_session(session);
-        if let Some(bdf) = sysfs_reset {
-            self.lease_memory_released(bdf);
-        }
-        (channels, leases)
+    /// Ends a DMA session: takes back what it holds, kind by kind in the ledger's
+    /// order (`rig::ledger`): a device it leases whole, its lent queues (deleted on the
+    /// controller), its channels (descheduled, drained, freed), then its leases, which
+    /// leave the IOMMU or its GPU address space.
+    pub fn end_session(&self, session: dma::SessionId) -> Ended {
+        // A device leased whole in sysfs mode and reset at its reclaim: the session's
+        // blocks, which the pool quarantines at their release, are safe to lend again
+        // once released.
+        let mut reset_in_sysfs = None;
+        self.ledger.end(session, |kind| match kind {
+            Kind::Device => {
+                let (n, reset) = self.end_device_lease(session);
+                reset_in_sysfs = reset;
+                n
+            }
+            Kind::Queues => self.end_queues(session),
+            Kind::Channels => self.end_channels(session),
+            Kind::Memory => {
+                let n = self.dma.close_session(session);
+                if let Some(bdf) = reset_in_sysfs.take() {
+                    self.lease_memory_released(bdf);
+                }
+                n
+            }
+        })
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its

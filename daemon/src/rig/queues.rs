@@ -17,11 +17,11 @@
 //! admin doorbell there, and `nvme_process_sq` reads shadow tails for I/O queues only),
 //! so the client's scribbles there do not reach the admin queue. Isolation between
 //! clients comes from each function being its own IOMMU group, container and pool
-//! (docs/queues.md "Isolation"). Lock order: the device's slot, then `served`.
+//! (docs/queues.md "Isolation"). Lock order: the device's slot, then the ledger's `queue_hosts`.
 
 use std::collections::BTreeMap;
 
-use super::{RequestError, Rig, RigError, lock};
+use super::{Kind, RequestError, Rig, RigError, lock};
 use crate::{
     dma::{ALIAS_PAGE, BLOCK_SIZE, DeviceAddr, Iova, LeaseId, SessionId},
     nvme::{self, Controller, NvmeError, Options},
@@ -148,16 +148,21 @@ impl Rig {
             .into());
         }
         self.refuse_leased(bdf)?;
+        // Read before the slot and the table are locked: a reload holds the config
+        // while it takes the table's lock.
+        let limits = self.queue_limits();
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t
                 .hold
                 .vfio()
                 .ok_or(RequestError::QueueInSysfsMode { bdf })?;
-            let mut served = lock(&self.served);
-            let s = match served.entry(bdf) {
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let s = match hosts.entry(bdf) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.serve(bdf, v)?),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(self.serve(bdf, v, limits)?)
+                }
             };
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
                 .map_err(|source| TakeError::Vfio { bdf, source })?;
@@ -207,6 +212,7 @@ impl Rig {
                 }
                 return Err(e);
             }
+            self.ledger.note(session, Kind::Queues);
             tracing::debug!(%bdf, qid = lent.qid, session = session.0, depth, "queue lent");
             Ok(LentQueue {
                 qid: lent.qid,
@@ -224,7 +230,12 @@ impl Rig {
 
     /// Starts driving `bdf`'s NVMe controller: rigd's block, the controller's reset,
     /// enable and Identify, the shadow window and Doorbell Buffer Config.
-    fn serve(&self, bdf: Bdf, v: &crate::vfio::Hold) -> Result<Served, RigError> {
+    fn serve(
+        &self,
+        bdf: Bdf,
+        v: &crate::vfio::Hold,
+        limits: crate::queue::Limits,
+    ) -> Result<Served, RigError> {
         let class = self.sysfs.read_attr(bdf, "class")?;
         if class.as_deref() != Some(NVME_CLASS) {
             return Err(RequestError::NotNvme { bdf, class }.into());
@@ -298,10 +309,10 @@ impl Rig {
         let one_client = ctrl.max_qid() < 512;
         let queues = if one_client {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues, one client at a time (fewer than 512 queue ids)");
-            Queues::one_client(bdf, *lock(&self.queue_limits))
+            Queues::one_client(bdf, limits)
         } else {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues");
-            Queues::new(bdf, *lock(&self.queue_limits))
+            Queues::new(bdf, limits)
         };
         Ok(Served {
             ctrl,
@@ -330,8 +341,8 @@ impl Rig {
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t.hold.vfio().ok_or(TakeError::NotHeld { bdf })?;
-            let mut served = lock(&self.served);
-            let s = served
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let s = hosts
                 .get_mut(&bdf)
                 .ok_or(QueueError::NotYours { bdf, qid })?;
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
@@ -344,24 +355,25 @@ impl Rig {
     }
 
     /// Takes back every queue `session` holds, before its leases go: called when its
-    /// connection ends. Leases behind a queue the device did not delete are withheld.
-    pub fn end_queues(&self, session: SessionId) {
+    /// connection ends (`end_session`). Leases behind a queue the device did not delete
+    /// are withheld. Returns how many queues it deleted.
+    pub(super) fn end_queues(&self, session: SessionId) -> usize {
         let Ok(pool) = self.dma.session_pool(session) else {
-            return;
+            return 0;
         };
         let Ok(bdf) = pool.name().parse::<Bdf>() else {
-            return;
+            return 0;
         };
-        if !lock(&self.served).contains_key(&bdf) {
-            return;
+        if !lock(&self.ledger.queue_hosts).contains_key(&bdf) {
+            return 0;
         }
         let r = self.with_slot_wait(bdf, |slot| {
             let Some(v) = slot.as_ref().and_then(|t| t.hold.vfio()) else {
-                return Ok(());
+                return Ok(0);
             };
-            let mut served = lock(&self.served);
-            let Some(s) = served.get_mut(&bdf) else {
-                return Ok(());
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let Some(s) = hosts.get_mut(&bdf) else {
+                return Ok(0);
             };
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
                 .map_err(|source| TakeError::Vfio { bdf, source })?;
@@ -382,11 +394,12 @@ impl Rig {
                 self.drop_pages(s, session);
             }
             tracing::debug!(%bdf, session = session.0, freed = r.freed.len(), "queues reclaimed");
-            Ok(())
+            Ok(r.freed.len())
         });
-        if let Err(e) = r {
+        r.unwrap_or_else(|e| {
             tracing::error!(%bdf, session = session.0, error = &e as &dyn std::error::Error, "queues not reclaimed");
-        }
+            0
+        })
     }
 
     /// Unaliases `session`'s shadow pages once it holds no queue on the device.
@@ -426,7 +439,7 @@ impl Rig {
     /// queue is deleted, the controller disabled, rigd's block released. Called under
     /// the device's slot lock.
     pub(super) fn stop_serving(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
-        let Some(mut s) = lock(&self.served).remove(&bdf) else {
+        let Some(mut s) = lock(&self.ledger.queue_hosts).remove(&bdf) else {
             return;
         };
         if let Some(d) = device
@@ -449,12 +462,25 @@ impl Rig {
         tracing::info!(%bdf, "NVMe controller no longer lends queues");
     }
 
+    /// The configured limits of lent queues (a reload may have changed them).
+    fn queue_limits(&self) -> crate::queue::Limits {
+        (&lock(&self.running).queue).into()
+    }
+
+    /// Puts `limits` in force for new queues on the controllers that lend already (a
+    /// reload, which holds the config; controllers started later read it).
+    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
+        for host in lock(&self.ledger.queue_hosts).values_mut() {
+            host.queues.set_limits(limits);
+        }
+    }
+
     /// Every lent queue on every device, with the SQ tail and CQ head its client last
     /// published in its shadow page.
     pub fn queue_status(&self) -> Vec<QueueView> {
-        let served = lock(&self.served);
+        let hosts = lock(&self.ledger.queue_hosts);
         let mut out = Vec::new();
-        for s in served.values() {
+        for s in hosts.values() {
             let pool = self.dma.pool(&s.ctrl.bdf().to_string()).ok();
             for q in s.queues.status() {
                 let shadow = s.pages.get(&(q.qid / 512)).zip(pool.as_ref()).and_then(
@@ -472,16 +498,5 @@ impl Rig {
             }
         }
         out
-    }
-}
-
-impl Rig {
-    /// Queue limits for devices served from now on, and for new queues on those
-    /// already served (a reload).
-    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
-        *lock(&self.queue_limits) = limits;
-        for served in lock(&self.served).values_mut() {
-            served.queues.set_limits(limits);
-        }
     }
 }

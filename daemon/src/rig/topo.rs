@@ -6,12 +6,12 @@
 //!
 //! State: none kept; each request reads sysfs and asks the RM afresh (a few RM calls
 //! per GPU, read only). Where the RM is asked is a [`PeerSource`]: by default a fresh
-//! root client on `[paths] dev`, a fake in tests ([`Rig::set_peer_source`]). What
-//! could not be read stays typed ([`Unread`], each with where it belongs) until the
-//! edge makes its lines ([`Found::into_topology`]). Not here: the RM calls
-//! (`nvrm::topo`), the link budget (`pci::share`), the lines (`service`).
+//! root client on `[paths] dev`, a fake in tests (`Rig::set_peer_source`, with feature
+//! `fakes`). What could not be read stays typed ([`Unread`], each with where it
+//! belongs) until the edge makes its lines ([`Found::into_topology`]). Not here: the
+//! RM calls (`nvrm::topo`), the link budget (`pci::share`), the lines (`service`).
 
-use std::{error::Error, fmt, sync::Arc};
+use std::{error::Error, fmt};
 
 use rig_model::{
     Device,
@@ -122,11 +122,28 @@ impl Found {
 
 impl Rig {
     /// Asks `source` instead of the real RM from now on (tests).
-    pub fn set_peer_source(&self, source: Arc<dyn PeerSource>) {
+    #[cfg(any(test, feature = "fakes"))]
+    pub fn set_peer_source(&self, source: std::sync::Arc<dyn PeerSource>) {
         *self
             .peer_source
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(source);
+    }
+
+    /// Where the RM is asked: root clients on `[paths] dev`, or the tests' source.
+    fn peer_source(&self) -> std::sync::Arc<dyn PeerSource> {
+        #[cfg(any(test, feature = "fakes"))]
+        if let Some(s) = self
+            .peer_source
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+        {
+            return s;
+        }
+        std::sync::Arc::new(SysPeers {
+            dev: super::lock(&self.running).paths.dev.clone(),
+        })
     }
 
     /// The peer topology of every GPU and accelerator.
@@ -136,18 +153,7 @@ impl Rig {
     /// functions that could not be read, are in [`Found::unread`].
     pub fn topology(&self) -> Result<Found, RigError> {
         let listing = self.list(true)?;
-        let source = self
-            .peer_source
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let rm = match source {
-            Some(s) => s.read(),
-            None => SysPeers {
-                dev: self.dev_dir.clone(),
-            }
-            .read(),
-        };
+        let rm = self.peer_source().read();
         let mut found = build(&listing.devices, rm);
         found.unread.extend(
             listing

@@ -279,8 +279,9 @@ impl pb::dma_server::Dma for Api {
     }
 }
 
-/// Reclaims a session off the async threads: its channels (deschedule, drain, free),
-/// then its leases (an IOMMU or GPU unmap per lease).
+/// Reclaims a session off the async threads, kind by kind in the ledger's order
+/// (`Rig::end_session`): a device it leases whole, its queues, its channels
+/// (deschedule, drain, free), then its leases (an IOMMU or GPU unmap per lease).
 async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
     let reclaimed = super::watchdog::off_runtime(
         "side.end_session",
@@ -289,8 +290,8 @@ async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
     )
     .await;
     match reclaimed {
-        Ok((channels, leases)) => {
-            tracing::debug!(session = id.0, channels, leases, "DMA session ended");
+        Ok(ended) => {
+            tracing::debug!(session = id.0, reclaimed = ?ended.steps, "DMA session ended");
         }
         Err(e) => tracing::error!(session = id.0, "reclaiming a session failed: {e}"),
     }
