@@ -222,7 +222,7 @@ pub struct Rig {
 }
 
 mod queues;
-pub use queues::{LentQueue, QueueView, queue_bytes};
+pub use queues::{QueueGrant, QueueView, queue_bytes};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a device lock leaves the device's state as the journal
@@ -469,7 +469,7 @@ impl Rig {
                 lock(&self.ledger.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
-                self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+                self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
                 // The device stops mastering the bus before its pool's memory is
                 // unmapped and freed (seed: a device keeps writing what it was given).
                 self.taker.stop_bus_master(bdf)?;
@@ -522,7 +522,7 @@ impl Rig {
         self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
-            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+            self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let report = self.taker.reset_held(t, method, progress)?;
             // Seed: memory a device without an IOMMU reached stays reserved until the
             // device is reset; now it has been, so its pool may reuse those blocks.
@@ -550,7 +550,7 @@ impl Rig {
         self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
-            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+            self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let r = self.taker.resize_held(t, Some(bar), size, progress)?;
             Ok((r, self.view(t)))
         })

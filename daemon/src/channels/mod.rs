@@ -300,7 +300,8 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
     fn set_channels_per_session(&self, limit: usize);
 }
 
-struct Lent<R: Rm> {
+/// A channel lent to a session, with what `rigctl channels` shows of it.
+struct LentChannel<R: Rm> {
     channel: Channel<R>,
     rings: Rings,
     opened: SystemTime,
@@ -308,9 +309,9 @@ struct Lent<R: Rm> {
     fault: Option<ChannelFault>,
 }
 
-impl<R: Rm> fmt::Debug for Lent<R> {
+impl<R: Rm> fmt::Debug for LentChannel<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lent")
+        f.debug_struct("LentChannel")
             .field("channel", &self.channel.handle())
             .field("fault", &self.fault)
             .finish_non_exhaustive()
@@ -329,7 +330,7 @@ struct Client<R: Rm> {
     copy: Option<Arc<ChannelGroup<R>>>,
     /// That engine: one of `Limits::copy_engines`, picked by session.
     copy_engine: Option<u8>,
-    channels: BTreeMap<ChannelId, Lent<R>>,
+    channels: BTreeMap<ChannelId, LentChannel<R>>,
 }
 
 impl<R: Rm> Client<R> {
@@ -723,7 +724,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         };
         client.channels.insert(
             id,
-            Lent {
+            LentChannel {
                 channel,
                 rings: req.rings,
                 opened: SystemTime::now(),

@@ -45,7 +45,7 @@ use crate::error::{Class, Classify, Reason};
 pub use block::BlockStep;
 pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
-pub use pool::{ALIAS_PAGE, Lent, Pool, PoolSpec, PoolStatus};
+pub use pool::{ALIAS_PAGE, LeasedBlocks, Pool, PoolSpec, PoolStatus};
 pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
 pub use session::{LeaseId, SessionId};
 

@@ -204,9 +204,10 @@ pub trait Kicks: fmt::Debug {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 }
 
-/// What a client is lent.
+/// A queue lent to a client: its id, doorbells, kick and interrupt (`rig` adds where
+/// its rings lie in the client's lease: `rig::QueueGrant`).
 #[derive(Debug)]
-pub struct Lent {
+pub struct LentQueue {
     pub qid: u16,
     /// Ring entries: depth + 1 (one slot stays empty).
     pub entries: u32,
@@ -327,7 +328,7 @@ impl Queues {
         owner: Owner,
         depth: u32,
         rings: Rings,
-    ) -> Result<Lent, QueueError> {
+    ) -> Result<LentQueue, QueueError> {
         let bdf = self.bdf;
         self.check_depth(dev, depth)?;
         if self.one_client
@@ -416,7 +417,7 @@ impl Queues {
                 state: State::Live,
             },
         );
-        Ok(Lent {
+        Ok(LentQueue {
             qid,
             entries,
             doorbells,

@@ -26,7 +26,7 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
-use super::{lease::DeviceLease, lock, queues::Served};
+use super::{lease::DeviceLease, lock, queues::QueueHost};
 use crate::{channels::ChannelHost, dma::SessionId, pci::Bdf};
 
 /// What a session can hold. Its end takes them back in [`Kind::TEARDOWN`]'s order.
@@ -103,7 +103,7 @@ pub(super) struct Ledger {
     /// Devices leased whole, by address (`rig::lease`).
     pub(super) leases: Mutex<BTreeMap<Bdf, DeviceLease>>,
     /// Held NVMe controllers that lend queues, by address (`rig::queues`).
-    pub(super) queue_hosts: Mutex<BTreeMap<Bdf, Served>>,
+    pub(super) queue_hosts: Mutex<BTreeMap<Bdf, QueueHost>>,
     /// Served GPUs that lend channels, by PCI address, also their pools' names
     /// (`rig::served`).
     pub(super) gpus: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,

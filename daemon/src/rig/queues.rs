@@ -55,9 +55,9 @@ pub struct Namespace {
     pub blocks: u64,
 }
 
-/// A controller rigd drives to lend its queues.
+/// A held NVMe controller rigd drives to lend its queues.
 #[derive(Debug)]
-pub(super) struct Served {
+pub(super) struct QueueHost {
     ctrl: Controller,
     queues: Queues,
     /// The lease each lent queue's rings are in.
@@ -72,9 +72,10 @@ pub(super) struct Served {
     namespace: Namespace,
 }
 
-/// What a client is lent, with where it lies in the client's lease.
+/// What a client is sent for a lent queue: where it lies in the client's lease, its
+/// kick and interrupt.
 #[derive(Debug)]
-pub struct LentQueue {
+pub struct QueueGrant {
     pub qid: u16,
     pub entries: u32,
     /// Byte offsets in the lease: the SQ, the CQ, the shadow doorbell page.
@@ -121,7 +122,7 @@ impl Rig {
         depth: u32,
         lease: LeaseId,
         offset: u64,
-    ) -> Result<LentQueue, RigError> {
+    ) -> Result<QueueGrant, RigError> {
         let (pool, addr, bytes) = self.dma.session_lease(session, lease)?;
         let bdf: Bdf = pool
             .name()
@@ -161,7 +162,7 @@ impl Rig {
             let s = match hosts.entry(bdf) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(self.serve(bdf, v, limits)?)
+                    e.insert(self.start_queue_host(bdf, v, limits)?)
                 }
             };
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
@@ -214,7 +215,7 @@ impl Rig {
             }
             self.ledger.note(session, Kind::Queues);
             tracing::debug!(%bdf, qid = lent.qid, session = session.0, depth, "queue lent");
-            Ok(LentQueue {
+            Ok(QueueGrant {
                 qid: lent.qid,
                 entries: lent.entries,
                 sq_offset: offset,
@@ -230,12 +231,12 @@ impl Rig {
 
     /// Starts driving `bdf`'s NVMe controller: rigd's block, the controller's reset,
     /// enable and Identify, the shadow window and Doorbell Buffer Config.
-    fn serve(
+    fn start_queue_host(
         &self,
         bdf: Bdf,
-        v: &crate::vfio::Hold,
+        v: &crate::vfio::Handles,
         limits: crate::queue::Limits,
-    ) -> Result<Served, RigError> {
+    ) -> Result<QueueHost, RigError> {
         let class = self.sysfs.read_attr(bdf, "class")?;
         if class.as_deref() != Some(NVME_CLASS) {
             return Err(RequestError::NotNvme { bdf, class }.into());
@@ -314,7 +315,7 @@ impl Rig {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues");
             Queues::new(bdf, limits)
         };
-        Ok(Served {
+        Ok(QueueHost {
             ctrl,
             queues,
             leases: BTreeMap::new(),
@@ -403,7 +404,7 @@ impl Rig {
     }
 
     /// Unaliases `session`'s shadow pages once it holds no queue on the device.
-    fn drop_pages(&self, s: &mut Served, session: SessionId) {
+    fn drop_pages(&self, s: &mut QueueHost, session: SessionId) {
         if s.queues.status().iter().any(|q| q.owner.session == session) {
             return;
         }
@@ -438,7 +439,7 @@ impl Rig {
     /// Stops lending on `bdf` before it is given back, reset or resized: every lent
     /// queue is deleted, the controller disabled, rigd's block released. Called under
     /// the device's slot lock.
-    pub(super) fn stop_serving(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
+    pub(super) fn stop_queue_host(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
         let Some(mut s) = lock(&self.ledger.queue_hosts).remove(&bdf) else {
             return;
         };
