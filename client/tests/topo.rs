@@ -214,7 +214,10 @@ async fn without_a_driver_the_pcie_matrix_remains_and_the_problem_is_named() {
     config.paths.state_dir = dir.path().join("state");
     let kernel = FakeKernel::new(fake.root(), &["nvidia", "pcieport"]);
     let (rig, _) = Rig::with_sysfs(&config, Arc::new(kernel));
-    let t = rig.topology().expect("topology");
+    let t = rig
+        .topology()
+        .expect("topology")
+        .into_topology(rigd::service::status::error_line);
     assert_eq!(t.pairs.len(), 64);
     assert!(t.pairs.iter().all(|p| p.p2p.is_none()));
     assert!(

@@ -21,12 +21,23 @@
 //! lends them: per DMA session its address space, groups and channels, their
 //! descriptors for the client, the error-notifier watch, and reclaim.
 //!
-//! No stage imports `rig` or `service`, and no two modules import each other (`sys`
-//! imports only `pci`'s address types; `vfio` implements `dma`'s IOMMU trait and
-//! `nvrm` its per-session `DeviceMap`, and `dma` knows nothing of VFIO or the RM). `config` is read once at start. `sys` is the only module with `unsafe`, one file
-//! per kernel interface; what rigd shares with rig-client (memfds, mappings,
-//! SCM_RIGHTS) is the `rig-sys` crate. `testing` and the `Fake*` kernels exist only in
-//! tests and with feature `fakes`; the crash self-kill only with `crash-points`.
+//! Every stage's error classifies itself once with `error` (the stable reason of
+//! docs/errors.md, the device and the step it names), which imports nothing of the
+//! crate; `service` turns that into gRPC and side-socket codes. What a DMA session holds,
+//! and the order its end takes it back in, is `rig::ledger`'s.
+//!
+//! No stage imports `rig` or `service`, and no module imports, directly or through
+//! others, a module that imports it; a module and its own submodules count as one room.
+//! `scripts/modcycles.py daemon/src` checks that over whole paths (`service::dma::side`),
+//! and `scripts/modcycles.py daemon/src --depth 1 --skip 'tests$|^testing|fake'` over
+//! the top-level modules, the test-only ones left out (`testing` builds a whole `Rig`
+//! for tests, which import it in turn). `sys` imports only `pci`'s address types;
+//! `vfio` implements `dma`'s IOMMU trait and `nvrm` its per-session `DeviceMap`, and
+//! `dma` knows nothing of VFIO or the RM. `config` is read once at start. `sys` is the
+//! only module with `unsafe`, one file per kernel interface; what rigd shares with
+//! rig-client (memfds, mappings, SCM_RIGHTS) is the `rig-sys` crate. `testing`, the
+//! `Fake*` kernels and the test hooks on `Rig` (`set_peer_source`) exist only in tests
+//! and with feature `fakes`; the crash self-kill only with `crash-points`.
 
 #![deny(unsafe_code)]
 
@@ -34,6 +45,7 @@ pub mod audit;
 pub mod channels;
 pub mod config;
 pub mod dma;
+pub mod error;
 pub mod nvme;
 pub mod nvrm;
 pub mod pci;

@@ -45,6 +45,7 @@ use rig_sys::scm::PeerCred;
 
 use crate::{
     config::{self, Config, ConfigError, LeaseRule},
+    error::{Class, Classify, Reason},
     pci::Bdf,
 };
 
@@ -178,6 +179,16 @@ pub struct Refused {
     pub admins: Vec<String>,
     /// The groups that grant the client role; `None`: anyone who may connect.
     pub clients: Option<Vec<String>>,
+}
+
+impl Classify for Refused {
+    /// `NOT_ADMIN` when the admin role was needed, `NOT_CLIENT` for the client role.
+    fn class(&self) -> Class {
+        match self.role {
+            Role::Admin => Reason::NotAdmin.into(),
+            Role::Client => Reason::NotClient.into(),
+        }
+    }
 }
 
 fn groups_phrase(groups: &[String]) -> String {

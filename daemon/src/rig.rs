@@ -6,20 +6,25 @@
 //! work runs on the caller's thread: `service` moves it off the async executor. It
 //! also owns the GPUs it serves through their own driver (`channels`, each with a DMA
 //! pool of its name) and joins a DMA session to its GPU address space there (`served`).
+//!
+//! What it lends a session — a device whole (`lease`), queues (`queues`), channels
+//! (`served`), beside the session's memory (`dma`) — is kept in one ledger, with the
+//! order a session's end takes it back in (`ledger`). Settings read after the start come
+//! from the running config, which a reload updates (`reload`). Its errors say what
+//! they are to programs themselves ([`RigError`]'s `Classify`, delegating to the
+//! stages'); `service` makes codes and lines of them.
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
     sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock},
     time::Duration,
 };
 
 use crate::{
-    channels::{ChannelError, ChannelHost},
-    config::{self, Config},
-    dma::{self, DmaError},
+    config::Config,
+    dma,
     pci::{
-        self, Bdf, BdfError, Device, PciError, SysfsRoot,
+        self, Bdf, Device, PciError, SysfsRoot,
         ids::{IdsError, PciIds},
     },
     policy::Policy,
@@ -34,73 +39,17 @@ use crate::{
     vfio::{RealVfio, Vfio},
 };
 
-/// What a request to `Rig` can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum RigError {
-    #[error(transparent)]
-    BadAddress(#[from] BdfError),
-    #[error(transparent)]
-    Pci(#[from] PciError),
-    #[error(transparent)]
-    Take(#[from] TakeError),
-    #[error(transparent)]
-    Dma(#[from] DmaError),
-    #[error(transparent)]
-    Channel(#[from] ChannelError),
-    #[error("Another operation on {bdf} is under way; try again when it ends")]
-    Busy { bdf: Bdf },
-    #[error(transparent)]
-    Nvme(#[from] crate::nvme::NvmeError),
-    #[error(transparent)]
-    Queue(#[from] crate::queue::QueueError),
-    #[error("{0}")]
-    BadRequest(String),
-    #[error("{bdf} is leased whole to uid {uid} (pid {pid}, session {session}){}; rigd refuses other requests on it until the lease ends", if .failed.is_some() { ", and taking it back failed" } else { "" })]
-    Leased {
-        bdf: Bdf,
-        uid: u32,
-        pid: i32,
-        session: u64,
-        #[source]
-        failed: Option<Arc<RigError>>,
-    },
-    #[error(
-        "uid {uid} may not lease {bdf} whole: that needs the admin role ({}) or a [lease] rule naming the device and the caller", admins_phrase(.admins)
-    )]
-    LeaseNotAllowed {
-        bdf: Bdf,
-        uid: u32,
-        /// The groups that grant the admin role.
-        admins: Vec<String>,
-    },
-    #[error("{bdf} cannot be leased whole now: {why}")]
-    LeaseInUse { bdf: Bdf, why: String },
-    #[error("{bdf} is not leased whole by this session")]
-    NotLeased { bdf: Bdf },
-    #[error(
-        "Failed to take {bdf} back from its lease; it stays out of use until an admin gives it back"
-    )]
-    Reclaim {
-        bdf: Bdf,
-        #[source]
-        source: Arc<RigError>,
-    },
-}
-
-fn admins_phrase(admins: &[String]) -> String {
-    if admins.is_empty() {
-        return "root".to_owned();
-    }
-    let named: Vec<_> = admins.iter().map(|g| format!("`{g}`")).collect();
-    format!("root and members of {}", named.join(", "))
-}
-
+mod error;
 mod lease;
+pub mod ledger;
 mod outlived;
 mod reload;
 mod served;
 pub mod topo;
 
+pub use error::{RequestError, RigError};
+pub use ledger::Ended;
+use ledger::{Kind, Ledger};
 pub use outlived::Outlived;
 
 pub use reload::{ReloadError, Reloaded};
@@ -121,30 +70,23 @@ pub struct Rig {
     policy: RwLock<Arc<Policy>>,
     /// Where privileged actions' audit lines go.
     audit: Arc<crate::audit::Audit>,
-    unbind_timeout: Duration,
     recovered: Mutex<Arc<[take::Recovered]>>,
     /// DMA pools by device name, and the sessions that lease from them.
     dma: dma::Pools,
-    /// GPUs served through their own driver, by PCI address (their pools' names).
-    served_gpus: RwLock<BTreeMap<String, Arc<dyn ChannelHost>>>,
-    channels: config::Channels,
-    dev_dir: PathBuf,
-    /// NVMe controllers rigd drives to lend queues, by device (`rig::queues`).
-    served: Mutex<BTreeMap<Bdf, queues::Served>>,
-    queue_limits: Mutex<crate::queue::Limits>,
-    /// The config in force (what a reload compares with).
+    /// What each session holds, and what is lent by kind (`rig::ledger`).
+    ledger: Ledger,
+    /// The config in force: what a reload compares with, and where the settings
+    /// read after start come from (sections that need a restart keep their values).
     running: Mutex<Config>,
-    /// Devices leased whole, by address (`rig::lease`).
-    leases: Mutex<BTreeMap<Bdf, lease::DeviceLease>>,
-    lease_policy: lease::Policy,
-    /// Where `topology` asks about peers; none: the real RM on `dev_dir` (`rig::topo`).
-    peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
     /// Devices an earlier rigd's lease holders still had at the start (`rig::outlived`).
     outlived: Mutex<BTreeMap<Bdf, outlived::Outlived>>,
+    /// Where `topology` asks about peers instead of the real RM (`rig::topo`).
+    #[cfg(any(test, feature = "fakes"))]
+    peer_source: RwLock<Option<Arc<dyn topo::PeerSource>>>,
 }
 
 mod queues;
-pub use queues::{LentQueue, QueueView, queue_bytes};
+pub use queues::{QueueGrant, QueueView, queue_bytes};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a device lock leaves the device's state as the journal
@@ -221,7 +163,6 @@ impl Rig {
         });
         let (policy, problems) = Policy::new(config);
         warnings.extend(problems.into_iter().map(StartWarning::Policy));
-        let lease_policy = lease::Policy::new(&config.lease);
         let taker = Taker {
             sysfs,
             journal: Journal::new(&config.paths.state_dir),
@@ -243,19 +184,13 @@ impl Rig {
                 &config.audit.journal_socket,
                 &config.paths.proc,
             )),
-            unbind_timeout: Duration::from_secs(config.take.unbind_timeout_s),
             recovered: Mutex::new(Arc::new([])),
             dma: dma::Pools::new(&config.dma, &config.paths.sysfs),
-            served_gpus: RwLock::new(BTreeMap::new()),
-            channels: config.channels.clone(),
-            dev_dir: config.paths.dev.clone(),
-            served: Mutex::new(BTreeMap::new()),
-            queue_limits: Mutex::new((&config.queue).into()),
+            ledger: Ledger::default(),
             running: Mutex::new(config.clone()),
-            leases: Mutex::new(BTreeMap::new()),
-            lease_policy,
-            peer_source: RwLock::new(None),
             outlived: Mutex::new(BTreeMap::new()),
+            #[cfg(any(test, feature = "fakes"))]
+            peer_source: RwLock::new(None),
         };
         (rig, warnings)
     }
@@ -347,7 +282,7 @@ impl Rig {
     ) -> Result<HeldView, RigError> {
         let bdf: Bdf = bdf.parse()?;
         if opts.timeout.is_zero() {
-            opts.timeout = self.unbind_timeout;
+            opts.timeout = self.taker.unbind_timeout;
         }
         self.with_slot(bdf, |slot| {
             if let Some(t) = slot.as_ref() {
@@ -378,7 +313,7 @@ impl Rig {
     ) -> Result<AttachReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
         // A lease whose reclaim failed may be given back by an admin: its holder is gone.
-        if let Some(l) = lock(&self.leases).get(&bdf)
+        if let Some(l) = lock(&self.ledger.leases).get(&bdf)
             && l.failed.is_none()
         {
             return Err(lease::leased(bdf, l));
@@ -387,7 +322,7 @@ impl Rig {
             Some(t) => {
                 // After a failed reclaim: a process that kept the device would keep
                 // vfio-pci's remove waiting in the kernel; refuse, naming it.
-                let lessee = lock(&self.leases).get(&bdf).map(|l| l.holder.pid);
+                let lessee = lock(&self.ledger.leases).get(&bdf).map(|l| l.holder.pid);
                 if let Some(pid) = lessee
                     && let Ok(holders) = self.taker.holders_of(&t, Some(pid))
                     && !holders.is_empty()
@@ -395,10 +330,10 @@ impl Rig {
                     *slot = Some(t);
                     return Err(TakeError::LeaseKept { bdf, holders }.into());
                 }
-                lock(&self.leases).remove(&bdf);
+                lock(&self.ledger.leases).remove(&bdf);
                 // Lent queues go first: deleted through the admin queue while the
                 // device still masters the bus to complete the deletions.
-                self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+                self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
                 // The device stops mastering the bus before its pool's memory is
                 // unmapped and freed (seed: a device keeps writing what it was given).
                 self.taker.stop_bus_master(bdf)?;
@@ -451,7 +386,7 @@ impl Rig {
         self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
-            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+            self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let report = self.taker.reset_held(t, method, progress)?;
             // Seed: memory a device without an IOMMU reached stays reserved until the
             // device is reset; now it has been, so its pool may reuse those blocks.
@@ -479,7 +414,7 @@ impl Rig {
         self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
-            self.stop_serving(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
+            self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let r = self.taker.resize_held(t, Some(bar), size, progress)?;
             Ok((r, self.view(t)))
         })
@@ -549,21 +484,31 @@ impl Rig {
         })
     }
 
-    /// Ends a DMA session: first a device it leases whole, then what lends its memory to a device — its lent queues
-    /// (deleted on the controller) and its channels (descheduled, drained, freed) —
-    /// then its leases, which leave the IOMMU or its GPU address space. Returns
-    /// (channels, leases) reclaimed.
-    pub fn end_session(&self, session: dma::SessionId) -> (usize, usize) {
-        // A device leased whole stops mastering the bus before anything it may
-        // still be writing is unmapped.
-        let sysfs_reset = self.end_device_lease(session);
-        self.end_queues(session);
-        let channels = self.end_channels(session);
-        let leases = self.dma.close_session(session);
-        if let Some(bdf) = sysfs_reset {
-            self.lease_memory_released(bdf);
-        }
-        (channels, leases)
+    /// Ends a DMA session: takes back what it holds, kind by kind in the ledger's
+    /// order (`rig::ledger`): a device it leases whole, its lent queues (deleted on the
+    /// controller), its channels (descheduled, drained, freed), then its leases, which
+    /// leave the IOMMU or its GPU address space.
+    pub fn end_session(&self, session: dma::SessionId) -> Ended {
+        // A device leased whole in sysfs mode and reset at its reclaim: the session's
+        // blocks, which the pool quarantines at their release, are safe to lend again
+        // once released.
+        let mut reset_in_sysfs = None;
+        self.ledger.end(session, |kind| match kind {
+            Kind::Device => {
+                let (n, reset) = self.end_device_lease(session);
+                reset_in_sysfs = reset;
+                n
+            }
+            Kind::Queues => self.end_queues(session),
+            Kind::Channels => self.end_channels(session),
+            Kind::Memory => {
+                let n = self.dma.close_session(session);
+                if let Some(bdf) = reset_in_sysfs.take() {
+                    self.lease_memory_released(bdf);
+                }
+                n
+            }
+        })
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its

@@ -49,6 +49,7 @@ use rig_sys::scm::PeerCred;
 
 use crate::{
     dma::{DeviceMap, SessionId},
+    error::{Class, Classify, Reason},
     nvrm::{
         AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, DeviceMem, Doorbell, Engine,
         Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
@@ -189,6 +190,27 @@ pub enum ChannelError {
     },
 }
 
+impl Classify for ChannelError {
+    /// The same words as the side socket's codes; the GPU where the error names one.
+    fn class(&self) -> Class {
+        match self {
+            Self::RingSize { .. }
+            | Self::RingOverQuota { .. }
+            | Self::PushbufferSize { .. }
+            | Self::WindowOverQuota { .. } => Reason::BadRing.into(),
+            Self::WindowsExhausted { gpu, .. } => Class::new(Reason::Exhausted).on(gpu),
+            Self::GpuRingsRefused { .. } => Reason::GpuRingsRefused.into(),
+            Self::TooManyChannels { .. } => Reason::ChannelLimit.into(),
+            Self::UnknownChannel { .. } => Reason::UnknownChannel.into(),
+            Self::NotServed { name } => Class::new(Reason::NotServed).on(name),
+            Self::NoSpace { gpu, .. } => Class::new(Reason::NotServed).on(gpu),
+            Self::SpaceExists { gpu, .. } => Class::new(Reason::BadSession).on(gpu),
+            Self::Rm { gpu, .. } => Class::new(Reason::Rm).on(gpu),
+            Self::Share { gpu, .. } => Class::new(Reason::Internal).on(gpu),
+        }
+    }
+}
+
 /// What a client receives for an open channel: numbers, and descriptors to map.
 #[derive(Debug)]
 pub struct OpenedChannel {
@@ -278,7 +300,8 @@ pub trait ChannelHost: Send + Sync + fmt::Debug {
     fn set_channels_per_session(&self, limit: usize);
 }
 
-struct Lent<R: Rm> {
+/// A channel lent to a session, with what `rigctl channels` shows of it.
+struct LentChannel<R: Rm> {
     channel: Channel<R>,
     rings: Rings,
     opened: SystemTime,
@@ -286,9 +309,9 @@ struct Lent<R: Rm> {
     fault: Option<ChannelFault>,
 }
 
-impl<R: Rm> fmt::Debug for Lent<R> {
+impl<R: Rm> fmt::Debug for LentChannel<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lent")
+        f.debug_struct("LentChannel")
             .field("channel", &self.channel.handle())
             .field("fault", &self.fault)
             .finish_non_exhaustive()
@@ -307,7 +330,7 @@ struct Client<R: Rm> {
     copy: Option<Arc<ChannelGroup<R>>>,
     /// That engine: one of `Limits::copy_engines`, picked by session.
     copy_engine: Option<u8>,
-    channels: BTreeMap<ChannelId, Lent<R>>,
+    channels: BTreeMap<ChannelId, LentChannel<R>>,
 }
 
 impl<R: Rm> Client<R> {
@@ -701,7 +724,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         };
         client.channels.insert(
             id,
-            Lent {
+            LentChannel {
                 channel,
                 rings: req.rings,
                 opened: SystemTime::now(),

@@ -40,10 +40,12 @@ mod session;
 
 use std::{fmt, io, ops::RangeInclusive, path::PathBuf};
 
+use crate::error::{Class, Classify, Reason};
+
 pub use block::BlockStep;
 pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
-pub use pool::{ALIAS_PAGE, Lent, Pool, PoolSpec, PoolStatus};
+pub use pool::{ALIAS_PAGE, LeasedBlocks, Pool, PoolSpec, PoolStatus};
 pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
 pub use session::{LeaseId, SessionId};
 
@@ -289,4 +291,39 @@ pub enum DmaError {
         #[source]
         source: io::Error,
     },
+}
+
+impl Classify for DmaError {
+    /// A client's mistakes and the pool's limits have reasons of their own, the same
+    /// words as the side socket's codes; rigd's own failures are `INTERNAL`.
+    fn class(&self) -> Class {
+        match self {
+            Self::NoPool { name } => Class::new(Reason::NoPool).on(name),
+            Self::TooManyPending { .. } => Reason::TooManyPending.into(),
+            Self::ZeroSize => Reason::ZeroSize.into(),
+            Self::Misaligned { .. } => Reason::Misaligned.into(),
+            Self::Oversized { .. } => Reason::Oversized.into(),
+            Self::Quota { .. } => Reason::Quota.into(),
+            Self::Exhausted { pool, .. } => Class::new(Reason::Exhausted).on(pool),
+            Self::NotContiguous { pool, .. } => Class::new(Reason::NotContiguous).on(pool),
+            Self::UnknownLease { .. } => Reason::UnknownLease.into(),
+            Self::BadSession { .. } => Reason::BadSession.into(),
+            Self::OutOfLease { .. }
+            | Self::Moved { .. }
+            | Self::PoolExists { .. }
+            | Self::Hugepages(_)
+            | Self::Block { .. }
+            | Self::NoPhysicalAddress
+            | Self::NotHuge { .. }
+            | Self::Iova(_)
+            | Self::Map { .. }
+            | Self::DeviceMap { .. }
+            | Self::DeviceUnmap { .. }
+            | Self::NoDeviceMap { .. }
+            | Self::Unmap { .. }
+            | Self::Config { .. }
+            | Self::BadAlias { .. }
+            | Self::Token { .. } => Reason::Internal.into(),
+        }
+    }
 }

@@ -53,7 +53,7 @@ pub struct PoolStatus {
 
 /// A lease's blocks as the pool hands them out.
 #[derive(Debug)]
-pub struct Lent {
+pub struct LeasedBlocks {
     pub addr: Option<DeviceAddr>,
     /// One descriptor per block, in device-address order.
     pub fds: Vec<OwnedFd>,
@@ -276,7 +276,7 @@ impl Pool {
     /// [`DmaError::Exhausted`], [`DmaError::NotContiguous`] (sysfs mode, more than one
     /// block), [`DmaError::Iova`]/[`DmaError::Map`] (vfio mode), [`DmaError::Block`]
     /// when a descriptor cannot be duplicated.
-    pub fn lease(&self, id: LeaseId, blocks: u32) -> Result<Lent, DmaError> {
+    pub fn lease(&self, id: LeaseId, blocks: u32) -> Result<LeasedBlocks, DmaError> {
         self.lease_into(id, blocks, None)
     }
 
@@ -291,7 +291,7 @@ impl Pool {
         id: LeaseId,
         blocks: u32,
         map: Option<&Arc<dyn DeviceMap>>,
-    ) -> Result<Lent, DmaError> {
+    ) -> Result<LeasedBlocks, DmaError> {
         if matches!(self.shared.mode, PoolMode::Gpu(_)) && map.is_none() {
             return Err(DmaError::Config {
                 key: "mode",
@@ -356,7 +356,7 @@ impl Pool {
         let blocks = taken.into_iter().map(|(_, b)| b).collect();
         let map = map.cloned();
         st.leases.insert(id, Leased { blocks, addr, map });
-        Ok(Lent { addr, fds })
+        Ok(LeasedBlocks { addr, fds })
     }
 
     /// Which free blocks to lend: the youngest, or in sysfs mode a physically
@@ -873,14 +873,8 @@ fn store(shared: &Shared, pinned: Result<Block, DmaError>) {
 
 /// Whether two errors read the same, cause by cause.
 fn same_error(a: &dyn std::error::Error, b: &dyn std::error::Error) -> bool {
-    let (mut a, mut b) = (Some(a), Some(b));
-    while let (Some(x), Some(y)) = (a, b) {
-        if x.to_string() != y.to_string() {
-            return false;
-        }
-        (a, b) = (x.source(), y.source());
-    }
-    a.is_none() && b.is_none()
+    let words = |e| crate::error::chain(e).map(ToString::to_string);
+    words(a).eq(words(b))
 }
 
 mod alias;

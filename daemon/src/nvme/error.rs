@@ -5,7 +5,12 @@
 use std::time::Duration;
 
 use super::cmd::Status;
-use crate::{dma::DmaError, pci::Bdf, sys::mmio::MmioError};
+use crate::{
+    dma::DmaError,
+    error::{Class, Classify, Reason},
+    pci::Bdf,
+    sys::mmio::MmioError,
+};
 
 /// A step of driving an NVMe controller that failed.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +83,16 @@ pub enum NvmeError {
         qid: u16,
         why: String,
     },
+}
+
+impl Classify for NvmeError {
+    /// A controller rigd cannot drive, or any other failure of its admin queue.
+    fn class(&self) -> Class {
+        match self {
+            Self::Unsupported { .. } => Reason::NvmeUnsupported.into(),
+            _ => Reason::NvmeAdminFailed.into(),
+        }
+    }
 }
 
 impl NvmeError {

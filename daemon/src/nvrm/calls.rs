@@ -34,6 +34,11 @@ pub const USERMODE_LEN: usize = 0x1_0000;
 /// token.
 pub const NVC361_NOTIFY_CHANNEL_PENDING: usize = 0x90;
 
+/// NVOS02 flags for an OS descriptor (`nvos.h`): PHYSICALITY_NONCONTIGUOUS (7:4 = 1),
+/// COHERENCY_CACHED (15:12 = 1), MAPPING_NO_MAP (31:30 = 1): no RM CPU mapping, rigd
+/// has its own.
+pub const OS_DESCRIPTOR_FLAGS: u32 = (1 << 4) | (1 << 12) | (1 << 30);
+
 /// NV_ESC_RM_UNMAP_MEMORY_DMA's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnmapMemoryDma {
@@ -378,7 +383,7 @@ impl Rm for SysRm {
             h_object_parent: parent,
             h_object_new: handle,
             h_class: super::layout::r580::NV01_MEMORY_SYSTEM_OS_DESCRIPTOR,
-            flags: super::space::OS_DESCRIPTOR_FLAGS,
+            flags: OS_DESCRIPTOR_FLAGS,
             ..Default::default()
         };
         Ok(rm::rm_alloc_os_descriptor(self.device()?, params, mem)?)

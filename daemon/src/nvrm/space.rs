@@ -61,10 +61,6 @@ const VASPACE_SIZE: u64 = VA_END - VASPACE_BASE;
 /// NVOS46 flags (`nvos.h`): CACHE_SNOOP_ENABLE (4:4), PAGE_SIZE_4KB (11:8 = 1),
 /// DMA_OFFSET_FIXED_TRUE (15:15): map at the VA rigd picked.
 pub const MAP_DMA_FLAGS: u32 = (1 << 4) | (1 << 8) | (1 << 15);
-/// NVOS02 flags for an OS descriptor (`nvos.h`): PHYSICALITY_NONCONTIGUOUS (7:4 = 1),
-/// COHERENCY_CACHED (15:12 = 1), MAPPING_NO_MAP (31:30 = 1): no RM CPU mapping, rigd
-/// has its own.
-pub const OS_DESCRIPTOR_FLAGS: u32 = (1 << 4) | (1 << 12) | (1 << 30);
 
 /// One client's GPU address space.
 #[derive(Debug)]

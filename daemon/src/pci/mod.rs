@@ -29,6 +29,8 @@ pub mod sysfs;
 
 use std::{io, path::PathBuf};
 
+use crate::error::{Class, Classify, Reason};
+
 pub use bdf::{Bdf, BdfError};
 pub use device::{Device, inspect};
 pub use sysfs::SysfsRoot;
@@ -54,4 +56,26 @@ pub enum PciError {
     ShortConfig { bdf: Bdf, len: usize },
     #[error("Malformed {path}: line {line} is not three hex numbers")]
     Resource { path: PathBuf, line: usize },
+}
+
+impl Classify for PciError {
+    fn class(&self) -> Class {
+        match self {
+            Self::NoDevice { bdf } => Class::new(Reason::NoDevice).on(bdf),
+            Self::ShortConfig { bdf, .. } => Class::new(Reason::ShortConfig).on(bdf),
+            Self::Resource { .. } => Reason::BadResourceFile.into(),
+            Self::Read { source, .. } | Self::Enumerate { source, .. }
+                if source.kind() == io::ErrorKind::PermissionDenied =>
+            {
+                Reason::SysfsPermissionDenied.into()
+            }
+            Self::Read { .. } | Self::Enumerate { .. } => Reason::SysfsUnreadable.into(),
+        }
+    }
+}
+
+impl Classify for BdfError {
+    fn class(&self) -> Class {
+        Reason::BadAddress.into()
+    }
 }

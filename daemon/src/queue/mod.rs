@@ -36,7 +36,11 @@ pub mod nvme;
 
 use std::{collections::BTreeMap, fmt, time::SystemTime};
 
-use crate::{dma::SessionId, pci::Bdf};
+use crate::{
+    dma::SessionId,
+    error::{Class, Classify, Reason},
+    pci::Bdf,
+};
 
 pub use vmm_sys_util::eventfd::EventFd;
 
@@ -76,6 +80,23 @@ pub enum QueueError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+impl Classify for QueueError {
+    fn class(&self) -> Class {
+        let (reason, bdf) = match self {
+            Self::DepthZero { bdf } => (Reason::QueueDepthZero, bdf),
+            Self::DepthOverLimit { bdf, .. } => (Reason::QueueDepthOverLimit, bdf),
+            Self::TooMany { bdf, .. } => (Reason::QueueLimit, bdf),
+            Self::NoQueueId { bdf, .. } => (Reason::NoQueueId, bdf),
+            Self::NotYours { bdf, .. } => (Reason::UnknownQueue, bdf),
+            Self::Busy { bdf, .. } => (Reason::FunctionBusy, bdf),
+            Self::Device { bdf, step, .. } => {
+                return Class::new(Reason::QueueDevice).on(bdf).at(step);
+            }
+        };
+        Class::new(reason).on(bdf)
+    }
 }
 
 /// Limits from the configuration (`[queue]`).
@@ -184,9 +205,10 @@ pub trait Kicks: fmt::Debug {
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 }
 
-/// What a client is lent.
+/// A queue lent to a client: its id, doorbells, kick and interrupt (`rig` adds where
+/// its rings lie in the client's lease: `rig::QueueGrant`).
 #[derive(Debug)]
-pub struct Lent {
+pub struct LentQueue {
     pub qid: u16,
     /// Ring entries: depth + 1 (one slot stays empty).
     pub entries: u32,
@@ -307,7 +329,7 @@ impl Queues {
         owner: Owner,
         depth: u32,
         rings: Rings,
-    ) -> Result<Lent, QueueError> {
+    ) -> Result<LentQueue, QueueError> {
         let bdf = self.bdf;
         self.check_depth(dev, depth)?;
         if self.one_client
@@ -396,7 +418,7 @@ impl Queues {
                 state: State::Live,
             },
         );
-        Ok(Lent {
+        Ok(LentQueue {
             qid,
             entries,
             doorbells,

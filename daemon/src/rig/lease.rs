@@ -29,9 +29,9 @@ use std::{
 
 use rig_sys::scm::PeerCred;
 
-use super::{Rig, RigError, lock};
+use super::{Kind, RequestError, Rig, RigError, lock};
 use crate::{
-    config::{self, LeasePool},
+    config::LeasePool,
     dma::SessionId,
     pci::Bdf,
     take::{Mode, ReclaimReport, TakeError},
@@ -53,18 +53,6 @@ pub struct LeaseHolder {
 pub(super) struct DeviceLease {
     pub(super) holder: LeaseHolder,
     pub(super) failed: Option<Arc<RigError>>,
-}
-
-/// What a lease's end does with the pool (who may lease is `policy`'s).
-#[derive(Debug, Default)]
-pub(super) struct Policy {
-    pool: LeasePool,
-}
-
-impl Policy {
-    pub(super) fn new(c: &config::Lease) -> Self {
-        Self { pool: c.pool }
-    }
 }
 
 /// One region the holder may use through the descriptors it was sent.
@@ -105,12 +93,12 @@ fn now() -> u64 {
 impl Rig {
     /// The holder of `bdf`, when it is leased whole.
     pub fn lease_holder(&self, bdf: Bdf) -> Option<LeaseHolder> {
-        lock(&self.leases).get(&bdf).map(|l| l.holder)
+        lock(&self.ledger.leases).get(&bdf).map(|l| l.holder)
     }
 
     /// Refuses a request on `bdf` while it is leased to someone (`Leased`).
     pub(super) fn refuse_leased(&self, bdf: Bdf) -> Result<(), RigError> {
-        match lock(&self.leases).get(&bdf) {
+        match lock(&self.ledger.leases).get(&bdf) {
             Some(l) => Err(leased(bdf, l)),
             None => Ok(()),
         }
@@ -126,7 +114,7 @@ impl Rig {
         let Ok(bdf) = pool.name().parse::<Bdf>() else {
             return Ok(());
         };
-        match lock(&self.leases).get(&bdf) {
+        match lock(&self.ledger.leases).get(&bdf) {
             Some(l) if l.holder.session != session => Err(leased(bdf, l)),
             _ => Ok(()),
         }
@@ -148,10 +136,11 @@ impl Rig {
         let bdf: Bdf = bdf.parse()?;
         let pool = self.dma.session_pool(session)?;
         if pool.name() != bdf.to_string() {
-            return Err(RigError::BadRequest(format!(
-                "this session is on {}'s pool; a session leases the device it was opened on, not {bdf}",
-                pool.name()
-            )));
+            return Err(RequestError::NotTheSessionsDevice {
+                pool: pool.name().to_owned(),
+                bdf,
+            }
+            .into());
         }
         let policy = self.policy();
         if !policy.may_lease(peer, bdf) {
@@ -170,11 +159,11 @@ impl Rig {
                 since: now(),
             };
             {
-                let mut leases = lock(&self.leases);
+                let mut leases = lock(&self.ledger.leases);
                 if let Some(l) = leases.get(&bdf) {
                     return Err(leased(bdf, l));
                 }
-                if lock(&self.served).contains_key(&bdf) {
+                if lock(&self.ledger.queue_hosts).contains_key(&bdf) {
                     return Err(RigError::LeaseInUse {
                         bdf,
                         why: "it lends queues".into(),
@@ -209,8 +198,9 @@ impl Rig {
                 })
             };
             if lent.is_err() {
-                lock(&self.leases).remove(&bdf);
+                lock(&self.ledger.leases).remove(&bdf);
             } else {
+                self.ledger.note(session, Kind::Device);
                 tracing::info!(%bdf, uid = peer.uid, pid = peer.pid, session = session.0, mode = %t.mode(), "leased whole");
             }
             lent
@@ -218,22 +208,26 @@ impl Rig {
     }
 
     /// Takes back the device `session` leases whole, if any: its connection ended.
-    /// Called before its memory goes (`end_session`). Returns the device when it was
-    /// held in sysfs mode and reset: the session's blocks, released after this, are
-    /// quarantined by the pool, and that reset already stopped the device reaching
-    /// them ([`Rig::lease_memory_released`]).
-    pub fn end_device_lease(&self, session: SessionId) -> Option<Bdf> {
-        let found = lock(&self.leases)
+    /// Called before its memory goes (`end_session`). Returns how many it took back (0
+    /// or 1), and the device when it was held in sysfs mode and reset: the session's
+    /// blocks, released after this, are quarantined by the pool, and that reset already
+    /// stopped the device reaching them ([`Rig::lease_memory_released`]).
+    pub(super) fn end_device_lease(&self, session: SessionId) -> (usize, Option<Bdf>) {
+        let found = lock(&self.ledger.leases)
             .iter()
             .find(|(_, l)| l.holder.session == session && l.failed.is_none())
-            .map(|(b, _)| *b)?;
+            .map(|(b, _)| *b);
+        let Some(found) = found else {
+            return (0, None);
+        };
         match self.reclaim_lease(found) {
             Ok(r) => {
-                (r.reset.is_some() && !r.reopened && self.held_in_sysfs(found)).then_some(found)
+                let reset = r.reset.is_some() && !r.reopened && self.held_in_sysfs(found);
+                (1, reset.then_some(found))
             }
             Err(e) => {
                 tracing::error!(bdf = %found, session = session.0, error = &e as &dyn std::error::Error, "a leased device was not taken back; it stays out of use");
-                None
+                (0, None)
             }
         }
     }
@@ -241,7 +235,7 @@ impl Rig {
     /// After a sysfs-mode holder's session released its memory: the device was reset
     /// after it stopped mastering the bus and before the release, so the blocks the
     /// pool quarantined at the release are safe to lend again.
-    pub fn lease_memory_released(&self, bdf: Bdf) {
+    pub(super) fn lease_memory_released(&self, bdf: Bdf) {
         if let Err(e) = self.dma.device_reset(&bdf.to_string())
             && !matches!(e, crate::dma::DmaError::NoPool { .. })
         {
@@ -264,7 +258,7 @@ impl Rig {
         bdf: &str,
     ) -> Result<ReclaimReport, RigError> {
         let bdf: Bdf = bdf.parse()?;
-        match lock(&self.leases).get(&bdf) {
+        match lock(&self.ledger.leases).get(&bdf) {
             Some(l) if l.holder.session == session && l.failed.is_none() => {}
             _ => return Err(RigError::NotLeased { bdf }),
         }
@@ -276,10 +270,11 @@ impl Rig {
     /// every request but an admin's give-back is still refused.
     fn reclaim_lease(&self, bdf: Bdf) -> Result<ReclaimReport, RigError> {
         let holder = self.lease_holder(bdf).ok_or(RigError::NotLeased { bdf })?;
+        let pool = lock(&self.running).lease.pool;
         let r = self.with_slot_wait(bdf, |slot| {
             let t = slot.as_mut().ok_or(TakeError::NotHeld { bdf })?;
             let report = self.taker.reclaim(t, Some(holder.pid), &mut |_| {})?;
-            match self.lease_policy.pool {
+            match pool {
                 LeasePool::Keep => {
                     // Sysfs mode: the blocks it reached stay quarantined until a reset;
                     // only a reset that ran releases them.
@@ -295,7 +290,7 @@ impl Rig {
             self.taker.settle(t)?;
             Ok(report)
         });
-        let mut leases = lock(&self.leases);
+        let mut leases = lock(&self.ledger.leases);
         match r {
             Ok(report) => {
                 leases.remove(&bdf);
@@ -306,7 +301,7 @@ impl Rig {
                     reset = report.reset.as_deref().unwrap_or("none"),
                     irqs = ?report.irqs,
                     reopened = report.reopened,
-                    pool = ?self.lease_policy.pool,
+                    ?pool,
                     "lease ended: bus mastering off, device available again"
                 );
                 for w in &report.warnings {

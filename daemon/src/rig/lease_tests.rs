@@ -6,10 +6,10 @@ use std::{path::Path, sync::Arc};
 
 use rig_sys::scm::PeerCred;
 
-use super::{Rig, RigError};
+use super::{Rig, RigError, ledger::Kind};
 use crate::{
     config::{Config, LeaseRule},
-    dma::{Backing, PoolMode, PoolSpec, SessionId},
+    dma::{Backing, DeviceAddr, PoolMode, PoolSpec, SessionId},
     pci::Bdf,
     sys::{mmio::Width, sysfs::FakeKernel},
     take::{self, DetachOptions, Mode, Phase, TakeError},
@@ -233,6 +233,54 @@ fn the_holders_end_turns_bus_mastering_off_first_resets_and_frees_the_device() {
     // Available again: another permitted session leases it.
     let next = session(&w, DEV, ALICE);
     w.rig.lease_device(next, ALICE, DEV).expect("second lease");
+}
+
+#[test]
+fn a_sessions_end_takes_its_device_back_before_its_memory_leaves_the_iommu() {
+    let w = world();
+    let opts = DetachOptions {
+        mode: Mode::Vfio,
+        ..DetachOptions::default()
+    };
+    w.rig.detach(DEV, opts, &mut |_| {}).expect("detach");
+    // The device's own pool, mapping through its VFIO container (on shmem blocks: the
+    // configured hugetlb pool is not there in tests).
+    let iommu = {
+        let slot = super::lock(&w.rig.devices)
+            .get(&bdf())
+            .cloned()
+            .expect("slot");
+        let g = super::lock(&slot);
+        let v = g.as_ref().and_then(|t| t.hold.vfio()).expect("vfio");
+        Arc::new(v.iommu().expect("the container as an IOMMU"))
+    };
+    let spec = PoolSpec {
+        mode: PoolMode::Vfio(iommu),
+        blocks: 2,
+        backing: Backing::Shmem,
+        pin_threads: 1,
+    };
+    let pool = w.rig.dma().create(DEV, spec).expect("pool");
+    assert!(pool.wait_pinned(std::time::Duration::from_secs(10)));
+    let s = session(&w, DEV, ALICE);
+    let memory = w.rig.dma().lease(s, 2 << 20).expect("memory");
+    let _lent = w.rig.lease_device(s, ALICE, DEV).expect("lease");
+    let mark = w.vfio.calls().len();
+
+    let ended = w.rig.end_session(s);
+
+    let calls = w.vfio.calls()[mark..].to_vec();
+    let at = |f: &dyn Fn(&VfioCall) -> bool| calls.iter().position(f);
+    let reset = at(&|c| matches!(c, VfioCall::Reset { .. })).expect("reset");
+    let unmap = at(&|c| {
+        matches!(c, VfioCall::UnmapDma { iova, .. } if memory.addr == Some(DeviceAddr::Iova(*iova)))
+    })
+    .expect("the lease unmapped");
+    assert!(
+        reset < unmap,
+        "the device stops before its memory leaves the IOMMU: {calls:?}"
+    );
+    assert_eq!(ended.steps, [(Kind::Device, 1), (Kind::Memory, 1)]);
 }
 
 #[test]

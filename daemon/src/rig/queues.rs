@@ -17,11 +17,11 @@
 //! admin doorbell there, and `nvme_process_sq` reads shadow tails for I/O queues only),
 //! so the client's scribbles there do not reach the admin queue. Isolation between
 //! clients comes from each function being its own IOMMU group, container and pool
-//! (docs/queues.md "Isolation"). Lock order: the device's slot, then `served`.
+//! (docs/queues.md "Isolation"). Lock order: the device's slot, then the ledger's `queue_hosts`.
 
 use std::collections::BTreeMap;
 
-use super::{Rig, RigError, lock};
+use super::{Kind, RequestError, Rig, RigError, lock};
 use crate::{
     dma::{ALIAS_PAGE, BLOCK_SIZE, DeviceAddr, Iova, LeaseId, SessionId},
     nvme::{self, Controller, NvmeError, Options},
@@ -55,9 +55,9 @@ pub struct Namespace {
     pub blocks: u64,
 }
 
-/// A controller rigd drives to lend its queues.
+/// A held NVMe controller rigd drives to lend its queues.
 #[derive(Debug)]
-pub(super) struct Served {
+pub(super) struct QueueHost {
     ctrl: Controller,
     queues: Queues,
     /// The lease each lent queue's rings are in.
@@ -72,9 +72,10 @@ pub(super) struct Served {
     namespace: Namespace,
 }
 
-/// What a client is lent, with where it lies in the client's lease.
+/// What a client is sent for a lent queue: where it lies in the client's lease, its
+/// kick and interrupt.
 #[derive(Debug)]
-pub struct LentQueue {
+pub struct QueueGrant {
     pub qid: u16,
     pub entries: u32,
     /// Byte offsets in the lease: the SQ, the CQ, the shadow doorbell page.
@@ -121,16 +122,16 @@ impl Rig {
         depth: u32,
         lease: LeaseId,
         offset: u64,
-    ) -> Result<LentQueue, RigError> {
+    ) -> Result<QueueGrant, RigError> {
         let (pool, addr, bytes) = self.dma.session_lease(session, lease)?;
         let bdf: Bdf = pool
             .name()
             .parse()
-            .map_err(|_| RigError::BadRequest(format!("pool {} is no device's", pool.name())))?;
+            .map_err(|_| RequestError::PoolOfNoDevice {
+                pool: pool.name().to_owned(),
+            })?;
         let Some(DeviceAddr::Iova(base)) = addr else {
-            return Err(RigError::BadRequest(
-                "lent queues need a device held in vfio mode (IOVA leases)".into(),
-            ));
+            return Err(RequestError::QueueWithoutIova.into());
         };
         let entries = depth.saturating_add(1);
         let (sq, cq, shadow) = queue_bytes(entries);
@@ -139,21 +140,30 @@ impl Rig {
                 .checked_add(sq + cq + shadow)
                 .is_some_and(|end| end <= bytes);
         if depth != 0 && !fits {
-            return Err(RigError::BadRequest(format!(
-                "a queue of depth {depth} needs {:#x} page-aligned bytes at offset {offset:#x} of a {bytes:#x}-byte lease",
-                sq + cq + shadow
-            )));
+            return Err(RequestError::QueueOutsideLease {
+                depth,
+                need: sq + cq + shadow,
+                offset,
+                bytes,
+            }
+            .into());
         }
         self.refuse_leased(bdf)?;
+        // Read before the slot and the table are locked: a reload holds the config
+        // while it takes the table's lock.
+        let limits = self.queue_limits();
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
-            let v = t.hold.vfio().ok_or_else(|| {
-                RigError::BadRequest(format!("{bdf} is held in sysfs mode; lent queues need vfio mode"))
-            })?;
-            let mut served = lock(&self.served);
-            let s = match served.entry(bdf) {
+            let v = t
+                .hold
+                .vfio()
+                .ok_or(RequestError::QueueInSysfsMode { bdf })?;
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let s = match hosts.entry(bdf) {
                 std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(self.serve(bdf, v)?),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(self.start_queue_host(bdf, v, limits)?)
+                }
             };
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
                 .map_err(|source| TakeError::Vfio { bdf, source })?;
@@ -174,10 +184,7 @@ impl Rig {
             let page = lent.qid / 512;
             let mapped = match s.pages.get(&page) {
                 Some((sess, l, o)) if *sess == session && *l == lease && *o == shadow_offset => Ok(()),
-                Some(_) => Err(RigError::BadRequest(format!(
-                    "queue {} shares its shadow page with another of this session's queues; ask with the same lease and offset layout",
-                    lent.qid
-                ))),
+                Some(_) => Err(RequestError::ShadowPageShared { qid: lent.qid }.into()),
                 None => {
                     let at = Iova(s.window.0 + u64::from(page) * ALIAS_PAGE);
                     // Page 0 is rigd's until a one-client function's client takes it; no
@@ -206,8 +213,9 @@ impl Rig {
                 }
                 return Err(e);
             }
+            self.ledger.note(session, Kind::Queues);
             tracing::debug!(%bdf, qid = lent.qid, session = session.0, depth, "queue lent");
-            Ok(LentQueue {
+            Ok(QueueGrant {
                 qid: lent.qid,
                 entries: lent.entries,
                 sq_offset: offset,
@@ -223,13 +231,15 @@ impl Rig {
 
     /// Starts driving `bdf`'s NVMe controller: rigd's block, the controller's reset,
     /// enable and Identify, the shadow window and Doorbell Buffer Config.
-    fn serve(&self, bdf: Bdf, v: &crate::vfio::Hold) -> Result<Served, RigError> {
+    fn start_queue_host(
+        &self,
+        bdf: Bdf,
+        v: &crate::vfio::Handles,
+        limits: crate::queue::Limits,
+    ) -> Result<QueueHost, RigError> {
         let class = self.sysfs.read_attr(bdf, "class")?;
         if class.as_deref() != Some(NVME_CLASS) {
-            return Err(RigError::BadRequest(format!(
-                "{bdf} is not an NVMe controller (class {}); only NVMe queues are lent yet",
-                class.as_deref().unwrap_or("unknown")
-            )));
+            return Err(RequestError::NotNvme { bdf, class }.into());
         }
         let pool = self.dma.pool(&bdf.to_string())?;
         // The controller fetches its queues by DMA: bus mastering on (give-back, and
@@ -270,7 +280,7 @@ impl Rig {
             }
             // MSI-X vectors for lent completion rings (QEMU's controller has 65).
             let parked = crate::queue::nvme::enable_vectors(v.device.as_ref(), MAX_VECTORS)
-                .map_err(|e| RigError::BadRequest(format!("MSI-X of {bdf} not enabled: {e}")))?;
+                .map_err(|source| RigError::EnableMsix { bdf, source })?;
             let w = *window.insert(pool.reserve_window(BLOCK_SIZE)?);
             pool.alias(own_id, SHADOW0_AT, w)?;
             ctrl.config_dbbuf(w.0, own_addr + EVENTIDX_AT)?;
@@ -300,12 +310,12 @@ impl Rig {
         let one_client = ctrl.max_qid() < 512;
         let queues = if one_client {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues, one client at a time (fewer than 512 queue ids)");
-            Queues::one_client(bdf, *lock(&self.queue_limits))
+            Queues::one_client(bdf, limits)
         } else {
             tracing::info!(%bdf, max_qid = ctrl.max_qid(), blocks = namespace.blocks, lba_shift = namespace.lba_shift, "NVMe controller started for lent queues");
-            Queues::new(bdf, *lock(&self.queue_limits))
+            Queues::new(bdf, limits)
         };
-        Ok(Served {
+        Ok(QueueHost {
             ctrl,
             queues,
             leases: BTreeMap::new(),
@@ -322,17 +332,18 @@ impl Rig {
     /// # Errors
     /// [`QueueError::NotYours`], the deletion's error.
     pub fn close_queue(&self, session: SessionId, qid: u16) -> Result<(), RigError> {
-        let bdf: Bdf = self
-            .dma
-            .session_pool(session)?
+        let pool = self.dma.session_pool(session)?;
+        let bdf: Bdf = pool
             .name()
             .parse()
-            .map_err(|_| RigError::BadRequest("no device's session".into()))?;
+            .map_err(|_| RequestError::PoolOfNoDevice {
+                pool: pool.name().to_owned(),
+            })?;
         self.with_slot_wait(bdf, |slot| {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             let v = t.hold.vfio().ok_or(TakeError::NotHeld { bdf })?;
-            let mut served = lock(&self.served);
-            let s = served
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let s = hosts
                 .get_mut(&bdf)
                 .ok_or(QueueError::NotYours { bdf, qid })?;
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
@@ -345,24 +356,25 @@ impl Rig {
     }
 
     /// Takes back every queue `session` holds, before its leases go: called when its
-    /// connection ends. Leases behind a queue the device did not delete are withheld.
-    pub fn end_queues(&self, session: SessionId) {
+    /// connection ends (`end_session`). Leases behind a queue the device did not delete
+    /// are withheld. Returns how many queues it deleted.
+    pub(super) fn end_queues(&self, session: SessionId) -> usize {
         let Ok(pool) = self.dma.session_pool(session) else {
-            return;
+            return 0;
         };
         let Ok(bdf) = pool.name().parse::<Bdf>() else {
-            return;
+            return 0;
         };
-        if !lock(&self.served).contains_key(&bdf) {
-            return;
+        if !lock(&self.ledger.queue_hosts).contains_key(&bdf) {
+            return 0;
         }
         let r = self.with_slot_wait(bdf, |slot| {
             let Some(v) = slot.as_ref().and_then(|t| t.hold.vfio()) else {
-                return Ok(());
+                return Ok(0);
             };
-            let mut served = lock(&self.served);
-            let Some(s) = served.get_mut(&bdf) else {
-                return Ok(());
+            let mut hosts = lock(&self.ledger.queue_hosts);
+            let Some(s) = hosts.get_mut(&bdf) else {
+                return Ok(0);
             };
             let kicks = VfioKicks::with_vectors(v.device.as_ref(), &s.parked)
                 .map_err(|source| TakeError::Vfio { bdf, source })?;
@@ -383,15 +395,16 @@ impl Rig {
                 self.drop_pages(s, session);
             }
             tracing::debug!(%bdf, session = session.0, freed = r.freed.len(), "queues reclaimed");
-            Ok(())
+            Ok(r.freed.len())
         });
-        if let Err(e) = r {
+        r.unwrap_or_else(|e| {
             tracing::error!(%bdf, session = session.0, error = &e as &dyn std::error::Error, "queues not reclaimed");
-        }
+            0
+        })
     }
 
     /// Unaliases `session`'s shadow pages once it holds no queue on the device.
-    fn drop_pages(&self, s: &mut Served, session: SessionId) {
+    fn drop_pages(&self, s: &mut QueueHost, session: SessionId) {
         if s.queues.status().iter().any(|q| q.owner.session == session) {
             return;
         }
@@ -426,8 +439,8 @@ impl Rig {
     /// Stops lending on `bdf` before it is given back, reset or resized: every lent
     /// queue is deleted, the controller disabled, rigd's block released. Called under
     /// the device's slot lock.
-    pub(super) fn stop_serving(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
-        let Some(mut s) = lock(&self.served).remove(&bdf) else {
+    pub(super) fn stop_queue_host(&self, bdf: Bdf, device: Option<&dyn crate::vfio::Device>) {
+        let Some(mut s) = lock(&self.ledger.queue_hosts).remove(&bdf) else {
             return;
         };
         if let Some(d) = device
@@ -450,12 +463,25 @@ impl Rig {
         tracing::info!(%bdf, "NVMe controller no longer lends queues");
     }
 
+    /// The configured limits of lent queues (a reload may have changed them).
+    fn queue_limits(&self) -> crate::queue::Limits {
+        (&lock(&self.running).queue).into()
+    }
+
+    /// Puts `limits` in force for new queues on the controllers that lend already (a
+    /// reload, which holds the config; controllers started later read it).
+    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
+        for host in lock(&self.ledger.queue_hosts).values_mut() {
+            host.queues.set_limits(limits);
+        }
+    }
+
     /// Every lent queue on every device, with the SQ tail and CQ head its client last
     /// published in its shadow page.
     pub fn queue_status(&self) -> Vec<QueueView> {
-        let served = lock(&self.served);
+        let hosts = lock(&self.ledger.queue_hosts);
         let mut out = Vec::new();
-        for s in served.values() {
+        for s in hosts.values() {
             let pool = self.dma.pool(&s.ctrl.bdf().to_string()).ok();
             for q in s.queues.status() {
                 let shadow = s.pages.get(&(q.qid / 512)).zip(pool.as_ref()).and_then(
@@ -473,16 +499,5 @@ impl Rig {
             }
         }
         out
-    }
-}
-
-impl Rig {
-    /// Queue limits for devices served from now on, and for new queues on those
-    /// already served (a reload).
-    pub(super) fn set_queue_limits(&self, limits: crate::queue::Limits) {
-        *lock(&self.queue_limits) = limits;
-        for served in lock(&self.served).values_mut() {
-            served.queues.set_limits(limits);
-        }
     }
 }

@@ -71,7 +71,8 @@ impl Rig {
         self.dma.set_quota(new.dma.quota.clone());
         self.set_queue_limits((&new.queue).into());
         for gpu in self
-            .served_gpus
+            .ledger
+            .gpus
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()

@@ -1,11 +1,12 @@
 //! The GPUs `Rig` serves through their own driver: opening the configured ones, their
 //! DMA pools in gpu mode, and each DMA session's address space and channels on them
-//! (the bookkeeping is `channels`', the RM objects `nvrm`'s). A session ends here too:
-//! its channels stop before its leases leave the GPU's page tables.
+//! (the bookkeeping is `channels`', the RM objects `nvrm`'s). A session's channels end
+//! here too, in the ledger's order (`rig::ledger`): they stop before its leases leave
+//! the GPU's page tables.
 
 use std::sync::{Arc, PoisonError};
 
-use super::{Rig, RigError, StartWarning};
+use super::{Kind, Rig, RigError, StartWarning, lock};
 use crate::{
     channels::{
         ChannelError, ChannelHost, ChannelId, ChannelRequest, ChannelView, Limits, OpenedChannel,
@@ -24,7 +25,10 @@ impl Rig {
     /// Opens the GPUs `[channels] serve` names through their driver and serves them;
     /// returns one warning per GPU that could not be.
     pub fn serve_configured(&self) -> Vec<StartWarning> {
-        let wanted = &self.channels.serve;
+        let (wanted, dev) = {
+            let running = lock(&self.running);
+            (running.channels.serve.clone(), running.paths.dev.clone())
+        };
         if wanted.is_empty() {
             return Vec::new();
         }
@@ -34,7 +38,7 @@ impl Rig {
                 source: e,
             };
         let bdfs: Vec<String> = if wanted.iter().any(|w| w == "all") {
-            match SysRm::open(&self.dev_dir).and_then(|rm| {
+            match SysRm::open(&dev).and_then(|rm| {
                 use nvrm::Rm as _;
                 rm.cards().map_err(|source| NvrmError::Call {
                     step: nvrm::Step::Cards,
@@ -45,11 +49,11 @@ impl Rig {
                 Err(e) => return vec![warn("all", Box::new(e))],
             }
         } else {
-            wanted.clone()
+            wanted
         };
         let mut warnings = Vec::new();
         for bdf in bdfs {
-            let opened = SysRm::open(&self.dev_dir).and_then(|rm| nvrm::Gpu::open(rm, Some(&bdf)));
+            let opened = SysRm::open(&dev).and_then(|rm| nvrm::Gpu::open(rm, Some(&bdf)));
             let served = match opened {
                 Ok(gpu) => self.serve_gpu(Arc::new(Served::new(gpu, self.channel_limits()))),
                 Err(e) => Err(RigError::Channel(ChannelError::Rm {
@@ -67,13 +71,15 @@ impl Rig {
 
     /// The configured limits of one session's channels.
     pub fn channel_limits(&self) -> Limits {
+        // Only `per_session` changes with a reload (`rig::reload`); the rest keep their
+        // values from the start.
+        let c = &lock(&self.running).channels;
         Limits {
-            // A reload may have changed it since start (`rig::reload`).
-            channels_per_session: super::lock(&self.running).channels.per_session,
-            max_ring_entries: self.channels.max_ring_entries,
-            copy_engines: self.channels.copy_engines.clone(),
-            gpu_ring_bytes: self.channels.gpu_ring_bytes,
-            gpu_rings_per_uid: self.channels.gpu_rings_per_uid,
+            channels_per_session: c.per_session,
+            max_ring_entries: c.max_ring_entries,
+            copy_engines: c.copy_engines.clone(),
+            gpu_ring_bytes: c.gpu_ring_bytes,
+            gpu_rings_per_uid: c.gpu_rings_per_uid,
         }
     }
 
@@ -110,7 +116,8 @@ impl Rig {
 
     fn insert_served(&self, host: Arc<dyn ChannelHost>) {
         let name = host.name().to_owned();
-        self.served_gpus
+        self.ledger
+            .gpus
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(name, host);
@@ -119,7 +126,8 @@ impl Rig {
     fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
         let (pool, _) = self.dma.session_peer(session)?;
         Ok(self
-            .served_gpus
+            .ledger
+            .gpus
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&pool)
@@ -151,6 +159,7 @@ impl Rig {
             host.end(session);
             return Err(e.into());
         }
+        self.ledger.note(session, Kind::Channels);
         Ok(true)
     }
 
@@ -192,8 +201,9 @@ impl Rig {
         Ok(self.served_host(session)?.close(session, channel)?)
     }
 
-    /// Stops and frees `session`'s channels (its groups descheduled first); returns
-    /// how many. Its leases are `end_session`'s.
+    /// Stops and frees `session`'s channels (its groups descheduled first), and its
+    /// address space's bookkeeping; returns how many channels. Its leases are
+    /// `end_session`'s, after this.
     pub(super) fn end_channels(&self, session: dma::SessionId) -> usize {
         match self.host_of(session) {
             Ok(Some(h)) => h.end(session),
@@ -212,7 +222,8 @@ impl Rig {
     }
 
     fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
-        self.served_gpus
+        self.ledger
+            .gpus
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
@@ -228,7 +239,79 @@ mod tests {
     use rig_sys::{memfd::Backing, scm::PeerCred};
 
     use super::*;
-    use crate::{config::Config, nvrm::FakeRm};
+    use crate::{
+        config::Config,
+        nvrm::{Call, FakeRm, layout::r580},
+    };
+
+    #[test]
+    fn a_sessions_end_stops_its_channels_before_its_leases_leave_its_space_which_goes_last() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::default();
+        config.paths.pci_ids = dir.path().join("none");
+        config.paths.sysfs = dir.path().join("sys");
+        config.paths.proc = dir.path().join("proc");
+        let (rig, _) = Rig::new(&config);
+        let rm = FakeRm::new();
+        let gpu = nvrm::Gpu::open(rm.clone(), None).expect("fake GPU");
+        let name = gpu.card().bdf.clone();
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Host,
+            blocks: 2,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        };
+        let pool = rig
+            .serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
+            .expect("serve");
+        assert!(pool.wait_pinned(std::time::Duration::from_secs(10)));
+        let peer = PeerCred {
+            uid: 1000,
+            gid: 1000,
+            pid: 77,
+        };
+        let t = rig.dma.open_session(&name, peer).expect("session");
+        rig.dma.claim(t.id, &t.token, peer).expect("claim");
+        assert!(rig.attach_session(t.id).expect("attach"));
+        rig.dma
+            .lease(t.id, 2 << 20)
+            .expect("a lease in the session's space");
+        let request = ChannelRequest {
+            engine: nvrm::Engine::Copy,
+            entries: 64,
+            rings: Rings::Host,
+            pushbuffer: 0,
+        };
+        rig.open_channel(t.id, request).expect("a channel");
+        let before = rm.calls();
+        let allocated = |class| {
+            before.iter().rev().find_map(|c| match c {
+                Call::Alloc {
+                    class: k, handle, ..
+                } if *k == class => Some(*handle),
+                _ => None,
+            })
+        };
+        let space = allocated(r580::FERMI_VASPACE_A).expect("the session's space");
+        let channel = allocated(r580::HOPPER_CHANNEL_GPFIFO_A).expect("the channel");
+
+        let ended = rig.end_session(t.id);
+
+        let c = &rm.calls()[before.len()..];
+        let at = |f: &dyn Fn(&Call) -> bool| c.iter().position(f);
+        let freed = |h| move |x: &Call| matches!(x, Call::Free { object, .. } if *object == h);
+        let channel_freed = at(&freed(channel)).expect("the channel freed");
+        let lease_unmapped = at(
+            &|x| matches!(x, Call::UnmapDma { dma_offset, .. } if *dma_offset >= nvrm::LEASE_BASE),
+        )
+        .expect("the lease unmapped");
+        let space_freed = at(&freed(space)).expect("the space freed");
+        assert!(
+            channel_freed < lease_unmapped && lease_unmapped < space_freed,
+            "channel, then lease, then space: {c:#?}"
+        );
+        assert_eq!(ended.steps, [(Kind::Channels, 1), (Kind::Memory, 1)]);
+    }
 
     #[test]
     fn rings_in_gpu_memory_are_for_root_and_the_group_only() {

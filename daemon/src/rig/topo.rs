@@ -6,10 +6,12 @@
 //!
 //! State: none kept; each request reads sysfs and asks the RM afresh (a few RM calls
 //! per GPU, read only). Where the RM is asked is a [`PeerSource`]: by default a fresh
-//! root client on `[paths] dev`, a fake in tests ([`Rig::set_peer_source`]). Not here:
-//! the RM calls (`nvrm::topo`), the link budget (`pci::share`).
+//! root client on `[paths] dev`, a fake in tests (`Rig::set_peer_source`, with feature
+//! `fakes`). What could not be read stays typed ([`Unread`], each with where it
+//! belongs) until the edge makes its lines ([`Found::into_topology`]). Not here: the
+//! RM calls (`nvrm::topo`), the link budget (`pci::share`), the lines (`service`).
 
-use std::{error::Error, fmt, sync::Arc};
+use std::{error::Error, fmt};
 
 use rig_model::{
     Device,
@@ -17,9 +19,12 @@ use rig_model::{
 };
 
 use super::{Rig, RigError};
-use crate::nvrm::{
-    NvrmError, SysRm,
-    topo::{RmPeers, read_peers},
+use crate::{
+    nvrm::{
+        NvrmError, SysRm,
+        topo::{RmPeers, read_peers},
+    },
+    pci::PciError,
 };
 
 /// Where the RM is asked about peers.
@@ -50,72 +55,148 @@ impl PeerSource for crate::nvrm::FakeRm {
     }
 }
 
+/// What the topology could not say; its line goes where [`At`] says.
+#[derive(Debug, thiserror::Error)]
+pub enum Unread {
+    /// A PCI function of the listing.
+    #[error(transparent)]
+    Function(PciError),
+    #[error("the NVIDIA RM could not be asked")]
+    Rm(#[source] NvrmError),
+    #[error("the RM drives {bdf} (gpu_id {gpu_id:#x}), which the PCI listing lacks")]
+    Unlisted { bdf: String, gpu_id: u32 },
+    /// A GPU's NVLink status.
+    #[error(transparent)]
+    Nvlink(NvrmError),
+    /// A pair's P2P capabilities.
+    #[error(transparent)]
+    P2p(NvrmError),
+    #[error("the RM was not asked")]
+    NotAsked,
+    #[error("the NVIDIA driver does not drive both of them")]
+    NotBoth,
+}
+
+/// Where an [`Unread`]'s line goes in the [`Topology`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum At {
+    /// `problems`.
+    Host,
+    /// `gpus[i].nvlink_problem`.
+    Gpu(usize),
+    /// `pairs[i].p2p_problem`.
+    Pair(usize),
+}
+
+/// A topology with what could not be read beside it, still typed.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Every problem field unset.
+    pub topology: Topology,
+    pub unread: Vec<(At, Unread)>,
+}
+
+impl Found {
+    /// The topology with each problem's line, made by `line` (the edge's), in its place.
+    pub fn into_topology(self, line: impl Fn(&dyn Error) -> String) -> Topology {
+        let mut t = self.topology;
+        for (at, e) in &self.unread {
+            let l = line(e);
+            match *at {
+                At::Host => t.problems.push(l),
+                At::Gpu(i) => {
+                    if let Some(g) = t.gpus.get_mut(i) {
+                        g.nvlink_problem = Some(l);
+                    }
+                }
+                At::Pair(i) => {
+                    if let Some(p) = t.pairs.get_mut(i) {
+                        p.p2p_problem = Some(l);
+                    }
+                }
+            }
+        }
+        t
+    }
+}
+
 impl Rig {
     /// Asks `source` instead of the real RM from now on (tests).
-    pub fn set_peer_source(&self, source: Arc<dyn PeerSource>) {
+    #[cfg(any(test, feature = "fakes"))]
+    pub fn set_peer_source(&self, source: std::sync::Arc<dyn PeerSource>) {
         *self
             .peer_source
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(source);
     }
 
-    /// The peer topology of every GPU and accelerator.
-    ///
-    /// # Errors
-    /// Only when sysfs cannot be listed ([`Rig::list`]); what the RM cannot say is
-    /// in `problems` and the pairs' `p2p_problem`.
-    pub fn topology(&self) -> Result<Topology, RigError> {
-        let listing = self.list(true)?;
-        let source = self
+    /// Where the RM is asked: root clients on `[paths] dev`, or the tests' source.
+    fn peer_source(&self) -> std::sync::Arc<dyn PeerSource> {
+        #[cfg(any(test, feature = "fakes"))]
+        if let Some(s) = self
             .peer_source
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
-        let rm = match source {
-            Some(s) => s.read(),
-            None => SysPeers {
-                dev: self.dev_dir.clone(),
-            }
-            .read(),
-        };
-        let mut t = build(&listing.devices, rm);
-        t.problems.extend(listing.problems.iter().map(|e| chain(e)));
-        Ok(t)
+            .clone()
+        {
+            return s;
+        }
+        std::sync::Arc::new(SysPeers {
+            dev: super::lock(&self.running).paths.dev.clone(),
+        })
     }
-}
 
-/// An error and its causes as one line, ": " between them.
-fn chain(e: &(dyn Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
+    /// The peer topology of every GPU and accelerator.
+    ///
+    /// # Errors
+    /// Only when sysfs cannot be listed ([`Rig::list`]); what the RM cannot say, and
+    /// functions that could not be read, are in [`Found::unread`].
+    pub fn topology(&self) -> Result<Found, RigError> {
+        let listing = self.list(true)?;
+        let rm = self.peer_source().read();
+        let mut found = build(&listing.devices, rm);
+        found.unread.extend(
+            listing
+                .problems
+                .into_iter()
+                .map(|e| (At::Host, Unread::Function(e))),
+        );
+        Ok(found)
     }
-    s
 }
 
 /// Joins the GPUs of a listing with the RM's answers.
-pub fn build(devices: &[Device], rm: Result<RmPeers, NvrmError>) -> Topology {
+pub fn build(devices: &[Device], rm: Result<RmPeers, NvrmError>) -> Found {
     let gpus: Vec<&Device> = devices.iter().filter(|d| d.is_gpu()).collect();
     let mut t = Topology::default();
-    let peers = match rm {
+    let mut unread = Vec::new();
+    // The RM's GPUs, each one's NVLink answer and each pair's P2P answer, taken as
+    // they are placed.
+    let (cards, mut nvlinks, mut caps) = match rm {
         Ok(p) => {
             t.driver = Some(p.release.to_string());
-            Some(p)
+            let (cards, nvlinks): (Vec<_>, Vec<_>) = p
+                .gpus
+                .into_iter()
+                .map(|g| (g.card, Some(g.nvlink)))
+                .collect();
+            let caps: Vec<_> = p
+                .pairs
+                .into_iter()
+                .map(|x| ((x.from, x.to), Some(x.p2p)))
+                .collect();
+            (Some(cards), nvlinks, caps)
         }
         Err(e) => {
-            t.problems
-                .push(format!("the NVIDIA RM could not be asked: {}", chain(&e)));
-            None
+            unread.push((At::Host, Unread::Rm(e)));
+            (None, Vec::new(), Vec::new())
         }
     };
     // The RM's index of each listed GPU.
     let rm_index = |bdf: &str| {
-        peers
+        cards
             .as_ref()
-            .and_then(|p| p.gpus.iter().position(|g| g.card.bdf == bdf))
+            .and_then(|c| c.iter().position(|card| card.bdf == bdf))
     };
     for d in &gpus {
         let mut g = TopoGpu {
@@ -126,24 +207,25 @@ pub fn build(devices: &[Device], rm: Result<RmPeers, NvrmError>) -> Topology {
             contended_gbytes_per_s: d.link.contended_gbytes_per_s,
             ..Default::default()
         };
-        if let (Some(p), Some(i)) = (&peers, rm_index(&d.bdf)) {
-            let r = &p.gpus[i];
-            g.rm_gpu_id = Some(r.card.gpu_id);
-            match &r.nvlink {
-                Ok(links) => g.nvlink = Some(links.clone()),
-                Err(e) => g.nvlink_problem = Some(chain(e)),
+        if let Some(i) = rm_index(&d.bdf) {
+            g.rm_gpu_id = cards.as_ref().and_then(|c| c.get(i)).map(|c| c.gpu_id);
+            match nvlinks.get_mut(i).and_then(Option::take) {
+                Some(Ok(links)) => g.nvlink = Some(links),
+                Some(Err(e)) => unread.push((At::Gpu(t.gpus.len()), Unread::Nvlink(e))),
+                None => {}
             }
         }
         t.gpus.push(g);
     }
-    if let Some(p) = &peers {
-        for c in &p.gpus {
-            if !gpus.iter().any(|d| d.bdf == c.card.bdf) {
-                t.problems.push(format!(
-                    "the RM drives {} (gpu_id {:#x}), which the PCI listing lacks",
-                    c.card.bdf, c.card.gpu_id
-                ));
-            }
+    for c in cards.iter().flatten() {
+        if !gpus.iter().any(|d| d.bdf == c.bdf) {
+            unread.push((
+                At::Host,
+                Unread::Unlisted {
+                    bdf: c.bdf.clone(),
+                    gpu_id: c.gpu_id,
+                },
+            ));
         }
     }
     for (a, ga) in gpus.iter().zip(&t.gpus) {
@@ -156,25 +238,28 @@ pub fn build(devices: &[Device], rm: Result<RmPeers, NvrmError>) -> Topology {
                 p2p: None,
                 p2p_problem: None,
             };
-            if let Some(p) = &peers {
+            if cards.is_some() {
+                let at = At::Pair(t.pairs.len());
                 match (rm_index(&a.bdf), rm_index(&b.bdf)) {
-                    (Some(i), Some(j)) => match p.pairs.iter().find(|x| x.from == i && x.to == j) {
-                        Some(x) => match &x.p2p {
-                            Ok(c) => pair.p2p = Some(c.clone()),
-                            Err(e) => pair.p2p_problem = Some(chain(e)),
-                        },
-                        None => pair.p2p_problem = Some("the RM was not asked".into()),
+                    (Some(i), Some(j)) => match caps
+                        .iter_mut()
+                        .find(|(k, _)| *k == (i, j))
+                        .and_then(|(_, x)| x.take())
+                    {
+                        Some(Ok(c)) => pair.p2p = Some(c),
+                        Some(Err(e)) => unread.push((at, Unread::P2p(e))),
+                        None => unread.push((at, Unread::NotAsked)),
                     },
-                    _ => {
-                        pair.p2p_problem =
-                            Some("the NVIDIA driver does not drive both of them".into());
-                    }
+                    _ => unread.push((at, Unread::NotBoth)),
                 }
             }
             t.pairs.push(pair);
         }
     }
-    t
+    Found {
+        topology: t,
+        unread,
+    }
 }
 
 /// NVLink links from `a` that reach `b`: straight to `b`, plus, when both have
@@ -331,7 +416,11 @@ mod tests {
 
     #[test]
     fn without_an_rm_there_are_no_gpus_from_it_and_one_problem_says_why() {
-        let t = build(&[], Err(NvrmError::NoGpu { bdf: None }));
+        let line = |e: &dyn Error| {
+            let words: Vec<String> = crate::error::chain(e).map(|c| c.to_string()).collect();
+            words.join(": ")
+        };
+        let t = build(&[], Err(NvrmError::NoGpu { bdf: None })).into_topology(line);
         assert!(t.pairs.is_empty() && t.driver.is_none());
         assert_eq!(t.problems.len(), 1, "{:?}", t.problems);
         assert!(

@@ -1,16 +1,21 @@
 //! Channels on the wire: the side socket's open and close requests (their replies
 //! carry the ring, notifier and usermode descriptors), `Dma.Channels` for `rigctl
-//! channels`, and the codes of channel errors. The bookkeeping is `channels`'; the
-//! side socket's framing is `side`'s.
+//! channels`, and the error-notifier watch's task. The bookkeeping is `channels`'; the
+//! side socket's framing is `dma::side`'s; the codes of channel errors are
+//! `status`'s.
 
 use std::{os::fd::OwnedFd, sync::Arc, time::UNIX_EPOCH};
 
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
 
-use super::status::error_line;
+use super::{
+    status::{self, error_line},
+    until_true,
+};
 use crate::{
-    channels::{ChannelError, ChannelId, ChannelRequest, ChannelView, DOORBELL_OFFSET, Rings},
+    channels::{ChannelId, ChannelRequest, ChannelView, DOORBELL_OFFSET, Rings},
     dma::SessionId,
+    error::Classify,
     nvrm::Engine,
     rig::{Rig, RigError},
 };
@@ -48,32 +53,9 @@ fn wire_engine(e: Engine) -> pb::DmaEngine {
     }
 }
 
-/// The side socket's code for a channel request's failure.
-pub fn code(e: &RigError) -> pb::DmaErrorCode {
-    use pb::DmaErrorCode as C;
-    match e {
-        RigError::Channel(c) => match c {
-            ChannelError::RingSize { .. }
-            | ChannelError::RingOverQuota { .. }
-            | ChannelError::PushbufferSize { .. }
-            | ChannelError::WindowOverQuota { .. } => C::BadRing,
-            ChannelError::WindowsExhausted { .. } => C::Exhausted,
-            ChannelError::GpuRingsRefused { .. } => C::GpuRingsRefused,
-            ChannelError::TooManyChannels { .. } => C::ChannelLimit,
-            ChannelError::UnknownChannel { .. } => C::UnknownChannel,
-            ChannelError::NotServed { .. } | ChannelError::NoSpace { .. } => C::NotServed,
-            ChannelError::SpaceExists { .. } => C::BadSession,
-            ChannelError::Rm { .. } => C::Rm,
-            ChannelError::Share { .. } => C::Internal,
-        },
-        RigError::Dma(d) => super::dma::code(d),
-        _ => C::Internal,
-    }
-}
-
 fn failure(e: &RigError) -> (pb::DmaSideReply, Vec<OwnedFd>) {
     let body = Reply::Error(pb::DmaSideError {
-        code: code(e).into(),
+        code: status::dma_code(e.class().reason).into(),
         message: error_line(e),
     });
     (pb::DmaSideReply { body: Some(body) }, Vec::new())
@@ -213,7 +195,7 @@ pub async fn watch(rig: Arc<Rig>, mut stopping: tokio::sync::watch::Receiver<boo
     loop {
         tokio::select! {
             _ = tick.tick() => { rig.watch_channels(); }
-            () = super::dma::until_true(&mut stopping) => break,
+            () = until_true(&mut stopping) => break,
         }
     }
 }

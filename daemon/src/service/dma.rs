@@ -26,11 +26,12 @@ use rig_sys::scm::PeerCred;
 use tokio::{net::UnixListener, sync::watch, task::JoinHandle};
 use tonic::{Request, Response, Status};
 
-use super::{ServiceError, peer_cred, request_span};
+use super::{ServiceError, peer_cred, request_span, status, until_true};
 use crate::{
-    dma::{self, DmaError, PoolMode},
+    dma::{self, PoolMode},
+    error::Reason,
     rig::Rig,
-    service::status::{Why, error_line},
+    service::status::error_line,
 };
 
 /// How long an opened session waits for its claim on the side socket.
@@ -210,10 +211,9 @@ impl pb::dma_server::Dma for Api {
         let span = request_span("Dma.OpenSession", &req);
         let _entered = span.enter();
         if self.side.is_none() {
-            return Err(super::status::status(
-                tonic::Code::FailedPrecondition,
+            return Err(status::plain(
+                Reason::DmaOff,
                 "DMA sessions are off: rigd's socket has no path for a side socket",
-                Why::reason("DMA_OFF"),
             ));
         }
         let peer = dma_peer(&req)?;
@@ -222,7 +222,7 @@ impl pb::dma_server::Dma for Api {
             .rig
             .dma()
             .open_session(device, peer)
-            .map_err(|e| status(&e))?;
+            .map_err(|e| status::from_error(&e))?;
         tracing::debug!(session = ticket.id.0, device, "DMA session opened");
         expire_unclaimed_later(
             Arc::clone(&self.rig),
@@ -279,14 +279,9 @@ impl pb::dma_server::Dma for Api {
     }
 }
 
-/// Completes once `rx` holds `true` (or its sender is gone).
-pub(super) async fn until_true(rx: &mut watch::Receiver<bool>) {
-    // The guard `wait_for` returns is not `Send`: drop it here, not in a `select!`.
-    let _ = rx.wait_for(|v| *v).await;
-}
-
-/// Reclaims a session off the async threads: its channels (deschedule, drain, free),
-/// then its leases (an IOMMU or GPU unmap per lease).
+/// Reclaims a session off the async threads, kind by kind in the ledger's order
+/// (`Rig::end_session`): a device it leases whole, its queues, its channels
+/// (deschedule, drain, free), then its leases (an IOMMU or GPU unmap per lease).
 async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
     let reclaimed = super::watchdog::off_runtime(
         "side.end_session",
@@ -295,11 +290,16 @@ async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
     )
     .await;
     match reclaimed {
-        Ok((channels, leases)) => {
-            tracing::debug!(session = id.0, channels, leases, "DMA session ended");
+        Ok(ended) => {
+            tracing::debug!(session = id.0, reclaimed = ?ended.steps, "DMA session ended");
         }
         Err(e) => tracing::error!(session = id.0, "reclaiming a session failed: {e}"),
     }
+}
+
+/// A side-socket reply with `body`.
+fn reply(body: pb::dma_side_reply::Body) -> pb::DmaSideReply {
+    pb::DmaSideReply { body: Some(body) }
 }
 
 fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {
@@ -361,82 +361,6 @@ fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
             .collect(),
         quota_per_uid_bytes: s.quota.per_uid_bytes,
         quota_per_device_bytes: s.quota.per_device_bytes,
-    }
-}
-
-/// The gRPC status for a DMA error: its code, the chain on one line, and its reason.
-/// (`status.rs` picks codes for `Rig` errors; DMA errors reach gRPC only here.)
-pub fn status(e: &DmaError) -> Status {
-    let (code, why) = classify(e);
-    super::status::status(code, error_line(e), why)
-}
-
-/// The code and details of a DMA error: the side socket's code gives both, but for
-/// the two errors only gRPC returns.
-pub fn classify(e: &DmaError) -> (tonic::Code, Why) {
-    match e {
-        DmaError::NoPool { name } => (
-            tonic::Code::NotFound,
-            Why {
-                device: Some(name.clone()),
-                ..Why::reason("NO_POOL")
-            },
-        ),
-        DmaError::TooManyPending { .. } => (
-            tonic::Code::ResourceExhausted,
-            Why::reason("TOO_MANY_PENDING"),
-        ),
-        _ => {
-            let (code, reason) = of_code(code(e));
-            let device = match e {
-                DmaError::Exhausted { pool, .. } | DmaError::NotContiguous { pool, .. } => {
-                    Some(pool.clone())
-                }
-                _ => None,
-            };
-            (
-                code,
-                Why {
-                    device,
-                    ..Why::reason(reason)
-                },
-            )
-        }
-    }
-}
-
-/// The gRPC code and the ErrorInfo reason for a side-socket error code, the one table
-/// for DMA and channel errors alike. The reason is the code's name less its
-/// `DMA_ERROR_CODE_` prefix, so both sockets say the same word.
-pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
-    use pb::DmaErrorCode as C;
-    use tonic::Code as G;
-    let grpc = match code {
-        C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => G::InvalidArgument,
-        C::Quota | C::Exhausted | C::ChannelLimit => G::ResourceExhausted,
-        C::NotContiguous | C::NotServed | C::Leased => G::FailedPrecondition,
-        C::UnknownLease | C::UnknownChannel => G::NotFound,
-        C::BadSession | C::GpuRingsRefused | C::NotClient | C::NotAdmin => G::PermissionDenied,
-        C::Rm => G::Unavailable,
-        C::Unspecified | C::Internal => G::Internal,
-    };
-    let name = code.as_str_name();
-    (grpc, name.strip_prefix("DMA_ERROR_CODE_").unwrap_or(name))
-}
-
-/// The side socket's code for a DMA error.
-pub fn code(e: &DmaError) -> pb::DmaErrorCode {
-    use pb::DmaErrorCode as C;
-    match e {
-        DmaError::ZeroSize => C::ZeroSize,
-        DmaError::Misaligned { .. } => C::Misaligned,
-        DmaError::Oversized { .. } => C::Oversized,
-        DmaError::Quota { .. } => C::Quota,
-        DmaError::Exhausted { .. } => C::Exhausted,
-        DmaError::NotContiguous { .. } => C::NotContiguous,
-        DmaError::UnknownLease { .. } => C::UnknownLease,
-        DmaError::BadSession { .. } => C::BadSession,
-        _ => C::Internal,
     }
 }
 

@@ -36,7 +36,10 @@ use tokio::net::UnixListener;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
-use crate::rig::{Rig, RigError};
+use crate::{
+    error::Reason,
+    rig::{RequestError, Rig, RigError},
+};
 use watchdog::Health;
 
 /// Who sent a request: its connection's peer credentials, read at accept time
@@ -201,20 +204,21 @@ impl Service {
 
 /// The refusal of a request whose connection has no peer credentials (SO_PEERCRED).
 fn no_peer_credentials() -> Status {
-    status::status(
-        tonic::Code::PermissionDenied,
+    status::plain(
+        Reason::NoPeerCredentials,
         "no peer credentials (uid and pid from SO_PEERCRED) on this connection",
-        status::Why::reason("NO_PEER_CREDENTIALS"),
     )
 }
 
 /// A failure of rigd itself (a request's task panicked).
 fn internal(message: String) -> Status {
-    status::status(
-        tonic::Code::Internal,
-        message,
-        status::Why::reason("INTERNAL"),
-    )
+    status::plain(Reason::Internal, message)
+}
+
+/// Completes once `rx` holds `true` (or its sender is gone).
+async fn until_true(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not `Send`: drop it here, not in a `select!`.
+    let _ = rx.wait_for(|v| *v).await;
 }
 
 impl Service {
@@ -233,7 +237,7 @@ impl Service {
         gate::audit_device(req, device);
         let audit = gate::pending(req);
         self.blocking(method, req, move |rig| {
-            let result = work(rig).map_err(|e| status::from_rig(&e));
+            let result = work(rig).map_err(|e| status::from_error(&e));
             if let Some(a) = audit {
                 a.finish(audit_outcome(result.as_ref().err()));
             }
@@ -403,9 +407,8 @@ impl RigApi for Service {
             &req,
             move |rig, progress| {
                 let size = take::resize_size(&r)?;
-                let bar = u8::try_from(r.bar).map_err(|_| {
-                    crate::rig::RigError::BadRequest(format!("BAR {} does not exist", r.bar))
-                })?;
+                let bar = u8::try_from(r.bar)
+                    .map_err(|_| RigError::from(RequestError::NoSuchBar { bar: r.bar }))?;
                 let (rep, v) = rig.resize(&r.bdf, bar, size, progress)?;
                 Ok(pb::Outcome {
                     summary: format!(
@@ -517,7 +520,7 @@ impl RigApi for Service {
         let gpus_only = req.get_ref().gpus_only;
         let reply = self
             .blocking("ListDevices", &req, move |rig| {
-                let listing = rig.list(gpus_only).map_err(|e| status::from_rig(&e))?;
+                let listing = rig.list(gpus_only).map_err(|e| status::from_error(&e))?;
                 Ok(pb::ListDevicesReply {
                     devices: listing.devices.iter().map(convert::device).collect(),
                     problems: listing
@@ -538,7 +541,7 @@ impl RigApi for Service {
         let bdf = req.get_ref().bdf.clone();
         let reply = self
             .blocking("GetDevice", &req, move |rig| {
-                let dev = rig.device(&bdf).map_err(|e| status::from_rig(&e))?;
+                let dev = rig.device(&bdf).map_err(|e| status::from_error(&e))?;
                 Ok(convert::device(&dev))
             })
             .await?;

@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use super::{convert, gate, request_span, status, watchdog::Health};
 use crate::{
-    rig::{HeldView, Rig, RigError},
+    rig::{HeldView, RequestError, Rig, RigError},
     sys::mmio::Width,
     take::{BarSize, DetachOptions, Mode, ResetMethod, ResizeReport},
 };
@@ -123,7 +123,7 @@ pub fn stream<T>(
                 Err(e) => {
                     // A requested operation failed: error level (STYLE's policy).
                     tracing::error!("{}", super::status::error_line(&e));
-                    Err(status::from_rig_during(&e, last_step.as_deref()))
+                    Err(status::from_error_during(&e, last_step.as_deref()))
                 }
             };
             if let Some(a) = audit {
@@ -157,24 +157,29 @@ pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> 
 
 /// An enum field's value, or a refusal naming the field and the number: a newer client
 /// may send a value this rigd does not know.
-fn known<E: TryFrom<i32>>(field: &str, value: i32, knows: &str) -> Result<E, RigError> {
+fn known<E: TryFrom<i32>>(
+    field: &'static str,
+    value: i32,
+    knows: &'static str,
+) -> Result<E, RigError> {
     E::try_from(value).map_err(|_| {
-        RigError::BadRequest(format!(
-            "{field} = {value} is a value this rigd does not know ({knows})"
-        ))
+        RequestError::UnknownValue {
+            field,
+            value,
+            knows,
+        }
+        .into()
     })
 }
 
 /// A BAR size; one whose choice this rigd does not know (a newer client's) is refused.
-fn bar_size(field: &str, s: &pb::BarSize) -> Result<BarSize, RigError> {
+fn bar_size(field: &'static str, s: &pb::BarSize) -> Result<BarSize, RigError> {
     use pb::bar_size::Size;
     match s.size {
         Some(Size::Keep(_)) => Ok(BarSize::Keep),
         Some(Size::Max(_)) => Ok(BarSize::Max),
         Some(Size::Bytes(b)) => Ok(BarSize::Bytes(b)),
-        None => Err(RigError::BadRequest(format!(
-            "{field} holds no size this rigd knows (keep, max, bytes)"
-        ))),
+        None => Err(RequestError::NoSize { field }.into()),
     }
 }
 
@@ -182,11 +187,7 @@ fn bar_size(field: &str, s: &pb::BarSize) -> Result<BarSize, RigError> {
 pub fn width(bits: u32) -> Result<Width, RigError> {
     match bits {
         0 => Ok(Width::W32),
-        b => Width::from_bits(b).ok_or_else(|| {
-            RigError::BadRequest(format!(
-                "a register access is 8, 16, 32 or 64 bits, not {b}"
-            ))
-        }),
+        b => Width::from_bits(b).ok_or_else(|| RequestError::Width { bits: b }.into()),
     }
 }
 
@@ -204,7 +205,7 @@ pub fn reset_method(r: &pb::ResetRequest) -> Result<ResetMethod, RigError> {
 
 /// The size a resize asks for: max or bytes; keep, or none, is no resize.
 pub fn resize_size(r: &pb::ResizeRequest) -> Result<BarSize, RigError> {
-    let needs = || RigError::BadRequest("a resize needs a size: max or e.g. 32G".into());
+    let needs = || RequestError::ResizeWithoutSize.into();
     match r.size.as_ref().map(|s| bar_size("ResizeRequest.size", s)) {
         None | Some(Ok(BarSize::Keep)) => Err(needs()),
         Some(b) => b,
@@ -298,7 +299,7 @@ mod tests {
 
     fn refusal(r: Result<impl std::fmt::Debug, RigError>) -> String {
         match r {
-            Err(RigError::BadRequest(line)) => line,
+            Err(RigError::BadRequest(e)) => e.to_string(),
             other => panic!("not a bad request: {other:?}"),
         }
     }

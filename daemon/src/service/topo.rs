@@ -28,10 +28,12 @@ impl pb::topo_server::Topo for Api {
     ) -> Result<Response<pb::TopologyReply>, Status> {
         let span = request_span("Topo.Get", &req);
         let rig = Arc::clone(&self.rig);
-        let topology = tokio::task::spawn_blocking(move || span.in_scope(|| rig.topology()))
+        let found = tokio::task::spawn_blocking(move || span.in_scope(|| rig.topology()))
             .await
             .map_err(|e| internal(format!("request task failed: {e}")))?
-            .map_err(|e| status::from_rig(&e))?;
+            .map_err(|e| status::from_error(&e))?;
+        // What could not be read becomes its lines here, at the edge.
+        let topology = found.into_topology(|e| status::error_line(e));
         Ok(Response::new(pb::TopologyReply::from(&topology)))
     }
 }

@@ -1,5 +1,5 @@
 //! Maps a held device's memory BARs into rigd: through VFIO regions (vfio mode, from a
-//! `vfio::Hold`'s device) or the sysfs `resourceN` files (sysfs mode). Holding them here proves the BARs are
+//! `vfio::Handles`'s device) or the sysfs `resourceN` files (sysfs mode). Holding them here proves the BARs are
 //! reachable the moment rig holds the device, and serves an admin's register reads and
 //! writes (`rigctl mmio`). Mapping reserves address space only: a 256 GiB VRAM BAR
 //! costs no memory.
@@ -115,7 +115,7 @@ impl Taken {
 /// # Errors
 /// [`TakeError::Vfio`] for a region that could not be read, [`TakeError::Step`] for one
 /// that could not be mapped.
-pub fn map_vfio(bdf: Bdf, v: &vfio::Hold) -> Result<Vec<MappedBar>, TakeError> {
+pub fn map_vfio(bdf: Bdf, v: &vfio::Handles) -> Result<Vec<MappedBar>, TakeError> {
     let mut out = Vec::new();
     for index in 0u8..6 {
         let r = v

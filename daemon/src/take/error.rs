@@ -1,6 +1,8 @@
 //! What `take` fails with ([`TakeError`], one variant per failed step, naming the
 //! device and the step) and what a give-back that still succeeded warns of
-//! ([`AttachWarning`]). Both stay typed up to `service::status`, which makes the line.
+//! ([`AttachWarning`]). Both stay typed up to `service::status`, which makes the line;
+//! a `TakeError` says what it is to programs itself (its `Classify`: reason, device,
+//! step), delegating to `ResizeError`'s and `ResetError`'s beside them.
 
 use std::{io, time::Duration};
 
@@ -11,7 +13,12 @@ use super::{
     preflight::Concern,
     reset, resize,
 };
-use crate::{pci::Bdf, sys::mmio::MmioError, vfio::VfioError};
+use crate::{
+    error::{Class, Classify, Reason},
+    pci::Bdf,
+    sys::mmio::MmioError,
+    vfio::VfioError,
+};
 
 /// A step that failed, naming the device and the step.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +117,41 @@ pub enum TakeError {
         #[source]
         source: crate::pci::PciError,
     },
+}
+
+impl Classify for TakeError {
+    fn class(&self) -> Class {
+        use Reason as R;
+        let (reason, bdf, step) = match self {
+            Self::Resize(r) => return r.class(),
+            Self::Reset(r) => return r.class(),
+            // A function that could not be read says why as `pci` does, at step `read`.
+            Self::Read { bdf, source } => return source.class().on(bdf).at("read"),
+            Self::SysfsModeNotAllowed => return R::SysfsModeNotAllowed.into(),
+            Self::UnbindTimeout { bdf, .. } => (R::UnbindTimeout, bdf, Some("unbind")),
+            Self::UnbindStuck { bdf, .. } => (R::UnbindStuck, bdf, Some("unbind")),
+            Self::Mmio { bdf, .. } => (R::MmioRefused, bdf, Some("mmio")),
+            Self::AlreadyHeld { bdf, .. } => (R::AlreadyHeld, bdf, None),
+            Self::NotHeld { bdf } => (R::NotHeld, bdf, None),
+            Self::Refused { bdf, .. } => (R::Refused, bdf, Some("preflight")),
+            Self::ForeignVfio { bdf } => (R::ForeignVfio, bdf, None),
+            Self::NotViable { bdf, .. } => (R::GroupNotViable, bdf, None),
+            Self::NoIommuGroup { bdf } => (R::NoIommuGroup, bdf, None),
+            Self::NoBar { bdf, .. } => (R::NoBar, bdf, None),
+            Self::Locked { bdf } => (R::Locked, bdf, None),
+            Self::LeaseKept { bdf, .. } => (R::LeaseKept, bdf, Some("reclaim")),
+            Self::HeldAcrossRestart { bdf, .. } => (R::HeldAcrossRestart, bdf, Some("recover")),
+            Self::Step { bdf, step, .. } => (R::StepFailed, bdf, Some(*step)),
+            Self::Vfio { bdf, source } => (R::Vfio, bdf, Some(source.step())),
+            Self::WrongDriver { bdf, .. } => (R::WrongDriver, bdf, Some("bind")),
+            Self::Journal { bdf, .. } => (R::Journal, bdf, Some("journal")),
+        };
+        let class = Class::new(reason).on(bdf);
+        match step {
+            Some(s) => class.at(s),
+            None => class,
+        }
+    }
 }
 
 fn bar_list(bars: &[u8]) -> String {

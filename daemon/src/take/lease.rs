@@ -229,7 +229,7 @@ impl Taker {
             return Ok(());
         };
         drop(bars);
-        let crate::vfio::Hold {
+        let crate::vfio::Handles {
             device,
             group,
             container,
@@ -238,7 +238,7 @@ impl Taker {
         let device = group
             .open_device(bdf)
             .map_err(|source| TakeError::Vfio { bdf, source })?;
-        let v = crate::vfio::Hold {
+        let v = crate::vfio::Handles {
             device,
             group,
             container,

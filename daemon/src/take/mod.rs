@@ -99,7 +99,7 @@ impl Default for DetachOptions {
 #[derive(Debug)]
 pub struct VfioHold {
     pub bars: Vec<bars::MappedBar>,
-    pub vfio: vfio::Hold,
+    pub vfio: vfio::Handles,
 }
 
 /// A device held driverless: its BARs mapped through `resourceN`.
@@ -139,7 +139,7 @@ impl Hold {
     }
 
     /// The VFIO objects, in vfio mode while open.
-    pub fn vfio(&self) -> Option<&vfio::Hold> {
+    pub fn vfio(&self) -> Option<&vfio::Handles> {
         match self {
             Self::Vfio(v) => Some(&v.vfio),
             Self::Sysfs(_) | Self::Released(_) => None,

@@ -3,7 +3,10 @@
 use std::time::Instant;
 
 use super::{Progress, TakeError, Taken, Taker, journal::CONFIG_HEADER_LEN};
-use crate::pci::Bdf;
+use crate::{
+    error::{Class, Classify, Reason},
+    pci::Bdf,
+};
 
 /// Which reset to use (the client parses users' text into `rig_client::ResetMethod`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +71,18 @@ pub enum ResetError {
         #[source]
         source: Box<TakeError>,
     },
+}
+
+impl Classify for ResetError {
+    fn class(&self) -> Class {
+        let (reason, bdf) = match self {
+            Self::NoMethod { bdf } => (Reason::NoResetMethod, bdf),
+            Self::Unsupported { bdf, .. } => (Reason::ResetMethodUnsupported, bdf),
+            Self::Restore { bdf, .. } | Self::ShortSaved { bdf, .. } => (Reason::ResetRestore, bdf),
+            Self::Failed { bdf, .. } | Self::Config { bdf, .. } => (Reason::ResetFailed, bdf),
+        };
+        Class::new(reason).on(bdf).at("reset")
+    }
 }
 
 /// Header registers that hold state a reset clears and the kernel restores:

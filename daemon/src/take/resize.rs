@@ -9,7 +9,10 @@
 use super::{Progress, Taker};
 use rig_model::CapDetail;
 
-use crate::pci::{self, Bdf, ids::PciIds};
+use crate::{
+    error::{Class, Classify, Reason},
+    pci::{self, Bdf, ids::PciIds},
+};
 
 /// What size to ask for. Users' text ("max", "32G") is parsed by the client
 /// (`rig_client::BarSize`); rigd gets the typed request.
@@ -72,6 +75,20 @@ pub enum ResizeError {
         #[source]
         source: pci::PciError,
     },
+}
+
+impl Classify for ResizeError {
+    fn class(&self) -> Class {
+        let (reason, bdf) = match self {
+            Self::Unsupported { bdf, .. } => (Reason::BarSizeUnsupported, bdf),
+            Self::BarNotResizable { bdf, .. } => (Reason::BarNotResizable, bdf),
+            Self::NotResizable { bdf } => (Reason::NotResizable, bdf),
+            Self::NoResizeFile { bdf, .. } => (Reason::NoResizeFile, bdf),
+            Self::DriverBound { bdf, .. } => (Reason::DriverBound, bdf),
+            Self::Refused { bdf, .. } | Self::Read { bdf, .. } => (Reason::ResizeFailed, bdf),
+        };
+        Class::new(reason).on(bdf).at("resize")
+    }
 }
 
 /// Resizes `bar` (or, with `None`, the BAR that can grow largest: the VRAM aperture)

@@ -100,7 +100,7 @@ pub fn check_unmapped(iova: Iova, len: u64, unmapped: u64) -> Result<(), VfioErr
     }
 }
 
-/// A container as DMA pools see it. `rig.rs` makes one from a [`super::Hold`]; the
+/// A container as DMA pools see it. `rig.rs` makes one from a [`super::Handles`]; the
 /// device's pool maps and unmaps its blocks through it.
 #[derive(Debug)]
 pub struct Iommu {

@@ -3,11 +3,11 @@
 //! work: provided here, not used by `take` yet).
 //!
 //! Flow: `pci` → `take` → `vfio` → `dma` → (`queue`) → `service`. `take` binds the
-//! function to vfio-pci, then calls [`open`] and keeps the [`Hold`] for as long as rig
-//! holds the device; `rig.rs` gives the pool of that device the hold's container as its
+//! function to vfio-pci, then calls [`open`] and keeps the [`Handles`] for as long as
+//! rig holds the device; `rig.rs` gives the pool of that device their container as its
 //! IOMMU ([`Iommu`], which implements `dma::IommuMap`). Nothing here writes sysfs.
 //!
-//! State: a [`Hold`] owns the open device, group and container (in that drop order).
+//! State: a [`Handles`] owns the open device, group and container (in that drop order).
 //! Closing the device fd makes vfio-pci clear bus mastering, reload the saved config
 //! and reset the function (vfio_pci_core_disable), which gives a crashed rigd a safe
 //! device for free; vfio-pci's remove waits for every open device fd, so the hold must
@@ -475,16 +475,16 @@ pub trait Device: Send + Sync + fmt::Debug {
 
 /// What a device held through VFIO keeps open. Fields drop in order: the device fd
 /// closes first (vfio-pci then clears bus mastering and resets the function), then the
-/// group, then this hold's share of the container.
+/// group, then these handles' share of the container.
 #[derive(Debug)]
-pub struct Hold {
+pub struct Handles {
     pub device: Box<dyn Device>,
     pub group: Box<dyn Group>,
     /// Shared with the device's DMA pool, which maps through it ([`Iommu`]).
     pub container: Arc<dyn Container>,
 }
 
-impl Hold {
+impl Handles {
     /// The IOMMU group's number.
     pub fn group_name(&self) -> &str {
         self.group.name()
@@ -506,7 +506,7 @@ impl Hold {
 /// # Errors
 /// The step that failed; [`VfioError::NotViable`] for a group with a member bound to a
 /// host driver. What was opened is closed again.
-pub fn open(vfio: &dyn Vfio, bdf: Bdf, group: &str) -> Result<Hold, VfioError> {
+pub fn open(vfio: &dyn Vfio, bdf: Bdf, group: &str) -> Result<Handles, VfioError> {
     let container = vfio.open_container()?;
     let g = vfio.open_group(group)?;
     if !g.viable()? {
@@ -517,7 +517,7 @@ pub fn open(vfio: &dyn Vfio, bdf: Bdf, group: &str) -> Result<Hold, VfioError> {
     g.set_container(container.as_ref())?;
     container.set_iommu()?;
     let device = g.open_device(bdf)?;
-    Ok(Hold {
+    Ok(Handles {
         device,
         group: g,
         container,

@@ -34,7 +34,7 @@ fn bdf() -> Bdf {
     DEV.parse().expect("valid")
 }
 
-fn held(w: &World) -> Hold {
+fn held(w: &World) -> Handles {
     open(&w.vfio, bdf(), "7").expect("open")
 }
 

@@ -144,7 +144,7 @@ impl Doorbell for Bell {
 
 struct Probe {
     bdf: Bdf,
-    hold: vfio::Hold,
+    hold: vfio::Handles,
     ctrl: Controller,
     bar: Arc<Mmio>,
     mem: Mem,

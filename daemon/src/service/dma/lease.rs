@@ -9,13 +9,14 @@ use std::{os::fd::OwnedFd, sync::Arc};
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
 use rig_sys::scm::PeerCred;
 
-use super::side::reply;
+use super::reply;
 use crate::{
     audit::{Actor, Outcome, Pending},
-    dma::{DmaError, SessionId},
+    dma::SessionId,
+    error::Classify,
     rig::{Rig, RigError},
-    service::status::error_line,
-    take::{Mode, TakeError},
+    service::status::{self, error_line},
+    take::Mode,
 };
 
 pub(super) async fn lease(
@@ -107,34 +108,26 @@ fn outcome(e: Option<&RigError>) -> Outcome {
     let Some(e) = e else {
         return Outcome::Ok;
     };
-    let (code, why) = crate::service::status::classify(e);
-    let (reason, message) = (why.reason.to_owned(), error_line(e));
-    if code == tonic::Code::PermissionDenied {
-        Outcome::Denied { reason, message }
+    let reason = e.class().reason;
+    let (reason_word, message) = (reason.as_str().to_owned(), error_line(e));
+    if status::code(reason) == tonic::Code::PermissionDenied {
+        Outcome::Denied {
+            reason: reason_word,
+            message,
+        }
     } else {
-        Outcome::Failed { reason, message }
+        Outcome::Failed {
+            reason: reason_word,
+            message,
+        }
     }
 }
 
 fn refused(e: &RigError) -> pb::DmaSideReply {
-    crate::service::metrics::global().error(crate::service::status::classify(e).1.reason);
+    let reason = e.class().reason;
+    crate::service::metrics::global().error(reason.as_str());
     reply(Reply::DeviceLeaseRefused(pb::DeviceLeaseRefused {
-        code: code(e).into(),
+        code: status::lease_code(reason).into(),
         message: error_line(e),
     }))
-}
-
-fn code(e: &RigError) -> pb::DeviceLeaseErrorCode {
-    use pb::DeviceLeaseErrorCode as C;
-    match e {
-        RigError::LeaseNotAllowed { .. } => C::NotAllowed,
-        RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
-        RigError::Leased { .. } => C::Leased,
-        RigError::LeaseInUse { .. } => C::InUse,
-        RigError::NotLeased { .. } => C::NotLeased,
-        RigError::BadAddress(_)
-        | RigError::BadRequest(_)
-        | RigError::Dma(DmaError::BadSession { .. } | DmaError::NoPool { .. }) => C::BadRequest,
-        _ => C::Device,
-    }
 }

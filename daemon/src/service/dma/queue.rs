@@ -9,14 +9,13 @@ use std::{os::fd::OwnedFd, sync::Arc};
 use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
 use rig_sys::scm::PeerCred;
 
-use super::side::reply;
+use super::reply;
 use crate::{
-    dma::{DmaError, LeaseId, SessionId},
-    nvme::NvmeError,
-    queue::{Owner, QueueError},
+    dma::{LeaseId, SessionId},
+    error::Classify,
+    queue::Owner,
     rig::{Rig, RigError},
-    service::status::error_line,
-    take::TakeError,
+    service::status::{self, error_line},
 };
 
 pub(super) async fn open(
@@ -96,27 +95,5 @@ fn refused_with(code: pb::QueueErrorCode, message: String) -> pb::DmaSideReply {
 }
 
 fn refused(e: &RigError) -> pb::DmaSideReply {
-    refused_with(code(e), error_line(e))
-}
-
-fn code(e: &RigError) -> pb::QueueErrorCode {
-    use pb::QueueErrorCode as C;
-    match e {
-        RigError::Queue(q) => match q {
-            QueueError::DepthZero { .. } => C::DepthZero,
-            QueueError::DepthOverLimit { .. } => C::DepthOverLimit,
-            QueueError::TooMany { .. } | QueueError::NoQueueId { .. } => C::TooMany,
-            QueueError::NotYours { .. } => C::NotYours,
-            QueueError::Busy { .. } => C::Busy,
-            QueueError::Device { .. } => C::Device,
-        },
-        RigError::Take(TakeError::NotHeld { .. }) => C::NotHeld,
-        RigError::Leased { .. } => C::Leased,
-        RigError::Nvme(NvmeError::Unsupported { .. }) => C::Unsupported,
-        RigError::Nvme(_) => C::Device,
-        RigError::Dma(DmaError::UnknownLease { .. } | DmaError::BadSession { .. })
-        | RigError::BadRequest(_)
-        | RigError::BadAddress(_) => C::BadRequest,
-        _ => C::Device,
-    }
+    refused_with(status::queue_code(e.class().reason), error_line(e))
 }

@@ -27,15 +27,16 @@ use tokio::{
     time::Instant,
 };
 
-use super::{code, end_session, until_true};
+use super::{end_session, reply, until_true};
 use crate::{
     audit::Actor,
     dma::{self, DmaError, Grant, LeaseId, PoolMode, SessionId},
-    policy::{self, Role},
+    error::{Classify, Reason},
+    policy,
     rig::Rig,
     service::{
         ServiceError, metrics,
-        status::error_line,
+        status::{self, error_line},
         watchdog::{HEALTH, Health, SIDE_LIMIT, off_runtime},
     },
 };
@@ -172,7 +173,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         .await
     };
     if let Ok(Err(e)) = attach {
-        let reply = failure(super::super::channels::code(&e), error_line(&e));
+        let reply = failure(e.class().reason, error_line(&e));
         let _ = send(&fd, &reply, Vec::new()).await;
         end_session(rig, id).await;
         return;
@@ -241,20 +242,18 @@ async fn send(
         .await
 }
 
-pub(super) fn reply(body: Reply) -> pb::DmaSideReply {
-    pb::DmaSideReply { body: Some(body) }
-}
-
-fn failure(code: pb::DmaErrorCode, message: String) -> pb::DmaSideReply {
-    metrics::global().error(super::of_code(code).1);
+/// An error reply: the side socket's code of `reason`, and `message`; counted by
+/// reason (`metrics`).
+fn failure(reason: Reason, message: String) -> pb::DmaSideReply {
+    metrics::global().error(reason.as_str());
     reply(Reply::Error(pb::DmaSideError {
-        code: code.into(),
+        code: status::dma_code(reason).into(),
         message,
     }))
 }
 
-fn refused(e: &DmaError) -> pb::DmaSideReply {
-    failure(code(e), error_line(e))
+fn refused(e: &dyn Classify) -> pb::DmaSideReply {
+    failure(e.class().reason, error_line(e))
 }
 
 fn claim(
@@ -263,7 +262,7 @@ fn claim(
     peer: PeerCred,
     groups: Option<&[u32]>,
 ) -> Result<(SessionId, watch::Receiver<bool>), pb::DmaSideReply> {
-    let protocol = |m: &str| failure(pb::DmaErrorCode::Protocol, m.to_owned());
+    let protocol = |m: &str| failure(Reason::Protocol, m.to_owned());
     let req = first.map_err(protocol)?;
     let Some(Request::Claim(c)) = req.body else {
         return Err(protocol("the first request must claim a session"));
@@ -284,12 +283,7 @@ async fn handle(
     iommu: bool,
     req: Parsed,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
-    let protocol = |m: &str| {
-        (
-            failure(pb::DmaErrorCode::Protocol, m.to_owned()),
-            Vec::new(),
-        )
-    };
+    let protocol = |m: &str| (failure(Reason::Protocol, m.to_owned()), Vec::new());
     let body = match req {
         Ok(r) => r.body,
         Err(m) => return protocol(m),
@@ -342,17 +336,15 @@ fn authorize(
         Ok(_) => return Ok(()),
         Err(r) => r,
     };
-    let (code, reason) = match refusal.role {
-        Role::Admin => (pb::DmaErrorCode::NotAdmin, "NOT_ADMIN"),
-        Role::Client => (pb::DmaErrorCode::NotClient, "NOT_CLIENT"),
-    };
+    let reason = refusal.class().reason;
     let message = refusal.to_string();
     let actor = Actor {
         cred: peer,
-        role: refusal.has.map(Role::as_str),
+        role: refusal.has.map(policy::Role::as_str),
     };
-    rig.audit().denied(&action, actor, reason, &message);
-    Err(failure(code, message))
+    rig.audit()
+        .denied(&action, actor, reason.as_str(), &message);
+    Err(failure(reason, message))
 }
 
 async fn route(
@@ -362,12 +354,7 @@ async fn route(
     iommu: bool,
     body: Option<Request>,
 ) -> (pb::DmaSideReply, Vec<OwnedFd>) {
-    let protocol = |m: &str| {
-        (
-            failure(pb::DmaErrorCode::Protocol, m.to_owned()),
-            Vec::new(),
-        )
-    };
+    let protocol = |m: &str| (failure(Reason::Protocol, m.to_owned()), Vec::new());
     match body {
         Some(Request::Lease(l)) => match leased_whole(rig, id) {
             Err(reply) => (reply, Vec::new()),
@@ -418,10 +405,7 @@ async fn route(
 
 /// Refuses memory to a session whose pool's device is leased whole to another.
 fn leased_whole(rig: &Rig, id: SessionId) -> Result<(), pb::DmaSideReply> {
-    rig.check_memory_lease(id).map_err(|e| match &e {
-        crate::rig::RigError::Dma(d) => refused(d),
-        _ => failure(pb::DmaErrorCode::Leased, error_line(&e)),
-    })
+    rig.check_memory_lease(id).map_err(|e| refused(&e))
 }
 
 /// Runs a lease or release on a blocking thread when the session's pool maps through
