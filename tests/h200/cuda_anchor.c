@@ -1,7 +1,7 @@
 /*
  * The CUDA side of issue 11's side-by-side figures on the H200 (docs/BENCHMARKS.md):
  * what a user would pick instead of a rig channel, measured in the same run as
- * client/tests/hw_h200.rs. Built and run on the device machine only:
+ * client/rig-client/tests/hw_h200.rs. Built and run on the device machine only:
  *
  *     nvcc -O2 -o /tmp/cuda_anchor tests/h200/cuda_anchor.c -lcuda && /tmp/cuda_anchor
  *
