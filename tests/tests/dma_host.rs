@@ -15,7 +15,7 @@ use std::{
 };
 
 use dma_support::{Server, hugepages, meminfo_hugepages_free, wait_until};
-use rig_client::dma::{Addressing, DmaErrorKind, Session};
+use rig_client::session::{Addressing, Session, SessionErrorKind};
 use rigd::dma::{Backing, LeaseId, PoolMode};
 
 const BLOCK: u64 = 2 << 20;
@@ -177,7 +177,7 @@ async fn sysfs_mode_blocks_are_2mib_aligned_in_physical_memory_and_stay_put() {
             assert_eq!(pas[1].0, pas[0].0 + BLOCK, "contiguous");
             assert_eq!(run.device_address, Some(pas[0].0));
         }
-        Err(e) => assert_eq!(e.kind(), Some(DmaErrorKind::NotContiguous), "{e}"),
+        Err(e) => assert_eq!(e.kind(), Some(SessionErrorKind::NotContiguous), "{e}"),
     }
     // Without an IOMMU a freed block stays reserved until the device is reset.
     drop(buf);

@@ -22,7 +22,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_client::dma::{DeviceLease, Session};
+use rig_client::{lease::DeviceLease, session::Session};
 use rigd::{
     config::{Config, LeaseRule},
     dma::{Backing, PoolMode, PoolSpec},
@@ -351,7 +351,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
         let reply = match action.as_str() {
             "lease" => {
                 let s = Session::open(&socket, &bdf).await.expect("session");
-                let l = s.lease_device(&bdf).await.expect("outsider's lease");
+                let l = DeviceLease::open(&s, &bdf).await.expect("outsider's lease");
                 leases.insert(bdf, (s, l));
                 Ok(())
             }
@@ -534,7 +534,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
         "{err}"
     );
     let s = Session::open(&socket, OUTSIDER).await.expect("session");
-    let l = s.lease_device(OUTSIDER).await.expect("lease");
+    let l = DeviceLease::open(&s, OUTSIDER).await.expect("lease");
     let (ok, err) = hook("create-runtime", OUTSIDER, &[]);
     assert!(
         !ok && err.contains("is leased whole to uid"),

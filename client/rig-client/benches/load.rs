@@ -48,7 +48,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_client::{Client, dma::Session};
+use rig_client::{Client, session::Session};
 use rigd::{
     config::Config,
     dma::{Backing, FakeIommu, PoolMode, PoolSpec},
@@ -452,7 +452,7 @@ fn settle(rt: &tokio::runtime::Runtime, server: &Server) {
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(30) {
         let full = rt
-            .block_on(rig_client::dma::status(&server.socket))
+            .block_on(async { Client::connect(&server.socket).await?.dma_status().await })
             .is_ok_and(|s| {
                 s.pools.iter().all(|p| {
                     p.pinning_blocks == 0 && p.free_blocks + p.leased_blocks == p.target_blocks
@@ -560,7 +560,10 @@ fn run(clients: u64, secs: u64, base_secs: u64, twice: bool) -> Report {
     let load = phase(&rt, &server, clients, secs);
     let again = twice.then(|| phase(&rt, &server, clients, secs));
     let (sessions_after, leased_after) = rt.block_on(async {
-        let s = rig_client::dma::status(&server.socket)
+        let s = Client::connect(&server.socket)
+            .await
+            .expect("connect")
+            .dma_status()
             .await
             .expect("Dma.Status");
         (

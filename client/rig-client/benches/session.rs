@@ -14,7 +14,7 @@
 //! `RIGD=`/`PROBE=` paths). Run pinned, e.g.:
 //!
 //! ```text
-//! cargo build --release -p rigd -p rig-client --bins
+//! cargo build --release -p rigd -p rig-tests --bin rig-dma-probe
 //! taskset -c 1 cargo bench -p rig-client --bench session
 //! ```
 
@@ -27,7 +27,7 @@ use std::{
 };
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-use rig_client::dma::{Monitor, Session};
+use rig_client::{Client, session::Session};
 use rigd::dma::hugepages::{Hugepages, Reservation};
 
 const MIB: u64 = 1 << 20;
@@ -162,10 +162,10 @@ fn start_rigd(rigd: &Path) -> Result<Rigd, BoxError> {
     })
 }
 
-async fn pool_full(m: &mut Monitor) -> Result<(), BoxError> {
+async fn pool_full(m: &mut Client) -> Result<(), BoxError> {
     let start = Instant::now();
     loop {
-        let s = m.status().await?;
+        let s = m.dma_status().await?;
         let p = s.pools.first().ok_or("no pool")?;
         if u64::from(p.free_blocks) == SERVE_BLOCKS {
             return Ok(());
@@ -185,7 +185,7 @@ async fn pool_full(m: &mut Monitor) -> Result<(), BoxError> {
 /// 1–3, against a rigd process.
 async fn served(rigd: &Path, probe: &Path) -> Result<(), BoxError> {
     let d = start_rigd(rigd)?;
-    let mut m = Monitor::connect(&d.socket).await?;
+    let mut m = Client::connect(&d.socket).await?;
     pool_full(&mut m).await?;
     println!("### alloc + free of 64 KiB through rig-client, against rigd in its own process\n");
     println!("| path | median µs | p99 µs | min µs | n |");
@@ -197,7 +197,7 @@ async fn served(rigd: &Path, probe: &Path) -> Result<(), BoxError> {
     let mut grpc = Vec::new();
     for _ in 0..3000 {
         let t = Instant::now();
-        std::hint::black_box(m.status().await?);
+        std::hint::black_box(m.dma_status().await?);
         grpc.push(t.elapsed());
     }
     row("gRPC unary round trip (Dma.Status)", &stats(grpc));
@@ -234,7 +234,7 @@ async fn served(rigd: &Path, probe: &Path) -> Result<(), BoxError> {
 
 async fn leases(
     socket: &Path,
-    m: &mut Monitor,
+    m: &mut Client,
 ) -> Result<(Vec<Duration>, Vec<Duration>, Vec<Duration>), BoxError> {
     let session = Session::open(socket, "host").await?;
     session.set_keep_empty(0);
@@ -288,7 +288,7 @@ fn raw_round_trips(n: usize) -> Result<Vec<Duration>, BoxError> {
 }
 
 /// 2. SIGKILL a client holding a lease; time until rigd shows it gone.
-async fn reclaim(socket: &Path, probe: &Path, m: &mut Monitor) -> Result<(), BoxError> {
+async fn reclaim(socket: &Path, probe: &Path, m: &mut Client) -> Result<(), BoxError> {
     let mut took = Vec::new();
     for _ in 0..40 {
         pool_full(m).await?;
@@ -307,7 +307,7 @@ async fn reclaim(socket: &Path, probe: &Path, m: &mut Monitor) -> Result<(), Box
         let t = Instant::now();
         child.kill()?;
         loop {
-            let s = m.status().await?;
+            let s = m.dma_status().await?;
             if s.clients.is_empty() && s.pools.iter().all(|p| p.leased_blocks == 0) {
                 break;
             }
@@ -335,7 +335,7 @@ fn status_kib(pid: u32, key: &str) -> Result<u64, BoxError> {
 }
 
 /// 3. rigd's memory with 1,000 idle sessions.
-async fn rss(d: &Rigd, m: &mut Monitor) -> Result<(), BoxError> {
+async fn rss(d: &Rigd, m: &mut Client) -> Result<(), BoxError> {
     let pid = d.child.id();
     pool_full(m).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -348,12 +348,12 @@ async fn rss(d: &Rigd, m: &mut Monitor) -> Result<(), BoxError> {
     }
     let open = t.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let s = m.status().await?;
+    let s = m.dma_status().await?;
     let with = status_kib(pid, "VmRSS:")?;
     let hwm = status_kib(pid, "VmHWM:")?;
     drop(sessions);
     let start = Instant::now();
-    while !m.status().await?.clients.is_empty() {
+    while !m.dma_status().await?.clients.is_empty() {
         if start.elapsed() > Duration::from_secs(30) {
             return Err("sessions not closed".into());
         }

@@ -1,4 +1,7 @@
-//! rig-client: the supported way to talk to rigd.
+//! rig-client: the supported way to talk to rigd, and the library a program that
+//! drives lent hardware (a GPU runtime, a driver in user space) embeds. It carries no
+//! CLI, table renderer, firmware reader or gRPC server: `rigctl` and
+//! `rig-device-plugin` are crates beside it, and reach rigd only through it.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), rig_client::ClientError> {
@@ -9,18 +12,42 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Methods return this crate's own types (`model`), never wire types, and errors that
-//! say what went wrong for a person: no daemon at that path, permission denied on the
-//! socket (and which group grants access), a daemon too old for this client.
+//! Two ways in, one per socket:
+//! - [`Client`]: unary and streamed gRPC calls on rigd's socket — devices (`model`,
+//!   decoded by `convert`), take-over (`take`), registers (`regs`), topology, and
+//!   rigd's reports of what it lends (`dma::DmaStatus`, `channel::ChannelInfo`,
+//!   `queue::QueueInfo`).
+//! - [`session::Session`], the floor of everything lent: opened over gRPC, then one
+//!   connection on the side socket (`<socket>.fd`) carries its requests and the
+//!   descriptors rigd sends back; it holds the session's credentials and the ledger of
+//!   the memory it leases ([`session::Session::alloc`] → [`session::Buffer`]). rigd
+//!   reclaims everything when that connection closes.
+//!
+//! Above the session, as peers that each take a `&Session` and import none of the
+//! others: `channel` (NVIDIA channels on RM-served GPUs: [`channel::Channel::open`],
+//! the pushbuffer words per class, ring, timeline), `queue` (the generic queue, NVMe
+//! commands, [`queue::LentQueue::open`]), `lease` (a device lent whole:
+//! [`lease::DeviceLease::open`]), `dma` (pools as rigd reports them). A new kind of
+//! lent resource (the GPU runtime's GPU memory) is one more peer: it speaks its
+//! requests through [`session::Session::call`] and edits none of these.
+//!
+//! Methods return this crate's own types, never wire types (the side socket's request
+//! and reply bodies, which `Session::call` passes through for peers, excepted), and
+//! errors that say what went wrong for a person: no daemon at that path, permission
+//! denied on the socket (and which group grants access), a daemon too old for this
+//! client. Each module's error is its own (`ClientError`, `SessionError`,
+//! `ChannelError`, `QueueError`, `LeaseError`), the session's wrapped by the peers'.
 
 #![deny(unsafe_code)]
 
 pub mod channel;
 mod convert;
 pub mod dma;
+pub mod lease;
 pub mod model;
 pub mod queue;
 pub mod regs;
+pub mod session;
 pub mod take;
 
 use std::{
@@ -152,6 +179,9 @@ impl ErrorInfo {
 pub struct Client {
     inner: RigClient<Channel>,
     topo: TopoClient<Channel>,
+    /// The connection itself, for the other services' clients (`dma`, `channel`,
+    /// `queue` read their reports through it).
+    channel: Channel,
     path: PathBuf,
 }
 
@@ -192,7 +222,8 @@ impl Client {
             })?;
         Ok(Self {
             inner: RigClient::new(channel.clone()),
-            topo: TopoClient::new(channel),
+            topo: TopoClient::new(channel.clone()),
+            channel,
             path,
         })
     }
@@ -212,6 +243,11 @@ impl Client {
             return Err(self.too_old(reply.api_version));
         }
         Ok(convert::version(reply))
+    }
+
+    /// The connection, for a service client of another module.
+    pub(crate) fn channel(&self) -> Channel {
+        self.channel.clone()
     }
 
     fn too_old(&self, daemon: u32) -> ClientError {

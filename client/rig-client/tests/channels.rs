@@ -12,8 +12,9 @@ use std::{sync::Arc, time::Duration};
 
 use dma_support::{Server, wait_until};
 use rig_client::{
-    channel::{ChannelError, Engine, Rings, TimelineError},
-    dma::{Addressing, DmaErrorKind, Session},
+    Client,
+    channel::{Channel, ChannelError, Engine, Rings, TimelineError},
+    session::{Addressing, Session, SessionErrorKind},
 };
 use rigd::{
     channels::{ChannelHost, ChannelId, Limits, Served},
@@ -58,9 +59,9 @@ async fn serve() -> Fixture {
     Fixture { server, rm, gpu }
 }
 
-fn kind(e: ChannelError) -> Option<DmaErrorKind> {
+fn kind(e: ChannelError) -> Option<SessionErrorKind> {
     match e {
-        ChannelError::Dma(d) => d.kind(),
+        ChannelError::Session(d) => d.kind(),
         _ => None,
     }
 }
@@ -78,8 +79,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         "{va:#x} in the lease window"
     );
 
-    let mut ch = session
-        .open_channel(Engine::Copy, 256)
+    let mut ch = Channel::open(&session, Engine::Copy, 256)
         .await
         .expect("channel");
     assert_eq!((ch.engine(), ch.entries()), (Engine::Copy, 256));
@@ -100,7 +100,10 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     assert_eq!(views[0].gpu, GPU);
     assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
     // rigctl channels sees the same, through gRPC.
-    let listed = rig_client::dma::channels(&f.server.socket)
+    let listed = Client::connect(&f.server.socket)
+        .await
+        .expect("connect")
+        .channels()
         .await
         .expect("list");
     assert_eq!(listed.len(), 1);
@@ -153,8 +156,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         ),
         "{e}"
     );
-    session
-        .close_channel(ch)
+    ch.close(&session)
         .await
         .expect("close (the fake never drains: logged)");
     assert!(f.server.rig.channel_status(None).is_empty());
@@ -165,8 +167,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
 async fn a_posted_fault_ends_a_wait_with_the_rms_reason() {
     let f = serve().await;
     let session = Session::open(&f.server.socket, GPU).await.expect("session");
-    let mut ch = session
-        .open_channel(Engine::Compute, 64)
+    let mut ch = Channel::open(&session, Engine::Compute, 64)
         .await
         .expect("channel");
     let v = ch.release().expect("release");
@@ -198,13 +199,11 @@ async fn bad_rings_limits_and_foreign_handles_are_refused_and_others_keep_runnin
     f.server.shmem_pool("host", PoolMode::Host, 2);
     let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
     let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
-    let mut bobs = bob
-        .open_channel(Engine::Copy, 64)
+    let mut bobs = Channel::open(&bob, Engine::Copy, 64)
         .await
         .expect("bob's channel");
     for bad in [0, 3, 1000, 1 << 40] {
-        let e = alice
-            .open_channel(Engine::Copy, bad)
+        let e = Channel::open(&alice, Engine::Copy, bad)
             .await
             .expect_err("bad ring");
         let line = e.to_string();
@@ -212,24 +211,24 @@ async fn bad_rings_limits_and_foreign_handles_are_refused_and_others_keep_runnin
             line.contains("not a power of two") && !line.contains('\n'),
             "{line}"
         );
-        assert_eq!(kind(e), Some(DmaErrorKind::BadRing), "{bad}");
+        assert_eq!(kind(e), Some(SessionErrorKind::BadRing), "{bad}");
     }
-    let e = alice
-        .open_channel(Engine::Copy, 8192)
+    let e = Channel::open(&alice, Engine::Copy, 8192)
         .await
         .expect_err("over the limit");
-    assert_eq!(kind(e), Some(DmaErrorKind::BadRing));
-    let one = alice.open_channel(Engine::Copy, 64).await.expect("one");
-    let _two = alice.open_channel(Engine::Compute, 64).await.expect("two");
-    let e = alice
-        .open_channel(Engine::Copy, 64)
+    assert_eq!(kind(e), Some(SessionErrorKind::BadRing));
+    let one = Channel::open(&alice, Engine::Copy, 64).await.expect("one");
+    let _two = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("two");
+    let e = Channel::open(&alice, Engine::Copy, 64)
         .await
         .expect_err("three");
-    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
     // Closing one's channel through another session: refused, the channel lives on.
     let id = one.id();
-    let e = bob.close_channel(one).await.expect_err("not bob's");
-    assert_eq!(kind(e), Some(DmaErrorKind::UnknownChannel));
+    let e = one.close(&bob).await.expect_err("not bob's");
+    assert_eq!(kind(e), Some(SessionErrorKind::UnknownChannel));
     assert!(
         f.server
             .rig
@@ -241,11 +240,10 @@ async fn bad_rings_limits_and_foreign_handles_are_refused_and_others_keep_runnin
     let host = Session::open(&f.server.socket, "host")
         .await
         .expect("host session");
-    let e = host
-        .open_channel(Engine::Copy, 64)
+    let e = Channel::open(&host, Engine::Copy, 64)
         .await
         .expect_err("not served");
-    assert_eq!(kind(e), Some(DmaErrorKind::NotServed));
+    assert_eq!(kind(e), Some(SessionErrorKind::NotServed));
     // Bob was never disturbed.
     bobs.release().expect("release");
     bobs.submit().expect("bob submits");
@@ -257,9 +255,11 @@ async fn a_session_that_goes_is_reclaimed_channels_first_and_the_other_keeps_its
     let f = serve().await;
     let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
     let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
-    let a1 = alice.open_channel(Engine::Copy, 64).await.expect("a1");
-    let a2 = alice.open_channel(Engine::Compute, 64).await.expect("a2");
-    let _b = bob.open_channel(Engine::Copy, 64).await.expect("b");
+    let a1 = Channel::open(&alice, Engine::Copy, 64).await.expect("a1");
+    let a2 = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("a2");
+    let _b = Channel::open(&bob, Engine::Copy, 64).await.expect("b");
     let mark = f.rm.calls().len();
     // Her channels hold memory of her session: the session (and its side connection)
     // goes with the last of them, as when her process dies.
@@ -312,8 +312,7 @@ async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error()
     let f = serve().await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     // A small ring and pushbuffer, on a GPU (the fake) that never completes anything.
-    let mut ch = s
-        .open_channel_with(Engine::Copy, 8, 4096)
+    let mut ch = Channel::open_with(&s, Engine::Copy, 8, 4096)
         .await
         .expect("channel");
     let mut sent = 0;
@@ -334,8 +333,7 @@ async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error()
     assert_eq!(sent, 7, "a ring of 8 holds 7 entries in flight");
     // rigd and other clients are unharmed: another channel opens and submits.
     let other = Session::open(&f.server.socket, GPU).await.expect("other");
-    let mut o = other
-        .open_channel(Engine::Compute, 64)
+    let mut o = Channel::open(&other, Engine::Compute, 64)
         .await
         .expect("opens");
     o.release().expect("release");
@@ -347,7 +345,7 @@ async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error()
 async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
     let f = serve().await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let mut ch = s.open_channel(Engine::Copy, 64).await.expect("channel");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
     let sem = ch.semaphore_va();
     ch.release().expect("release");
     ch.submit().expect("submit"); // the fake GPU never completes it
@@ -363,11 +361,11 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
         std::mem::forget(b);
     }
     // A channel closed through rigd (stopped and drained there) gives its memory back.
-    let mut ch = s.open_channel(Engine::Copy, 64).await.expect("channel");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
     let sem = ch.semaphore_va();
     ch.release().expect("release");
     ch.submit().expect("submit");
-    s.close_channel(ch).await.expect("close");
+    ch.close(&s).await.expect("close");
     let b = s.alloc(16, 16).await.expect("small buffer");
     assert_eq!(
         b.device_address(),
@@ -387,8 +385,7 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
     }
     let f = serve().await;
     let session = Session::open(&f.server.socket, GPU).await.expect("session");
-    let mut ch = session
-        .open_channel_in(Engine::Copy, 256, 16 << 10, Rings::Gpu)
+    let mut ch = Channel::open_in(&session, Engine::Copy, 256, 16 << 10, Rings::Gpu)
         .await
         .expect("channel");
     assert_eq!(ch.rings(), Rings::Gpu);
@@ -400,7 +397,10 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
     assert_eq!((views[0].gp_put, views[0].entries), (1, 256));
     assert_eq!(views[0].rings, rigd::channels::Rings::Gpu);
     assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
-    let listed = rig_client::dma::channels(&f.server.socket)
+    let listed = Client::connect(&f.server.socket)
+        .await
+        .expect("connect")
+        .channels()
         .await
         .expect("list");
     assert_eq!(listed[0].rings, Some(Rings::Gpu));
@@ -411,10 +411,9 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
     let kicks = ch.rekicks();
     assert!((2..=400).contains(&kicks), "{kicks} rekicks");
     let uid = nix::unistd::getuid().as_raw();
-    session.close_channel(ch).await.expect("close");
+    ch.close(&session).await.expect("close");
     assert_eq!(f.gpu.windows_of(uid), (1, 0), "kept for the uid, idle");
-    let again = session
-        .open_channel_in(Engine::Compute, 256, 16 << 10, Rings::Gpu)
+    let again = Channel::open_in(&session, Engine::Compute, 256, 16 << 10, Rings::Gpu)
         .await
         .expect("again");
     assert_eq!(f.gpu.windows_of(uid), (1, 1), "the same window");
@@ -428,11 +427,10 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
         .count();
     assert_eq!(vidmem, 1);
     // A pushbuffer that is no whole number of words is refused, typed.
-    let e = session
-        .open_channel_in(Engine::Copy, 256, 6, Rings::Gpu)
+    let e = Channel::open_in(&session, Engine::Copy, 256, 6, Rings::Gpu)
         .await
         .expect_err("bad pushbuffer");
-    assert_eq!(kind(e), Some(DmaErrorKind::BadRing));
+    assert_eq!(kind(e), Some(SessionErrorKind::BadRing));
     drop(again);
     f.server.stop().await;
 }
@@ -441,8 +439,10 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
 async fn a_reload_lowers_channels_per_session_for_the_next_open_and_keeps_open_ones() {
     let f = serve().await;
     let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
-    let _one = alice.open_channel(Engine::Copy, 64).await.expect("one");
-    let mut two = alice.open_channel(Engine::Compute, 64).await.expect("two");
+    let _one = Channel::open(&alice, Engine::Copy, 64).await.expect("one");
+    let mut two = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("two");
     // The config the fixture's rigd runs with (dma_support::Server), `[channels]
     // per_session` lowered to 1: what SIGHUP re-reads.
     let mut config = rigd::config::Config::default();
@@ -457,25 +457,22 @@ async fn a_reload_lowers_channels_per_session_for_the_next_open_and_keeps_open_o
     // limit, and so is a second one of a new session.
     two.release().expect("release");
     two.submit().expect("an open channel still submits");
-    let e = alice
-        .open_channel(Engine::Copy, 64)
+    let e = Channel::open(&alice, Engine::Copy, 64)
         .await
         .expect_err("over the reloaded limit");
-    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
     let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
-    let _bobs = bob
-        .open_channel(Engine::Copy, 64)
+    let _bobs = Channel::open(&bob, Engine::Copy, 64)
         .await
         .expect("bob's first");
-    let e = bob
-        .open_channel(Engine::Copy, 64)
+    let e = Channel::open(&bob, Engine::Copy, 64)
         .await
         .expect_err("bob's second");
-    assert_eq!(kind(e), Some(DmaErrorKind::ChannelLimit));
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
     // Raised again: the next open goes through.
     config.channels.per_session = 3;
     f.server.rig.reload(&config).expect("reloaded");
-    bob.open_channel(Engine::Copy, 64)
+    Channel::open(&bob, Engine::Copy, 64)
         .await
         .expect("within the raised limit");
     f.server.stop().await;

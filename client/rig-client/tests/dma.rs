@@ -9,7 +9,7 @@ use std::{sync::Arc, time::Duration};
 use dma_support::{Server, wait_until};
 use rig_client::{
     ClientError,
-    dma::{Addressing, DmaErrorKind, Session},
+    session::{Addressing, Session, SessionErrorKind},
 };
 use rigd::dma::{FakeIommu, HostVa, Iova, PoolMode};
 use tonic::Code;
@@ -57,15 +57,15 @@ async fn zero_oversized_misaligned_and_foreign_requests_are_refused_and_others_s
     let mallory = Session::open(&server.socket, "host")
         .await
         .expect("mallory");
-    let kind = |e: rig_client::dma::DmaError| e.kind();
+    let kind = |e: rig_client::session::SessionError| e.kind();
     // rigd's own checks, through the raw lease call.
     assert_eq!(
         kind(mallory.lease(0).await.expect_err("zero")),
-        Some(DmaErrorKind::ZeroSize)
+        Some(SessionErrorKind::ZeroSize)
     );
     assert_eq!(
         kind(mallory.lease(BLOCK + 1).await.expect_err("misaligned")),
-        Some(DmaErrorKind::Misaligned)
+        Some(SessionErrorKind::Misaligned)
     );
     assert_eq!(
         kind(
@@ -74,36 +74,36 @@ async fn zero_oversized_misaligned_and_foreign_requests_are_refused_and_others_s
                 .await
                 .expect_err("more than the pool")
         ),
-        Some(DmaErrorKind::Oversized)
+        Some(SessionErrorKind::Oversized)
     );
     assert_eq!(
         kind(mallory.lease(1 << 40).await.expect_err("more than a lease")),
-        Some(DmaErrorKind::Oversized)
+        Some(SessionErrorKind::Oversized)
     );
     // The library's checks before asking.
     assert_eq!(
         kind(mallory.alloc(0, 64).await.expect_err("zero")),
-        Some(DmaErrorKind::ZeroSize)
+        Some(SessionErrorKind::ZeroSize)
     );
     assert_eq!(
         kind(mallory.alloc(64, 3).await.expect_err("align 3")),
-        Some(DmaErrorKind::Misaligned)
+        Some(SessionErrorKind::Misaligned)
     );
     assert_eq!(
         kind(mallory.alloc(64, 4 * MIB).await.expect_err("align 4 MiB")),
-        Some(DmaErrorKind::Misaligned)
+        Some(SessionErrorKind::Misaligned)
     );
     // Alice's lease cannot be named by mallory.
     let lease = alice.lease(BLOCK).await.expect("alice leases");
     alice.write_lease(lease.id, 0, b"alice").expect("write");
     let e = mallory.release(lease.id).await.expect_err("foreign handle");
-    assert_eq!(e.kind(), Some(DmaErrorKind::UnknownLease));
+    assert_eq!(e.kind(), Some(SessionErrorKind::UnknownLease));
     assert_eq!(
         mallory
             .read_lease(lease.id, 0, &mut [0; 5])
             .expect_err("not mapped here")
             .kind(),
-        Some(DmaErrorKind::UnknownLease)
+        Some(SessionErrorKind::UnknownLease)
     );
     let mut got = [0u8; 5];
     alice
@@ -171,7 +171,7 @@ async fn quota_refusals_are_typed() {
     assert_eq!(session.quota_bytes(), 2 * BLOCK);
     session.lease(2 * BLOCK).await.expect("up to the quota");
     let e = session.lease(BLOCK).await.expect_err("past it");
-    assert_eq!(e.kind(), Some(DmaErrorKind::Quota));
+    assert_eq!(e.kind(), Some(SessionErrorKind::Quota));
     assert!(e.to_string().contains("quota"), "{e}");
     server.stop().await;
 }
@@ -185,14 +185,14 @@ async fn an_unknown_pool_is_not_found() {
     assert!(
         matches!(
             &e,
-            rig_client::dma::DmaError::Client(ClientError::Rpc {
+            rig_client::session::SessionError::Client(ClientError::Rpc {
                 code: Code::NotFound,
                 ..
             })
         ),
         "{e:?}"
     );
-    let rig_client::dma::DmaError::Client(c) = &e else {
+    let rig_client::session::SessionError::Client(c) = &e else {
         unreachable!("matched above")
     };
     let info = c.error_info().expect("rig's error details");

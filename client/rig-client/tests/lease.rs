@@ -7,7 +7,8 @@ use std::{sync::Arc, time::Duration};
 
 use rig_client::{
     Client,
-    dma::{DmaError, DmaErrorKind, LeaseErrorKind, LeaseMode, Region, Session},
+    lease::{DeviceLease, LeaseError, LeaseErrorKind, LeaseMode, Region},
+    session::{Session, SessionErrorKind},
 };
 use rigd::{
     config::{Config, LeaseRule},
@@ -103,7 +104,7 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
     let server = Server::start().await;
     let holder = Session::open(&server.socket, DEV).await.expect("session");
 
-    let lease = holder.lease_device(DEV).await.expect("lease");
+    let lease = DeviceLease::open(&holder, DEV).await.expect("lease");
 
     assert_eq!(lease.mode(), LeaseMode::Vfio);
     assert_eq!(lease.device(), DEV);
@@ -121,8 +122,8 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
     let other = Session::open(&server.socket, DEV)
         .await
         .expect("second session");
-    match other.lease_device(DEV).await {
-        Err(DmaError::LeaseRefused {
+    match DeviceLease::open(&other, DEV).await {
+        Err(LeaseError::Refused {
             kind: LeaseErrorKind::Leased,
             message,
         }) => {
@@ -137,7 +138,7 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
         .alloc(4096, 4096)
         .await
         .expect_err("no memory beside a lease");
-    assert_eq!(e.kind(), Some(DmaErrorKind::Leased), "{e}");
+    assert_eq!(e.kind(), Some(SessionErrorKind::Leased), "{e}");
     let mut client = Client::connect(&server.socket).await.expect("connect");
     let e = client
         .read_bar(DEV, rig_client::RegAddr { bar: 0, offset: 0 }, 32, 1)
@@ -157,7 +158,7 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
 
     drop(bar);
     drop(buf);
-    let back = holder.give_back_device(lease).await.expect("give back");
+    let back = lease.give_back(&holder).await.expect("give back");
     assert_eq!(back.reset.as_deref(), Some("vfio"));
     assert!(back.warnings.is_empty(), "{:?}", back.warnings);
     assert!(
@@ -167,8 +168,8 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
     );
     // The holder's session still holds memory on the pool, which the next holder's
     // device could reach: a lease waits for it to go.
-    match other.lease_device(DEV).await {
-        Err(DmaError::LeaseRefused {
+    match DeviceLease::open(&other, DEV).await {
+        Err(LeaseError::Refused {
             kind: LeaseErrorKind::InUse,
             ..
         }) => {}
@@ -177,7 +178,7 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
     drop(holder);
     let mut next = None;
     for _ in 0..200 {
-        match other.lease_device(DEV).await {
+        match DeviceLease::open(&other, DEV).await {
             Ok(l) => {
                 next = Some(l);
                 break;
@@ -202,22 +203,22 @@ async fn a_holder_maps_the_bar_through_its_fd_others_are_refused_and_status_name
 async fn a_dropped_session_is_reclaimed_and_bad_requests_get_their_kinds() {
     let server = Server::start().await;
     let s = Session::open(&server.socket, DEV).await.expect("session");
-    let kind = |r: Result<_, DmaError>| match r {
-        Err(DmaError::LeaseRefused { kind, .. }) => kind,
+    let kind = |r: Result<_, LeaseError>| match r {
+        Err(LeaseError::Refused { kind, .. }) => kind,
         other => panic!("{other:?}"),
     };
     assert_eq!(
-        kind(s.lease_device("0000:01:00.8").await.map(|_| ())),
+        kind(DeviceLease::open(&s, "0000:01:00.8").await.map(|_| ())),
         LeaseErrorKind::BadRequest
     );
     assert_eq!(
-        kind(s.lease_device("junk").await.map(|_| ())),
+        kind(DeviceLease::open(&s, "junk").await.map(|_| ())),
         LeaseErrorKind::BadRequest
     );
-    let lease = s.lease_device(DEV).await.expect("lease");
+    let lease = DeviceLease::open(&s, DEV).await.expect("lease");
     let stranger = Session::open(&server.socket, DEV).await.expect("session");
     assert_eq!(
-        kind(stranger.lease_device(DEV).await.map(|_| ())),
+        kind(DeviceLease::open(&stranger, DEV).await.map(|_| ())),
         LeaseErrorKind::Leased
     );
 
@@ -228,6 +229,8 @@ async fn a_dropped_session_is_reclaimed_and_bad_requests_get_their_kinds() {
         server.until_free().await,
         "reclaimed within 2 s of the session's end"
     );
-    stranger.lease_device(DEV).await.expect("available again");
+    DeviceLease::open(&stranger, DEV)
+        .await
+        .expect("available again");
     server.stop().await;
 }

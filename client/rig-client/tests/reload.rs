@@ -4,7 +4,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use rig_client::dma::{DmaErrorKind, Session};
+use rig_client::{
+    Client,
+    session::{Session, SessionErrorKind},
+};
 use rigd::{
     config::Config,
     dma::{Backing, PoolMode, PoolSpec},
@@ -74,9 +77,14 @@ async fn a_session_survives_a_reload_and_the_new_quota_applies_to_its_next_lease
         .lease(2 * MIB)
         .await
         .expect_err("over the new quota");
-    assert_eq!(e.kind(), Some(DmaErrorKind::Quota), "{e}");
+    assert_eq!(e.kind(), Some(SessionErrorKind::Quota), "{e}");
     // The session and its first lease are still there.
-    let status = rig_client::dma::status(&socket).await.expect("status");
+    let status = Client::connect(&socket)
+        .await
+        .expect("connect")
+        .dma_status()
+        .await
+        .expect("status");
     assert_eq!(status.quota_per_uid_bytes, 2 * MIB);
     let mine: Vec<_> = status.clients.iter().filter(|c| c.claimed).collect();
     assert_eq!(mine.len(), 1, "{:?}", status.clients);

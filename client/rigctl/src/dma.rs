@@ -5,8 +5,9 @@ use std::io::{self, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
 use rig_client::{
-    channel::{Engine, Rings},
-    dma::{Addressing, ChannelInfo, DmaStatus},
+    channel::{ChannelInfo, Engine, Rings},
+    dma::DmaStatus,
+    session::Addressing,
 };
 
 use crate::fmt;

@@ -7,7 +7,7 @@
 
 use std::error::Error;
 
-use rig_client::{ClientError, dma::DmaError};
+use rig_client::{ClientError, session::SessionError};
 use serde::Serialize;
 use tonic::Code;
 
@@ -178,11 +178,11 @@ impl Exit {
             {
                 return Self::Unreachable;
             }
-            if let Some(d) = e.downcast_ref::<DmaError>() {
+            if let Some(d) = e.downcast_ref::<SessionError>() {
                 match d {
                     // Transparent: its source() skips the ClientError itself.
-                    DmaError::Client(c) => return Self::of_client(c),
-                    DmaError::Side { .. } | DmaError::Ended => return Self::Unreachable,
+                    SessionError::Client(c) => return Self::of_client(c),
+                    SessionError::Side { .. } | SessionError::Ended => return Self::Unreachable,
                     _ => {}
                 }
             }
@@ -285,7 +285,7 @@ fn client_error<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a ClientError> {
         if let Some(c) = e.downcast_ref::<ClientError>() {
             return Some(c);
         }
-        if let Some(DmaError::Client(c)) = e.downcast_ref::<DmaError>() {
+        if let Some(SessionError::Client(c)) = e.downcast_ref::<SessionError>() {
             return Some(c);
         }
         next = e.source();
@@ -354,7 +354,7 @@ mod tests {
             Exit::Failure
         );
         assert_eq!(Exit::of(&rpc(Code::Aborted, "SOMETHING_NEW")), Exit::Busy);
-        let wrapped = DmaError::Client(rpc(Code::PermissionDenied, "NOT_CLIENT"));
+        let wrapped = SessionError::Client(rpc(Code::PermissionDenied, "NOT_CLIENT"));
         assert_eq!(Exit::of(&wrapped), Exit::Permission);
     }
 }

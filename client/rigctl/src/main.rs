@@ -211,15 +211,15 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
                 regs::master(&mut client, &bdf, state == "on", json).await?;
             }
             Cmd::Dma => {
-                let status = rig_client::dma::status(&args.socket).await?;
+                let status = client.dma_status().await?;
                 dma::print(&mut out, &status, json)?;
             }
             Cmd::Channels => {
-                let chans = rig_client::dma::channels(&args.socket).await?;
+                let chans = client.channels().await?;
                 dma::print_channels(&mut out, &chans, json)?;
             }
             Cmd::Queues => {
-                let queues = rig_client::dma::queue_status(&args.socket).await?;
+                let queues = client.queues().await?;
                 queues::print(&mut out, &queues, json)?;
             }
             Cmd::Topo => {

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use comfy_table::{ContentArrangement, Table, presets};
-use rig_client::dma::QueueInfo;
+use rig_client::queue::QueueInfo;
 
 pub fn print(out: &mut impl Write, queues: &[QueueInfo], json: bool) -> io::Result<()> {
     if json {

@@ -5,7 +5,7 @@
 mod dma_support;
 
 use dma_support::Server;
-use rig_client::dma::Session;
+use rig_client::session::Session;
 use rigd::dma::PoolMode;
 
 const MIB: u64 = 1 << 20;

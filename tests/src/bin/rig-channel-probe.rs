@@ -33,7 +33,7 @@ use std::{
 
 use rig_client::{
     channel::{Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, Rings, method},
-    dma::{Buffer, Session},
+    session::{Buffer, Session},
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -258,8 +258,8 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
         t.elapsed().as_secs_f64() * 1e6 / n as f64,
         copy.rekicks()
     );
-    session.close_channel(copy).await?;
-    session.close_channel(compute).await?;
+    copy.close(&session).await?;
+    compute.close(&session).await?;
     println!("closed both");
     Ok(())
 }
@@ -305,7 +305,7 @@ async fn copy_only(socket: &str, gpu: &str, n: u64) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
     let mut copy = open_one(&session, Engine::Copy, 1024).await?;
     copy_bandwidth(&session, &mut copy, usize::try_from(n).unwrap_or(10)).await?;
-    session.close_channel(copy).await?;
+    copy.close(&session).await?;
     Ok(())
 }
 
@@ -319,9 +319,7 @@ async fn open_one(
         Ok("gpu") => Rings::Gpu,
         _ => Rings::Host,
     };
-    session
-        .open_channel_in(engine, entries, DEFAULT_PUSHBUFFER, rings)
-        .await
+    Channel::open_in(session, engine, entries, DEFAULT_PUSHBUFFER, rings).await
 }
 
 async fn spin(socket: &str, gpu: &str) -> Res<()> {
@@ -364,7 +362,7 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
         Err(e) => return Err(format!("expected the RM's fault, got: {e}").into()),
         Ok(()) => return Err("a release into an unmapped address landed".into()),
     }
-    session.close_channel(ch).await?;
+    ch.close(&session).await?;
     // The session itself still answers: a new channel opens and runs.
     let mut again = open_one(&session, Engine::Copy, 64).await?;
     let v = again.release()?;
@@ -414,7 +412,7 @@ async fn open(socket: &str, gpu: &str, n: u64) -> Res<()> {
         ch.submit()?;
         ch.wait(v, LONG)?;
         times.push(t.elapsed());
-        session.close_channel(ch).await?;
+        ch.close(&session).await?;
     }
     times.sort();
     println!(

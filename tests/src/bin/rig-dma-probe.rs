@@ -14,7 +14,7 @@ use std::{
     process::ExitCode,
 };
 
-use rig_client::dma::{Buffer, Session};
+use rig_client::session::{Buffer, Session};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();

@@ -12,13 +12,16 @@
 //!
 //! Hot path ([`Channel::submit`]): ring entries for the closed segments, a store
 //! fence, GP_PUT in USERD, (a store fence, for BAR1), the doorbell — loads and stores
-//! only, no syscall, no lock shared with anyone. GP_GET is read only when the ring looks full; the semaphore
-//! and the notifier only while waiting ([`Channel::wait`]), the notifier every
-//! [`FAULT_CHECK_SPINS`] spins, so a posted error ends a wait with the RM's reason.
+//! only, no syscall, no lock shared with anyone. GP_GET is read only when the ring
+//! looks full; the semaphore and the notifier only while waiting ([`Channel::wait`]),
+//! the notifier every [`FAULT_CHECK_SPINS`] spins, so a posted error ends a wait with
+//! the RM's reason.
 //!
-//! Opening and closing go over the session's side socket (`dma`); everything else is
-//! this process's own memory. The rules of each piece (segments, ring fullness, the
-//! timeline) are `pushbuf`'s, `ring`'s and `timeline`'s.
+//! Opening and closing ([`Channel::open`], [`Channel::close`]) are requests on the
+//! session's side socket (`crate::session`), and the pushbuffer and semaphore come
+//! from the session's ledger; everything else is this process's own memory. The rules
+//! of each piece (segments, ring fullness, the timeline) are `pushbuf`'s, `ring`'s and
+//! `timeline`'s; rigd's listing of every channel is `status`'s.
 
 use std::{
     collections::VecDeque,
@@ -29,7 +32,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+use rig_proto::v1 as pb;
 use rig_sys::{
     memfd::SealedMemfd,
     mman::{self, DeviceMapping, Fill, Mapping, ReadMapping},
@@ -41,7 +44,7 @@ use super::{
     ring::{self, Ring, USERD_GP_GET, USERD_GP_PUT},
     timeline::Timeline,
 };
-use crate::dma::{Buffer, DmaError, Session, refusal};
+use crate::session::{Addressing, Buffer, Reply, Request, Session, SessionError, SessionErrorKind};
 
 /// How many spins of a wait go between reads of the error notifier.
 pub const FAULT_CHECK_SPINS: u32 = 256;
@@ -190,7 +193,7 @@ impl Fault {
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
     #[error(transparent)]
-    Dma(#[from] DmaError),
+    Session(#[from] SessionError),
     #[error("Channel {channel}: the GPU stopped it: {} (info32 {}, info16 {:#x})", .fault.reason(), .fault.info32, .fault.info16)]
     Fault { channel: u64, fault: Fault },
     #[error(
@@ -230,7 +233,7 @@ pub enum ChannelError {
 }
 
 /// A channel of this process's own, on an RM-served GPU. Give it back with
-/// [`Session::close_channel`]; one only dropped stays open in rigd (counting against
+/// [`Channel::close`]; one only dropped stays open in rigd (counting against
 /// the session's limit) until the session ends. Its pushbuffer and semaphore memory go
 /// back to the session when it drops, unless work it submitted has not completed:
 /// then they stay out of use until the session ends, since the GPU may still read and
@@ -292,82 +295,76 @@ fn map_err(channel: u64, what: &'static str) -> impl FnOnce(io::Error) -> Channe
     }
 }
 
-impl Session {
-    /// Opens a channel of `entries` ring entries on `engine` (an RM-served GPU's
-    /// session only), with a [`DEFAULT_PUSHBUFFER`] pushbuffer and a timeline
-    /// semaphore from this session's memory; its first submission binds the engine's
-    /// class.
+impl Channel {
+    /// Opens a channel of `entries` ring entries on `engine` in `session` (an
+    /// RM-served GPU's session only), with a [`DEFAULT_PUSHBUFFER`] pushbuffer and a
+    /// timeline semaphore from the session's memory; its first submission binds the
+    /// engine's class.
     ///
     /// # Errors
-    /// [`DmaError::Refused`] with rigd's reason (`BadRing`, `ChannelLimit`,
+    /// [`SessionError::Refused`] with rigd's reason (`BadRing`, `ChannelLimit`,
     /// `NotServed`, `Rm`), the allocation's errors, [`ChannelError::Map`].
-    pub async fn open_channel(
-        &self,
+    pub async fn open(
+        session: &Session,
         engine: Engine,
         entries: u64,
-    ) -> Result<Channel, ChannelError> {
-        self.open_channel_with(engine, entries, DEFAULT_PUSHBUFFER)
-            .await
+    ) -> Result<Self, ChannelError> {
+        Self::open_with(session, engine, entries, DEFAULT_PUSHBUFFER).await
     }
 
-    /// As [`Session::open_channel`], with a pushbuffer of `pushbuffer` bytes (a
-    /// multiple of 4).
+    /// As [`Channel::open`], with a pushbuffer of `pushbuffer` bytes (a multiple of
+    /// 4).
     ///
     /// # Errors
-    /// As [`Session::open_channel`].
-    pub async fn open_channel_with(
-        &self,
+    /// As [`Channel::open`].
+    pub async fn open_with(
+        session: &Session,
         engine: Engine,
         entries: u64,
         pushbuffer: u64,
-    ) -> Result<Channel, ChannelError> {
-        self.open_channel_in(engine, entries, pushbuffer, Rings::Host)
-            .await
+    ) -> Result<Self, ChannelError> {
+        Self::open_in(session, engine, entries, pushbuffer, Rings::Host).await
     }
 
-    /// As [`Session::open_channel_with`], with the ring, USERD and (for
-    /// [`Rings::Gpu`]) the pushbuffer where `rings` says.
+    /// As [`Channel::open_with`], with the ring, USERD and (for [`Rings::Gpu`]) the
+    /// pushbuffer where `rings` says.
     ///
     /// # Errors
-    /// As [`Session::open_channel`]; `GpuRingsRefused` for a uid rigd does not lend
-    /// GPU memory to, `BadRing` for a window over rigd's limit, `Exhausted` when the
-    /// uid's windows are all held.
-    pub async fn open_channel_in(
-        &self,
+    /// As [`Channel::open`]; `GpuRingsRefused` for a uid rigd does not lend GPU memory
+    /// to, `BadRing` for a window over rigd's limit, `Exhausted` when the uid's
+    /// windows are all held.
+    pub async fn open_in(
+        session: &Session,
         engine: Engine,
         entries: u64,
         pushbuffer: u64,
         rings: Rings,
-    ) -> Result<Channel, ChannelError> {
-        if self.addressing() != crate::dma::Addressing::GpuVa {
-            return Err(DmaError::refused(
-                crate::dma::DmaErrorKind::NotServed,
+    ) -> Result<Self, ChannelError> {
+        if session.addressing() != Addressing::GpuVa {
+            return Err(SessionError::refused(
+                SessionErrorKind::NotServed,
                 "Channels are lent on RM-served GPUs only: this session's device gives no GPU addresses",
             )
             .into());
         }
         // Memory first: a refusal here leaves no channel behind in rigd.
         let lease = match rings {
-            Rings::Host => Some(self.alloc(pushbuffer, 4096).await?),
+            Rings::Host => Some(session.alloc(pushbuffer, 4096).await?),
             Rings::Gpu => None,
         };
-        let sem = self.alloc(16, 16).await?;
-        let (reply, fds) = self
-            .side_call(Request::ChannelOpen(pb::DmaChannelOpen {
+        let sem = session.alloc(16, 16).await?;
+        let (reply, fds) = session
+            .call(Request::ChannelOpen(pb::DmaChannelOpen {
                 engine: engine.wire().into(),
                 entries,
                 rings: rings.wire().into(),
                 pushbuffer_bytes: pushbuffer,
             }))
             .await?;
-        let o = match reply {
-            Reply::ChannelOpened(o) => o,
-            Reply::Error(e) => return Err(refusal(&e).into()),
-            _ => {
-                return Err(ChannelError::Protocol(
-                    "an open must be answered `channel_opened`",
-                ));
-            }
+        let Reply::ChannelOpened(o) = reply else {
+            return Err(ChannelError::Protocol(
+                "an open must be answered `channel_opened`",
+            ));
         };
         let [ring_fd, notifier_fd, usermode_fd]: [OwnedFd; 3] = fds
             .try_into()
@@ -378,7 +375,7 @@ impl Session {
                 "the channel's rings are not where they were asked for",
             ));
         }
-        let notifier_file = SealedMemfd::check(notifier_fd).map_err(DmaError::Unsealed)?;
+        let notifier_file = SealedMemfd::check(notifier_fd).map_err(SessionError::Unsealed)?;
         let userd =
             usize::try_from(o.userd_offset).map_err(|_| ChannelError::Protocol("USERD offset"))?;
         if o.userd_offset + 512 > o.ring_bytes {
@@ -394,7 +391,7 @@ impl Session {
             .ok_or(ChannelError::Protocol("doorbell offset"))?;
         let (gpfifo, pb_mem, pb) = match lease {
             Some(b) => {
-                let ring_file = SealedMemfd::check(ring_fd).map_err(DmaError::Unsealed)?;
+                let ring_file = SealedMemfd::check(ring_fd).map_err(SessionError::Unsealed)?;
                 if ring_file.len() != o.ring_bytes {
                     return Err(ChannelError::Protocol(
                         "the ring file is not as long as the reply says",
@@ -434,7 +431,7 @@ impl Session {
             ReadMapping::shared(&notifier_file).map_err(map_err(id, "its error notifier"))?;
         let doorbell = DeviceMapping::map(usermode_fd.as_fd(), usermode_len)
             .map_err(map_err(id, "its doorbell page"))?;
-        let mut ch = Channel {
+        let mut ch = Self {
             id,
             engine: Engine::from_wire(o.engine).unwrap_or(engine),
             token: o.token,
@@ -460,30 +457,27 @@ impl Session {
         Ok(ch)
     }
 
-    /// Closes `channel` in rigd (deschedule, drain, free) and drops it here.
+    /// Closes the channel in rigd (deschedule, drain, free) and drops it here;
+    /// `session` is the one it was opened in.
     ///
     /// # Errors
-    /// [`DmaError::Refused`] (`UnknownChannel`), side-socket errors.
-    pub async fn close_channel(&self, mut channel: Channel) -> Result<(), ChannelError> {
+    /// [`SessionError::Refused`] (`UnknownChannel`), side-socket errors.
+    pub async fn close(mut self, session: &Session) -> Result<(), ChannelError> {
         // rigd stops and drains it first; only then is its memory free here.
-        let answer = self
-            .side_call(Request::ChannelClose(pb::DmaChannelClose {
-                channel: channel.id,
+        let answer = session
+            .call(Request::ChannelClose(pb::DmaChannelClose {
+                channel: self.id,
             }))
             .await;
-        channel.drained = matches!(answer, Ok((Reply::ChannelClosed(_), _)));
-        drop(channel);
+        self.drained = matches!(answer, Ok((Reply::ChannelClosed(_), _)));
+        drop(self);
         match answer? {
             (Reply::ChannelClosed(_), _) => Ok(()),
-            (Reply::Error(e), _) => Err(refusal(&e).into()),
             _ => Err(ChannelError::Protocol(
                 "a close must be answered `channel_closed`",
             )),
         }
     }
-}
-
-impl Channel {
     /// rigd's handle of the channel (what `rigctl channels` shows).
     pub fn id(&self) -> u64 {
         self.id
@@ -528,7 +522,7 @@ impl Channel {
     /// The timeline semaphore as the GPU last wrote it.
     ///
     /// # Errors
-    /// [`DmaError::OutOfRange`] (cannot happen for the channel's own semaphore).
+    /// [`SessionError::OutOfRange`] (cannot happen for the channel's own semaphore).
     pub fn completed(&self) -> Result<u64, ChannelError> {
         Ok(self.sem.read_u64(0)?)
     }

@@ -9,8 +9,10 @@
 //! "Before a doorbell: fence, publish, read back, ring"; host-memory rings need no
 //! read-back). Every piece here is pure arithmetic with the seed's rules as checks,
 //! so each is tested without a GPU; the memory they describe is leased from rigd
-//! (`dma`). [`Channel`] (`lent`) ties them to a real ring, USERD, notifier and
-//! doorbell that rigd lends on an RM-served GPU ([`crate::dma::Session::open_channel`]).
+//! (the session's ledger, `crate::session`). [`Channel`] (`lent`) ties them to a real
+//! ring, USERD, notifier and doorbell that rigd lends on an RM-served GPU
+//! ([`Channel::open`] on a [`crate::session::Session`]); `status` reads rigd's list of
+//! every lent channel.
 //!
 //! References: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/`
 //! clc56f.h, clc86f.h, clc8b5.h, clc361.h; shared/reference/nvidia-rm.md §1 and §3;
@@ -20,6 +22,7 @@ mod lent;
 pub mod method;
 pub mod pushbuf;
 pub mod ring;
+mod status;
 pub mod timeline;
 
 pub use lent::{
@@ -29,4 +32,5 @@ pub use lent::{
 pub use method::{MethodError, Subchannel};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use ring::{Ring, RingError};
+pub use status::{ChannelFaultInfo, ChannelInfo};
 pub use timeline::{Timeline, TimelineError};

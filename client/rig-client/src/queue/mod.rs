@@ -1,7 +1,9 @@
 //! A hardware queue pair a client drives itself: a submission ring it writes and a
 //! completion ring the device writes, in the client's leased DMA memory. Generic: it
 //! knows entry sizes, where the phase bit sits and how to ring a doorbell, nothing of
-//! any device. `nvme` puts NVMe's commands on top.
+//! any device. `nvme` puts NVMe's commands on top; `lent` gets such a queue from rigd
+//! on a session ([`LentQueue::open`]); `status` reads rigd's list of the queues it
+//! lends.
 //!
 //! Flow: [`Queue::submit`] writes one entry at the SQ tail (refusing with
 //! [`QueueError::Full`] when `limit` commands are in flight) → [`Queue::ring`]
@@ -24,12 +26,19 @@
 //! `min(sq_entries, cq_entries) − 1` commands are in flight; the phase the client
 //! expects starts at 1 and flips each time its head wraps to 0.
 //!
-//! Not here: the memory (`crate::dma`), creating the queue (rigd's `nvme` and
-//! `queue`), NVMe commands (`nvme`).
+//! Not here: the memory (the session's ledger, `crate::session`), creating the queue
+//! on the device (rigd's `nvme` and `queue`).
 
+mod lent;
 pub mod nvme;
+mod status;
 
 use std::sync::atomic::{Ordering, fence};
+
+pub use lent::{LentQueue, QueueErrorKind, ShadowBell, queue_bytes};
+pub use status::QueueInfo;
+
+use crate::session::{Buffer, SessionError};
 
 /// What a queue refuses or fails with.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +70,22 @@ pub enum QueueError {
     UnknownCommand { cid: u16 },
     #[error("A transfer of {len} bytes at {addr:#x}: {why}")]
     Transfer { addr: u64, len: u64, why: String },
+    /// A request of a lent queue's session failed: the side socket, the memory, or
+    /// rigd's generic refusal.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// rigd refused a lent queue; `message` is one line for a person.
+    #[error("{message}")]
+    Refused {
+        kind: QueueErrorKind,
+        message: String,
+    },
+    /// No SR-IOV virtual function of `pf` that rigd holds is free for a queue.
+    #[error(
+        "No virtual function of {pf} is free for an isolated queue: {}",
+        if tried.is_empty() { "rigd holds none of its VFs in vfio mode".to_owned() } else { format!("{} serve other clients or refused", tried.join(", ")) }
+    )]
+    NoFreeFunction { pf: String, tried: Vec<String> },
 }
 
 /// The memory a queue's rings live in: volatile copies at byte offsets, and whole
@@ -79,17 +104,17 @@ pub trait RingMem {
     fn write_u32(&self, offset: u64, value: u32) -> std::io::Result<()>;
 }
 
-impl RingMem for crate::dma::Buffer {
+impl RingMem for Buffer {
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        crate::dma::Buffer::read(self, offset, buf).map_err(std::io::Error::other)
+        Buffer::read(self, offset, buf).map_err(std::io::Error::other)
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        crate::dma::Buffer::write(self, offset, data).map_err(std::io::Error::other)
+        Buffer::write(self, offset, data).map_err(std::io::Error::other)
     }
 
     fn write_u32(&self, offset: u64, value: u32) -> std::io::Result<()> {
-        crate::dma::Buffer::write_u32(self, offset, value).map_err(std::io::Error::other)
+        Buffer::write_u32(self, offset, value).map_err(std::io::Error::other)
     }
 }
 

@@ -1,15 +1,18 @@
-//! A whole-device lease on a DMA session: [`Session::lease_device`] asks rigd for the
+//! A whole-device lease on a session: [`DeviceLease::open`] asks rigd for the
 //! session's device entire and returns its descriptors — the VFIO device fd (vfio
 //! mode), or one `resourceN` file per memory BAR (sysfs mode) — with the regions in
 //! them. The device's DMA memory is the session's own ([`Session::alloc`]): its device
 //! addresses are what the device is programmed with.
 //!
 //! The lease lives as long as the session's side connection, or until
-//! [`Session::give_back_device`]. When it ends, rigd turns bus mastering off, tears the
+//! [`DeviceLease::give_back`]. When it ends, rigd turns bus mastering off, tears the
 //! interrupts down, resets the device and holds it again; BAR mappings made here borrow
 //! the lease, so none outlives it in this process. rigd cannot revoke a VFIO fd: a
 //! copy kept past the lease (a dup, a fork) keeps the device, which is why this type
 //! offers no way to take the descriptors out.
+//!
+//! Wire: proto/proto/rig/v1/lease.proto; docs/lease.md. Not here: the request's
+//! transport and the memory (`crate::session`), the mappings (`rig_sys::mman`).
 
 use std::{
     fs::File,
@@ -20,10 +23,24 @@ use std::{
     },
 };
 
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+use rig_proto::v1 as pb;
 use rig_sys::mman::DeviceMapping;
 
-use super::{DmaError, Session};
+use crate::session::{Reply, Request, Session, SessionError};
+
+/// What a whole-device lease's calls can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// The session's request failed: the side socket, or rigd's generic refusal.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A typed refusal of the lease request; `message` is one line for a person.
+    #[error("{message}")]
+    Refused {
+        kind: LeaseErrorKind,
+        message: String,
+    },
+}
 
 /// Why rigd refused a whole-device lease request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,45 +279,39 @@ impl DeviceLease {
     }
 }
 
-fn refused(r: pb::DeviceLeaseRefused) -> DmaError {
-    DmaError::LeaseRefused {
+fn refused(r: pb::DeviceLeaseRefused) -> LeaseError {
+    LeaseError::Refused {
         kind: LeaseErrorKind::from_wire(r.code),
         message: r.message,
     }
 }
 
-impl Session {
-    /// Leases this session's device `bdf` whole.
+impl DeviceLease {
+    /// Leases `session`'s device `bdf` whole.
     ///
     /// # Errors
-    /// [`DmaError::LeaseRefused`] with its kind (not allowed, not held, leased to
+    /// [`LeaseError::Refused`] with its kind (not allowed, not held, leased to
     /// someone else, in use…); side-socket errors.
-    pub async fn lease_device(&self, bdf: &str) -> Result<DeviceLease, DmaError> {
-        let (reply, fds) = {
-            let side = self.inner.side.lock().await;
-            side.call(Request::LeaseDevice(pb::DeviceLease {
+    pub async fn open(session: &Session, bdf: &str) -> Result<Self, LeaseError> {
+        let (reply, fds) = session
+            .call(Request::LeaseDevice(pb::DeviceLease {
                 device: bdf.to_owned(),
             }))
-            .await?
-        };
+            .await?;
         let d = match reply {
             Reply::DeviceLeased(d) => d,
             Reply::DeviceLeaseRefused(r) => return Err(refused(r)),
             _ => {
-                return Err(DmaError::Protocol(
-                    "a device lease must be answered `device_leased`",
-                ));
+                return Err(protocol("a device lease must be answered `device_leased`"));
             }
         };
         let mode = match pb::DeviceLeaseMode::try_from(d.mode) {
             Ok(pb::DeviceLeaseMode::Vfio) => LeaseMode::Vfio,
             Ok(pb::DeviceLeaseMode::Sysfs) => LeaseMode::Sysfs,
-            _ => return Err(DmaError::Protocol("a device lease's mode")),
+            _ => return Err(protocol("a device lease's mode")),
         };
         if fds.len() != d.fds as usize || fds.is_empty() {
-            return Err(DmaError::Protocol(
-                "a device lease carries the descriptors it counts",
-            ));
+            return Err(protocol("a device lease carries the descriptors it counts"));
         }
         let regions = d
             .regions
@@ -315,10 +326,10 @@ impl Session {
                         flags: r.flags,
                         fd,
                     })
-                    .ok_or(DmaError::Protocol("a region in a descriptor not sent"))
+                    .ok_or(SessionError::Protocol("a region in a descriptor not sent"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(DeviceLease {
+        Ok(Self {
             device: d.device,
             mode,
             regions,
@@ -327,27 +338,30 @@ impl Session {
     }
 
     /// Gives the device back now: closes this process's descriptors (every [`Bar`]
-    /// is gone already: they borrow the lease), then rigd takes it back.
+    /// is gone already: they borrow the lease), then rigd takes it back; `session` is
+    /// the one it was leased in.
     ///
     /// # Errors
-    /// [`DmaError::LeaseRefused`] (`NotLeased`, `Device`); side-socket errors.
-    pub async fn give_back_device(&self, lease: DeviceLease) -> Result<GivenBack, DmaError> {
-        let device = lease.device.clone();
-        drop(lease);
-        let (reply, _) = {
-            let side = self.inner.side.lock().await;
-            side.call(Request::GiveBackDevice(pb::DeviceGiveBack { device }))
-                .await?
-        };
+    /// [`LeaseError::Refused`] (`NotLeased`, `Device`); side-socket errors.
+    pub async fn give_back(self, session: &Session) -> Result<GivenBack, LeaseError> {
+        let device = self.device.clone();
+        drop(self);
+        let (reply, _) = session
+            .call(Request::GiveBackDevice(pb::DeviceGiveBack { device }))
+            .await?;
         match reply {
             Reply::DeviceGivenBack(g) => Ok(GivenBack {
                 reset: (!g.reset.is_empty()).then_some(g.reset),
                 warnings: g.warnings,
             }),
             Reply::DeviceLeaseRefused(r) => Err(refused(r)),
-            _ => Err(DmaError::Protocol(
+            _ => Err(protocol(
                 "a device give-back must be answered `device_given_back`",
             )),
         }
     }
+}
+
+fn protocol(what: &'static str) -> LeaseError {
+    SessionError::Protocol(what).into()
 }

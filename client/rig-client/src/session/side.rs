@@ -1,5 +1,6 @@
-//! The side socket's client end: one request, one reply (with the lease's block
-//! descriptors), at a time.
+//! The side socket's client end: one request, one reply (with the descriptors it
+//! carries: a lease's blocks, a channel's ring and doorbell, a device's fd), at a time.
+//! The socket is `rig_sys::scm`'s; this file frames the session's messages on it.
 
 use std::{
     ffi::OsString,
@@ -12,7 +13,7 @@ use rig_proto::v1 as pb;
 use rig_sys::scm;
 use tokio::io::{Interest, unix::AsyncFd};
 
-use super::DmaError;
+use super::{Reply, Request, SessionError};
 
 /// Replies are a few dozen bytes.
 const MAX_REPLY: usize = 512;
@@ -35,25 +36,22 @@ impl Side {
     /// Connects to the side socket at `path`.
     ///
     /// # Errors
-    /// [`DmaError::Side`].
-    pub fn connect(path: PathBuf) -> Result<Self, DmaError> {
+    /// [`SessionError::Side`].
+    pub fn connect(path: PathBuf) -> Result<Self, SessionError> {
         match scm::connect(&path).and_then(scm::register) {
             Ok(fd) => Ok(Self { fd, path }),
-            Err(source) => Err(DmaError::Side { path, source }),
+            Err(source) => Err(SessionError::Side { path, source }),
         }
     }
 
     /// Sends `body` and waits for the reply and its descriptors.
     ///
     /// # Errors
-    /// [`DmaError::Side`] on socket errors, [`DmaError::Ended`] when rigd closed the
-    /// connection, [`DmaError::Protocol`] for a reply that does not decode.
-    pub async fn call(
-        &self,
-        body: pb::dma_side_request::Body,
-    ) -> Result<(pb::dma_side_reply::Body, Vec<OwnedFd>), DmaError> {
+    /// [`SessionError::Side`] on socket errors, [`SessionError::Ended`] when rigd closed the
+    /// connection, [`SessionError::Protocol`] for a reply that does not decode.
+    pub async fn call(&self, body: Request) -> Result<(Reply, Vec<OwnedFd>), SessionError> {
         let bytes = pb::DmaSideRequest { body: Some(body) }.encode_to_vec();
-        let io = |source| DmaError::Side {
+        let io = |source| SessionError::Side {
             path: self.path.clone(),
             source,
         };
@@ -61,7 +59,7 @@ impl Side {
             .async_io(Interest::WRITABLE, |s| scm::send(s, &bytes, &[]))
             .await
             .map_err(|e| match e.raw_os_error() {
-                Some(nix::libc::EPIPE | nix::libc::ECONNRESET) => DmaError::Ended,
+                Some(nix::libc::EPIPE | nix::libc::ECONNRESET) => SessionError::Ended,
                 _ => io(e),
             })?;
         let mut buf = [0u8; MAX_REPLY];
@@ -75,16 +73,16 @@ impl Side {
             .await
             .map_err(io)?;
         if len == 0 {
-            return Err(DmaError::Ended);
+            return Err(SessionError::Ended);
         }
         if truncated {
-            return Err(DmaError::Protocol("reply too long"));
+            return Err(SessionError::Protocol("reply too long"));
         }
         let reply = buf
             .get(..len)
             .and_then(|b| pb::DmaSideReply::decode(b).ok())
-            .ok_or(DmaError::Protocol("malformed reply"))?;
-        let body = reply.body.ok_or(DmaError::Protocol("empty reply"))?;
+            .ok_or(SessionError::Protocol("malformed reply"))?;
+        let body = reply.body.ok_or(SessionError::Protocol("empty reply"))?;
         Ok((body, fds))
     }
 }
