@@ -1,5 +1,5 @@
 //! The GPFIFO ring: entry encoding and index arithmetic. Pure; the words live in host
-//! memory the GPU reads (written through `dma::Region`'s volatile stores).
+//! memory the GPU reads (written through the channel's mapping of it, `lent`).
 //!
 //! Who writes what: the client writes ring entries and GP_PUT (USERD +0x8c); the GPU's
 //! PBDMA writes GP_GET (USERD +0x88) as it fetches entries; rigd reads both for
