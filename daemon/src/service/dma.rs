@@ -407,9 +407,9 @@ pub fn classify(e: &DmaError) -> (tonic::Code, Why) {
 
 /// The gRPC code and the ErrorInfo reason for a side-socket error code, the one table
 /// for DMA and channel errors alike. The reason is the code's name less its
-/// `DMA_ERROR_CODE_` prefix, so both sockets say the same word.
-pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
-    use pb::DmaErrorCode as C;
+/// `SESSION_ERROR_CODE_` prefix, so both sockets say the same word.
+pub fn of_code(code: pb::SessionErrorCode) -> (tonic::Code, &'static str) {
+    use pb::SessionErrorCode as C;
     use tonic::Code as G;
     let grpc = match code {
         C::ZeroSize | C::Misaligned | C::Oversized | C::Protocol | C::BadRing => G::InvalidArgument,
@@ -421,12 +421,15 @@ pub fn of_code(code: pb::DmaErrorCode) -> (tonic::Code, &'static str) {
         C::Unspecified | C::Internal => G::Internal,
     };
     let name = code.as_str_name();
-    (grpc, name.strip_prefix("DMA_ERROR_CODE_").unwrap_or(name))
+    (
+        grpc,
+        name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name),
+    )
 }
 
 /// The side socket's code for a DMA error.
-pub fn code(e: &DmaError) -> pb::DmaErrorCode {
-    use pb::DmaErrorCode as C;
+pub fn code(e: &DmaError) -> pb::SessionErrorCode {
+    use pb::SessionErrorCode as C;
     match e {
         DmaError::ZeroSize => C::ZeroSize,
         DmaError::Misaligned { .. } => C::Misaligned,

@@ -429,7 +429,7 @@ fn channel_device(c: &crate::channels::ChannelError) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use rig_proto::v1::DmaErrorCode;
+    use rig_proto::v1::SessionErrorCode;
     use tonic_types::StatusExt;
 
     use super::*;
@@ -504,13 +504,13 @@ mod tests {
     fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         let mut seen = std::collections::BTreeSet::new();
         for n in 0..=19 {
-            let code = DmaErrorCode::try_from(n).expect("a code");
+            let code = SessionErrorCode::try_from(n).expect("a code");
             let (_, reason) = crate::service::dma::of_code(code);
             assert!(is_upper_snake(reason), "{code:?}: {reason}");
             assert!(seen.insert(reason), "{reason} twice");
         }
         assert!(
-            DmaErrorCode::try_from(20).is_err(),
+            SessionErrorCode::try_from(20).is_err(),
             "a new code: add it above"
         );
     }

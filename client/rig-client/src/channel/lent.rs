@@ -354,7 +354,7 @@ impl Channel {
         };
         let sem = session.alloc(16, 16).await?;
         let (reply, fds) = session
-            .call(Request::ChannelOpen(pb::DmaChannelOpen {
+            .call(Request::ChannelOpen(pb::ChannelOpen {
                 engine: engine.wire().into(),
                 entries,
                 rings: rings.wire().into(),
@@ -465,9 +465,7 @@ impl Channel {
     pub async fn close(mut self, session: &Session) -> Result<(), ChannelError> {
         // rigd stops and drains it first; only then is its memory free here.
         let answer = session
-            .call(Request::ChannelClose(pb::DmaChannelClose {
-                channel: self.id,
-            }))
+            .call(Request::ChannelClose(pb::ChannelClose { channel: self.id }))
             .await;
         self.drained = matches!(answer, Ok((Reply::ChannelClosed(_), _)));
         drop(self);

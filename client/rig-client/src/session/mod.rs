@@ -54,10 +54,10 @@ use tonic::{Code, transport::Channel};
 
 pub use ledger::{Buffer, LeaseId, LeaseInfo};
 /// The body of rigd's reply on the side socket.
-pub use rig_proto::v1::dma_side_reply::Body as Reply;
+pub use rig_proto::v1::session_reply::Body as Reply;
 /// The body of a request on the side socket: one variant per kind of request, each
 /// owned by the module that makes it.
-pub use rig_proto::v1::dma_side_request::Body as Request;
+pub use rig_proto::v1::session_request::Body as Request;
 pub use rig_sys::memfd::MemfdError;
 
 use crate::ClientError;
@@ -132,7 +132,7 @@ pub enum SessionErrorKind {
 
 impl SessionErrorKind {
     fn from_wire(code: i32) -> Self {
-        use pb::DmaErrorCode as C;
+        use pb::SessionErrorCode as C;
         match C::try_from(code) {
             Ok(C::ZeroSize) => Self::ZeroSize,
             Ok(C::Misaligned) => Self::Misaligned,
@@ -249,7 +249,7 @@ impl Session {
         // The session lives on the side connection; the gRPC one closes when `grpc`
         // drops at the end of this function.
         let side = side::Side::connect(side::path_beside(socket))?;
-        let claim = pb::DmaClaim {
+        let claim = pb::SessionClaim {
             session: o.session,
             token: o.token,
         };
@@ -320,7 +320,7 @@ impl Session {
 }
 
 /// rigd's generic refusal as this crate's error.
-fn refusal(e: &pb::DmaSideError) -> SessionError {
+fn refusal(e: &pb::SessionError) -> SessionError {
     SessionError::refused(SessionErrorKind::from_wire(e.code), e.message.clone())
 }
 
@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn wire_codes_map_to_kinds_and_unknown_ones_to_internal() {
         assert_eq!(
-            SessionErrorKind::from_wire(pb::DmaErrorCode::UnknownLease.into()),
+            SessionErrorKind::from_wire(pb::SessionErrorCode::UnknownLease.into()),
             SessionErrorKind::UnknownLease
         );
         assert_eq!(SessionErrorKind::from_wire(999), SessionErrorKind::Internal);

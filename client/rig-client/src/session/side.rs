@@ -50,7 +50,7 @@ impl Side {
     /// [`SessionError::Side`] on socket errors, [`SessionError::Ended`] when rigd closed the
     /// connection, [`SessionError::Protocol`] for a reply that does not decode.
     pub async fn call(&self, body: Request) -> Result<(Reply, Vec<OwnedFd>), SessionError> {
-        let bytes = pb::DmaSideRequest { body: Some(body) }.encode_to_vec();
+        let bytes = pb::SessionRequest { body: Some(body) }.encode_to_vec();
         let io = |source| SessionError::Side {
             path: self.path.clone(),
             source,
@@ -80,7 +80,7 @@ impl Side {
         }
         let reply = buf
             .get(..len)
-            .and_then(|b| pb::DmaSideReply::decode(b).ok())
+            .and_then(|b| pb::SessionReply::decode(b).ok())
             .ok_or(SessionError::Protocol("malformed reply"))?;
         let body = reply.body.ok_or(SessionError::Protocol("empty reply"))?;
         Ok((body, fds))
