@@ -128,7 +128,7 @@ pub const RPCS: &[(&str, Need)] = &[
     ),
 ];
 
-/// Every side-socket request (`DmaSideRequest.body`, by field name) and what it needs.
+/// Every side-socket request (`SessionRequest.body`, by field name) and what it needs.
 /// A test checks it against the oneof in proto/rig/v1/dma.proto.
 pub const SIDE: &[(&str, Need)] = &[
     ("claim", CLIENT),

@@ -2,7 +2,8 @@
 //! rigd binary with our NOTIFY_SOCKET over this machine's sysfs (read only). A good new
 //! config is put in force between RELOADING=1 (with MONOTONIC_USEC) and READY=1, its
 //! log level included; a bad one is refused with one line and rigd serves on with the
-//! old one. (That sessions survive and new quotas apply: client/tests/reload.rs.)
+//! old one. (That sessions survive and new quotas apply:
+//! client/rig-client/tests/reload.rs.)
 
 use std::{
     io::{BufRead, BufReader},

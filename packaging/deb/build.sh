@@ -8,7 +8,7 @@
 # --out DIR   where rig_VERSION_ARCH.deb goes (default target/deb).
 # --fast      gzip -1 instead of xz (for test boots; the same files).
 #
-# Ships: /usr/sbin/rigd, /usr/bin/rigctl (the probes under client/src/bin and
+# Ships: /usr/sbin/rigd, /usr/bin/rigctl (the probes under tests/src/bin and
 # daemon/src/bin are test tools, not shipped), the units, sysusers, tmpfiles and
 # modules-load files from systemd/, /etc/rig/rigd.toml (a conffile: the defaults,
 # commented), man pages and bash/zsh/fish completions generated from the clap
@@ -36,7 +36,7 @@ VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Carg
 ARCH=$(dpkg --print-architecture)
 
 if [ -z "$BINS" ]; then
-  cargo build --release --locked -p rigd --bin rigd -p rig-client --bin rigctl >&2
+  cargo build --release --locked -p rigd --bin rigd -p rigctl --bin rigctl >&2
   BINS=${CARGO_TARGET_DIR:-$REPO/target}/release
 fi
 for b in rigd rigctl; do

@@ -27,4 +27,15 @@ pub use convert::ConvertError;
 /// numbers and the old ones are reserved, so a mismatched peer reads them as unset
 /// (refused by `convert`, or the request's default), never as garbage; rigd and
 /// rig-client ship together from this workspace.
+///
+/// Still 1 after the side socket's types were renamed for what they carry
+/// (`DmaSideRequest`/`DmaSideReply`/`DmaSideError` → `SessionRequest`/`SessionReply`/
+/// `SessionError`, `DmaErrorCode` → `SessionErrorCode`, `DmaClaim` → `SessionClaim`,
+/// `DmaChannelOpen`/`Close` → `ChannelOpen`/`Close`, and their replies): a side packet is
+/// one encoded message with fields by number and no type name, and every field's name
+/// and number and every enum value's number stayed; no gRPC service, method or
+/// message of a method was renamed, so gRPC paths are the same. ErrorInfo reasons,
+/// derived from the code's name less its prefix, are unchanged. What a peer can see is
+/// the descriptor reflection serves: a client that looks those message types up by
+/// name finds the new names.
 pub const API_VERSION: u32 = 1;

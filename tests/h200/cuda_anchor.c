@@ -2,7 +2,7 @@
  * The CUDA side of the H200's side-by-side channel figures (docs/BENCHMARKS.md,
  * "RM-served channels on the H200"):
  * what a user would pick instead of a rig channel, measured in the same run as
- * client/tests/hw_h200.rs. Built and run on the device machine only:
+ * client/rig-client/tests/hw_h200.rs. Built and run on the device machine only:
  *
  *     nvcc -O2 -o /tmp/cuda_anchor tests/h200/cuda_anchor.c -lcuda && /tmp/cuda_anchor
  *

@@ -4,7 +4,7 @@
 //! lspci.
 //!
 //! Builds nothing: it runs `RIGD_BIN`/`RIGCTL_BIN`, or `target/debug/{rigd,rigctl}` of the
-//! workspace (`cargo build -p rigd -p rig-client` first). Without lspci or those binaries
+//! workspace (`cargo build -p rigd -p rigctl` first). Without lspci or those binaries
 //! it prints why and passes, except under CI (env `CI` set), where it fails. Run as root
 //! to compare everything: config space past 64 bytes needs root, for lspci and rigd alike.
 

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$REPO_DIR"
 CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
   cargo build --profile guest --target x86_64-unknown-linux-gnu \
-  -p rigd -p rig-client -p rig-tests --bins --features rigd/crash-points
+  -p rigd -p rigctl -p rig-tests --bins --features rigd/crash-points
 for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients; do
   [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
 done

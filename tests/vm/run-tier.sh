@@ -36,7 +36,7 @@ part fast-image "$VM_DIR/build-fast.sh"
 part full-image "$VM_DIR/build-full.sh"
 [ -n "${RIG_VM_TARGET_DIR:-}" ] && export CARGO_TARGET_DIR=$RIG_VM_TARGET_DIR
 # tests/parity_host.rs (in rig-tests too) runs the host's rigd and rigctl: tell it where.
-part host-build cargo build -p rigd -p rig-client
+part host-build cargo build -p rigd -p rigctl
 export RIGD_BIN=${CARGO_TARGET_DIR:-$REPO_DIR/target}/debug/rigd
 export RIGCTL_BIN=${CARGO_TARGET_DIR:-$REPO_DIR/target}/debug/rigctl
 part vm-tests env RIG_VM=1 cargo test -p rig-tests --no-fail-fast

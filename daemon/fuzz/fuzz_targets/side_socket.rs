@@ -22,7 +22,7 @@ use nix::{
     sys::socket::{self, ControlMessage, MsgFlags, UnixCredentials},
 };
 use prost::Message;
-use rig_proto::v1::{self as pb, dma_side_request::Body};
+use rig_proto::v1::{self as pb, session_request::Body};
 
 mod common;
 
@@ -60,11 +60,11 @@ fn packet(u: &mut Unstructured<'_>, session: u64, token: &[u8]) -> Result<Vec<u8
     };
     let body = match u.int_in_range(0..=10)? {
         0 => return Ok(u.arbitrary::<Vec<u8>>()?),
-        1 | 2 => Body::Claim(pb::DmaClaim {
+        1 | 2 => Body::Claim(pb::SessionClaim {
             session,
             token: token.to_vec(),
         }),
-        3 => Body::Claim(pb::DmaClaim {
+        3 => Body::Claim(pb::SessionClaim {
             session: if u.arbitrary()? { session } else { session ^ 1 },
             token: u.arbitrary::<Vec<u8>>()?,
         }),
@@ -87,14 +87,14 @@ fn packet(u: &mut Unstructured<'_>, session: u64, token: &[u8]) -> Result<Vec<u8
         9 => Body::GiveBackDevice(pb::DeviceGiveBack {
             device: common::DEV.into(),
         }),
-        _ => Body::ChannelOpen(pb::DmaChannelOpen {
+        _ => Body::ChannelOpen(pb::ChannelOpen {
             engine: u.int_in_range(0..=3)?,
             entries: bytes(u)?,
             rings: u.int_in_range(0..=2)?,
             pushbuffer_bytes: bytes(u)?,
         }),
     };
-    let mut v = pb::DmaSideRequest { body: Some(body) }.encode_to_vec();
+    let mut v = pb::SessionRequest { body: Some(body) }.encode_to_vec();
     // Now and then, one byte off.
     if u.ratio(1, 8)? && !v.is_empty() {
         let i = u.choose_index(v.len())?;

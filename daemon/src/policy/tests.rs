@@ -46,8 +46,8 @@ fn the_side_table_lists_every_side_socket_request_and_nothing_else() {
         .file
         .iter()
         .flat_map(|f| &f.message_type)
-        .find(|m| m.name() == "DmaSideRequest")
-        .expect("DmaSideRequest");
+        .find(|m| m.name() == "SessionRequest")
+        .expect("SessionRequest");
     let proto: BTreeSet<&str> = side.field.iter().map(|f| f.name()).collect();
     let listed: BTreeSet<&str> = SIDE.iter().map(|(f, _)| *f).collect();
     assert_eq!(proto, listed);

@@ -6,7 +6,7 @@
 
 use std::{os::fd::OwnedFd, sync::Arc, time::UNIX_EPOCH};
 
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+use rig_proto::v1::{self as pb, session_reply::Body as Reply};
 
 use super::{
     status::{self, error_line},
@@ -53,26 +53,26 @@ fn wire_engine(e: Engine) -> pb::DmaEngine {
     }
 }
 
-fn failure(e: &RigError) -> (pb::DmaSideReply, Vec<OwnedFd>) {
-    let body = Reply::Error(pb::DmaSideError {
+fn failure(e: &RigError) -> (pb::SessionReply, Vec<OwnedFd>) {
+    let body = Reply::Error(pb::SessionError {
         code: status::dma_code(e.class().reason).into(),
         message: error_line(e),
     });
-    (pb::DmaSideReply { body: Some(body) }, Vec::new())
+    (pb::SessionReply { body: Some(body) }, Vec::new())
 }
 
 /// Opens a channel (tens of RM calls: on a blocking thread).
 pub async fn open(
     rig: &Arc<Rig>,
     session: SessionId,
-    req: pb::DmaChannelOpen,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    req: pb::ChannelOpen,
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let protocol = |message: &str| {
-        let body = Reply::Error(pb::DmaSideError {
-            code: pb::DmaErrorCode::Protocol.into(),
+        let body = Reply::Error(pb::SessionError {
+            code: pb::SessionErrorCode::Protocol.into(),
             message: message.into(),
         });
-        (pb::DmaSideReply { body: Some(body) }, Vec::new())
+        (pb::SessionReply { body: Some(body) }, Vec::new())
     };
     let Some(engine) = engine_of(req.engine) else {
         return protocol("a channel needs an engine: copy or compute");
@@ -96,7 +96,7 @@ pub async fn open(
     .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match opened {
         Ok(o) => {
-            let body = Reply::ChannelOpened(pb::DmaChannelOpened {
+            let body = Reply::ChannelOpened(pb::ChannelOpened {
                 channel: o.id.0,
                 engine: wire_engine(o.engine).into(),
                 entries: o.entries,
@@ -120,7 +120,7 @@ pub async fn open(
                 "channel opened"
             );
             (
-                pb::DmaSideReply { body: Some(body) },
+                pb::SessionReply { body: Some(body) },
                 vec![o.ring, o.notifier, o.usermode],
             )
         }
@@ -132,8 +132,8 @@ pub async fn open(
 pub async fn close(
     rig: &Arc<Rig>,
     session: SessionId,
-    req: pb::DmaChannelClose,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+    req: pb::ChannelClose,
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let rig = Arc::clone(rig);
     let id = ChannelId(req.channel);
     let closed = super::watchdog::off_runtime(
@@ -145,8 +145,8 @@ pub async fn close(
     .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match closed {
         Ok(()) => (
-            pb::DmaSideReply {
-                body: Some(Reply::ChannelClosed(pb::DmaChannelClosed {
+            pb::SessionReply {
+                body: Some(Reply::ChannelClosed(pb::ChannelClosed {
                     channel: req.channel,
                 })),
             },

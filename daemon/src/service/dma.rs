@@ -298,8 +298,8 @@ async fn end_session(rig: Arc<Rig>, id: dma::SessionId) {
 }
 
 /// A side-socket reply with `body`.
-fn reply(body: pb::dma_side_reply::Body) -> pb::DmaSideReply {
-    pb::DmaSideReply { body: Some(body) }
+fn reply(body: pb::session_reply::Body) -> pb::SessionReply {
+    pb::SessionReply { body: Some(body) }
 }
 
 fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {

@@ -93,8 +93,8 @@ pub async fn serve(
 }
 
 /// As [`run`] without the gate (no role check, audit line or RPC metric): the
-/// "before" of client/benches/gate.rs, which measures what the gate costs. Never in
-/// the shipped rigd (feature `fakes`).
+/// "before" of client/rig-client/benches/gate.rs, which measures what the gate costs.
+/// Never in the shipped rigd (feature `fakes`).
 ///
 /// # Errors
 /// As [`run`].

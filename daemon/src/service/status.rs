@@ -103,9 +103,9 @@ pub fn code(reason: Reason) -> Code {
 
 /// The side socket's code of a DMA, channel or session request's failure: the code of
 /// the same word, `INTERNAL` for a reason the socket has no word for.
-pub fn dma_code(reason: Reason) -> pb::DmaErrorCode {
+pub fn dma_code(reason: Reason) -> pb::SessionErrorCode {
     use Reason as R;
-    use pb::DmaErrorCode as C;
+    use pb::SessionErrorCode as C;
     match reason {
         R::ZeroSize => C::ZeroSize,
         R::Misaligned => C::Misaligned,

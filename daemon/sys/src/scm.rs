@@ -11,8 +11,8 @@
 //! is installed. [`PeerCred`] is what the kernel recorded at connect time, never what
 //! a peer says.
 //!
-//! Not here: what the packets mean (`rig-proto`'s `DmaSide*` messages, encoded by
-//! `rigd::service::dma::side` and `rig_client::dma`); credentials of gRPC connections,
+//! Not here: what the packets mean (`rig-proto`'s `Session*` messages, encoded by
+//! `rigd::service::dma::side` and `rig_client::session`); credentials of gRPC connections,
 //! which tonic reads and `rigd::service` turns into a [`PeerCred`].
 
 use std::{

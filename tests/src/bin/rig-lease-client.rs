@@ -40,7 +40,10 @@ use std::{
     time::Instant,
 };
 
-use rig_client::dma::{Bar, DeviceLease, DmaError, LeaseMode, Session};
+use rig_client::{
+    lease::{Bar, DeviceLease, LeaseError, LeaseMode},
+    session::Session,
+};
 use rigd::vfio::EventFd;
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -120,7 +123,7 @@ fn finish(bar: &Bar<'_>) -> Res<()> {
 }
 
 async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
-    let lease = s.lease_device(device).await?;
+    let lease = DeviceLease::open(s, device).await?;
     println!(
         "ok leased {device} whole ({:?} mode, {} regions)",
         lease.mode(),
@@ -168,7 +171,7 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
         );
     }
     drop(bar);
-    let back = s.give_back_device(lease).await?;
+    let back = lease.give_back(s).await?;
     println!(
         "ok gave {device} back (reset: {})",
         back.reset.as_deref().unwrap_or("none")
@@ -178,7 +181,7 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
 }
 
 async fn hang(s: &Session, device: &str) -> Res<()> {
-    let lease = s.lease_device(device).await?;
+    let lease = DeviceLease::open(s, device).await?;
     let bar = lease.map_bar(0)?;
     let _irq = if lease.mode() == LeaseMode::Vfio {
         lease.set_bus_master(true)?;
@@ -203,13 +206,13 @@ async fn hang(s: &Session, device: &str) -> Res<()> {
 }
 
 async fn keep(s: &Session, device: &str) -> Res<()> {
-    let lease = s.lease_device(device).await?;
+    let lease = DeviceLease::open(s, device).await?;
     let r = lease.region(0).ok_or("no BAR0 region")?;
     let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
     println!("ok kept a copy of the lent fd, pid {}", std::process::id());
-    match s.give_back_device(lease).await {
+    match lease.give_back(s).await {
         Ok(_) => println!("given back"),
-        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(LeaseError::Refused { kind, message }) => println!("refused {kind:?}: {message}"),
         Err(e) => return Err(e.into()),
     }
     drop(copy);
@@ -217,7 +220,7 @@ async fn keep(s: &Session, device: &str) -> Res<()> {
 }
 
 async fn keep_map(s: &Session, socket: &str, device: &str, beside: Option<&str>) -> Res<()> {
-    let lease = s.lease_device(device).await?;
+    let lease = DeviceLease::open(s, device).await?;
     let r = lease.region(0).ok_or("no BAR0 region")?;
     let copy = lease.fd(r).ok_or("no descriptor")?.try_clone_to_owned()?;
     let mut cmd = Command::new(std::env::current_exe()?);
@@ -234,7 +237,7 @@ async fn keep_map(s: &Session, socket: &str, device: &str, beside: Option<&str>)
     let mut _other = None;
     if let Some(o) = beside {
         let s2 = Session::open(socket, o).await?;
-        let l2 = s2.lease_device(o).await?;
+        let l2 = DeviceLease::open(&s2, o).await?;
         let r2 = l2.region(0).ok_or("no BAR0 region of the other device")?;
         let fd2 = l2.fd(r2).ok_or("no descriptor")?.try_clone_to_owned()?;
         println!("ok leased {o} beside it; the child keeps its device fd");
@@ -251,9 +254,9 @@ async fn keep_map(s: &Session, socket: &str, device: &str, beside: Option<&str>)
     if !line.starts_with("ok ") {
         return Err("the child did not map BAR0".into());
     }
-    match s.give_back_device(lease).await {
+    match lease.give_back(s).await {
         Ok(_) => println!("ok gave {device} back"),
-        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(LeaseError::Refused { kind, message }) => println!("refused {kind:?}: {message}"),
         Err(e) => return Err(e.into()),
     }
     println!("kept by pid {}", child.id());
@@ -287,9 +290,9 @@ fn map_held(offset: &str, len: &str, keep_stderr: bool) -> Res<()> {
 }
 
 async fn attempt(s: &Session, device: &str) -> Res<()> {
-    match s.lease_device(device).await {
+    match DeviceLease::open(s, device).await {
         Ok(_) => println!("leased"),
-        Err(DmaError::LeaseRefused { kind, message }) => println!("refused {kind:?}: {message}"),
+        Err(LeaseError::Refused { kind, message }) => println!("refused {kind:?}: {message}"),
         Err(e) => return Err(e.into()),
     }
     Ok(())

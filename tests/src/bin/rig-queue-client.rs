@@ -11,7 +11,7 @@
 //! - `bad`: asks for depth 0 and depth 1025 (over the default `queue.max_depth`) and
 //!   prints the refusals;
 //! - `isolated DEPTH COUNT BASE`: DEVICE is an SR-IOV PF: `run` on a queue of the first
-//!   free VF of it that rigd holds (`rig_client::dma::open_isolated_queue`);
+//!   free VF of it that rigd holds (`rig_client::queue::LentQueue::open_isolated`);
 //! - `overrun`: stores a shadow SQ tail past its ring (the controller trusts it
 //!   unchecked) and kicks, reports what came back, and gives the queue back;
 //! - `canary DEPTH MS`: takes the memory a `hold DEPTH` client takes (its rings, then
@@ -24,7 +24,10 @@
 
 use std::{process::ExitCode, time::Instant};
 
-use rig_client::dma::{Buffer, DmaError, LentQueue, Session};
+use rig_client::{
+    queue::{LentQueue, QueueError},
+    session::{Buffer, Session},
+};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -41,7 +44,7 @@ fn blocks_per_page<T>(q: &LentQueue<T>) -> u32 {
 }
 
 async fn run(s: &Session, depth: u32, count: u64, base: u64) -> Res<()> {
-    let q: LentQueue<(u64, u64)> = s.open_queue(depth).await?;
+    let q: LentQueue<(u64, u64)> = LentQueue::open(s, depth).await?;
     run_on(s, q, depth, count, base).await
 }
 
@@ -113,7 +116,7 @@ async fn run_on(
         println!("measure lent-d{depth}-{what}-iops {iops:.0} iops");
     }
     println!("ok depth {depth}: every block read back as written");
-    s.close_queue(q).await?;
+    q.close(s).await?;
     println!("ok queue closed");
     Ok(())
 }
@@ -121,7 +124,7 @@ async fn run_on(
 /// Depth-1 read latency of blocks `base..base + count` (written by an earlier `run`),
 /// completions polled, then slept for on the queue's interrupt eventfd.
 async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(1).await?;
+    let mut q: LentQueue<u64> = LentQueue::open(s, 1).await?;
     if !q.has_interrupt() {
         return Err("the queue came without an interrupt".into());
     }
@@ -165,7 +168,7 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
             println!("ok depth 1: {count} reads, completions polled");
         }
     }
-    s.close_queue(q).await?;
+    q.close(s).await?;
     Ok(())
 }
 
@@ -173,7 +176,7 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
 /// still works: a flood costs the flooder, not the controller or rigd.
 async fn flood(s: &Session, count: u64) -> Res<()> {
     use rig_client::queue::Doorbell;
-    let mut q: LentQueue<u64> = s.open_queue(1).await?;
+    let mut q: LentQueue<u64> = LentQueue::open(s, 1).await?;
     let t = Instant::now();
     for _ in 0..count {
         let tail = q.nvme.queue().sq_tail();
@@ -182,14 +185,14 @@ async fn flood(s: &Session, count: u64) -> Res<()> {
     let us = t.elapsed().as_secs_f64() * 1e6 / count as f64;
     println!("ok {count} kicks with nothing to fetch");
     println!("measure lent-kick-flood {us:.2} us");
-    s.close_queue(q).await?;
+    q.close(s).await?;
     Ok(())
 }
 
 /// Reads into a device address outside every lease of this session and prints how
 /// the command completed.
 async fn stray(s: &Session, addr: u64) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(1).await?;
+    let mut q: LentQueue<u64> = LentQueue::open(s, 1).await?;
     let per = blocks_per_page(&q);
     q.nvme.read(0, per, addr, 4096, 0)?;
     q.nvme.ring()?;
@@ -207,12 +210,12 @@ async fn stray(s: &Session, addr: u64) -> Res<()> {
         ),
         None => println!("FAIL a read into {addr:#x} did not complete in 5 s"),
     }
-    s.close_queue(q).await?;
+    q.close(s).await?;
     Ok(())
 }
 
 async fn hold(s: &Session, depth: u32) -> Res<()> {
-    let mut q: LentQueue<u64> = s.open_queue(depth).await?;
+    let mut q: LentQueue<u64> = LentQueue::open(s, depth).await?;
     let per = blocks_per_page(&q);
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
     let dev = data.device_address().ok_or("no device address")?;
@@ -238,7 +241,7 @@ async fn hold(s: &Session, depth: u32) -> Res<()> {
 /// is that the queue can still be deleted and the client's session ends cleanly.
 async fn overrun(s: &Session) -> Res<()> {
     use rig_client::queue::Doorbell;
-    let mut q: LentQueue<u64> = s.open_queue(8).await?;
+    let mut q: LentQueue<u64> = LentQueue::open(s, 8).await?;
     let past = q.entries + 100;
     q.nvme.queue_mut().doorbell().sq_tail(past)?;
     println!(
@@ -250,14 +253,16 @@ async fn overrun(s: &Session) -> Res<()> {
         Ok(n) => println!("note the controller posted {n} completions"),
         Err(e) => println!("note reaping after the overrun: {e}"),
     }
-    s.close_queue(q).await?;
+    q.close(s).await?;
     println!("ok the overrun queue was given back (rigd deleted it)");
     Ok(())
 }
 
 async fn canary(s: &Session, depth: u32, ms: u64) -> Res<()> {
     let entries = depth.saturating_add(1).max(2);
-    let rings = s.alloc(rig_client::dma::queue_bytes(entries), 4096).await?;
+    let rings = s
+        .alloc(rig_client::queue::queue_bytes(entries), 4096)
+        .await?;
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
     let fill = |b: &Buffer, tag: u8| -> Res<Vec<u8>> {
         let len = usize::try_from(b.len())?;
@@ -290,9 +295,9 @@ async fn canary(s: &Session, depth: u32, ms: u64) -> Res<()> {
 async fn bad(s: &Session) {
     // 1025: one over the default queue.max_depth.
     for depth in [0, 1025] {
-        match s.open_queue::<u64>(depth).await {
+        match LentQueue::<u64>::open(s, depth).await {
             Ok(q) => println!("FAIL depth {depth} was lent as queue {}", q.qid),
-            Err(DmaError::QueueRefused { kind, message }) => {
+            Err(QueueError::Refused { kind, message }) => {
                 println!("refused {kind:?}: {message}");
             }
             Err(e) => println!("FAIL depth {depth}: {e}"),
@@ -312,7 +317,7 @@ async fn main() -> ExitCode {
     let num = |i: usize| a.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     let depth = u32::try_from(num(4)).unwrap_or(u32::MAX);
     if cmd == "isolated" {
-        let r = match rig_client::dma::open_isolated_queue(socket, device, depth).await {
+        let r = match LentQueue::open_isolated(socket, device, depth).await {
             Ok((s, q)) => {
                 println!("ok isolated on {}", s.device());
                 run_on(&s, q, depth, num(5), num(6)).await

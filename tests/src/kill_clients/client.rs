@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use rig_client::{Client, dma::Session};
+use rig_client::{Client, lease::DeviceLease, queue::LentQueue, session::Session};
 
 /// A lease's block (the pools' 2 MiB hugepages or shmem blocks).
 pub const BLOCK: u64 = 2 << 20;
@@ -141,7 +141,7 @@ async fn dma(s: &Session, blocks: u64) -> Res {
 }
 
 async fn lease(s: &Session, device: &str) -> Res {
-    let lease = s.lease_device(device).await?;
+    let lease = DeviceLease::open(s, device).await?;
     phase(b'l');
     let bar = lease.map_bar(0)?;
     // edu's DMA source register (QEMU docs/specs/edu.rst): a store that starts nothing.
@@ -153,7 +153,7 @@ async fn lease(s: &Session, device: &str) -> Res {
 }
 
 async fn queue(s: &Session) -> Res {
-    let mut q = s.open_queue::<u64>(QUEUE_DEPTH).await?;
+    let mut q = LentQueue::<u64>::open(s, QUEUE_DEPTH).await?;
     phase(b'l');
     let per = 4096 >> q.namespace.lba_shift;
     let slots = u64::from(QUEUE_DEPTH);

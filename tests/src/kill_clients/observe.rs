@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rig_client::{Client, dma::Monitor};
+use rig_client::Client;
 
 /// What the campaign needs of rigd.
 pub trait Observer {
@@ -89,7 +89,7 @@ pub struct Usage {
 pub struct Rpcs {
     rt: tokio::runtime::Runtime,
     socket: PathBuf,
-    dma: Monitor,
+    dma: Client,
     status: Client,
 }
 
@@ -104,7 +104,7 @@ impl Rpcs {
             .build()
             .map_err(|e| e.to_string())?;
         let (dma, status) = rt.block_on(async {
-            let dma = Monitor::connect(socket).await.map_err(|e| e.to_string())?;
+            let dma = Client::connect(socket).await.map_err(|e| e.to_string())?;
             let status = Client::connect(socket).await.map_err(|e| e.to_string())?;
             Ok::<_, String>((dma, status))
         })?;
@@ -128,7 +128,7 @@ impl Rpcs {
     pub fn counts(&mut self) -> RpcCounts {
         let (dma, status) = (&mut self.dma, &mut self.status);
         self.rt.block_on(async {
-            let d = dma.status().await.expect("Dma.Status");
+            let d = dma.dma_status().await.expect("Dma.Status");
             let q = dma.queues().await.expect("Queues.Status");
             let s = status.status().await.expect("Status");
             RpcCounts {
@@ -146,7 +146,7 @@ impl Rpcs {
     pub fn holds_for(&mut self, pid: i32) -> bool {
         let (dma, status) = (&mut self.dma, &mut self.status);
         self.rt.block_on(async {
-            let Ok(d) = dma.status().await else {
+            let Ok(d) = dma.dma_status().await else {
                 return true;
             };
             if d.clients.iter().any(|c| c.pid == pid) {

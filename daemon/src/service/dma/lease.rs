@@ -6,7 +6,7 @@
 
 use std::{os::fd::OwnedFd, sync::Arc};
 
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+use rig_proto::v1::{self as pb, session_reply::Body as Reply};
 use rig_sys::scm::PeerCred;
 
 use super::reply;
@@ -24,7 +24,7 @@ pub(super) async fn lease(
     id: SessionId,
     peer: PeerCred,
     d: pb::DeviceLease,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let audit = begin(rig, "side.lease_device", peer, &d.device);
     let rig = Arc::clone(rig);
     let done = crate::service::watchdog::off_runtime(
@@ -68,7 +68,7 @@ pub(super) async fn give_back(
     id: SessionId,
     peer: PeerCred,
     d: pb::DeviceGiveBack,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let audit = begin(rig, "side.give_back_device", peer, &d.device);
     let rig = Arc::clone(rig);
     let device = d.device.clone();
@@ -123,7 +123,7 @@ fn outcome(e: Option<&RigError>) -> Outcome {
     }
 }
 
-fn refused(e: &RigError) -> pb::DmaSideReply {
+fn refused(e: &RigError) -> pb::SessionReply {
     let reason = e.class().reason;
     crate::service::metrics::global().error(reason.as_str());
     reply(Reply::DeviceLeaseRefused(pb::DeviceLeaseRefused {

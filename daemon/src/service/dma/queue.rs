@@ -6,7 +6,7 @@
 
 use std::{os::fd::OwnedFd, sync::Arc};
 
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply};
+use rig_proto::v1::{self as pb, session_reply::Body as Reply};
 use rig_sys::scm::PeerCred;
 
 use super::reply;
@@ -23,7 +23,7 @@ pub(super) async fn open(
     id: SessionId,
     peer: PeerCred,
     q: pb::QueueOpen,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let rig = Arc::clone(rig);
     let owner = Owner {
         session: id,
@@ -63,7 +63,7 @@ pub(super) async fn close(
     rig: &Arc<Rig>,
     id: SessionId,
     q: pb::QueueClose,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let rig = Arc::clone(rig);
     let Ok(qid) = u16::try_from(q.qid) else {
         return (
@@ -87,13 +87,13 @@ pub(super) async fn close(
     }
 }
 
-fn refused_with(code: pb::QueueErrorCode, message: String) -> pb::DmaSideReply {
+fn refused_with(code: pb::QueueErrorCode, message: String) -> pb::SessionReply {
     reply(Reply::QueueRefused(pb::QueueRefused {
         code: code.into(),
         message,
     }))
 }
 
-fn refused(e: &RigError) -> pb::DmaSideReply {
+fn refused(e: &RigError) -> pb::SessionReply {
     refused_with(status::queue_code(e.class().reason), error_line(e))
 }

@@ -1,5 +1,5 @@
-//! The side socket: `SOCK_SEQPACKET` at `<rigd socket>.fd`, one `DmaSideRequest` or
-//! `DmaSideReply` per packet, a lease's block descriptors attached to its reply.
+//! The side socket: `SOCK_SEQPACKET` at `<rigd socket>.fd`, one `SessionRequest` or
+//! `SessionReply` per packet, a lease's block descriptors attached to its reply.
 //!
 //! A connection first claims a session (token from `OpenSession`, same uid and pid);
 //! then it leases and releases, one request and one reply at a time. Its EOF ends the
@@ -18,7 +18,7 @@ use std::{
 };
 
 use prost::Message;
-use rig_proto::v1::{self as pb, dma_side_reply::Body as Reply, dma_side_request::Body as Request};
+use rig_proto::v1::{self as pb, session_reply::Body as Reply, session_request::Body as Request};
 use rig_sys::scm::{self, PeerCred};
 use tokio::{
     io::{Interest, unix::AsyncFd},
@@ -178,7 +178,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         end_session(rig, id).await;
         return;
     }
-    let claimed = reply(Reply::Claimed(pb::DmaClaimed {}));
+    let claimed = reply(Reply::Claimed(pb::SessionClaimed {}));
     if send(&fd, &claimed, Vec::new()).await.is_err() {
         end_session(rig, id).await;
         return;
@@ -196,7 +196,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
             got = recv(&fd, &mut buf) => {
                 let Some(req) = got else { break };
                 let (answer, fds) = handle(&rig, id, (peer, groups), iommu, req).await;
-                if let Some(pb::dma_side_reply::Body::Error(e)) = &answer.body {
+                if let Some(pb::session_reply::Body::Error(e)) = &answer.body {
                     span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
                 }
                 if send(&fd, &answer, fds).await.is_err() {
@@ -210,7 +210,7 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
     end_session(rig, id).await;
 }
 
-type Parsed = Result<pb::DmaSideRequest, &'static str>;
+type Parsed = Result<pb::SessionRequest, &'static str>;
 
 /// The next request, or `None` at EOF or on a socket error.
 async fn recv(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Parsed> {
@@ -228,12 +228,12 @@ async fn recv(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Parsed> {
     if packet.truncated {
         return Some(Err("request too long"));
     }
-    Some(pb::DmaSideRequest::decode(&buf[..packet.len]).map_err(|_| "malformed request"))
+    Some(pb::SessionRequest::decode(&buf[..packet.len]).map_err(|_| "malformed request"))
 }
 
 async fn send(
     fd: &AsyncFd<OwnedFd>,
-    reply: &pb::DmaSideReply,
+    reply: &pb::SessionReply,
     fds: Vec<OwnedFd>,
 ) -> io::Result<()> {
     let bytes = reply.encode_to_vec();
@@ -244,15 +244,15 @@ async fn send(
 
 /// An error reply: the side socket's code of `reason`, and `message`; counted by
 /// reason (`metrics`).
-fn failure(reason: Reason, message: String) -> pb::DmaSideReply {
+fn failure(reason: Reason, message: String) -> pb::SessionReply {
     metrics::global().error(reason.as_str());
-    reply(Reply::Error(pb::DmaSideError {
+    reply(Reply::Error(pb::SessionError {
         code: status::dma_code(reason).into(),
         message,
     }))
 }
 
-fn refused(e: &dyn Classify) -> pb::DmaSideReply {
+fn refused(e: &dyn Classify) -> pb::SessionReply {
     failure(e.class().reason, error_line(e))
 }
 
@@ -261,7 +261,7 @@ fn claim(
     first: Parsed,
     peer: PeerCred,
     groups: Option<&[u32]>,
-) -> Result<(SessionId, watch::Receiver<bool>), pb::DmaSideReply> {
+) -> Result<(SessionId, watch::Receiver<bool>), pb::SessionReply> {
     let protocol = |m: &str| failure(Reason::Protocol, m.to_owned());
     let req = first.map_err(protocol)?;
     let Some(Request::Claim(c)) = req.body else {
@@ -282,7 +282,7 @@ async fn handle(
     (peer, groups): (PeerCred, Option<&[u32]>),
     iommu: bool,
     req: Parsed,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let protocol = |m: &str| (failure(Reason::Protocol, m.to_owned()), Vec::new());
     let body = match req {
         Ok(r) => r.body,
@@ -326,7 +326,7 @@ fn authorize(
     rig: &Rig,
     (peer, groups): (PeerCred, Option<&[u32]>),
     name: &str,
-) -> Result<(), pb::DmaSideReply> {
+) -> Result<(), pb::SessionReply> {
     let need = policy::side_need(name);
     let action = format!("side.{name}");
     let refusal = match rig
@@ -353,7 +353,7 @@ async fn route(
     peer: PeerCred,
     iommu: bool,
     body: Option<Request>,
-) -> (pb::DmaSideReply, Vec<OwnedFd>) {
+) -> (pb::SessionReply, Vec<OwnedFd>) {
     let protocol = |m: &str| (failure(Reason::Protocol, m.to_owned()), Vec::new());
     match body {
         Some(Request::Lease(l)) => match leased_whole(rig, id) {
@@ -404,7 +404,7 @@ async fn route(
 }
 
 /// Refuses memory to a session whose pool's device is leased whole to another.
-fn leased_whole(rig: &Rig, id: SessionId) -> Result<(), pb::DmaSideReply> {
+fn leased_whole(rig: &Rig, id: SessionId) -> Result<(), pb::SessionReply> {
     rig.check_memory_lease(id).map_err(|e| refused(&e))
 }
 

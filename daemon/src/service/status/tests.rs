@@ -2,7 +2,7 @@
 //! tables against the side socket's codes, and a pin of every stage's classification
 //! against what `service` gave before the stages classified their own errors.
 
-use rig_proto::v1::DmaErrorCode;
+use rig_proto::v1::SessionErrorCode;
 use tonic_types::StatusExt;
 
 use super::*;
@@ -87,13 +87,13 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
     // of exactly one reason, and that reason goes back to it.
     let mut seen = std::collections::BTreeSet::new();
     for n in 0..=19 {
-        let code = DmaErrorCode::try_from(n).expect("a code");
+        let code = SessionErrorCode::try_from(n).expect("a code");
         let name = code.as_str_name();
-        let word = name.strip_prefix("DMA_ERROR_CODE_").unwrap_or(name);
+        let word = name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name);
         assert!(is_upper_snake(word), "{code:?}: {word}");
         assert!(seen.insert(word), "{word} twice");
         let reasons: Vec<&Reason> = Reason::ALL.iter().filter(|r| r.as_str() == word).collect();
-        if code == DmaErrorCode::Unspecified {
+        if code == SessionErrorCode::Unspecified {
             assert!(reasons.is_empty(), "no reason is UNSPECIFIED");
             continue;
         }
@@ -101,7 +101,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         assert_eq!(dma_code(*reasons[0]), code, "{word}");
     }
     assert!(
-        DmaErrorCode::try_from(20).is_err(),
+        SessionErrorCode::try_from(20).is_err(),
         "a new code: add it above"
     );
 }
@@ -159,7 +159,7 @@ struct Row {
     reason: &'static str,
     device: Option<&'static str>,
     step: Option<&'static str>,
-    dma: DmaErrorCode,
+    dma: SessionErrorCode,
     queue: pb::QueueErrorCode,
     lease: pb::DeviceLeaseErrorCode,
 }
@@ -175,7 +175,7 @@ fn io(kind: std::io::ErrorKind) -> std::io::Error {
 /// then. A column for a reply that never carries an error pins the table all the
 /// same.
 fn rows() -> Vec<Row> {
-    use DmaErrorCode as D;
+    use SessionErrorCode as D;
     use pb::{DeviceLeaseErrorCode as L, QueueErrorCode as Q};
     let b = bdf();
     let row = |error, code, reason, device, step, dma, queue, lease| Row {
@@ -570,5 +570,5 @@ fn a_role_refusal_names_the_role_and_the_groups_that_grant_it() {
         (Code::PermissionDenied, "NOT_ADMIN")
     );
     assert_eq!(info.metadata.get("role").map(String::as_str), Some("admin"));
-    assert_eq!(dma_code(r.class().reason), DmaErrorCode::NotAdmin);
+    assert_eq!(dma_code(r.class().reason), SessionErrorCode::NotAdmin);
 }

@@ -1,0 +1,160 @@
+//! The host class, HOPPER_CHANNEL_GPFIFO_A: methods every channel takes whatever its
+//! engine, on any subchannel (rig sends them on 0): SET_OBJECT (which binds an engine's
+//! class to a subchannel), the 64-bit semaphore release and acquire, WFI, the
+//! non-stall interrupt. A timeline release is the last command of a submission
+//! (`Channel::release`).
+//!
+//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/
+//! clc86f.h` (NVC86F_*, NVC86F_SEM_EXECUTE's fields). Not here: the header encoding
+//! (this module's parent), the engines' own classes (`copy`, `compute`).
+
+use super::{MethodError, Subchannel, check_addr, inc, split};
+
+/// HOPPER_CHANNEL_GPFIFO_A (clc86f.h).
+pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0xc86f;
+
+// Host methods, NVC86F_* (clc86f.h): valid on a channel of any engine.
+/// NVC86F_SET_OBJECT: binds a class to the header's subchannel.
+pub const NVC86F_SET_OBJECT: u16 = 0x0000;
+/// NVC86F_NON_STALL_INTERRUPT.
+pub const NVC86F_NON_STALL_INTERRUPT: u16 = 0x0020;
+pub const NVC86F_SEM_ADDR_LO: u16 = 0x005c;
+pub const NVC86F_SEM_ADDR_HI: u16 = 0x0060;
+pub const NVC86F_SEM_PAYLOAD_LO: u16 = 0x0064;
+pub const NVC86F_SEM_PAYLOAD_HI: u16 = 0x0068;
+pub const NVC86F_SEM_EXECUTE: u16 = 0x006c;
+/// NVC86F_WFI: wait for the engine to go idle.
+pub const NVC86F_WFI: u16 = 0x0078;
+const SEM_EXECUTE_OPERATION_RELEASE: u32 = 1; // 2:0
+const SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ: u32 = 3;
+const SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN: u32 = 1 << 12;
+const SEM_EXECUTE_RELEASE_WFI_EN: u32 = 1 << 20;
+const SEM_EXECUTE_PAYLOAD_SIZE_64BIT: u32 = 1 << 24;
+const SEM_EXECUTE_RELEASE_TIMESTAMP_EN: u32 = 1 << 25;
+/// SEM_ADDR_HI holds address bits 56:32 (24:0).
+const SEM_ADDR_HI_MASK: u64 = 0x1ff_ffff;
+
+/// SET_OBJECT: binds `class` to `subch` (2 words).
+pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
+    [
+        inc(subch, NVC86F_SET_OBJECT, 1).expect("SET_OBJECT is a valid one-word method"),
+        class,
+    ]
+}
+
+/// A semaphore release of 64-bit `value` and the GPU's timestamp at the 16 bytes at
+/// `addr`, after every earlier method of the channel has finished (WFI) (6 words).
+///
+/// # Errors
+/// [`MethodError::Address`] unless `addr` is 16-byte aligned and below 2^57.
+pub fn release(addr: u64, value: u64) -> Result<[u32; 6], MethodError> {
+    release_with(addr, value, Release::default())
+}
+
+/// What a release waits for and writes besides its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// Wait until the engine is idle first (RELEASE_WFI): the value then says every
+    /// earlier method's work is done. Without it, the value says only that the host
+    /// has processed the methods before it.
+    pub wait_idle: bool,
+    /// Write the GPU's nanosecond timestamp at `addr + 8` too (16 bytes, 16-aligned).
+    pub timestamp: bool,
+}
+
+impl Default for Release {
+    fn default() -> Self {
+        Self {
+            wait_idle: true,
+            timestamp: true,
+        }
+    }
+}
+
+/// A semaphore release of 64-bit `value` at `addr`, as `how` says (6 words).
+///
+/// # Errors
+/// [`MethodError::Address`] unless `addr` is aligned (16 bytes with a timestamp, 8
+/// without) and below 2^57.
+pub fn release_with(addr: u64, value: u64, how: Release) -> Result<[u32; 6], MethodError> {
+    check_addr(addr, if how.timestamp { 16 } else { 8 })?;
+    let mut execute = SEM_EXECUTE_OPERATION_RELEASE | SEM_EXECUTE_PAYLOAD_SIZE_64BIT;
+    if how.wait_idle {
+        execute |= SEM_EXECUTE_RELEASE_WFI_EN;
+    }
+    if how.timestamp {
+        execute |= SEM_EXECUTE_RELEASE_TIMESTAMP_EN;
+    }
+    Ok(semaphore(addr, value, execute))
+}
+
+/// Waits until the 64-bit value at `addr` reaches `value` (circular compare), letting
+/// the scheduler switch to another channel group while it waits (6 words).
+///
+/// # Errors
+/// [`MethodError::Address`] unless `addr` is 8-byte aligned and below 2^57.
+pub fn acquire(addr: u64, value: u64) -> Result<[u32; 6], MethodError> {
+    check_addr(addr, 8)?;
+    Ok(semaphore(
+        addr,
+        value,
+        SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ
+            | SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN
+            | SEM_EXECUTE_PAYLOAD_SIZE_64BIT,
+    ))
+}
+
+fn semaphore(addr: u64, value: u64, execute: u32) -> [u32; 6] {
+    let (hi, lo) = split(addr, SEM_ADDR_HI_MASK);
+    let (vhi, vlo) = split(value, u64::from(u32::MAX));
+    [
+        inc(Subchannel(0), NVC86F_SEM_ADDR_LO, 5).expect("five host semaphore methods"),
+        lo,
+        hi,
+        vlo,
+        vhi,
+        execute,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_and_acquire_carry_the_address_and_64_bit_value() {
+        let r = release(0x12_3456_7890, 0x1_0000_0002).expect("aligned");
+        assert_eq!(r, [0x2005_0017, 0x3456_7890, 0x12, 2, 1, 0x0310_0001]);
+        let a = acquire(0x12_3456_7898, 7).expect("aligned");
+        assert_eq!(a[5], 0x0100_1003);
+        assert_eq!((a[1], a[2], a[3], a[4]), (0x3456_7898, 0x12, 7, 0));
+    }
+
+    #[test]
+    fn a_release_without_wfi_or_timestamp_drops_those_bits_and_their_alignment() {
+        let plain = Release {
+            wait_idle: false,
+            timestamp: false,
+        };
+        assert_eq!(
+            release_with(0x1008, 3, plain).map(|r| r[5]),
+            Ok(0x0100_0001)
+        );
+        let no_wfi = Release {
+            wait_idle: false,
+            timestamp: true,
+        };
+        assert_eq!(
+            release_with(0x1010, 3, no_wfi).map(|r| r[5]),
+            Ok(0x0300_0001)
+        );
+        assert!(matches!(
+            release_with(0x1008, 3, no_wfi),
+            Err(MethodError::Address { .. })
+        ));
+        assert_eq!(
+            release_with(0x1010, 3, Release::default()),
+            release(0x1010, 3)
+        );
+    }
+}

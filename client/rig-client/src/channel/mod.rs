@@ -1,0 +1,36 @@
+//! NVIDIA channel mechanics that a client runs on its own, with no call to rigd: the
+//! Hopper pushbuffer words (`method`), the GPFIFO ring and its entries (`ring`), where
+//! commands go in the pushbuffer (`pushbuf`), and the 64-bit timeline (`timeline`).
+//!
+//! Flow: a client's submission is `pushbuf::Pushbuffer::reserve` → `method` words
+//! written into the reserved words → `Pushbuffer::close` → `ring::entry` written at
+//! `ring::Ring::push`'s slot → store fence → GP_PUT in USERD → the doorbell (the work
+//! submit token at `ring::USERMODE_NOTIFY_CHANNEL_PENDING` of the usermode page) (seed:
+//! "Before a doorbell: fence, publish, read back, ring"; host-memory rings need no
+//! read-back). Every piece here is pure arithmetic with the seed's rules as checks,
+//! so each is tested without a GPU; the memory they describe is leased from rigd
+//! (the session's ledger, `crate::session`). [`Channel`] (`lent`) ties them to a real
+//! ring, USERD, notifier and doorbell that rigd lends on an RM-served GPU
+//! ([`Channel::open`] on a [`crate::session::Session`]); `status` reads rigd's list of
+//! every lent channel.
+//!
+//! References: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/`
+//! clc56f.h, clc86f.h, clc8b5.h, clc361.h; shared/reference/nvidia-rm.md §1 and §3;
+//! shared/seeds/gpu-hardware-notes.txt, NVIDIA section.
+
+mod lent;
+pub mod method;
+pub mod pushbuf;
+pub mod ring;
+mod status;
+pub mod timeline;
+
+pub use lent::{
+    Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, FAULT_CHECK_SPINS, Fault,
+    REKICK_AFTER, REKICK_MAX, Rings,
+};
+pub use method::{MethodError, Subchannel};
+pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
+pub use ring::{Ring, RingError};
+pub use status::{ChannelFaultInfo, ChannelInfo};
+pub use timeline::{Timeline, TimelineError};

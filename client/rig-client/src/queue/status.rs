@@ -1,0 +1,74 @@
+//! Queues as rigd reports them: every queue it lends, with its owner, rings and the
+//! positions the client last published (`Queues.Status`, [`Client::queues`];
+//! `rigctl queues` prints it). Part of the `--json` schema.
+//!
+//! Not here: a queue of this process's own (`lent`).
+
+use rig_proto::v1::{self as pb, queues_client::QueuesClient};
+
+use crate::{Client, ClientError};
+
+impl Client {
+    /// Every queue rigd lends now (root sees all, others their own).
+    ///
+    /// # Errors
+    /// [`ClientError::Rpc`] with the daemon's reason, or [`ClientError::DaemonTooOld`].
+    pub async fn queues(&mut self) -> Result<Vec<QueueInfo>, ClientError> {
+        let r = QueuesClient::new(self.channel())
+            .status(pb::QueueStatusRequest {})
+            .await;
+        Ok(self
+            .reply(r)
+            .await?
+            .queues
+            .into_iter()
+            .map(Into::into)
+            .collect())
+    }
+}
+
+/// One lent queue, as rigd lists it (`Queues.Status`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueInfo {
+    pub device: String,
+    pub qid: u32,
+    pub session: u64,
+    pub uid: u32,
+    pub pid: i32,
+    pub depth: u32,
+    pub entries: u32,
+    pub sq_address: u64,
+    pub cq_address: u64,
+    pub sq_doorbell: u64,
+    pub page_isolated: bool,
+    pub stuck: bool,
+    pub since_unix_s: u64,
+    /// As the client last published them in its shadow page.
+    pub sq_tail: u32,
+    pub cq_head: u32,
+    /// Whether an MSI-X vector is lent (not yet: lent queues are polled).
+    pub interrupts: bool,
+}
+
+impl From<pb::QueueInfo> for QueueInfo {
+    fn from(q: pb::QueueInfo) -> Self {
+        Self {
+            device: q.device,
+            qid: q.qid,
+            session: q.session,
+            uid: q.uid,
+            pid: q.pid,
+            depth: q.depth,
+            entries: q.entries,
+            sq_address: q.sq_address,
+            cq_address: q.cq_address,
+            sq_doorbell: q.sq_doorbell,
+            page_isolated: q.page_isolated,
+            stuck: q.stuck,
+            since_unix_s: q.since_unix_s,
+            sq_tail: q.sq_tail,
+            cq_head: q.cq_head,
+            interrupts: q.interrupts,
+        }
+    }
+}

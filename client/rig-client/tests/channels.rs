@@ -1,0 +1,479 @@
+//! Lent channels end to end against a fake RM: rigd serves a `FakeRm` GPU with its
+//! pool on shmem; a client opens a session and channels through the library, submits
+//! (the words, GP_PUT and the doorbell land where rigd and the fake see them), waits,
+//! gets the RM's fault as a typed error, is refused on bad input, and is reclaimed
+//! when its session goes while another client keeps its channel; a channel whose rings
+//! live in GPU memory (the fake's window is host memory) is submitted on the same way
+//! and its window is reused for the same uid.
+
+mod dma_support;
+
+use std::{sync::Arc, time::Duration};
+
+use dma_support::{Server, wait_until};
+use rig_client::{
+    Client,
+    channel::{Channel, ChannelError, Engine, Rings, TimelineError},
+    session::{Addressing, Session, SessionErrorKind},
+};
+use rigd::{
+    channels::{ChannelHost, ChannelId, Limits, Served},
+    dma::{Backing, PoolMode, PoolSpec},
+    nvrm::{Call, FAKE_TOKEN, FakeRm, Gpu, LEASE_BASE, VA_END, layout::r580},
+};
+
+const MIB: u64 = 1 << 20;
+const GPU: &str = "0000:00:06.0";
+const SHORT: Duration = Duration::from_millis(200);
+
+struct Fixture {
+    server: Server,
+    rm: FakeRm,
+    gpu: Arc<Served<FakeRm>>,
+}
+
+async fn serve() -> Fixture {
+    let server = Server::start(64 * MIB).await;
+    let rm = FakeRm::new();
+    let gpu = Arc::new(Served::new(
+        Gpu::open(rm.clone(), Some(GPU)).expect("fake GPU"),
+        Limits {
+            channels_per_session: 2,
+            max_ring_entries: 4096,
+            ..Limits::default()
+        },
+    ));
+    let pool = server
+        .rig
+        .serve_gpu_with(
+            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
+            PoolSpec {
+                mode: PoolMode::Host,
+                blocks: 8,
+                backing: Backing::Shmem,
+                pin_threads: 2,
+            },
+        )
+        .expect("serve the fake GPU");
+    assert!(pool.wait_pinned(Duration::from_secs(20)));
+    Fixture { server, rm, gpu }
+}
+
+fn kind(e: ChannelError) -> Option<SessionErrorKind> {
+    match e {
+        ChannelError::Session(d) => d.kind(),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    assert_eq!(session.addressing(), Addressing::GpuVa);
+    let a = session.alloc(MIB, 4096).await.expect("buffer A");
+    let b = session.alloc(MIB, 4096).await.expect("buffer B");
+    let va = a.device_address().expect("GPU VA");
+    assert!(
+        (LEASE_BASE..VA_END).contains(&va),
+        "{va:#x} in the lease window"
+    );
+
+    let mut ch = Channel::open(&session, Engine::Copy, 256)
+        .await
+        .expect("channel");
+    assert_eq!((ch.engine(), ch.entries()), (Engine::Copy, 256));
+    ch.copy(va, b.device_address().expect("GPU VA"), MIB)
+        .expect("copy");
+    let v = ch.release().expect("release");
+    assert_eq!(v, 1);
+    ch.submit().expect("submit");
+
+    // What the GPU would read: GP_PUT moved past one entry, and the doorbell got the
+    // channel's token.
+    let views = f.server.rig.channel_status(None);
+    assert_eq!(views.len(), 1);
+    assert_eq!(
+        (views[0].gp_put, views[0].gp_get, views[0].entries),
+        (1, 0, 256)
+    );
+    assert_eq!(views[0].gpu, GPU);
+    assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
+    // rigctl channels sees the same, through gRPC.
+    let listed = Client::connect(&f.server.socket)
+        .await
+        .expect("connect")
+        .channels()
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+    let c = &listed[0];
+    assert_eq!(
+        (c.channel, c.engine, c.entries, c.gp_put, c.session),
+        (ch.id(), Some(Engine::Copy), 256, 1, session.id())
+    );
+    assert_eq!(c.uid, nix::unistd::getuid().as_raw());
+    assert!(c.fault.is_none());
+
+    // Nothing lands on a fake GPU: the wait times out, naming the state.
+    let e = ch.wait(v, SHORT).expect_err("no GPU to release");
+    assert!(
+        matches!(
+            e,
+            ChannelError::Timeout {
+                value: 1,
+                current: 0,
+                gp_put: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(ch.rekicks(), 0, "host rings never ring again");
+    // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
+    let sem = ch.semaphore_va();
+    let (lease, off) = session
+        .leases()
+        .into_iter()
+        .find_map(|l| {
+            let d = l.device_address?;
+            (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
+        })
+        .expect("the semaphore is in a lease");
+    let pool = f.server.rig.dma().pool(GPU).expect("pool");
+    pool.write(rigd::dma::LeaseId(lease.0), off, &1u64.to_le_bytes())
+        .expect("release");
+    ch.wait(v, SHORT).expect("landed");
+    assert_eq!(ch.completed().expect("read"), 1);
+
+    // A timeline never moves backwards: refused before anything is written.
+    ch.release_value(5).expect("forward");
+    let e = ch.release_value(4).expect_err("backwards");
+    assert!(
+        matches!(
+            e,
+            ChannelError::Timeline(TimelineError::Backwards { value: 4, last: 5 })
+        ),
+        "{e}"
+    );
+    ch.close(&session)
+        .await
+        .expect("close (the fake never drains: logged)");
+    assert!(f.server.rig.channel_status(None).is_empty());
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_posted_fault_ends_a_wait_with_the_rms_reason() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&session, Engine::Compute, 64)
+        .await
+        .expect("channel");
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    assert!(f.gpu.post_fault(ChannelId(ch.id()), 31));
+    let e = ch.wait(v, Duration::from_secs(5)).expect_err("faulted");
+    let ChannelError::Fault { fault, .. } = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(fault.info32, 31);
+    assert!(
+        e.to_string()
+            .contains("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"),
+        "{e}"
+    );
+    // rigd's watch sees it too, and rigctl shows it.
+    assert!(
+        wait_until(Duration::from_secs(2), || {
+            f.server.rig.channel_status(None)[0].fault.is_some()
+        })
+        .is_some()
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_rings_limits_and_foreign_handles_are_refused_and_others_keep_running() {
+    let f = serve().await;
+    f.server.shmem_pool("host", PoolMode::Host, 2);
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let mut bobs = Channel::open(&bob, Engine::Copy, 64)
+        .await
+        .expect("bob's channel");
+    for bad in [0, 3, 1000, 1 << 40] {
+        let e = Channel::open(&alice, Engine::Copy, bad)
+            .await
+            .expect_err("bad ring");
+        let line = e.to_string();
+        assert!(
+            line.contains("not a power of two") && !line.contains('\n'),
+            "{line}"
+        );
+        assert_eq!(kind(e), Some(SessionErrorKind::BadRing), "{bad}");
+    }
+    let e = Channel::open(&alice, Engine::Copy, 8192)
+        .await
+        .expect_err("over the limit");
+    assert_eq!(kind(e), Some(SessionErrorKind::BadRing));
+    let one = Channel::open(&alice, Engine::Copy, 64).await.expect("one");
+    let _two = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("two");
+    let e = Channel::open(&alice, Engine::Copy, 64)
+        .await
+        .expect_err("three");
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
+    // Closing one's channel through another session: refused, the channel lives on.
+    let id = one.id();
+    let e = one.close(&bob).await.expect_err("not bob's");
+    assert_eq!(kind(e), Some(SessionErrorKind::UnknownChannel));
+    assert!(
+        f.server
+            .rig
+            .channel_status(None)
+            .iter()
+            .any(|v| v.id.0 == id)
+    );
+    // A session on a device that serves no channels.
+    let host = Session::open(&f.server.socket, "host")
+        .await
+        .expect("host session");
+    let e = Channel::open(&host, Engine::Copy, 64)
+        .await
+        .expect_err("not served");
+    assert_eq!(kind(e), Some(SessionErrorKind::NotServed));
+    // Bob was never disturbed.
+    bobs.release().expect("release");
+    bobs.submit().expect("bob submits");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_goes_is_reclaimed_channels_first_and_the_other_keeps_its_own() {
+    let f = serve().await;
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let a1 = Channel::open(&alice, Engine::Copy, 64).await.expect("a1");
+    let a2 = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("a2");
+    let _b = Channel::open(&bob, Engine::Copy, 64).await.expect("b");
+    let mark = f.rm.calls().len();
+    // Her channels hold memory of her session: the session (and its side connection)
+    // goes with the last of them, as when her process dies.
+    drop((a1, a2, alice));
+    assert!(
+        wait_until(Duration::from_secs(5), || f
+            .server
+            .rig
+            .channel_status(None)
+            .len()
+            == 1)
+        .is_some(),
+        "alice's channels reclaimed"
+    );
+    let calls = f.rm.calls();
+    let after = &calls[mark..];
+    let sched = after
+        .iter()
+        .position(|c| matches!(c, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .expect("descheduled");
+    let first_free = after
+        .iter()
+        .position(|c| matches!(c, Call::Free { .. }))
+        .expect("freed");
+    assert!(sched < first_free, "descheduled before anything was freed");
+    // Her leases left her address space, and the space itself went (the fake logs
+    // the RM unmap of each block before the space's free).
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            f.rm.calls()[mark..]
+                .iter()
+                .any(|c| matches!(c, Call::Free { object, .. } if is_space(&f.rm.calls(), *object)))
+        })
+        .is_some(),
+        "alice's address space freed"
+    );
+    let v = f.server.rig.channel_status(None);
+    assert_eq!(v[0].session.0, bob.id());
+    f.server.stop().await;
+}
+
+fn is_space(calls: &[Call], handle: u32) -> bool {
+    calls.iter().any(|c| {
+        matches!(c, Call::Alloc { class: r580::FERMI_VASPACE_A, handle: h, .. } if *h == handle)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_completions_fills_up_with_a_typed_error() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    // A small ring and pushbuffer, on a GPU (the fake) that never completes anything.
+    let mut ch = Channel::open_with(&s, Engine::Copy, 8, 4096)
+        .await
+        .expect("channel");
+    let mut sent = 0;
+    let e = loop {
+        match ch.release().and_then(|_| ch.submit()) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 10_000, "never filled");
+    };
+    assert!(
+        matches!(
+            e,
+            ChannelError::RingFull { entries: 8, .. } | ChannelError::PushbufferFull { .. }
+        ),
+        "{e}"
+    );
+    assert_eq!(sent, 7, "a ring of 8 holds 7 entries in flight");
+    // rigd and other clients are unharmed: another channel opens and submits.
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let mut o = Channel::open(&other, Engine::Compute, 64)
+        .await
+        .expect("opens");
+    o.release().expect("release");
+    o.submit().expect("submits");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let sem = ch.semaphore_va();
+    ch.release().expect("release");
+    ch.submit().expect("submit"); // the fake GPU never completes it
+    drop(ch);
+    // What the GPU may still write is never handed out again in this session.
+    for _ in 0..8 {
+        let b = s.alloc(16, 16).await.expect("small buffer");
+        assert_ne!(
+            b.device_address(),
+            Some(sem),
+            "the semaphore's space was reused"
+        );
+        std::mem::forget(b);
+    }
+    // A channel closed through rigd (stopped and drained there) gives its memory back.
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let sem = ch.semaphore_va();
+    ch.release().expect("release");
+    ch.submit().expect("submit");
+    ch.close(&s).await.expect("close");
+    let b = s.alloc(16, 16).await.expect("small buffer");
+    assert_eq!(
+        b.device_address(),
+        Some(sem),
+        "first fit: the closed channel's space"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
+    // The test runs as root, whom rigd always lends GPU memory (the group rule is
+    // rig::served's unit test).
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: rings in GPU memory are lent to root and a configured group");
+        return;
+    }
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open_in(&session, Engine::Copy, 256, 16 << 10, Rings::Gpu)
+        .await
+        .expect("channel");
+    assert_eq!(ch.rings(), Rings::Gpu);
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    // rigd reads GP_PUT through its own view of the window; the client wrote it
+    // through the descriptor rigd sent.
+    let views = f.server.rig.channel_status(None);
+    assert_eq!((views[0].gp_put, views[0].entries), (1, 256));
+    assert_eq!(views[0].rings, rigd::channels::Rings::Gpu);
+    assert_eq!(f.gpu.gpu().usermode().read_u32(0x90), FAKE_TOKEN);
+    let listed = Client::connect(&f.server.socket)
+        .await
+        .expect("connect")
+        .channels()
+        .await
+        .expect("list");
+    assert_eq!(listed[0].rings, Some(Rings::Gpu));
+    let e = ch.wait(v, SHORT).expect_err("no GPU to release");
+    assert!(matches!(e, ChannelError::Timeout { gp_put: 1, .. }), "{e}");
+    // GP_GET never moved: the wait rang the doorbell again, backing off (20 µs
+    // doubling to 1 ms: a few hundred in 200 ms, not thousands).
+    let kicks = ch.rekicks();
+    assert!((2..=400).contains(&kicks), "{kicks} rekicks");
+    let uid = nix::unistd::getuid().as_raw();
+    ch.close(&session).await.expect("close");
+    assert_eq!(f.gpu.windows_of(uid), (1, 0), "kept for the uid, idle");
+    let again = Channel::open_in(&session, Engine::Compute, 256, 16 << 10, Rings::Gpu)
+        .await
+        .expect("again");
+    assert_eq!(f.gpu.windows_of(uid), (1, 1), "the same window");
+    let vidmem = f
+        .rm
+        .calls()
+        .iter()
+        .filter(
+            |c| matches!(c, Call::Alloc { class, .. } if *class == r580::NV01_MEMORY_LOCAL_USER),
+        )
+        .count();
+    assert_eq!(vidmem, 1);
+    // A pushbuffer that is no whole number of words is refused, typed.
+    let e = Channel::open_in(&session, Engine::Copy, 256, 6, Rings::Gpu)
+        .await
+        .expect_err("bad pushbuffer");
+    assert_eq!(kind(e), Some(SessionErrorKind::BadRing));
+    drop(again);
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_lowers_channels_per_session_for_the_next_open_and_keeps_open_ones() {
+    let f = serve().await;
+    let alice = Session::open(&f.server.socket, GPU).await.expect("alice");
+    let _one = Channel::open(&alice, Engine::Copy, 64).await.expect("one");
+    let mut two = Channel::open(&alice, Engine::Compute, 64)
+        .await
+        .expect("two");
+    // The config the fixture's rigd runs with (dma_support::Server), `[channels]
+    // per_session` lowered to 1: what SIGHUP re-reads.
+    let mut config = rigd::config::Config::default();
+    config.paths.state_dir = f.server.dir.path().join("state");
+    config.paths.pci_ids = f.server.dir.path().join("pci.ids");
+    config.dma.quota.per_uid_bytes = 64 * MIB;
+    config.dma.quota.per_device_bytes = 64 * MIB;
+    config.channels.per_session = 1;
+    let done = f.server.rig.reload(&config).expect("reloaded");
+    assert!(done.need_restart.is_empty(), "{:?}", done.need_restart);
+    // Both channels from before stay open and usable; a third is refused at the new
+    // limit, and so is a second one of a new session.
+    two.release().expect("release");
+    two.submit().expect("an open channel still submits");
+    let e = Channel::open(&alice, Engine::Copy, 64)
+        .await
+        .expect_err("over the reloaded limit");
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
+    let bob = Session::open(&f.server.socket, GPU).await.expect("bob");
+    let _bobs = Channel::open(&bob, Engine::Copy, 64)
+        .await
+        .expect("bob's first");
+    let e = Channel::open(&bob, Engine::Copy, 64)
+        .await
+        .expect_err("bob's second");
+    assert_eq!(kind(e), Some(SessionErrorKind::ChannelLimit));
+    // Raised again: the next open goes through.
+    config.channels.per_session = 3;
+    f.server.rig.reload(&config).expect("reloaded");
+    Channel::open(&bob, Engine::Copy, 64)
+        .await
+        .expect("within the raised limit");
+    f.server.stop().await;
+}
