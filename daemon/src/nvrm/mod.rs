@@ -64,7 +64,7 @@ use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
 pub use space::{AddressSpace, LEASE_BASE, OWN_BASE, VA_END};
 pub use va::VaAllocator;
-pub use vidmem::{DeviceMem, DeviceView};
+pub use vidmem::{DeviceMem, DeviceView, HUGE_PAGE, Pages};
 
 /// What GET_BUILD_VERSION_V2 said, and the layouts it selects.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -143,6 +143,13 @@ impl<R: Rm> AddressSpace<R> {
             .ok_or(NvrmError::VaExhausted { len })
     }
 
+    /// `len` bytes of rigd's own VA in this space, aligned to `align`.
+    pub(crate) fn alloc_va_aligned(&self, len: u64, align: u64) -> Result<u64, NvrmError> {
+        lock(&self.own)
+            .alloc(len, align)
+            .ok_or(NvrmError::VaExhausted { len })
+    }
+
     /// Registers all of `mem` with the RM as an OS descriptor and maps it at `va`;
     /// pushes how to undo both onto `undo`. Returns the descriptor's handle.
     pub(crate) fn map(

@@ -46,6 +46,45 @@ const KIND_GENERIC: u32 = 6;
 /// since the memory is the GPU's own.
 const MAP_FLAGS: u32 = (1 << 8) | (1 << 15);
 
+/// How GPU memory is paged, in its allocation and in a GPU address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// 4 KiB pages, physically contiguous (rings: one BAR1 range).
+    Small,
+    /// 2 MiB pages, not necessarily contiguous (NVOS32_ATTR_PAGE_SIZE_HUGE with
+    /// NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB; NVOS46 PAGE_SIZE_HUGE at a 2 MiB-aligned VA).
+    Huge,
+}
+
+/// 2 MiB.
+pub const HUGE_PAGE: u64 = 2 << 20;
+
+impl Pages {
+    fn attr(self) -> (u32, u32) {
+        match self {
+            Self::Small => (ATTR, ATTR2),
+            // PHYSICALITY_ALLOW_NONCONTIG (28:27 = 3) | PAGE_SIZE_HUGE (24:23 = 3);
+            // attr2 PAGE_SIZE_HUGE_2MB (21:20 = 1).
+            Self::Huge => ((3 << 27) | (3 << 23), ATTR2 | (1 << 20)),
+        }
+    }
+
+    fn size(self) -> u64 {
+        match self {
+            Self::Small => PAGE,
+            Self::Huge => HUGE_PAGE,
+        }
+    }
+
+    fn map_flags(self) -> u32 {
+        match self {
+            Self::Small => MAP_FLAGS,
+            // PAGE_SIZE_HUGE (11:8 = 4) | DMA_OFFSET_FIXED_TRUE.
+            Self::Huge => (4 << 8) | (1 << 15),
+        }
+    }
+}
+
 /// GPU memory with rigd's CPU view through BAR1, freed when dropped.
 #[derive(Debug)]
 pub struct DeviceMem<R: Rm> {
@@ -66,21 +105,36 @@ impl<R: Rm> DeviceMem<R> {
     /// [`NvrmError::HostMemSize`] for a size of 0 or over 2^38, or
     /// [`NvrmError::Call`] naming the step; what was made before is freed.
     pub fn new(gpu: &Arc<Gpu<R>>, len: u64, caching: Caching) -> Result<Self, NvrmError> {
+        Self::paged(gpu, len, Pages::Small, Some(caching))
+    }
+
+    /// `len` bytes (rounded up to `pages`' size) of GPU memory, with a CPU window
+    /// through BAR1 only if `caching` is given.
+    ///
+    /// # Errors
+    /// As [`DeviceMem::new`].
+    pub fn paged(
+        gpu: &Arc<Gpu<R>>,
+        len: u64,
+        pages: Pages,
+        caching: Option<Caching>,
+    ) -> Result<Self, NvrmError> {
         if len == 0 || len > MAX_LEN {
             return Err(NvrmError::HostMemSize { len });
         }
-        let len = len.next_multiple_of(PAGE);
+        let len = len.next_multiple_of(pages.size());
+        let (attr, attr2) = pages.attr();
         let n = usize::try_from(len).map_err(|_| NvrmError::HostMemSize { len })?;
         let rm = gpu.rm();
         let mut p = r580::NvMemoryAllocationParams {
             owner: rm.client(),
             type_: 0, // NVOS32_TYPE_IMAGE
             flags: ALLOC_FLAGS,
-            attr: ATTR,
-            attr2: ATTR2,
+            attr,
+            attr2,
             format: KIND_GENERIC,
             size: len,
-            alignment: PAGE,
+            alignment: pages.size(),
             limit: len - 1,
             ..Default::default()
         };
@@ -97,10 +151,12 @@ impl<R: Rm> DeviceMem<R> {
             h_memory,
             len,
         };
-        m.window = Some(
-            rm.map_window(gpu.device(), h_memory, n, caching)
-                .map_err(at(Step::MapWindow))?,
-        );
+        if let Some(caching) = caching {
+            m.window = Some(
+                rm.map_window(gpu.device(), h_memory, n, caching)
+                    .map_err(at(Step::MapWindow))?,
+            );
+        }
         Ok(m)
     }
 
@@ -176,6 +232,19 @@ impl<R: Rm> DeviceView<R> {
     /// # Errors
     /// [`NvrmError::VaExhausted`], [`NvrmError::Call`] (MapDma); nothing stays mapped.
     pub fn map(space: &Arc<AddressSpace<R>>, mem: Arc<DeviceMem<R>>) -> Result<Self, NvrmError> {
+        Self::map_paged(space, mem, Pages::Small)
+    }
+
+    /// Maps all of `mem` in `pages` (2 MiB pages need a 2 MiB-aligned VA, which this
+    /// picks).
+    ///
+    /// # Errors
+    /// As [`DeviceView::map`].
+    pub fn map_paged(
+        space: &Arc<AddressSpace<R>>,
+        mem: Arc<DeviceMem<R>>,
+        pages: Pages,
+    ) -> Result<Self, NvrmError> {
         let mut v = Self {
             space: Arc::clone(space),
             undo: Vec::new(),
@@ -183,9 +252,9 @@ impl<R: Rm> DeviceView<R> {
             mem,
         };
         let len = v.mem.len();
-        let va = space.alloc_va(len)?;
+        let va = space.alloc_va_aligned(len, pages.size().max(super::space::OWN_ALIGN))?;
         v.undo.push(Undo::ReleaseVa { base: va, len });
-        space.map_memory(v.mem.handle(), len, va, MAP_FLAGS, &mut v.undo)?;
+        space.map_memory(v.mem.handle(), len, va, pages.map_flags(), &mut v.undo)?;
         v.gpu_va = va;
         Ok(v)
     }

@@ -1,0 +1,187 @@
+/*
+ * CUDA's side of rig's compute figures on the H200 (docs/BENCHMARKS.md): the same
+ * cubin rig launches (client/cubin/tests/data/kernels.sm_90.cubin), through the CUDA
+ * driver API, in the same device call. Built and run on the device machine only:
+ *
+ *     nvcc -O2 -o /tmp/cuda_compute_anchor tests/h200/cuda_compute_anchor.c -lcuda
+ *     /tmp/cuda_compute_anchor kernels.sm_90.cubin [launches]
+ *
+ * Prints one line per figure: `anchor <name> median <x> p99 <y> <unit> (n <count>)`.
+ * Uses the GPU only through CUDA (spin scheduling, as a latency-minded runtime would);
+ * frees everything it makes; no managed memory.
+ */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(x)                                                               \
+    do {                                                                       \
+        CUresult r_ = (x);                                                     \
+        if (r_ != CUDA_SUCCESS) {                                              \
+            const char *s_ = "?";                                              \
+            cuGetErrorName(r_, &s_);                                           \
+            fprintf(stderr, "cuda_compute_anchor: %s failed: %s\n", #x, s_);   \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report(const char *name, double *v, int n, const char *unit) {
+    qsort(v, n, sizeof *v, cmp);
+    printf("anchor %s median %.3f p99 %.3f %s (n %d)\n", name, v[n / 2],
+           v[(int)((n - 1) * 0.99 + 0.5)], unit, n);
+}
+
+static void *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { perror(path); exit(1); }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc(n);
+    if (fread(b, 1, n, f) != (size_t)n) { perror(path); exit(1); }
+    fclose(f);
+    return b;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: %s CUBIN [launches]\n", argv[0]); return 2; }
+    int n = argc > 2 ? atoi(argv[2]) : 10000;
+    void *image = read_file(argv[1]);
+    CHECK(cuInit(0));
+    CUdevice dev;
+    CHECK(cuDeviceGet(&dev, 0));
+
+    /* Opening: context + stream + module + first launch, completed. */
+    double open[5];
+    for (int i = 0; i < 5; i++) {
+        double t0 = now_us();
+        CUcontext c;
+        CUstream s;
+        CUmodule m;
+        CUfunction f;
+        CHECK(cuCtxCreate(&c, NULL, CU_CTX_SCHED_SPIN, dev));
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CHECK(cuModuleLoadData(&m, image));
+        CHECK(cuModuleGetFunction(&f, m, "empty"));
+        CHECK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        CHECK(cuStreamSynchronize(s));
+        open[i] = (now_us() - t0) / 1e3;
+        CHECK(cuModuleUnload(m));
+        CHECK(cuStreamDestroy(s));
+        CHECK(cuCtxDestroy(c));
+    }
+    report("open_first_kernel_ms", open, 5, "ms");
+
+    CUcontext ctx;
+    CUstream s;
+    CUmodule mod;
+    CUfunction empty, saxpy;
+    CHECK(cuCtxCreate(&ctx, NULL, CU_CTX_SCHED_SPIN, dev));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuModuleLoadData(&mod, image));
+    CHECK(cuModuleGetFunction(&empty, mod, "empty"));
+    CHECK(cuModuleGetFunction(&saxpy, mod, "saxpy"));
+
+    double *rt = calloc(n, sizeof *rt), *host = calloc(n, sizeof *host);
+    for (int i = 0; i < 100; i++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+    CHECK(cuStreamSynchronize(s));
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        double t1 = now_us();
+        CHECK(cuStreamSynchronize(s));
+        host[i] = t1 - t0;
+        rt[i] = now_us() - t0;
+    }
+    report("empty_launch_sync_us", rt, n, "us");
+    report("empty_launch_host_us", host, n, "us");
+    {
+        double t0 = now_us();
+        for (int i = 0; i < n; i++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+        CHECK(cuStreamSynchronize(s));
+        double per = (now_us() - t0) / n;
+        printf("anchor empty_back_to_back_us median %.3f p99 %.3f us (n %d)\n", per, per, n);
+    }
+
+    /* saxpy over 2^28 floats, the same cubin, 1,048,576 blocks of 256. */
+    unsigned long long nel = 1ull << 28;
+    CUdeviceptr x, y;
+    CHECK(cuMemAlloc(&x, nel * 4));
+    CHECK(cuMemAlloc(&y, nel * 4));
+    CHECK(cuMemsetD32(x, 0x3f800000u, nel));
+    CHECK(cuMemsetD32(y, 0x3f800000u, nel));
+    float a = 3.0f;
+    void *args[] = {&a, &x, &y, &nel};
+    double sax[21];
+    for (int i = 0; i < 21; i++) {
+        double t0 = now_us();
+        CHECK(cuLaunchKernel(saxpy, (unsigned)(nel / 256), 1, 1, 256, 1, 1, 0, s, args, NULL));
+        CHECK(cuStreamSynchronize(s));
+        sax[i] = now_us() - t0;
+    }
+    report("saxpy_2e28_us", sax, 21, "us");
+
+    /* Copies: 256 MiB pinned host <-> device, 1 GiB device -> device. */
+    size_t hb = 256u << 20;
+    void *h;
+    CHECK(cuMemAllocHost(&h, hb));
+    memset(h, 1, hb);
+    double bw[10];
+    for (int i = 0; i < 10; i++) {
+        double t0 = now_us();
+        CHECK(cuMemcpyHtoDAsync(x, h, hb, s));
+        CHECK(cuStreamSynchronize(s));
+        bw[i] = hb / (now_us() - t0) / 1e3;
+    }
+    report("h2d_256MiB_GBps", bw, 10, "GB/s");
+    for (int i = 0; i < 10; i++) {
+        double t0 = now_us();
+        CHECK(cuMemcpyDtoHAsync(h, x, hb, s));
+        CHECK(cuStreamSynchronize(s));
+        bw[i] = hb / (now_us() - t0) / 1e3;
+    }
+    report("d2h_256MiB_GBps", bw, 10, "GB/s");
+    for (int i = 0; i < 10; i++) {
+        double t0 = now_us();
+        CHECK(cuMemcpyDtoDAsync(y, x, nel * 4, s));
+        CHECK(cuStreamSynchronize(s));
+        bw[i] = (nel * 4) / (now_us() - t0) / 1e3;
+    }
+    report("d2d_1GiB_GBps", bw, 10, "GB/s");
+
+    /* GPU memory: allocate and free 2 MiB, with one live allocation beside. */
+    double al[1000];
+    for (int i = 0; i < 1000; i++) {
+        CUdeviceptr p;
+        double t0 = now_us();
+        CHECK(cuMemAlloc(&p, 2u << 20));
+        CHECK(cuMemFree(p));
+        al[i] = now_us() - t0;
+    }
+    report("alloc_free_2MiB_us", al, 1000, "us");
+
+    CHECK(cuMemFreeHost(h));
+    CHECK(cuMemFree(x));
+    CHECK(cuMemFree(y));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuCtxDestroy(ctx));
+    free(rt);
+    free(host);
+    free(image);
+    return 0;
+}
