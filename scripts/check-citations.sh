@@ -8,11 +8,9 @@
 # citation and passes.
 #
 #   scripts/check-citations.sh            check every tracked text file
-#   scripts/check-citations.sh --pending  also print the matches in pending paths
 #
-# Paths listed in scripts/citations-pending.txt (one path or folder prefix a line, '#'
-# comments) are not yet swept: their matches are counted, not failed. Vendored crates
-# under third_party/ are upstream's text; only their RIG-PATCH.md notes are checked.
+# Vendored crates under third_party/ are upstream's text; only their RIG-PATCH.md notes
+# are checked.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 git rev-parse --is-inside-work-tree > /dev/null 2>&1 || {
@@ -20,14 +18,10 @@ git rev-parse --is-inside-work-tree > /dev/null 2>&1 || {
     exit 2
 }
 
-SHOW_PENDING=0
 case ${1:-} in
-    --pending) SHOW_PENDING=1 ;;
     "") ;;
-    *) echo "usage: scripts/check-citations.sh [--pending]" >&2; exit 2 ;;
+    *) echo "usage: scripts/check-citations.sh" >&2; exit 2 ;;
 esac
-
-PENDING_FILE=scripts/citations-pending.txt
 
 # name|PCRE. Kept narrow so that ordinary words pass: "seed" alone, "issue #442" of
 # another project, "docs/hardware/nvidia-rm.md".
@@ -44,18 +38,7 @@ RULES=(
 # Bare names of files that exist in docs/hardware/: outside it they must say where.
 BARE_RULE='outside file|(?<![\w/.-])(nvidia-rm|qemu-tier)\.md'
 
-pending=()
-if [ -f "$PENDING_FILE" ]; then
-    while IFS= read -r line; do
-        line=${line%%#*}
-        line=${line//[[:space:]]/}
-        [ -n "$line" ] && pending+=("$line")
-    done < "$PENDING_FILE"
-fi
-
-base=(':(exclude)third_party' ':(exclude)scripts/check-citations.sh' ":(exclude)$PENDING_FILE")
-excl=()
-for p in "${pending[@]}"; do excl+=(":(exclude)$p"); done
+base=(':(exclude)third_party' ':(exclude)scripts/check-citations.sh')
 
 # grep_rule NAME PCRE PATHSPEC...: prints "path:line: [NAME] text" for each match.
 grep_rule() {
@@ -71,23 +54,11 @@ check() { # check PATHSPEC...: every rule over these paths
 }
 
 found=$(
-    check . "${base[@]}" "${excl[@]}"
+    check . "${base[@]}"
     grep_rule 'outside file' '\.\./shar[e]d/|\bshar[e]d/(reference|seeds)' 'third_party/*/RIG-PATCH.md'
     grep_rule 'issue number' '\b[Ii]ssues? [0-9]+' 'third_party/*/RIG-PATCH.md'
 )
 found=$(printf '%s\n' "$found" | sed '/^$/d' | sort -u)
-
-pending_hits=0
-if [ ${#pending[@]} -gt 0 ]; then
-    held=$(check "${pending[@]}" | sed '/^$/d' | sort -u)
-    pending_hits=$(printf '%s\n' "$held" | sed '/^$/d' | cut -d: -f1,2 | sort -u | wc -l)
-    [ $SHOW_PENDING = 1 ] && [ -n "$held" ] && printf '%s\n' "$held"
-    for p in "${pending[@]}"; do
-        if [ -z "$(check "$p")" ]; then
-            echo "check-citations: $p is clean: remove it from $PENDING_FILE"
-        fi
-    done
-fi
 
 if [ -n "$found" ]; then
     printf '%s\n' "$found"
@@ -96,8 +67,4 @@ if [ -n "$found" ]; then
         "docs/h200.md, docs/BENCHMARKS.md or docs/RELIABILITY.md instead (CONTRIBUTING.md)" >&2
     exit 1
 fi
-if [ "$pending_hits" -gt 0 ]; then
-    echo "check-citations: clean; $pending_hits line(s) in ${#pending[@]} pending path(s) of $PENDING_FILE"
-else
-    echo "check-citations: clean"
-fi
+echo "check-citations: clean"

@@ -335,7 +335,8 @@ impl Rig {
                 // device still masters the bus to complete the deletions.
                 self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
                 // The device stops mastering the bus before its pool's memory is
-                // unmapped and freed (seed: a device keeps writing what it was given).
+                // unmapped and freed (a device keeps writing what it was given:
+                // docs/hardware/pci-takeover.md, "Bus mastering").
                 self.taker.stop_bus_master(bdf)?;
                 self.drop_pool(bdf);
                 Ok(self.taker.attach(t, progress)?)
@@ -388,8 +389,10 @@ impl Rig {
             let t = slot.as_ref().ok_or(TakeError::NotHeld { bdf })?;
             self.stop_queue_host(bdf, t.hold.vfio().map(|v| v.device.as_ref()));
             let report = self.taker.reset_held(t, method, progress)?;
-            // Seed: memory a device without an IOMMU reached stays reserved until the
-            // device is reset; now it has been, so its pool may reuse those blocks.
+            // Memory a device without an IOMMU reached stays reserved until the device
+            // is reset; now it has been, so its pool may reuse those blocks
+            // (docs/hardware/pci-takeover.md, "Memory a device without an IOMMU can
+            // reach").
             if let Err(e) = self.dma.device_reset(&bdf.to_string())
                 && !matches!(e, dma::DmaError::NoPool { .. })
             {
@@ -466,8 +469,8 @@ impl Rig {
 
     /// Turns a held device's bus mastering on or off; returns whether it was on. Only
     /// held devices: a driver owns the command register of the others. Give-back,
-    /// shutdown and the next start's recovery clear it again (seed: bus mastering
-    /// outlives the process that turned it on).
+    /// shutdown and the next start's recovery clear it again (bus mastering outlives
+    /// the process that turned it on: docs/hardware/pci-takeover.md, "Bus mastering").
     ///
     /// # Errors
     /// A malformed address, a busy device, one rig does not hold, or the config write.
@@ -512,8 +515,9 @@ impl Rig {
     }
 
     /// At a clean exit: stops bus mastering on every held device, which keeps its
-    /// record and is re-adopted at the next start (seed: bus mastering outlives the
-    /// process). VFIO-held devices get the same from vfio-pci when their fd closes.
+    /// record and is re-adopted at the next start (bus mastering outlives the process:
+    /// docs/hardware/pci-takeover.md, "Bus mastering"). VFIO-held devices get the same
+    /// from vfio-pci when their fd closes.
     pub fn shutdown(&self) {
         let slots: Vec<Slot> = lock(&self.devices).values().cloned().collect();
         for slot in slots {

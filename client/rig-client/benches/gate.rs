@@ -1,11 +1,12 @@
-//! What the role gate and audit lines cost a unary RPC (issue 13), before and after in
-//! one run: three servers in this process over the fake kernel — without the gate
-//! (`service::run_ungated`: what main had for client calls), with the gate and default
-//! roles (`[roles] clients` empty), and with the gate and client and admin groups (the
-//! caller's groups from its connection, SO_PEERGROUPS, read once when it connects; an
-//! audit line to a journal socket for each admin call) — called in turn, call by call,
-//! by this binary re-run as a non-root uid (`setpriv`), so the policy takes its real
-//! path rather than root's shortcut. Medians, p99 and min of each.
+//! What the role gate and audit lines cost a unary RPC (docs/BENCHMARKS.md, "Roles and
+//! audit on the unary RPC path"), before and after in one run: three servers in this
+//! process over the fake kernel — without the gate (`service::run_ungated`: what main
+//! had for client calls), with the gate and default roles (`[roles] clients` empty),
+//! and with the gate and client and admin groups (the caller's groups from its
+//! connection, SO_PEERGROUPS, read once when it connects; an audit line to a journal
+//! socket for each admin call) — called in turn, call by call, by this binary re-run as
+//! a non-root uid (`setpriv`), so the policy takes its real path rather than root's
+//! shortcut. Medians, p99 and min of each.
 //!
 //! Needs root (to run the client as another uid). Run pinned, e.g.:
 //!

@@ -1,9 +1,9 @@
-//! Load (issue 14): many concurrent clients against ONE rigd over the fake kernel, rigd
-//! in a process of its own so its CPU time, RSS, fds and threads are its alone (read
-//! from /proc/<pid>). This binary is both: re-run with `RIG_LOAD_SERVE` set it is the
-//! server (rigd's whole service, `rigd::testing::Serving`, over a fake tree: a GPU
-//! with its driver, an edu held in vfio mode, a vfio-mode DMA pool behind a fake
-//! IOMMU); otherwise it is the clients.
+//! Load (docs/RELIABILITY.md, "Load"): many concurrent clients against ONE rigd over
+//! the fake kernel, rigd in a process of its own so its CPU time, RSS, fds and threads
+//! are its alone (read from /proc/<pid>). This binary is both: re-run with
+//! `RIG_LOAD_SERVE` set it is the server (rigd's whole service,
+//! `rigd::testing::Serving`, over a fake tree: a GPU with its driver, an edu held in
+//! vfio mode, a vfio-mode DMA pool behind a fake IOMMU); otherwise it is the clients.
 //!
 //! Each client is a tokio task with its own connection (its own `rig_client::Client`,
 //! so N clients = N connections to rigd, all open at once before the clock starts)

@@ -1,4 +1,4 @@
-//! DMA figures for docs/BENCHMARKS.md (issue 6) through the client library against a
+//! DMA figures for docs/BENCHMARKS.md ("DMA") through the client library against a
 //! real rigd process, side by side in one run:
 //!
 //! 1. alloc + free of 64 KiB on the fast path (inside a leased block) and with a fresh

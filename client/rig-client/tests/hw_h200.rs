@@ -136,7 +136,7 @@ impl<'c> Submitter<'c> {
             self.last_end = seg.end;
         }
         // The GPU must see the entries and commands before GP_PUT, and GP_PUT before
-        // the doorbell (seed: "Before a doorbell: fence, publish, read back, ring";
+        // the doorbell (docs/hardware/nvidia-channels.md, "Before a doorbell";
         // host-memory rings need no read-back).
         fence(Ordering::SeqCst);
         g.write_u32(userd + USERD_GP_PUT, self.ring.put())?;

@@ -10,7 +10,7 @@
 //! time of each submission, interleaved in rounds so drift hits all alike.
 //!
 //! Stores through a write-combined BAR are fenced and read back before the doorbell
-//! (seed: "Before a doorbell: fence, publish, read back, ring"). Two placements leave
+//! (docs/hardware/nvidia-channels.md, "Before a doorbell"). Two placements leave
 //! the read-back out to see what it costs: they are diagnostic only (without it the
 //! GPU may read a stale GP_PUT, and the wait then times out, which ends that
 //! placement, not the run).

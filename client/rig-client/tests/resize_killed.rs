@@ -1,15 +1,16 @@
-//! Campaign: rigd killed at random during resizes (issue 14). No emulated device has a
-//! Resizable BAR (docs/vm.md), so this runs over the fake kernel on the host, with rigd
-//! as a real process that really gets SIGKILL: this binary re-run with
-//! `RIG_RESIZE_SERVE` set is rigd (its whole service through `rigd::testing::Serving`
-//! over a fake tree on disk, `rigd::testing::FakeWorld::persistent`, its journal in a
-//! state dir on disk; it runs recovery at start, as rigd's main does). The tree holds
-//! one GPU on nvidia whose BAR2 has a Resizable BAR capability offering 256M to 8G;
-//! the fake kernel honours the sizes (config's control register and `resource`),
-//! takes `RIG_RESIZE_STEP_MS` for each unbind, probe and resize (so kills land in
-//! the middle of steps), lets nvidia turn
-//! bus mastering on at probe and off at remove as a driver does, and, in one start of
-//! three, its bridge window has no room for 8G (ENOSPC; rigd falls back).
+//! Campaign: rigd killed at random during resizes (docs/RELIABILITY.md, "During
+//! resizes, over the fake kernel"). No emulated device has a Resizable BAR
+//! (docs/hardware/qemu-tier.md, "Resizable BAR"), so this runs over the fake kernel on
+//! the host, with rigd as a real process that really gets SIGKILL: this binary re-run
+//! with `RIG_RESIZE_SERVE` set is rigd (its whole service through
+//! `rigd::testing::Serving` over a fake tree on disk,
+//! `rigd::testing::FakeWorld::persistent`, its journal in a state dir on disk; it runs
+//! recovery at start, as rigd's main does). The tree holds one GPU on nvidia whose BAR2
+//! has a Resizable BAR capability offering 256M to 8G; the fake kernel honours the
+//! sizes (config's control register and `resource`), takes `RIG_RESIZE_STEP_MS` for
+//! each unbind, probe and resize (so kills land in the middle of steps), lets nvidia
+//! turn bus mastering on at probe and off at remove as a driver does, and, in one start
+//! of three, its bridge window has no room for 8G (ENOSPC; rigd falls back).
 //!
 //! Per kill: a fresh rigd starts over the same tree and state dir (recovery from the
 //! journal); a client asks it for one operation chosen by a seeded generator (not

@@ -56,8 +56,8 @@ use crate::{
     },
 };
 
-/// The most ring entries the RM takes (seed: "A channel's ring holds up to 2^31
-/// entries").
+/// The most ring entries the RM takes (docs/hardware/nvidia-channels.md, "Ring
+/// limits").
 pub const MAX_RING_ENTRIES: u64 = 1 << 31;
 /// NVC361_NOTIFY_CHANNEL_PENDING in the usermode page the client maps.
 pub const DOORBELL_OFFSET: u64 = 0x90;
@@ -105,10 +105,11 @@ pub enum Rings {
     /// GPU memory, written by the client through BAR1 (write-combined): ring, USERD
     /// and pushbuffer in one window rigd allocates. The GPU fetches locally (the
     /// shortest round trip); the client fences before and after GP_PUT. The client's
-    /// CPU mapping of BAR1 outlives rigd's free (nvidia-rm.md §4), so a window, once
-    /// lent, is kept by rigd and reused only for the same uid, who could reach it
-    /// anyway; a client that outlives rigd keeps its mapping, which is why rigd lends
-    /// windows only to whom `[channels] gpu_rings_group` names.
+    /// CPU mapping of BAR1 outlives rigd's free (docs/hardware/nvidia-rm.md, "Handing
+    /// mappings to another process"), so a window, once lent, is kept by rigd and
+    /// reused only for the same uid, who could reach it anyway; a client that outlives
+    /// rigd keeps its mapping, which is why rigd lends windows only to whom
+    /// `[channels] gpu_rings_group` names.
     Gpu,
 }
 

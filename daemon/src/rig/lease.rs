@@ -1,6 +1,6 @@
-//! `Rig`'s whole-device leases (issue 12): a DMA session's client gets the entire held
-//! device — its VFIO device fd, or its `resourceN` files in sysfs mode — for as long
-//! as its side connection lives, and rigd takes it back when that ends.
+//! `Rig`'s whole-device leases (docs/lease.md): a DMA session's client gets the entire
+//! held device — its VFIO device fd, or its `resourceN` files in sysfs mode — for as
+//! long as its side connection lives, and rigd takes it back when that ends.
 //!
 //! Policy (`crate::policy`): an admin, or a caller a `[lease]` rule names with the device. While a device
 //! is leased rigd refuses every other request on it — give-back, reset, resize,
@@ -14,11 +14,11 @@
 //! reopen), then the pool kept or made afresh (`[lease] pool`), then the device is
 //! held and available again. Lock order: the device's slot, then `leases`.
 //!
-//! What cannot be enforced (Linux 6.12, `shared/reference/queues.md` §1): a VFIO
-//! device fd cannot be revoked, and a holder that keeps a copy past its connection
-//! (a dup, a fork, a descriptor passed on) keeps the device. rig-client closes it with
-//! the session; the reclaim's reopen makes vfio-pci's teardown run only once no copy
-//! is left.
+//! What cannot be enforced (Linux 6.12; docs/hardware/queues.md, "Lending part of a
+//! device"): a VFIO device fd cannot be revoked, and a holder that keeps a copy past
+//! its connection (a dup, a fork, a descriptor passed on) keeps the device. rig-client
+//! closes it with the session; the reclaim's reopen makes vfio-pci's teardown run only
+//! once no copy is left.
 
 use std::{
     fs::File,

@@ -177,7 +177,8 @@ impl Rig {
             pool.write(lease, offset + sq, &zero)?;
             let lent = s.queues.open(&mut s.ctrl, &kicks, owner, depth, rings)?;
             // No stale shadow tail or head: the controller trusts them unchecked
-            // (queues.md §2). Only this queue's slot: others may share the page.
+            // (docs/hardware/queues.md, "QEMU's NVMe controller"). Only this queue's
+            // slot: others may share the page.
             let slot = 8 * u64::from(lent.qid % 512);
             pool.write(lease, shadow_offset + slot, &[0; 8])?;
             s.leases.insert(lent.qid, (session, lease));

@@ -683,8 +683,8 @@ impl Channel {
             self.in_flight.push_back((last, end));
             self.recorded = last;
         }
-        // Entries and commands before GP_PUT, GP_PUT before the doorbell (seed:
-        // "Before a doorbell: fence, publish, read back, ring"). Host memory: x86
+        // Entries and commands before GP_PUT, GP_PUT before the doorbell
+        // (docs/hardware/nvidia-channels.md, "Before a doorbell"). Host memory: x86
         // keeps cached stores in order, the fence orders the compiler and weaker
         // machines. BAR1: write-combined stores may land in any order, so a store
         // fence each side of GP_PUT; no read-back, since GP_PUT itself is in GPU

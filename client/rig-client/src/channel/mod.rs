@@ -5,18 +5,18 @@
 //! Flow: a client's submission is `pushbuf::Pushbuffer::reserve` → `method` words
 //! written into the reserved words → `Pushbuffer::close` → `ring::entry` written at
 //! `ring::Ring::push`'s slot → store fence → GP_PUT in USERD → the doorbell (the work
-//! submit token at `ring::USERMODE_NOTIFY_CHANNEL_PENDING` of the usermode page) (seed:
-//! "Before a doorbell: fence, publish, read back, ring"; host-memory rings need no
-//! read-back). Every piece here is pure arithmetic with the seed's rules as checks,
-//! so each is tested without a GPU; the memory they describe is leased from rigd
+//! submit token at `ring::USERMODE_NOTIFY_CHANNEL_PENDING` of the usermode page)
+//! (docs/hardware/nvidia-channels.md, "Before a doorbell"; host-memory rings need no
+//! read-back). Every piece here is pure arithmetic with those rules as checks, so
+//! each is tested without a GPU; the memory they describe is leased from rigd
 //! (the session's ledger, `crate::session`). [`Channel`] (`lent`) ties them to a real
 //! ring, USERD, notifier and doorbell that rigd lends on an RM-served GPU
 //! ([`Channel::open`] on a [`crate::session::Session`]); `status` reads rigd's list of
 //! every lent channel.
 //!
 //! References: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/`
-//! clc56f.h, clc86f.h, clc8b5.h, clc361.h; shared/reference/nvidia-rm.md §1 and §3;
-//! shared/seeds/gpu-hardware-notes.txt, NVIDIA section.
+//! clc56f.h, clc86f.h, clc8b5.h, clc361.h; docs/hardware/nvidia-channels.md (the
+//! formats and rules) and docs/hardware/nvidia-rm.md ("The object sequence").
 
 mod lent;
 pub mod method;

@@ -2,7 +2,7 @@
 //! client writes and the GPU fetches, cut into segments, one ring entry each. Pure
 //! positions; the words themselves are written by the caller.
 //!
-//! The rule (seed, "A ring entry names one contiguous run of commands"): the GPU reads
+//! The rule (docs/hardware/nvidia-channels.md, "Segments do not wrap"): the GPU reads
 //! a segment in address order and knows nothing of the buffer, so a segment that runs
 //! past the buffer's end reads whatever lies beyond (on the RTX 5000 Ada that ended
 //! both channels with PBDMA_ERROR). So a command never straddles the end: the open

@@ -8,11 +8,12 @@
 //!
 //! Facts: the entry format is NVC86F_GP_ENTRY0/1 (clc86f.h, as clc56f.h); LENGTH is
 //! 21 bits of dwords and GET/GET_HI 40 bits of address, so segments lie below 2^40
-//! (seed: "NVIDIA command segments lie below 2^40"); a ring holds a power of two of
-//! entries, at most 2^31 (seed: "A channel's ring holds up to 2^31 entries": LIMIT2 is
-//! a 5-bit log2).
+//! (docs/hardware/nvidia-channels.md, "Ring entries"); a ring holds a power of two of
+//! entries, at most 2^31 (LIMIT2 is a 5-bit log2: docs/hardware/nvidia-channels.md,
+//! "Ring limits").
 
-/// The most entries a ring may have (seed: LIMIT2 is 5 bits).
+/// The most entries a ring may have (LIMIT2 is 5 bits: docs/hardware/nvidia-channels.md,
+/// "Ring limits").
 pub const MAX_ENTRIES: u32 = 1 << 31;
 /// The fewest entries rig makes a ring with.
 pub const MIN_ENTRIES: u32 = 2;

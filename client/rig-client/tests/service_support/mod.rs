@@ -27,7 +27,8 @@ C 06  Bridge
 ";
 
 /// Root port (8 GT/s x16) → switch upstream port (8 GT/s x16) → downstream port
-/// (32 GT/s x16) → an H200-like GPU at 32 GT/s x16: the seed's R9700 topology.
+/// (32 GT/s x16) → an H200-like GPU at 32 GT/s x16: the R9700's topology, a fast link
+/// behind a PCIe 3.0 root port (docs/hardware/pci-takeover.md, "Links").
 pub fn tree(root: &Path) -> FakeSysfs {
     let fake = FakeSysfs::new(root).expect("fake sysfs");
     let port = |bdf: &str, ptype, cap, sta| {

@@ -2,7 +2,7 @@
 //! pool's allocator, and single pages of a lease mapped into it. The queue stage uses
 //! them for NVMe shadow doorbells, which the controller finds by IOVA arithmetic
 //! (`dbs + 8 × qid`), so client k's page must sit at one fixed place in the window
-//! whatever IOVA its lease got (queues.md §2).
+//! whatever IOVA its lease got (docs/hardware/queues.md, "QEMU's NVMe controller").
 //!
 //! Invariant: an alias is unmapped before its lease's blocks leave the lease
 //! (`Pool::release`, `Pool` drop); one whose unmap fails keeps its lease's blocks out

@@ -12,7 +12,8 @@
 //! References (open-gpu-kernel-modules 580.142): `src/common/sdk/nvidia/inc/class/
 //! clc56f.h` (NVC56F_DMA_* header fields, shared by Hopper's C86F), `clc86f.h`
 //! (HOPPER_CHANNEL_GPFIFO_A host methods and NVC86F_SEM_EXECUTE), `clc8b5.h`
-//! (HOPPER_DMA_COPY_A), summarised in shared/reference/nvidia-rm.md §3.
+//! (HOPPER_DMA_COPY_A), summarised in docs/hardware/nvidia-channels.md ("Pushbuffer
+//! headers", "Host semaphores", "Copy engine").
 
 mod compute;
 mod copy;
