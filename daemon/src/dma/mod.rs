@@ -59,28 +59,8 @@ pub const BLOCK_SIZE: u64 = 2 << 20;
 /// (`SCM_MAX_FD`), one per block.
 pub const MAX_LEASE_BLOCKS: u32 = 250;
 
-/// An I/O virtual address: what a device behind an IOMMU uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Iova(pub u64);
-
-/// A virtual address in rigd's own address space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct HostVa(pub u64);
-
-/// A physical (bus) address: what a device without an IOMMU uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PhysAddr(pub u64);
-
-macro_rules! hex_display {
-    ($($t:ty),*) => {$(
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:#x}", self.0)
-            }
-        }
-    )*};
-}
-hex_display!(Iova, HostVa, PhysAddr);
+/// The address-space newtypes are the shared vocabulary's (`rig_model::addr`).
+pub use rig_model::addr::{GpuVa, HostVa, Iova, PhysAddr};
 
 /// The address a device uses for a lease's first byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod addr;
 pub mod nv;
 pub mod nvme;
 pub mod topo;

@@ -1,0 +1,113 @@
+//! Address spaces as types, so an address of one kind cannot be passed where another
+//! is meant: a cubin relocation or a QMD field takes a [`GpuVa`], a VFIO map an
+//! [`Iova`], a device without an IOMMU a [`PhysAddr`], rigd's own mappings a
+//! [`HostVa`] (the pattern of rust-vmm's `GuestAddress`).
+//!
+//! Each is a plain `u64` inside (`.0`, or [`GpuVa::get`]); arithmetic that can overflow
+//! is checked ([`GpuVa::checked_add`]). On the wire (rig-proto) and in JSON they are
+//! plain integers. Not here: which ranges are valid (rigd's `dma` and `nvrm` own the
+//! layouts; [`layout`] holds the client GPU address-space constants both sides share).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! address {
+    ($(#[$doc:meta] $t:ident),* $(,)?) => {$(
+        #[$doc]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $t(pub u64);
+
+        impl $t {
+            /// The number a device or the CPU is programmed with.
+            pub const fn get(self) -> u64 {
+                self.0
+            }
+
+            /// `self + bytes`, or `None` past the end of the address space.
+            pub const fn checked_add(self, bytes: u64) -> Option<Self> {
+                match self.0.checked_add(bytes) {
+                    Some(a) => Some(Self(a)),
+                    None => None,
+                }
+            }
+
+            /// Whether `self` is a multiple of `align` (a power of two).
+            pub const fn is_aligned(self, align: u64) -> bool {
+                align.is_power_of_two() && self.0 & (align - 1) == 0
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x}", self.0)
+            }
+        }
+    )*};
+}
+
+address!(
+    /// A virtual address in one client's GPU address space (an RM-served GPU).
+    GpuVa,
+    /// An I/O virtual address: what a device behind an IOMMU uses.
+    Iova,
+    /// A virtual address in a process's own address space.
+    HostVa,
+    /// A physical (bus) address: what a device without an IOMMU uses.
+    PhysAddr,
+);
+
+/// The layout of a client's GPU address space on an RM-served GPU, which rigd builds
+/// and the client's runtime relies on (docs/compute.md).
+pub mod layout {
+    use super::GpuVa;
+
+    /// The compute shared-memory window: 4 GiB, 4 GiB-aligned, in VA rigd never maps
+    /// (below [`OWN_BASE`]). Generic loads and stores inside it reach a CTA's shared
+    /// memory, so no buffer may lie there (docs/hardware/nvidia-compute.md).
+    pub const SHARED_WINDOW: GpuVa = GpuVa(0x8_0000_0000);
+    /// Its width.
+    pub const SHARED_WINDOW_BYTES: u64 = 1 << 32;
+    /// The compute local-memory window: 16 MiB just below the shared one.
+    pub const LOCAL_WINDOW: GpuVa = GpuVa(0x7_ff00_0000);
+    /// Its width.
+    pub const LOCAL_WINDOW_BYTES: u64 = 16 << 20;
+    /// Where rigd's own allocations for a client (rings, USERD, notifiers) start.
+    pub const OWN_BASE: GpuVa = GpuVa(1 << 36);
+    /// Where host-memory leases start.
+    pub const LEASE_BASE: GpuVa = GpuVa(1 << 38);
+    /// The end of the space: GPFIFO entries and QMD pointers name 40-bit addresses.
+    pub const VA_END: GpuVa = GpuVa(1 << 40);
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn the_windows_lie_below_everything_rigd_maps_and_do_not_overlap() {
+            let shared_end = SHARED_WINDOW.get() + SHARED_WINDOW_BYTES;
+            let local_end = LOCAL_WINDOW.get() + LOCAL_WINDOW_BYTES;
+            assert!(shared_end <= OWN_BASE.get());
+            assert!(local_end <= SHARED_WINDOW.get());
+            assert!(SHARED_WINDOW.is_aligned(1 << 32));
+            assert!(LOCAL_WINDOW.is_aligned(16 << 20));
+            assert!(OWN_BASE < LEASE_BASE && LEASE_BASE < VA_END);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_add_checked_and_print_in_hex() {
+        assert_eq!(GpuVa(0x1000).checked_add(0x10), Some(GpuVa(0x1010)));
+        assert_eq!(GpuVa(u64::MAX).checked_add(1), None);
+        assert_eq!(Iova(0xff).to_string(), "0xff");
+        assert!(GpuVa(0x200).is_aligned(0x100));
+        assert!(!GpuVa(0x280).is_aligned(0x100));
+        assert!(!GpuVa(0x280).is_aligned(3));
+    }
+}
