@@ -5,23 +5,46 @@ RIG_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RIG_CACHE=${RIG_CACHE:-/var/cache/rig}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 
-# step NAME CMD...: runs CMD, prints its wall time, keeps a summary for the end.
+# cpu_ms: sets RIG_CPU_MS to the user+sys CPU milliseconds of this shell's finished
+# children so far (cutime and cstime of /proc/PID/stat: every process a step starts, and
+# theirs, once waited for). Not in $(...): a subshell has children of its own.
+cpu_ms() {
+    local f
+    read -r -a f < "/proc/$BASHPID/stat"
+    # Fields 16 and 17 (1-based) with a comm that has no space ("bash").
+    RIG_CPU_MS=$(((f[15] + f[16]) * 1000 / RIG_CLK_TCK))
+}
+RIG_CLK_TCK=$(getconf CLK_TCK)
+
+# step NAME CMD...: runs CMD, prints its wall and CPU time, keeps a summary for the end.
+# CPU is user+sys of everything the step ran: on a shared or loaded machine wall time
+# swells with the load, CPU time much less, so the two together say what a step costs.
 RIG_TIMES=()
 step() {
-    local name=$1 t0 ms rc
+    local name=$1 t0 c0 ms cpu rc
     shift
     printf '\n==> %s\n' "$name"
     t0=$(date +%s%N)
+    cpu_ms
+    c0=$RIG_CPU_MS
     "$@"; rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
-    RIG_TIMES+=("$(printf '%-34s %5d.%d s  %s' "$name" $((ms / 1000)) $((ms % 1000 / 100)) "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)")")")
+    cpu_ms
+    cpu=$((RIG_CPU_MS - c0))
+    RIG_TIMES+=("$(printf '%-34s %5d.%d s wall %6d.%d s cpu  %s' "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
+        $((cpu / 1000)) $((cpu % 1000 / 100)) "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)")")")
     return $rc
 }
 
 times_summary() {
+    local ms=$(((${EPOCHREALTIME/./} - RIG_T0) / 1000)) cpu
+    cpu_ms
+    cpu=$RIG_CPU_MS
     printf '\n==> times\n'
     printf '  %s\n' "${RIG_TIMES[@]}"
+    printf '  %-34s %5d.%d s wall %6d.%d s cpu\n' total $((ms / 1000)) $((ms % 1000 / 100)) $((cpu / 1000)) $((cpu % 1000 / 100))
 }
+RIG_T0=${EPOCHREALTIME/./}
 
 # apt_install PKG...: installs what is missing, once per run.
 apt_install() {

@@ -23,6 +23,16 @@ die() { say "error: $*"; exit 1; }
 # Seconds (one decimal) since the epoch timestamp $1.
 since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
+# Sets VM_CPU to the CPU seconds (user+sys, one decimal) of this shell's finished
+# children so far: cutime and cstime of /proc/PID/stat. Not in $(...), whose subshell
+# has children of its own.
+VM_CLK_TCK=$(getconf CLK_TCK)
+cpu_now() {
+  local f
+  read -r -a f < "/proc/$BASHPID/stat"
+  VM_CPU=$(awk -v t=$((f[15] + f[16])) -v hz="$VM_CLK_TCK" 'BEGIN{printf "%.1f", t/hz}')
+}
+
 need_root() { [ "$(id -u)" = 0 ] || die "$1 needs root (apt, debootstrap, mknod)"; }
 
 load_tools() {

@@ -12,19 +12,23 @@ need_root run-tier.sh
 cd "$REPO_DIR"
 
 TIMES=()
+# Each part's wall time and CPU time (user+sys of all it ran, QEMU included).
 part() {
-  local name=$1 t rc=0
+  local name=$1 t c rc=0
   shift
   t=$(date +%s.%N)
+  cpu_now; c=$VM_CPU
   say "== $name"
   "$@" || rc=$?
-  TIMES+=("$(printf '%-14s %7.1f s' "$name" "$(since "$t")")$([ $rc = 0 ] || echo "  FAILED (exit $rc)")")
+  cpu_now
+  TIMES+=("$(printf '%-14s %7.1f s wall %7.1f s cpu' "$name" "$(since "$t")" "$(awk -v a="$c" -v b="$VM_CPU" 'BEGIN{print b-a}')")$([ $rc = 0 ] || echo "  FAILED (exit $rc)")")
   return $rc
 }
 summary() {
   say "== VM tier timings"
   printf '  %s\n' "${TIMES[@]}" >&2
-  printf '  %-14s %7.1f s\n' total "$(since "$T0")" >&2
+  cpu_now
+  printf '  %-14s %7.1f s wall %7.1f s cpu\n' total "$(since "$T0")" "$VM_CPU" >&2
 }
 trap summary EXIT
 
