@@ -32,5 +32,6 @@ if [ ! -x "$bin" ]; then
 fi
 echo "cdi-validate built against $cdi_pkg $cdi_version with $(go version | cut -d' ' -f3)"
 
+# --workspace, not -p: the same features as the test command's build, which it reuses.
 RIG_K8S_PYTHON=$venv/bin/python RIG_CDI_VALIDATE=$bin \
-    cargo test -p rig-client --locked --test k8s -- --ignored --nocapture
+    cargo test --workspace --locked --test k8s -- --ignored --nocapture

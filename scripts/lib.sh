@@ -19,6 +19,9 @@ RIG_CLK_TCK=$(getconf CLK_TCK)
 # step NAME CMD...: runs CMD, prints its wall and CPU time, keeps a summary for the end.
 # CPU is user+sys of everything the step ran: on a shared or loaded machine wall time
 # swells with the load, CPU time much less, so the two together say what a step costs.
+# CMD exiting with RIG_SKIPPED (77, automake's "skipped") is shown as skipped, not as
+# passed, and does not fail the run.
+RIG_SKIPPED=77
 RIG_TIMES=()
 step() {
     local name=$1 t0 c0 ms cpu rc
@@ -31,8 +34,43 @@ step() {
     ms=$((($(date +%s%N) - t0) / 1000000))
     cpu_ms
     cpu=$((RIG_CPU_MS - c0))
-    RIG_TIMES+=("$(printf '%-34s %5d.%d s wall %6d.%d s cpu  %s' "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
-        $((cpu / 1000)) $((cpu % 1000 / 100)) "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)")")")
+    local verdict="FAILED ($rc)"
+    [ $rc = 0 ] && verdict=ok
+    [ $rc = $RIG_SKIPPED ] && verdict=skipped rc=0
+    RIG_TIMES+=("$(printf '%-40s %5d.%d s wall %6d.%d s cpu  %s' "$name" $((ms / 1000)) $((ms % 1000 / 100)) \
+        $((cpu / 1000)) $((cpu % 1000 / 100)) "$verdict")")
+    return $rc
+}
+
+# step_bg NAME CMD...: step NAME CMD in the background, its output in a log under
+# $RIG_BG_DIR; step_wait NAME waits for it, prints its log, and adds its summary line
+# (its own wall and CPU). For I/O-bound work (downloads, debootstrap) beside compiles,
+# and one-core work (fuzzing) beside a one-core QEMU guest.
+declare -A RIG_BG_PID=()
+RIG_BG_DIR=
+step_bg() {
+    local name=$1
+    shift
+    [ -n "$RIG_BG_DIR" ] || RIG_BG_DIR=$(mktemp -d)
+    local key=${name//[^A-Za-z0-9]/_}
+    (
+        RIG_TIMES=()
+        step "$name" "$@" > "$RIG_BG_DIR/$key.log" 2>&1
+        rc=$?
+        printf '%s\n' "${RIG_TIMES[0]}" > "$RIG_BG_DIR/$key.time"
+        exit $rc
+    ) &
+    RIG_BG_PID[$name]=$!
+    printf '\n==> %s: started in the background\n' "$name"
+}
+step_wait() {
+    local name=$1 key=${1//[^A-Za-z0-9]/_} rc
+    [ -n "${RIG_BG_PID[$name]:-}" ] || return 0
+    wait "${RIG_BG_PID[$name]}"
+    rc=$?
+    unset "RIG_BG_PID[$name]"
+    cat "$RIG_BG_DIR/$key.log"
+    RIG_TIMES+=("$(cat "$RIG_BG_DIR/$key.time" 2> /dev/null || echo "$name: no time")  (background)")
     return $rc
 }
 
@@ -42,7 +80,7 @@ times_summary() {
     cpu=$RIG_CPU_MS
     printf '\n==> times\n'
     printf '  %s\n' "${RIG_TIMES[@]}"
-    printf '  %-34s %5d.%d s wall %6d.%d s cpu\n' total $((ms / 1000)) $((ms % 1000 / 100)) $((cpu / 1000)) $((cpu % 1000 / 100))
+    printf '  %-40s %5d.%d s wall %6d.%d s cpu\n' total $((ms / 1000)) $((ms % 1000 / 100)) $((cpu / 1000)) $((cpu % 1000 / 100))
 }
 RIG_T0=${EPOCHREALTIME/./}
 
@@ -54,10 +92,12 @@ apt_install() {
     done
     [ ${#missing[@]} = 0 ] && return 0
     if [ -z "${RIG_APT_UPDATED:-}" ]; then
-        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq
         RIG_APT_UPDATED=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    # The lock timeout: the test command's background steps install at the same time.
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+        --no-install-recommends "${missing[@]}"
 }
 
 # pinned_venv NAME REQUIREMENTS IMPORTS: prints the path of a Python venv under the

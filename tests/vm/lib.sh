@@ -6,9 +6,12 @@ VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$VM_DIR/../.." && pwd)
 export RIG_VM_CACHE
 
-# The guest binaries: rigd and rigctl (lead's build) plus this crate's guest helpers.
-GUEST_TARGET_DIR=${GUEST_TARGET_DIR:-$REPO_DIR/target-guest}
-GUEST_BIN_DIR=$GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest
+# The guest's programs (rigd, rigctl, this crate's helpers) and rig's .deb, from the
+# workspace's release build (build-guest.sh).
+RIG_TARGET_DIR=${CARGO_TARGET_DIR:-$REPO_DIR/target}
+GUEST_BIN_DIR=${GUEST_BIN_DIR:-$RIG_TARGET_DIR/guest}
+GUEST_DEB_DIR=${GUEST_DEB_DIR:-$RIG_TARGET_DIR/deb}
+GUEST_BINS=(rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients)
 
 # The kernel and QEMU that setup.sh chose; written by setup.sh.
 TOOLS_ENV=$RIG_VM_CACHE/tools.env
