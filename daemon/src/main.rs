@@ -1,8 +1,17 @@
 //! rigd: parse flags, set up tracing, load the config, build `Rig`, serve; on SIGHUP,
 //! re-read the config (`Rig::reload` and the log level), telling systemd RELOADING=1
 //! and READY=1 around it.
+//!
+//! The log: under systemd, with stderr still the journal's stream (`JOURNAL_STREAM`),
+//! entries go to the journal by its native protocol with their fields (`PRIORITY` from
+//! the level, the event's and its spans' fields as `RIG_*`: `RIG_BDF` the device,
+//! `RIG_STEP` a take-over's step, `RIG_METHOD`, `RIG_UID`, `RIG_PID` of the request) and
+//! no timestamp of rigd's own (the journal keeps one). Otherwise plain text on stderr,
+//! with timestamps, in colour only when stderr is a terminal. There is no JSON format:
+//! `journalctl -o json` gives every entry with its fields, and rigd takes no flag
+//! beyond `--config`, `--socket` and `-v`.
 
-use std::{path::PathBuf, process::ExitCode, sync::Arc};
+use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::Parser;
 use rigd::{
@@ -14,7 +23,9 @@ use rigd::{
         watchdog::{self, Health},
     },
 };
-use tracing_subscriber::{EnvFilter, Registry, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, Layer as _, Registry, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 /// The rig daemon: lends PCI GPUs to unprivileged programs.
 #[derive(Debug, Parser)]
@@ -73,9 +84,35 @@ fn init_tracing(verbose: u8) -> Log {
     let from_config = env.is_none() && verbose == 0;
     let filter = env.unwrap_or_else(|| EnvFilter::new(default));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let under_journal = rigd::sys::systemd::stderr_is_journal();
+    let journal = under_journal
+        .then(tracing_journald::layer)
+        .and_then(Result::ok)
+        .map(|j| {
+            j.with_field_prefix(Some("RIG".to_owned()))
+                .with_syslog_identifier("rigd".to_owned())
+                .with_priority_mappings(tracing_journald::PriorityMappings {
+                    info: tracing_journald::Priority::Informational,
+                    debug: tracing_journald::Priority::Debug,
+                    ..tracing_journald::PriorityMappings::new()
+                })
+        });
+    // Text when the journal's socket is not there: stderr (the journal's stream, if
+    // that is what it is, which stamps each line itself).
+    let text = journal.is_none().then(|| {
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal());
+        if under_journal {
+            fmt.without_time().boxed()
+        } else {
+            fmt.boxed()
+        }
+    });
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(journal)
+        .with(text)
         .init();
     Log {
         handle,
