@@ -11,6 +11,12 @@
 # fuzz/ under the workspace's target folder): what the crates share (libFuzzer's C++,
 # serde, tokio…) is compiled with the sanitizer once.
 #
+# cargo-fuzz builds with one codegen unit unless told otherwise, which leaves one of a
+# CI machine's two cores idle through the long optimised compile of rigd and its
+# dependencies; RIG_FUZZ_CODEGEN_UNITS (default 16) trades a little of the fuzzers'
+# speed for that (docs/BENCHMARKS.md, "The test command"). Build and run must agree
+# on it, or the run compiles again.
+#
 # Usage: scripts/fuzz.sh [--build|--run] DIR SECONDS   e.g. scripts/fuzz.sh daemon/fuzz 10
 #        --build only builds the targets; --run only runs them (built before).
 # Env:   FUZZ_TARGETS  space-separated subset of targets (default: every [[bin]] of DIR).
@@ -26,6 +32,7 @@ FUZZ=$(cd "$1" && pwd)
 SECONDS_EACH=$2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${RIG_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/fuzz}
+BUILD_FLAGS=(-O --target-dir "$TARGET_DIR" --codegen-units "${RIG_FUZZ_CODEGEN_UNITS:-16}")
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz: no nightly toolchain (cargo +nightly); skipped the fuzz targets of $1"
@@ -44,7 +51,7 @@ unset CARGO_TARGET_DIR
 if [[ $PHASE != run ]]; then
     echo "fuzz: building the targets of $1 (into $TARGET_DIR)"
     build_log=$(mktemp)
-    if ! cargo +nightly fuzz build -O --target-dir "$TARGET_DIR" >"$build_log" 2>&1; then
+    if ! cargo +nightly fuzz build "${BUILD_FLAGS[@]}" >"$build_log" 2>&1; then
         cat "$build_log" >&2
         exit 1
     fi
@@ -62,7 +69,7 @@ for t in $TARGETS; do
     if [[ -d $FUZZ/seeds/$t ]]; then
         cp -n "$FUZZ/seeds/$t"/* "$CORPUS/$t/" 2>/dev/null || true
     fi
-    if ! cargo +nightly fuzz run -O --target-dir "$TARGET_DIR" "$t" "$CORPUS/$t" -- -max_total_time="$SECONDS_EACH" -max_len=65536 \
+    if ! cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$t" "$CORPUS/$t" -- -max_total_time="$SECONDS_EACH" -max_len=65536 \
         -print_final_stats=1 >"$log" 2>&1; then
         echo "fuzz: target $t failed; its log:" >&2
         tail -40 "$log" >&2
