@@ -18,7 +18,7 @@
 use std::{
     collections::BTreeMap,
     convert::Infallible,
-    sync::{Arc, LazyLock, atomic::AtomicU64},
+    sync::{Arc, LazyLock},
     time::Duration,
 };
 
@@ -182,8 +182,9 @@ impl Registry {
     }
 }
 
-/// A gauge family read at the scrape: label sets as (name, value) pairs.
-type Gauges = Family<Vec<(&'static str, String)>, Gauge<f64, AtomicU64>>;
+/// A gauge family read at the scrape: label sets as (name, value) pairs. Every gauge
+/// here counts something (devices, blocks, bytes, sessions), so integers: `rig_up 1`.
+type Gauges = Family<Vec<(&'static str, String)>, Gauge>;
 
 fn gauges(r: &mut prometheus_client::registry::Registry, name: &str, help: &str) -> Gauges {
     let g = Gauges::default();
@@ -191,19 +192,20 @@ fn gauges(r: &mut prometheus_client::registry::Registry, name: &str, help: &str)
     g
 }
 
-fn set(g: &Gauges, labels: &[(&'static str, &str)], v: f64) {
+fn set(g: &Gauges, labels: &[(&'static str, &str)], v: impl TryInto<i64>) {
     let labels = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-    g.get_or_create(&labels).set(v);
+    g.get_or_create(&labels)
+        .set(v.try_into().unwrap_or(i64::MAX));
 }
 
 /// The whole exposition: `rig`'s state now, then the registry's counts.
 pub fn render(rig: &Rig, registry: &Registry) -> String {
     let mut r = prometheus_client::registry::Registry::default();
-    set(&gauges(&mut r, "rig_up", "1 while rigd serves"), &[], 1.0);
+    set(&gauges(&mut r, "rig_up", "1 while rigd serves"), &[], 1);
     set(
         &gauges(&mut r, "rig_build_info", "rigd's version"),
         &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
+        1,
     );
     let (held, _) = rig.status();
     let device_held = gauges(
@@ -222,13 +224,16 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         set(
             &device_held,
             &[("device", &dev), ("mode", &mode), ("state", &v.state)],
-            1.0,
+            1,
         );
-        let whole = if v.lease.is_some() { 1.0 } else { 0.0 };
-        set(&leased_whole, &[("device", &dev)], whole);
+        set(
+            &leased_whole,
+            &[("device", &dev)],
+            i64::from(v.lease.is_some()),
+        );
     }
     let dma = rig.dma().status(None);
-    let block = crate::dma::BLOCK_SIZE as f64;
+    let block = crate::dma::BLOCK_SIZE;
     let blocks = gauges(
         &mut r,
         "rig_dma_pool_blocks",
@@ -249,10 +254,10 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
             set(
                 &blocks,
                 &[("pool", &p.name), ("mode", p.mode), ("state", state)],
-                f64::from(n),
+                n,
             );
         }
-        let bytes = f64::from(p.free_blocks + p.leased_blocks + p.quarantined_blocks) * block;
+        let bytes = u64::from(p.free_blocks + p.leased_blocks + p.quarantined_blocks) * block;
         set(&pinned, &[("pool", &p.name)], bytes);
     }
     let leased_bytes = gauges(
@@ -265,7 +270,7 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         *leased.entry(c.pool.as_str()).or_default() += c.bytes;
     }
     for (pool, bytes) in &leased {
-        set(&leased_bytes, &[("pool", pool)], *bytes as f64);
+        set(&leased_bytes, &[("pool", pool)], *bytes);
     }
     let sessions = gauges(
         &mut r,
@@ -273,16 +278,19 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         "DMA sessions (clients), claimed or not yet",
     );
     let claimed = dma.clients.iter().filter(|c| c.claimed).count();
-    set(&sessions, &[("claimed", "true")], claimed as f64);
-    let unclaimed = (dma.clients.len() - claimed) as f64;
-    set(&sessions, &[("claimed", "false")], unclaimed);
+    set(&sessions, &[("claimed", "true")], claimed);
+    set(
+        &sessions,
+        &[("claimed", "false")],
+        dma.clients.len() - claimed,
+    );
     let mut uids: Vec<u32> = dma.clients.iter().map(|c| c.uid).collect();
     uids.sort_unstable();
     uids.dedup();
     set(
         &gauges(&mut r, "rig_clients", "Distinct uids with a DMA session"),
         &[],
-        uids.len() as f64,
+        uids.len(),
     );
     let queues_lent = gauges(
         &mut r,
@@ -294,7 +302,7 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         *queues.entry(q.status.bdf.to_string()).or_default() += 1;
     }
     for (dev, n) in &queues {
-        set(&queues_lent, &[("device", dev)], *n as f64);
+        set(&queues_lent, &[("device", dev)], *n);
     }
     let channels_lent = gauges(
         &mut r,
@@ -306,7 +314,7 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         *chans.entry(c.gpu.clone()).or_default() += 1;
     }
     for (gpu, n) in &chans {
-        set(&channels_lent, &[("gpu", gpu)], *n as f64);
+        set(&channels_lent, &[("gpu", gpu)], *n);
     }
     registry.register_counts(&mut r);
     let mut out = String::new();
@@ -380,7 +388,10 @@ const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Serves HTTP/1.1 on `s`, one request (`GET /metrics` or `/`; else 404 or 405).
 async fn scrape<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(rig: Arc<Rig>, s: S) {
     let service = hyper::service::service_fn(move |req| answer(Arc::clone(&rig), req));
+    // Title-case header names (`Content-Type`), as the hand-written responder wrote them:
+    // HTTP says case does not matter, but small scrapers compare them as written.
     let _ = hyper::server::conn::http1::Builder::new()
+        .title_case_headers(true)
         .timer(TokioTimer::new())
         .header_read_timeout(REQUEST_WAIT)
         .keep_alive(false)
