@@ -34,6 +34,7 @@ pub mod audit;
 pub mod channels;
 pub mod config;
 pub mod dma;
+pub mod journal_log;
 pub mod nvme;
 pub mod nvrm;
 pub mod pci;

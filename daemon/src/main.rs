@@ -3,19 +3,20 @@
 //! and READY=1 around it.
 //!
 //! The log: under systemd, with stderr still the journal's stream (`JOURNAL_STREAM`),
-//! entries go to the journal by its native protocol with their fields (`PRIORITY` from
-//! the level, the event's and its spans' fields as `RIG_*`: `RIG_BDF` the device,
-//! `RIG_STEP` a take-over's step, `RIG_METHOD`, `RIG_UID`, `RIG_PID` of the request) and
-//! no timestamp of rigd's own (the journal keeps one). Otherwise plain text on stderr,
-//! with timestamps, in colour only when stderr is a terminal. There is no JSON format:
-//! `journalctl -o json` gives every entry with its fields, and rigd takes no flag
-//! beyond `--config`, `--socket` and `-v`.
+//! each event goes to the journal by its native protocol with its fields
+//! (`rigd::journal_log`: `PRIORITY`, `RIG_BDF` the device, `RIG_STEP` a take-over's
+//! step, the request's `RIG_METHOD`, `RIG_UID`, `RIG_PID`) and no timestamp of rigd's
+//! own (the journal keeps one). Otherwise plain text on stderr, with timestamps, in
+//! colour only when stderr is a terminal. There is no JSON format: `journalctl -o
+//! json` gives every entry with its fields, and rigd takes no flag beyond `--config`,
+//! `--socket` and `-v`.
 
 use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::Parser;
 use rigd::{
     config::{self, Config},
+    journal_log::{self, JournalLayer},
     rig::Rig,
     service::{
         self,
@@ -86,17 +87,8 @@ fn init_tracing(verbose: u8) -> Log {
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let under_journal = rigd::sys::systemd::stderr_is_journal();
     let journal = under_journal
-        .then(tracing_journald::layer)
-        .and_then(Result::ok)
-        .map(|j| {
-            j.with_field_prefix(Some("RIG".to_owned()))
-                .with_syslog_identifier("rigd".to_owned())
-                .with_priority_mappings(tracing_journald::PriorityMappings {
-                    info: tracing_journald::Priority::Informational,
-                    debug: tracing_journald::Priority::Debug,
-                    ..tracing_journald::PriorityMappings::new()
-                })
-        });
+        .then(|| JournalLayer::new(std::path::Path::new(journal_log::JOURNAL_SOCKET)).ok())
+        .flatten();
     // Text when the journal's socket is not there: stderr (the journal's stream, if
     // that is what it is, which stamps each line itself).
     let text = journal.is_none().then(|| {
