@@ -17,7 +17,7 @@ cd "$REPO_DIR"
 RELEASE=$RIG_TARGET_DIR/release
 cargo build --release --locked --workspace --bins
 # The .deb again only when what it is made of changed (the binaries, packaging/, systemd/).
-deb=$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1)
+deb=$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1 || true)
 if [ -z "$deb" ] || [ -n "$(find "$RELEASE/rigd" "$RELEASE/rigctl" "$RELEASE/rig-device-plugin" \
   packaging systemd -newer "$deb" 2> /dev/null | head -n1)" ]; then
   "$REPO_DIR/packaging/deb/build.sh" --bins "$RELEASE" --out "$GUEST_DEB_DIR" > /dev/null
