@@ -28,7 +28,8 @@ cargo build --release --locked --workspace --bin rigd --features rigd/crash-poin
 mkdir -p "$GUEST_BIN_DIR"
 for b in "${GUEST_BINS[@]}"; do
   [ -x "$RELEASE/$b" ] || die "the release build made no $b"
-  install -m 0755 "$RELEASE/$b" "$GUEST_BIN_DIR/$b"
+  # Stripped: every boot's initramfs carries them, and TCG unpacks it slowly.
+  install -s -m 0755 "$RELEASE/$b" "$GUEST_BIN_DIR/$b"
 done
 cargo build --release --locked --workspace --bin rigd
 say "guest binaries: ${GUEST_BINS[*]} (rigd with crash-points); .deb: $(ls -t "$GUEST_DEB_DIR"/rig_*.deb | head -n1)"
