@@ -1,7 +1,9 @@
 //! rigd's log when its output is a file, not a terminal: plain text, no escape
 //! sequence (colour codes made a log file and the journal unreadable). The rigd
 //! binary over this machine's sysfs (read only, as tests/watchdog.rs), stdout and
-//! stderr to one file; `-v` so that it writes more than a line or two. Once as a
+//! stderr to one file; `-v` so that it writes more than a line or two (the SIGTERM
+//! that ends it may come before its handler is in place, so no last line is awaited).
+//! Once as a
 //! plain process, once with a `JOURNAL_STREAM` naming another file (a service whose
 //! stderr was redirected since systemd set it): both must write text to the file.
 
@@ -80,10 +82,5 @@ fn rigd_writing_to_a_file_writes_no_escape_sequence() {
 #[test]
 fn a_journal_stream_that_is_not_stderr_leaves_the_log_plain_text_in_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = log_of(dir.path(), Some("1:1"));
-    assert_plain(&text);
-    assert!(
-        text.contains("stopped"),
-        "the whole log reached the file:\n{text}"
-    );
+    assert_plain(&log_of(dir.path(), Some("1:1")));
 }
