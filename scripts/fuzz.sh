@@ -1,24 +1,42 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target of one fuzz crate for SECONDS each and prints executions
 # per second; a target that crashes fails the run (its log's tail is printed). Needs a
-# nightly toolchain (cargo +nightly); without one it says so and exits 0. Installs
-# cargo-fuzz (cargo install cargo-fuzz --locked) when missing. Corpora live in
-# DIR/corpus/<target> (not committed); DIR/seeds/<target>, when present, seeds them.
+# nightly toolchain (cargo +nightly: -Zsanitizer and libFuzzer's coverage passes are
+# nightly-only); without one it says so and exits 77, which scripts/test reports as
+# "skipped". Installs cargo-fuzz (cargo install cargo-fuzz --locked) when missing.
+# Corpora live in DIR/corpus/<target> (not committed); DIR/seeds/<target>, when
+# present, seeds them.
 #
-# Usage: scripts/fuzz.sh DIR SECONDS        e.g. scripts/fuzz.sh daemon/fuzz 10
+# Every fuzz crate builds into one target folder, $RIG_FUZZ_TARGET_DIR (default
+# fuzz/ under the workspace's target folder): what the crates share (libFuzzer's C++,
+# serde, tokio…) is compiled with the sanitizer once.
+#
+# cargo-fuzz builds with one codegen unit unless told otherwise, which leaves one of a
+# CI machine's two cores idle through the long optimised compile of rigd and its
+# dependencies; RIG_FUZZ_CODEGEN_UNITS (default 16) trades a little of the fuzzers'
+# speed for that (docs/BENCHMARKS.md, "The test command"). Build and run must agree
+# on it, or the run compiles again.
+#
+# Usage: scripts/fuzz.sh [--build|--run] DIR SECONDS   e.g. scripts/fuzz.sh daemon/fuzz 10
+#        --build only builds the targets; --run only runs them (built before).
 # Env:   FUZZ_TARGETS  space-separated subset of targets (default: every [[bin]] of DIR).
 set -euo pipefail
 
+PHASE=all
+case ${1:-} in --build) PHASE=build; shift;; --run) PHASE=run; shift;; esac
 if [[ $# -ne 2 ]] || ! [[ $2 =~ ^[0-9]+$ ]] || ! [[ -f $1/Cargo.toml ]]; then
-    echo "usage: $0 DIR SECONDS (DIR: a cargo-fuzz crate)" >&2
+    echo "usage: $0 [--build|--run] DIR SECONDS (DIR: a cargo-fuzz crate)" >&2
     exit 2
 fi
 FUZZ=$(cd "$1" && pwd)
 SECONDS_EACH=$2
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+TARGET_DIR=${RIG_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/fuzz}
+BUILD_FLAGS=(-O --target-dir "$TARGET_DIR" --codegen-units "${RIG_FUZZ_CODEGEN_UNITS:-16}")
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
-    echo "fuzz: no nightly toolchain (cargo +nightly); skipping the fuzz targets of $1"
-    exit 0
+    echo "fuzz: no nightly toolchain (cargo +nightly); skipped the fuzz targets of $1"
+    exit 77
 fi
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "fuzz: installing cargo-fuzz"
@@ -28,15 +46,18 @@ fi
 cd "$FUZZ"
 TARGETS=${FUZZ_TARGETS:-$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | tail -n +2)}
 CORPUS=$FUZZ/corpus
-# The fuzz crate is its own workspace: keep its build out of the shared target directory.
+# The fuzz crate is its own workspace, with its own flags: its own target folder.
 unset CARGO_TARGET_DIR
-echo "fuzz: building the targets of $1"
-build_log=$(mktemp)
-if ! cargo +nightly fuzz build -O >"$build_log" 2>&1; then
-    cat "$build_log" >&2
-    exit 1
+if [[ $PHASE != run ]]; then
+    echo "fuzz: building the targets of $1 (into $TARGET_DIR)"
+    build_log=$(mktemp)
+    if ! cargo +nightly fuzz build "${BUILD_FLAGS[@]}" >"$build_log" 2>&1; then
+        cat "$build_log" >&2
+        exit 1
+    fi
+    rm -f "$build_log"
 fi
-rm -f "$build_log"
+[[ $PHASE != build ]] || exit 0
 
 # cov: code edges reached (libFuzzer's coverage counters); ft: features (edge and
 # counter combinations), both from the run's last status line.
@@ -48,7 +69,7 @@ for t in $TARGETS; do
     if [[ -d $FUZZ/seeds/$t ]]; then
         cp -n "$FUZZ/seeds/$t"/* "$CORPUS/$t/" 2>/dev/null || true
     fi
-    if ! cargo +nightly fuzz run -O "$t" "$CORPUS/$t" -- -max_total_time="$SECONDS_EACH" -max_len=65536 \
+    if ! cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$t" "$CORPUS/$t" -- -max_total_time="$SECONDS_EACH" -max_len=65536 \
         -print_final_stats=1 >"$log" 2>&1; then
         echo "fuzz: target $t failed; its log:" >&2
         tail -40 "$log" >&2

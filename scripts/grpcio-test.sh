@@ -13,4 +13,5 @@ cd "$RIG_ROOT"
 venv=$(pinned_venv grpcio client/rig-client/tests/grpcio/requirements.txt \
     'import grpc, grpc_reflection, grpc_status, google.protobuf, prometheus_client.parser')
 "$venv/bin/python" -c 'import grpc, google.protobuf; print("grpcio", grpc.__version__, "protobuf", google.protobuf.__version__)'
-RIG_GRPCIO_PYTHON=$venv/bin/python cargo test -p rig-client --locked --test grpcio --test metrics -- --ignored
+# --workspace, not -p: the same features as the test command's build, which it reuses.
+RIG_GRPCIO_PYTHON=$venv/bin/python cargo test --workspace --locked --test grpcio --test metrics -- --ignored

@@ -34,7 +34,8 @@ if [ ! -x "$bin" ]; then
 fi
 echo "cdi-validate built against $cdi_pkg $cdi_version with $(go version | cut -d' ' -f3)"
 
-cargo build -p rigctl --locked
+# --workspace, not -p: the same features as the test command's build, which it reuses.
+cargo build --workspace --locked --bins
 RIG_K8S_PYTHON=$venv/bin/python RIG_CDI_VALIDATE=$bin \
     RIGCTL_BIN=${CARGO_TARGET_DIR:-$RIG_ROOT/target}/debug/rigctl \
-    cargo test -p rig-device-plugin --locked --test k8s -- --ignored --nocapture
+    cargo test --workspace --locked --test k8s -- --ignored --nocapture

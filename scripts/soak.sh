@@ -16,7 +16,7 @@
 #                        nice -n 19 instead (tests/vm/boot.sh, docs/vm.md);
 #                        RIG_VM_NICE=N another level (at 19 on a machine whose two
 #                        cores run builds, QEMU got 3 s of CPU in its first 4 min)
-#        GUEST_TARGET_DIR the guest build (tests/vm/build-guest.sh)
+#        GUEST_BIN_DIR    the guest build (tests/vm/build-guest.sh; default target/guest)
 # Exit status: 0 when the verdict is PASS.
 # A run cut short keeps its samples in run/serial.log (`SOAK,` lines): the same report
 # from them is `scripts/soak.sh --report DIR`.

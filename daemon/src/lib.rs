@@ -46,6 +46,7 @@ pub mod channels;
 pub mod config;
 pub mod dma;
 pub mod error;
+pub mod journal_log;
 pub mod nvme;
 pub mod nvrm;
 pub mod pci;

@@ -1,12 +1,22 @@
 //! rigd: parse flags, set up tracing, load the config, build `Rig`, serve; on SIGHUP,
 //! re-read the config (`Rig::reload` and the log level), telling systemd RELOADING=1
 //! and READY=1 around it.
+//!
+//! The log: under systemd, with stderr still the journal's stream (`JOURNAL_STREAM`),
+//! each event goes to the journal by its native protocol with its fields
+//! (`rigd::journal_log`: `PRIORITY`, `RIG_BDF` the device, `RIG_STEP` a take-over's
+//! step, the request's `RIG_METHOD`, `RIG_UID`, `RIG_PID`) and no timestamp of rigd's
+//! own (the journal keeps one). Otherwise plain text on stderr, with timestamps, in
+//! colour only when stderr is a terminal. There is no JSON format: `journalctl -o
+//! json` gives every entry with its fields, and rigd takes no flag beyond `--config`,
+//! `--socket` and `-v`.
 
-use std::{path::PathBuf, process::ExitCode, sync::Arc};
+use std::{io::IsTerminal as _, path::PathBuf, process::ExitCode, sync::Arc};
 
 use clap::Parser;
 use rigd::{
     config::{self, Config},
+    journal_log::{self, JournalLayer},
     rig::Rig,
     service::{
         self,
@@ -14,7 +24,9 @@ use rigd::{
         watchdog::{self, Health},
     },
 };
-use tracing_subscriber::{EnvFilter, Registry, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, Layer as _, Registry, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 /// The rig daemon: lends PCI GPUs to unprivileged programs.
 #[derive(Debug, Parser)]
@@ -73,9 +85,26 @@ fn init_tracing(verbose: u8) -> Log {
     let from_config = env.is_none() && verbose == 0;
     let filter = env.unwrap_or_else(|| EnvFilter::new(default));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    let under_journal = rigd::sys::systemd::stderr_is_journal();
+    let journal = under_journal
+        .then(|| JournalLayer::new(std::path::Path::new(journal_log::JOURNAL_SOCKET)).ok())
+        .flatten();
+    // Text when the journal's socket is not there: stderr (the journal's stream, if
+    // that is what it is, which stamps each line itself).
+    let text = journal.is_none().then(|| {
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal());
+        if under_journal {
+            fmt.without_time().boxed()
+        } else {
+            fmt.boxed()
+        }
+    });
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(journal)
+        .with(text)
         .init();
     Log {
         handle,

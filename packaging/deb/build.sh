@@ -3,16 +3,19 @@
 #
 #   packaging/deb/build.sh [--bins DIR] [--out DIR] [--fast]
 #
-# --bins DIR  take rigd and rigctl from DIR (default: build them, release, into
-#             target/release). The disposable machine's test passes its guest build.
+# --bins DIR  take rigd, rigctl and rig-device-plugin from DIR (default: build them,
+#             release, into target/release). The disposable machine's test passes the
+#             release build it made.
 # --out DIR   where rig_VERSION_ARCH.deb goes (default target/deb).
 # --fast      gzip -1 instead of xz (for test boots; the same files).
 #
-# Ships: /usr/sbin/rigd, /usr/bin/rigctl (the probes under tests/src/bin and
-# daemon/src/bin are test tools, not shipped), the units, sysusers, tmpfiles and
+# Ships: /usr/sbin/rigd, /usr/bin/rigctl, /usr/bin/rig-device-plugin and its DaemonSet
+# manifest (/usr/share/rig/k8s/, from packaging/k8s; docs/k8s.md) (the probes are test
+# tools, not shipped), the units, sysusers, tmpfiles and
 # modules-load files from systemd/, /etc/rig/rigd.toml (a conffile: the defaults,
 # commented), man pages and bash/zsh/fish completions generated from the clap
-# definitions (`rigctl generate-docs`, daemon/examples/rigd-docs.rs), the maintainer
+# definitions (`rigctl generate-docs`, daemon/examples/rigd-docs.rs; help2man for
+# rig-device-plugin), the maintainer
 # scripts beside this file. Version from Cargo.toml's [workspace.package].
 # Prints the .deb's path on stdout.
 set -euo pipefail
@@ -35,11 +38,15 @@ VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Carg
 [ -n "$VERSION" ] || { echo "build.sh: no version in Cargo.toml" >&2; exit 1; }
 ARCH=$(dpkg --print-architecture)
 
+# Binaries by name, the workspace selected: whichever crate builds them, and the same
+# features (so the same compilation) as the test command's release build.
+SHIPPED=(rigd rigctl rig-device-plugin)
 if [ -z "$BINS" ]; then
-  cargo build --release --locked -p rigd --bin rigd -p rigctl --bin rigctl >&2
+  cargo build --release --locked --workspace "${SHIPPED[@]/#/--bin=}" >&2
   BINS=${CARGO_TARGET_DIR:-$REPO/target}/release
 fi
-for b in rigd rigctl; do
+command -v help2man > /dev/null || { echo "build.sh: needs help2man (apt install help2man)" >&2; exit 1; }
+for b in "${SHIPPED[@]}"; do
   [ -x "$BINS/$b" ] || { echo "build.sh: no $b in $BINS" >&2; exit 1; }
 done
 
@@ -49,14 +56,21 @@ GEN=$(mktemp -d)
 R=$(mktemp -d)
 trap 'rm -rf "$GEN" "$R"' EXIT
 "$BINS/rigctl" generate-docs "$GEN"
-cargo run -q --locked -p rigd --example rigd-docs -- "$GEN" >&2
+cargo build -q --locked --workspace --example rigd-docs >&2
+"${CARGO_TARGET_DIR:-$REPO/target}/debug/examples/rigd-docs" "$GEN" >&2
+help2man --no-info --section 1 --version-string "rig-device-plugin $VERSION" \
+  --name "the kubelet's device plugin for the devices rigd holds" \
+  --output "$GEN/man/rig-device-plugin.1" "$BINS/rig-device-plugin"
 
 umask 022
 chmod 0755 "$R"
 inst() { install -D -m "$1" "$2" "$R/$3"; }
 inst 0755 "$BINS/rigd" usr/sbin/rigd
 inst 0755 "$BINS/rigctl" usr/bin/rigctl
-strip --strip-unneeded --remove-section=.comment --remove-section=.note "$R/usr/sbin/rigd" "$R/usr/bin/rigctl"
+inst 0755 "$BINS/rig-device-plugin" usr/bin/rig-device-plugin
+strip --strip-unneeded --remove-section=.comment --remove-section=.note "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" \
+  "$R/usr/bin/rig-device-plugin"
+inst 0644 packaging/k8s/rig-device-plugin.yaml usr/share/rig/k8s/rig-device-plugin.yaml
 # Bookworm's systemd and lintian expect units under /lib (merged /usr makes it one place).
 inst 0644 systemd/rigd.service lib/systemd/system/rigd.service
 inst 0644 systemd/rigd.socket lib/systemd/system/rigd.socket
@@ -92,17 +106,18 @@ SIZE=$(du -sk --exclude=DEBIAN "$R" | cut -f1)
 sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$SIZE/" \
   "$HERE/control.in" > "$R/DEBIAN/control"
 # rigd and rigctl built static (the guest build) need no libc; dynamic ones do.
-if file -L "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" | grep -q 'dynamically linked'; then
+if file -L "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" | grep -q 'dynamically linked'; then
   S=$(mktemp -d); mkdir -p "$S/debian"
   printf 'Source: rig\n\nPackage: rig\nArchitecture: any\n' > "$S/debian/control"
-  DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" 2> /dev/null | sed -n 's/^shlibs:Depends=//p')
+  DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" 2> /dev/null |
+    sed -n 's/^shlibs:Depends=//p')
   rm -rf "$S"
   sed -i "s/^Depends: /Depends: $DEPS, /" "$R/DEBIAN/control"
 else
   # glibc with crt-static makes static-pie executables: ET_DYN without DT_NEEDED, which
   # lintian takes for libraries. They are programs, and need no libc package.
   mkdir -p "$R/usr/share/lintian/overrides"
-  printf 'rig: shared-library-lacks-prerequisites [%s]\n' usr/bin/rigctl usr/sbin/rigd \
+  printf 'rig: shared-library-lacks-prerequisites [%s]\n' usr/bin/rigctl usr/bin/rig-device-plugin usr/sbin/rigd \
     > "$R/usr/share/lintian/overrides/rig"
   chmod 0644 "$R/usr/share/lintian/overrides/rig"
 fi

@@ -82,9 +82,9 @@ install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
 # for /init to install file by file, and whole for the deb-install scenario. Unit files
 # from RIG_VM_SYSTEMD_DIR, when set, override the package's.
 if [ "$FLAVOUR" = full ]; then
-  DEB=${RIG_VM_DEB:-$(ls -t "$GUEST_TARGET_DIR"/deb/rig_*.deb 2> /dev/null | head -n1)}
+  DEB=${RIG_VM_DEB:-$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1)}
   [ -n "$DEB" ] && [ -f "$DEB" ] ||
-    { echo "no rig .deb in $GUEST_TARGET_DIR/deb: run tests/vm/build-guest.sh (or set RIG_VM_DEB)" >&2; exit 5; }
+    { echo "no rig .deb in $GUEST_DEB_DIR: run tests/vm/build-guest.sh (or set RIG_VM_DEB)" >&2; exit 5; }
   install -m 0644 "$DEB" "$P/rig/rig.deb"
   dpkg-deb -x "$DEB" "$P/rig/root"
   if [ -n "${RIG_VM_SYSTEMD_DIR:-}" ]; then
@@ -93,7 +93,7 @@ if [ "$FLAVOUR" = full ]; then
     done
   fi
 fi
-for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients; do
+for b in "${GUEST_BINS[@]}"; do
   if [ -x "$GUEST_BIN_DIR/$b" ]; then
     install -m 0755 "$GUEST_BIN_DIR/$b" "$P/rig/bin/$b"
   else

@@ -14,8 +14,17 @@ load_tools
 MODULES=(vfio-pci vfio_iommu_type1 bochs virtio-gpu virtio_pci virtio_blk nvme ext4 crc32c_generic ahci i2c-i801)
 LSPCI=$(command -v lspci) || die "lspci missing: run setup.sh"
 BUSYBOX=$(command -v busybox) || die "busybox missing: run setup.sh"
+# rig's programs are the release build, linked against the host's glibc: besides libc
+# (lspci's), they need libgcc_s (unwinding) and libm. The host is Debian 12, as the
+# guest is, so these are the guest's own.
+RUST_LIBS=()
+for l in libgcc_s.so.1 libm.so.6; do
+  p=$(/sbin/ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
+  [ -n "$p" ] || die "no $l on this machine"
+  RUST_LIBS+=("$p")
+done
 
-HASH=$(recipe_hash "$0" "$KVER" "${MODULES[*]}" "$BUSYBOX" "$(sha256sum "$BUSYBOX" "$LSPCI")")
+HASH=$(recipe_hash "$0" "$KVER" "${MODULES[*]}" "$BUSYBOX" "$(sha256sum "$BUSYBOX" "$LSPCI" "${RUST_LIBS[@]}")")
 OUT=$RIG_VM_CACHE/fast
 BASE=$OUT/base-$HASH.cpio.gz
 if [ -f "$BASE" ]; then
@@ -45,9 +54,9 @@ cp "$KDIR/lib/modules/$KVER"/modules.{order,builtin,builtin.modinfo} "$R/lib/mod
 sed -i 's/\.ko\.xz$/.ko/' "$R/lib/modules/$KVER/modules.order"
 depmod -b "$R" "$KVER"
 
-# lspci for the parity scenario, with the shared libraries it links.
+# lspci for the parity scenario, with the shared libraries it links, and rig's.
 cp "$LSPCI" "$R/usr/bin/lspci"
-for lib in $(ldd "$LSPCI" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}'); do
+for lib in $(ldd "$LSPCI" | awk '/=> \//{print $3} /^\t\/lib64/{print $1}') "${RUST_LIBS[@]}"; do
   case $lib in /lib64/*) cp -L "$lib" "$R/lib64/";; *) cp -L "$lib" "$R/lib/x86_64-linux-gnu/";; esac
 done
 cp /usr/share/misc/pci.ids "$R/usr/share/misc/pci.ids"

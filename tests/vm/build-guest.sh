@@ -1,20 +1,35 @@
 #!/bin/bash
-# Builds what runs inside the guest, statically (no musl target can be downloaded here,
-# so it is glibc with crt-static, which gives a static-pie): rigd, rigctl and the
-# guard, into $GUEST_TARGET_DIR/x86_64-unknown-linux-gnu/guest/. A separate target folder
-# keeps this off the lock of the host build. The guest's rigd is a test build: feature
-# crash-points lets the take-crash scenario kill it after a chosen journal record.
-# Then rig's .deb from them, for the full flavour (boot.sh).
+# Builds what runs inside the guest from the workspace's release build, the one rig's
+# .deb is made of: one compilation serves the package users install, the guest's
+# programs, and `scripts/test` and `scripts/demo` alike (both use the workspace's target
+# folder, so whichever runs second finds it built).
+#   1. every binary of the workspace, release (cargo's default target: dynamic, glibc;
+#      the fast flavour's initramfs carries the libraries, build-fast.sh);
+#   2. rig's .deb from them (packaging/deb/build.sh, as shipped), into $GUEST_DEB_DIR:
+#      the full flavour installs it, scripts/deb-lint.sh checks it;
+#   3. rigd once more with feature crash-points (only rigd recompiles: the take-crash
+#      scenario kills it after a chosen journal record; the shipped rigd has no such
+#      code), copied with the other programs into $GUEST_BIN_DIR; then target/release/rigd
+#      is put back to the shipped one (cargo keeps both, so that costs nothing).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
-CARGO_TARGET_DIR=$GUEST_TARGET_DIR RUSTFLAGS="-C target-feature=+crt-static" \
-  cargo build --profile guest --target x86_64-unknown-linux-gnu \
-  -p rigd -p rigctl -p rig-tests --bins --features rigd/crash-points
-for b in rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients; do
-  [ -x "$GUEST_BIN_DIR/$b" ] || die "the guest build made no $b"
+RELEASE=$RIG_TARGET_DIR/release
+cargo build --release --locked --workspace --bins
+# The .deb again only when what it is made of changed (the binaries, packaging/, systemd/).
+deb=$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1 || true)
+if [ -z "$deb" ] || [ -n "$(find "$RELEASE/rigd" "$RELEASE/rigctl" "$RELEASE/rig-device-plugin" \
+  packaging systemd -newer "$deb" 2> /dev/null | head -n1)" ]; then
+  "$REPO_DIR/packaging/deb/build.sh" --bins "$RELEASE" --out "$GUEST_DEB_DIR" > /dev/null
+else
+  say "deb: $deb is up to date"
+fi
+cargo build --release --locked --workspace --bin rigd --features rigd/crash-points
+mkdir -p "$GUEST_BIN_DIR"
+for b in "${GUEST_BINS[@]}"; do
+  [ -x "$RELEASE/$b" ] || die "the release build made no $b"
+  # Stripped: every boot's initramfs carries them, and TCG unpacks it slowly.
+  install -s -m 0755 "$RELEASE/$b" "$GUEST_BIN_DIR/$b"
 done
-# The .deb the full flavour installs (boot.sh), from these binaries: gzip, not xz, for
-# speed; otherwise what packaging/deb/build.sh ships.
-"$REPO_DIR/packaging/deb/build.sh" --bins "$GUEST_BIN_DIR" --out "$GUEST_TARGET_DIR/deb" --fast > /dev/null
-say "guest binaries: $(cd "$GUEST_BIN_DIR" && ls -1 rigd rigctl rig-vm-guard rig-dma-probe rig-nvme-probe rig-queue-client rig-lease-client rig-kill-clients | tr '\n' ' ')"
+cargo build --release --locked --workspace --bin rigd
+say "guest binaries: ${GUEST_BINS[*]} (rigd with crash-points); .deb: $(ls -t "$GUEST_DEB_DIR"/rig_*.deb | head -n1)"

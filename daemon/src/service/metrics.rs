@@ -1,6 +1,7 @@
-//! Prometheus metrics: the text exposition format 0.0.4, opt-in (`[metrics] listen`),
-//! on a Unix socket of its own or a loopback port, over a minimal HTTP/1.1 responder
-//! (`GET /metrics`; one request per connection).
+//! Prometheus metrics, opt-in (`[metrics] listen`), on a Unix socket of its own or a
+//! loopback port: `GET /metrics` over HTTP/1.1 served by hyper, the text written by
+//! prometheus-client (the OpenMetrics text format, which Prometheus's text parser reads
+//! too: `Content-Type` says OpenMetrics only to a scraper that asks for it).
 //!
 //! Counted as they happen, in one process-wide registry ([`global`]: one rigd per
 //! process; tests that check counts run their rigd alone): RPCs by method and code and
@@ -11,18 +12,24 @@
 //! whole-device leases, DMA pools' blocks and pinned and leased bytes per device,
 //! sessions (clients), lent queues and channels.
 //!
-//! Format: prometheus.io/docs/instrumenting/exposition_formats (0.0.4): `# HELP`,
-//! `# TYPE`, then samples; label values escape `\`, `"` and newline; histograms have
-//! cumulative `_bucket{le=…}` with `+Inf`, `_sum` and `_count`.
+//! Names: a counter's family is registered without `_total`, which prometheus-client
+//! adds to its samples (`rig_rpc_requests_total{method,code}`).
 
 use std::{
     collections::BTreeMap,
-    fmt::Write as _,
-    sync::{Arc, LazyLock, Mutex, PoisonError},
+    convert::Infallible,
+    sync::{Arc, LazyLock},
     time::Duration,
 };
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use http_body_util::Full;
+use hyper::{Method, Request, Response, StatusCode, body::Bytes, header};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::{config::MetricsListen, rig::Rig};
 
@@ -33,41 +40,61 @@ const BUCKETS: &[f64] = &[
     2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-#[derive(Debug, Clone, Default)]
-struct Histogram {
-    counts: Vec<u64>,
-    sum: f64,
-    count: u64,
+fn latency() -> Histogram {
+    Histogram::new(BUCKETS.iter().copied())
 }
 
-impl Histogram {
-    fn observe(&mut self, seconds: f64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0; BUCKETS.len()];
-        }
-        for (c, le) in self.counts.iter_mut().zip(BUCKETS) {
-            if seconds <= *le {
-                *c += 1;
-            }
-        }
-        self.sum += seconds;
-        self.count += 1;
-    }
+/// The labels of each family: one struct per set, field names as label names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MethodCode {
+    method: String,
+    code: String,
 }
 
-#[derive(Debug, Default)]
-struct Counts {
-    rpcs: BTreeMap<(String, String), u64>,
-    rpc_seconds: BTreeMap<String, Histogram>,
-    errors: BTreeMap<String, u64>,
-    side: BTreeMap<(String, String), u64>,
-    steps: BTreeMap<(String, String), Histogram>,
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MethodLabel {
+    method: String,
 }
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SideRequest {
+    request: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MethodStep {
+    method: String,
+    step: String,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// What rigd counts as it runs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
-    counts: Mutex<Counts>,
+    rpcs: Family<MethodCode, Counter>,
+    rpc_seconds: Histograms<MethodLabel>,
+    errors: Family<Reason, Counter>,
+    side: Family<SideRequest, Counter>,
+    steps: Histograms<MethodStep>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            rpcs: Family::default(),
+            rpc_seconds: Family::new_with_constructor(latency),
+            errors: Family::default(),
+            side: Family::default(),
+            steps: Family::new_with_constructor(latency),
+        }
+    }
 }
 
 static GLOBAL: LazyLock<Registry> = LazyLock::new(Registry::default);
@@ -78,205 +105,144 @@ pub fn global() -> &'static Registry {
 }
 
 impl Registry {
-    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// One RPC: its method (`Rig.Detach`), its gRPC code's name, its latency.
     pub fn rpc(&self, method: &str, code: &str, took: Duration) {
-        let mut c = self.counts();
-        *c.rpcs
-            .entry((method.to_owned(), code.to_owned()))
-            .or_default() += 1;
-        c.rpc_seconds
-            .entry(method.to_owned())
-            .or_default()
+        self.rpcs
+            .get_or_create(&MethodCode {
+                method: method.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+        self.rpc_seconds
+            .get_or_create(&MethodLabel {
+                method: method.to_owned(),
+            })
             .observe(took.as_secs_f64());
     }
 
     /// One error status or side-socket refusal, by its reason.
     pub fn error(&self, reason: &str) {
-        *self.counts().errors.entry(reason.to_owned()).or_default() += 1;
+        self.errors
+            .get_or_create(&Reason {
+                reason: reason.to_owned(),
+            })
+            .inc();
     }
 
     /// One side-socket request (`lease`, `open_queue`…) and whether it was answered
     /// with an error.
     pub fn side(&self, request: &str, ok: bool) {
         let outcome = if ok { "ok" } else { "error" };
-        *self
-            .counts()
-            .side
-            .entry((request.to_owned(), outcome.to_owned()))
-            .or_default() += 1;
+        self.side
+            .get_or_create(&SideRequest {
+                request: request.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
     }
 
     /// One step of a take-over (`Rig.Detach`, `unbind`) and how long it took.
     pub fn step(&self, method: &str, step: &str, took: Duration) {
-        self.counts()
-            .steps
-            .entry((method.to_owned(), step.to_owned()))
-            .or_default()
+        self.steps
+            .get_or_create(&MethodStep {
+                method: method.to_owned(),
+                step: step.to_owned(),
+            })
             .observe(took.as_secs_f64());
     }
 
-    fn render_counts(&self, out: &mut String) {
-        let c = self.counts();
-        family(
-            out,
-            "rig_rpc_requests_total",
-            "counter",
-            "gRPC calls by method and status code.",
+    /// Puts the counted families into `r` (they are shared handles: what is counted
+    /// later shows in `r` too).
+    fn register_counts(&self, r: &mut prometheus_client::registry::Registry) {
+        r.register(
+            "rig_rpc_requests",
+            "gRPC calls by method and status code",
+            self.rpcs.clone(),
         );
-        for ((m, code), n) in &c.rpcs {
-            sample(
-                out,
-                "rig_rpc_requests_total",
-                &[("method", m), ("code", code)],
-                *n as f64,
-            );
-        }
-        family(
-            out,
+        r.register(
             "rig_rpc_duration_seconds",
-            "histogram",
-            "gRPC latency by method (a streamed call until its stream starts).",
+            "gRPC latency by method (a streamed call until its stream starts)",
+            self.rpc_seconds.clone(),
         );
-        for (m, h) in &c.rpc_seconds {
-            histogram(out, "rig_rpc_duration_seconds", &[("method", m)], h);
-        }
-        family(
-            out,
-            "rig_errors_total",
-            "counter",
-            "Errors returned, by ErrorInfo reason (docs/errors.md).",
+        r.register(
+            "rig_errors",
+            "Errors returned, by ErrorInfo reason (docs/errors.md)",
+            self.errors.clone(),
         );
-        for (r, n) in &c.errors {
-            sample(out, "rig_errors_total", &[("reason", r)], *n as f64);
-        }
-        family(
-            out,
-            "rig_side_requests_total",
-            "counter",
-            "DMA side-socket requests by kind and outcome.",
+        r.register(
+            "rig_side_requests",
+            "DMA side-socket requests by kind and outcome",
+            self.side.clone(),
         );
-        for ((r, o), n) in &c.side {
-            sample(
-                out,
-                "rig_side_requests_total",
-                &[("request", r), ("outcome", o)],
-                *n as f64,
-            );
-        }
-        family(
-            out,
+        r.register(
             "rig_takeover_step_seconds",
-            "histogram",
-            "Take-over steps' durations, by RPC and step.",
+            "Take-over steps' durations, by RPC and step",
+            self.steps.clone(),
         );
-        for ((m, s), h) in &c.steps {
-            histogram(
-                out,
-                "rig_takeover_step_seconds",
-                &[("method", m), ("step", s)],
-                h,
-            );
-        }
     }
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
+/// A gauge family read at the scrape: label sets as (name, value) pairs. Every gauge
+/// here counts something (devices, blocks, bytes, sessions), so integers: `rig_up 1`.
+type Gauges = Family<Vec<(&'static str, String)>, Gauge>;
+
+fn gauges(r: &mut prometheus_client::registry::Registry, name: &str, help: &str) -> Gauges {
+    let g = Gauges::default();
+    r.register(name, help, g.clone());
+    g
 }
 
-/// A label value as the format wants it: `\` → `\\`, `"` → `\"`, newline → `\n`.
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-fn labels(ls: &[(&str, &str)]) -> String {
-    if ls.is_empty() {
-        return String::new();
-    }
-    let inner: Vec<_> = ls
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-        .collect();
-    format!("{{{}}}", inner.join(","))
-}
-
-fn sample(out: &mut String, name: &str, ls: &[(&str, &str)], v: f64) {
-    let _ = writeln!(out, "{name}{} {v}", labels(ls));
-}
-
-fn histogram(out: &mut String, name: &str, ls: &[(&str, &str)], h: &Histogram) {
-    for (i, le) in BUCKETS.iter().enumerate() {
-        let le = le.to_string();
-        let mut l = ls.to_vec();
-        l.push(("le", &le));
-        let n = h.counts.get(i).copied().unwrap_or(0);
-        sample(out, &format!("{name}_bucket"), &l, n as f64);
-    }
-    let mut l = ls.to_vec();
-    l.push(("le", "+Inf"));
-    sample(out, &format!("{name}_bucket"), &l, h.count as f64);
-    sample(out, &format!("{name}_sum"), ls, h.sum);
-    sample(out, &format!("{name}_count"), ls, h.count as f64);
+fn set(g: &Gauges, labels: &[(&'static str, &str)], v: impl TryInto<i64>) {
+    let labels = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    g.get_or_create(&labels)
+        .set(v.try_into().unwrap_or(i64::MAX));
 }
 
 /// The whole exposition: `rig`'s state now, then the registry's counts.
 pub fn render(rig: &Rig, registry: &Registry) -> String {
-    let mut out = String::new();
-    family(&mut out, "rig_up", "gauge", "1 while rigd serves.");
-    sample(&mut out, "rig_up", &[], 1.0);
-    family(&mut out, "rig_build_info", "gauge", "rigd's version.");
-    sample(
-        &mut out,
-        "rig_build_info",
+    let mut r = prometheus_client::registry::Registry::default();
+    set(&gauges(&mut r, "rig_up", "1 while rigd serves"), &[], 1);
+    set(
+        &gauges(&mut r, "rig_build_info", "rigd's version"),
         &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
+        1,
     );
     let (held, _) = rig.status();
-    family(
-        &mut out,
+    let device_held = gauges(
+        &mut r,
         "rig_device_held",
-        "gauge",
-        "Devices rigd holds, by mode and state (1 each).",
+        "Devices rigd holds, by mode and state (1 each)",
+    );
+    let leased_whole = gauges(
+        &mut r,
+        "rig_device_leased_whole",
+        "1 for a held device leased whole to a client",
     );
     for v in &held {
         let mode = v.mode.map(|m| m.to_string()).unwrap_or_default();
         let dev = v.bdf.to_string();
-        sample(
-            &mut out,
-            "rig_device_held",
+        set(
+            &device_held,
             &[("device", &dev), ("mode", &mode), ("state", &v.state)],
-            1.0,
+            1,
         );
-    }
-    family(
-        &mut out,
-        "rig_device_leased_whole",
-        "gauge",
-        "1 for a held device leased whole to a client.",
-    );
-    for v in &held {
-        let dev = v.bdf.to_string();
-        sample(
-            &mut out,
-            "rig_device_leased_whole",
+        set(
+            &leased_whole,
             &[("device", &dev)],
-            if v.lease.is_some() { 1.0 } else { 0.0 },
+            i64::from(v.lease.is_some()),
         );
     }
     let dma = rig.dma().status(None);
-    let block = crate::dma::BLOCK_SIZE as f64;
-    family(
-        &mut out,
+    let block = crate::dma::BLOCK_SIZE;
+    let blocks = gauges(
+        &mut r,
         "rig_dma_pool_blocks",
-        "gauge",
-        "DMA pool blocks (2 MiB) by pool and state.",
+        "DMA pool blocks (2 MiB) by pool and state",
+    );
+    let pinned = gauges(
+        &mut r,
+        "rig_dma_pinned_bytes",
+        "Pinned bytes per pool (free, leased and quarantined blocks)",
     );
     for p in &dma.pools {
         for (state, n) in [
@@ -285,103 +251,75 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
             ("quarantined", p.quarantined_blocks),
             ("pinning", p.pinning_blocks),
         ] {
-            sample(
-                &mut out,
-                "rig_dma_pool_blocks",
+            set(
+                &blocks,
                 &[("pool", &p.name), ("mode", p.mode), ("state", state)],
-                f64::from(n),
+                n,
             );
         }
+        let bytes = u64::from(p.free_blocks + p.leased_blocks + p.quarantined_blocks) * block;
+        set(&pinned, &[("pool", &p.name)], bytes);
     }
-    family(
-        &mut out,
-        "rig_dma_pinned_bytes",
-        "gauge",
-        "Pinned bytes per pool (free, leased and quarantined blocks).",
-    );
-    for p in &dma.pools {
-        let pinned = f64::from(p.free_blocks + p.leased_blocks + p.quarantined_blocks) * block;
-        sample(
-            &mut out,
-            "rig_dma_pinned_bytes",
-            &[("pool", &p.name)],
-            pinned,
-        );
-    }
-    family(
-        &mut out,
+    let leased_bytes = gauges(
+        &mut r,
         "rig_dma_leased_bytes",
-        "gauge",
-        "Bytes leased to clients per pool.",
+        "Bytes leased to clients per pool",
     );
     let mut leased: BTreeMap<&str, u64> = dma.pools.iter().map(|p| (p.name.as_str(), 0)).collect();
     for c in &dma.clients {
         *leased.entry(c.pool.as_str()).or_default() += c.bytes;
     }
     for (pool, bytes) in &leased {
-        sample(
-            &mut out,
-            "rig_dma_leased_bytes",
-            &[("pool", pool)],
-            *bytes as f64,
-        );
+        set(&leased_bytes, &[("pool", pool)], *bytes);
     }
-    family(
-        &mut out,
+    let sessions = gauges(
+        &mut r,
         "rig_dma_sessions",
-        "gauge",
-        "DMA sessions (clients), claimed or not yet.",
+        "DMA sessions (clients), claimed or not yet",
     );
     let claimed = dma.clients.iter().filter(|c| c.claimed).count();
-    sample(
-        &mut out,
-        "rig_dma_sessions",
-        &[("claimed", "true")],
-        claimed as f64,
-    );
-    sample(
-        &mut out,
-        "rig_dma_sessions",
+    set(&sessions, &[("claimed", "true")], claimed);
+    set(
+        &sessions,
         &[("claimed", "false")],
-        (dma.clients.len() - claimed) as f64,
+        dma.clients.len() - claimed,
     );
     let mut uids: Vec<u32> = dma.clients.iter().map(|c| c.uid).collect();
     uids.sort_unstable();
     uids.dedup();
-    family(
-        &mut out,
-        "rig_clients",
-        "gauge",
-        "Distinct uids with a DMA session.",
+    set(
+        &gauges(&mut r, "rig_clients", "Distinct uids with a DMA session"),
+        &[],
+        uids.len(),
     );
-    sample(&mut out, "rig_clients", &[], uids.len() as f64);
-    family(
-        &mut out,
+    let queues_lent = gauges(
+        &mut r,
         "rig_queues_lent",
-        "gauge",
-        "Hardware queues lent, per device.",
+        "Hardware queues lent, per device",
     );
     let mut queues: BTreeMap<String, u64> = held.iter().map(|v| (v.bdf.to_string(), 0)).collect();
     for q in rig.queue_status() {
         *queues.entry(q.status.bdf.to_string()).or_default() += 1;
     }
     for (dev, n) in &queues {
-        sample(&mut out, "rig_queues_lent", &[("device", dev)], *n as f64);
+        set(&queues_lent, &[("device", dev)], *n);
     }
-    family(
-        &mut out,
+    let channels_lent = gauges(
+        &mut r,
         "rig_channels_lent",
-        "gauge",
-        "Channels lent on RM-served GPUs, per GPU.",
+        "Channels lent on RM-served GPUs, per GPU",
     );
     let mut chans: BTreeMap<String, u64> = BTreeMap::new();
     for c in rig.channel_status(None) {
         *chans.entry(c.gpu.clone()).or_default() += 1;
     }
     for (gpu, n) in &chans {
-        sample(&mut out, "rig_channels_lent", &[("gpu", gpu)], *n as f64);
+        set(&channels_lent, &[("gpu", gpu)], *n);
     }
-    registry.render_counts(&mut out);
+    registry.register_counts(&mut r);
+    let mut out = String::new();
+    // PANIC: writing to a String cannot fail.
+    prometheus_client::encoding::text::encode(&mut out, &r).expect("a String takes any text");
     out
 }
 
@@ -442,88 +380,109 @@ pub async fn serve(
 // task.
 const REQUEST_WAIT: Duration = Duration::from_secs(5);
 
-/// Answers one HTTP request on `s`: `GET /metrics` (or `/`), else 404 or 405.
-async fn scrape<S: AsyncRead + AsyncWrite + Unpin>(rig: Arc<Rig>, mut s: S) {
-    let mut buf = Vec::with_capacity(1024);
-    let head = tokio::time::timeout(REQUEST_WAIT, async {
-        let mut chunk = [0u8; 1024];
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-            let n = s.read(&mut chunk).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            buf.extend_from_slice(chunk.get(..n)?);
-        }
-        Some(())
-    })
-    .await;
-    if !matches!(head, Ok(Some(()))) {
-        return;
-    }
-    let line = buf.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    let (status, body, ctype) = match (method, path) {
-        ("GET", "/metrics" | "/") => {
-            let r = Arc::clone(&rig);
-            match tokio::task::spawn_blocking(move || render(&r, global())).await {
-                Ok(b) => ("200 OK", b, "text/plain; version=0.0.4; charset=utf-8"),
-                Err(_) => ("500 Internal Server Error", String::new(), "text/plain"),
-            }
-        }
-        ("GET", _) => ("404 Not Found", "only /metrics\n".to_owned(), "text/plain"),
-        _ => (
-            "405 Method Not Allowed",
-            "GET only\n".to_owned(),
-            "text/plain",
-        ),
+/// The Content-Type of the exposition: OpenMetrics to a scraper that accepts it, else
+/// the classic text format's, whose parsers read this text as well.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Serves HTTP/1.1 on `s`, one request (`GET /metrics` or `/`; else 404 or 405).
+async fn scrape<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(rig: Arc<Rig>, s: S) {
+    let service = hyper::service::service_fn(move |req| answer(Arc::clone(&rig), req));
+    // Title-case header names (`Content-Type`), as the hand-written responder wrote them:
+    // HTTP says case does not matter, but small scrapers compare them as written.
+    let _ = hyper::server::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_WAIT)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(s), service)
+        .await;
+}
+
+async fn answer<B>(rig: Arc<Rig>, req: Request<B>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let reply = |status: StatusCode, ctype: &'static str, body: String| {
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static(ctype),
+        );
+        r
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = s.write_all(head.as_bytes()).await;
-    let _ = s.write_all(body.as_bytes()).await;
-    let _ = s.shutdown().await;
+    if req.method() != Method::GET {
+        return Ok(reply(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "GET only\n".to_owned(),
+        ));
+    }
+    if !matches!(req.uri().path(), "/metrics" | "/") {
+        return Ok(reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "only /metrics\n".to_owned(),
+        ));
+    }
+    let openmetrics = req.headers().get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.contains("application/openmetrics-text"))
+    });
+    let ctype = if openmetrics { OPENMETRICS } else { CLASSIC };
+    Ok(
+        match tokio::task::spawn_blocking(move || render(&rig, global())).await {
+            Ok(body) => reply(StatusCode::OK, ctype, body),
+            Err(_) => reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                String::new(),
+            ),
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn counts(r: &Registry) -> String {
+        let mut reg = prometheus_client::registry::Registry::default();
+        r.register_counts(&mut reg);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).expect("encodes");
+        out
+    }
+
     #[test]
     fn label_values_escape_backslash_quote_and_newline() {
-        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
-        assert_eq!(labels(&[("a", "1"), ("b", "x\"")]), "{a=\"1\",b=\"x\\\"\"}");
+        let r = Registry::default();
+        r.error("a\\b\"c\nd");
+        let out = counts(&r);
+        assert!(
+            out.contains("rig_errors_total{reason=\"a\\\\b\\\"c\\nd\"} 1\n"),
+            "{out}"
+        );
     }
 
     #[test]
     fn a_histogram_is_cumulative_with_inf_sum_and_count() {
-        let mut h = Histogram::default();
-        h.observe(0.0002);
-        h.observe(2.0);
-        let mut out = String::new();
-        histogram(&mut out, "x", &[("method", "M")], &h);
+        let r = Registry::default();
+        r.step("M", "s", Duration::from_micros(200));
+        r.step("M", "s", Duration::from_secs(2));
+        let out = counts(&r);
+        let bucket = |le: &str, n: u64| {
+            format!("rig_takeover_step_seconds_bucket{{le=\"{le}\",method=\"M\",step=\"s\"}} {n}\n")
+        };
+        for (le, n) in [("0.0001", 0), ("0.00025", 1), ("2.5", 2), ("+Inf", 2)] {
+            assert!(out.contains(&bucket(le, n)), "{le} {n}: {out}");
+        }
         assert!(
-            out.contains("x_bucket{method=\"M\",le=\"0.0001\"} 0\n"),
+            out.contains("rig_takeover_step_seconds_count{method=\"M\",step=\"s\"} 2\n"),
             "{out}"
         );
         assert!(
-            out.contains("x_bucket{method=\"M\",le=\"0.00025\"} 1\n"),
+            out.contains("rig_takeover_step_seconds_sum{method=\"M\",step=\"s\"} 2.0002\n"),
             "{out}"
         );
-        assert!(
-            out.contains("x_bucket{method=\"M\",le=\"2.5\"} 2\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("x_bucket{method=\"M\",le=\"+Inf\"} 2\n"),
-            "{out}"
-        );
-        assert!(out.contains("x_count{method=\"M\"} 2\n"), "{out}");
-        assert!(out.contains("x_sum{method=\"M\"} 2.0002\n"), "{out}");
     }
 
     #[test]
@@ -533,8 +492,7 @@ mod tests {
         r.rpc("Rig.Version", "OK", Duration::from_micros(40));
         r.rpc("Rig.Detach", "PermissionDenied", Duration::from_micros(40));
         r.error("NOT_ADMIN");
-        let mut out = String::new();
-        r.render_counts(&mut out);
+        let out = counts(&r);
         assert!(
             out.contains("rig_rpc_requests_total{method=\"Rig.Version\",code=\"OK\"} 2\n"),
             "{out}"

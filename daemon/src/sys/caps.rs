@@ -12,56 +12,21 @@
 //! 580.142). Capabilities are per thread in Linux, so dropping CAP_SYS_ADMIN from the
 //! effective set around an RM call touches no other thread of rigd, and the permitted
 //! set keeps it for the take-over code.
+//!
+//! The calls are rustix's (`rustix::thread::capabilities`, `set_capabilities`: capget
+//! and capset with version 3 for the calling thread), so no `unsafe` is here.
 
 use std::io;
 
-/// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
-const VERSION_3: u32 = 0x2008_0522;
-/// `CAP_SYS_ADMIN`.
-const CAP_SYS_ADMIN: u32 = 21;
+use rustix::thread::{CapabilitySet, CapabilitySets, capabilities, set_capabilities};
 
-#[repr(C)]
-struct Header {
-    version: u32,
-    pid: libc::c_int,
+/// The calling thread's sets (`None`: this thread, not the process).
+fn get() -> io::Result<CapabilitySets> {
+    Ok(capabilities(None)?)
 }
 
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct Data {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
-}
-
-fn get() -> io::Result<[Data; 2]> {
-    let mut h = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let mut d = [Data::default(); 2];
-    // SAFETY: capget reads the header and writes two `__user_cap_data_struct`s (the
-    // v3 size) into `d`, which is that long and alive for the call; pid 0 is the
-    // calling thread; the return value is checked.
-    let r = unsafe { libc::syscall(libc::SYS_capget, &raw mut h, d.as_mut_ptr()) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(d)
-}
-
-fn set(d: &[Data; 2]) -> io::Result<()> {
-    let mut h = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    // SAFETY: capset reads the header and two data structs, both alive and of the v3
-    // size; pid 0 is the calling thread only; the return value is checked.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &raw mut h, d.as_ptr()) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+fn set(sets: CapabilitySets) -> io::Result<()> {
+    Ok(set_capabilities(None, sets)?)
 }
 
 /// CAP_SYS_ADMIN out of the calling thread's effective set until dropped (a no-op for
@@ -78,12 +43,11 @@ pub struct WithoutAdmin {
 /// # Errors
 /// capget(2)'s or capset(2)'s errno.
 pub fn without_admin() -> io::Result<WithoutAdmin> {
-    let mut d = get()?;
-    let bit = 1 << CAP_SYS_ADMIN;
-    let had = d[0].effective & bit != 0;
+    let mut sets = get()?;
+    let had = sets.effective.contains(CapabilitySet::SYS_ADMIN);
     if had {
-        d[0].effective &= !bit;
-        set(&d)?;
+        sets.effective.remove(CapabilitySet::SYS_ADMIN);
+        set(sets)?;
     }
     Ok(WithoutAdmin {
         restore: had,
@@ -96,7 +60,7 @@ pub fn without_admin() -> io::Result<WithoutAdmin> {
 /// # Errors
 /// capget(2)'s errno.
 pub fn has_admin() -> io::Result<bool> {
-    Ok(get()?[0].effective & (1 << CAP_SYS_ADMIN) != 0)
+    Ok(get()?.effective.contains(CapabilitySet::SYS_ADMIN))
 }
 
 impl Drop for WithoutAdmin {
@@ -104,9 +68,9 @@ impl Drop for WithoutAdmin {
         if !self.restore {
             return;
         }
-        let restored = get().and_then(|mut d| {
-            d[0].effective |= 1 << CAP_SYS_ADMIN;
-            set(&d)
+        let restored = get().and_then(|mut sets| {
+            sets.effective.insert(CapabilitySet::SYS_ADMIN);
+            set(sets)
         });
         if let Err(e) = restored {
             tracing::error!("could not take CAP_SYS_ADMIN back after an RM call: {e}");

@@ -1,7 +1,9 @@
 //! The systemd journal's native protocol: one datagram of `FIELD=value` lines to
 //! `/run/systemd/journal/socket` is one entry with those fields (systemd.io,
 //! "Native Journal Protocol"; what `sd_journal_sendv(3)` sends). No `unsafe`: the
-//! socket is std's; it is here because it is a system interface of its own.
+//! socket is std's; it is here because it is a system interface of its own. Used by
+//! the audit trail (`audit`, to `[audit] journal_socket`) and rigd's log under systemd
+//! (`journal_log`).
 //!
 //! Encoding: a value with no newline is `NAME=value\n`; one with a newline is `NAME\n`,
 //! its length as 64-bit little-endian, the bytes, `\n`. Field names are upper-case

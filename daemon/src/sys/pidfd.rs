@@ -11,29 +11,25 @@
 //! pidfd_getfd(2) (Linux 5.6; `flags` 0; PTRACE_MODE_ATTACH_REALCREDS over the
 //! process: root with CAP_SYS_PTRACE). Not here: the waiting (tokio's `AsyncFd`,
 //! registered by `rig_sys::scm::register`, in the service; poll(2) in `rig`).
+//!
+//! The calls are rustix's (`rustix::process::pidfd_open`, `pidfd_getfd`), which return
+//! owned descriptors: no `unsafe` is here.
 
 use std::{
     io,
-    os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
+    os::fd::{BorrowedFd, OwnedFd},
 };
+
+use rustix::process::{Pid, PidfdFlags, PidfdGetfdFlags, pidfd_getfd, pidfd_open};
 
 /// A pidfd for process `pid`, close-on-exec (pidfds always are).
 ///
 /// # Errors
-/// `ESRCH` (no such process: it is gone already), `ENOSYS` (a kernel before 5.3),
-/// `EMFILE`.
+/// `ESRCH` (no such process: it is gone already), `EINVAL` (not a process id: 0 or
+/// less), `ENOSYS` (a kernel before 5.3), `EMFILE`.
 pub fn open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and touches no memory of ours. The
-    // result is checked: -1 is an error, anything else a new descriptor this process
-    // owns and no one else has, which OwnedFd then closes once.
-    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::c_long::from(pid), 0) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = i32::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: `fd` was just returned by the kernel as a new descriptor (checked above)
-    // and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let pid = Pid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(pidfd_open(pid, PidfdFlags::empty())?)
 }
 
 /// A copy, close-on-exec, of descriptor `fd` of the process `pidfd` refers to.
@@ -42,29 +38,15 @@ pub fn open(pid: i32) -> io::Result<OwnedFd> {
 /// `EBADF` (no such descriptor there), `ESRCH` (the process exited), `EPERM` (no
 /// ptrace access, or a seccomp filter), `ENOSYS` (a kernel before 5.6).
 pub fn get_fd(pidfd: BorrowedFd<'_>, fd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags, and touches no
-    // memory of ours; `pidfd` is open for the call. The result is checked: -1 is an
-    // error, anything else a new descriptor this process owns.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_getfd,
-            libc::c_long::from(pidfd.as_raw_fd()),
-            libc::c_long::from(fd),
-            0,
-        )
-    };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = i32::try_from(r).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-    // SAFETY: `fd` was just returned by the kernel as a new descriptor (checked above)
-    // and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(pidfd_getfd(pidfd, fd, PidfdGetfdFlags::empty())?)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::{os::fd::AsFd, time::Duration};
+    use std::{
+        os::fd::{AsFd, AsRawFd},
+        time::Duration,
+    };
 
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 

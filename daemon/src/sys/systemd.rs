@@ -307,8 +307,38 @@ fn claim(a: &Announced) -> Result<OwnedFd, ListenError> {
     Ok(fd)
 }
 
+/// Whether stderr is the journal's stream: systemd sets `JOURNAL_STREAM=DEV:INO` for a
+/// service whose output goes to the journal, and it still names stderr only if nothing
+/// redirected it since (systemd.exec(5), "Environment variables set by systemd").
+#[must_use]
+pub fn stderr_is_journal() -> bool {
+    let Some(value) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    nix::sys::stat::fstat(std::io::stderr().as_fd())
+        .is_ok_and(|st| journal_stream_is(&value.to_string_lossy(), st.st_dev, st.st_ino))
+}
+
+/// Whether `JOURNAL_STREAM`'s value names the file with device `dev` and inode `ino`.
+#[must_use]
+pub fn journal_stream_is(value: &str, dev: u64, ino: u64) -> bool {
+    value
+        .split_once(':')
+        .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)))
+        == Some((dev, ino))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn journal_stream_matches_only_its_own_device_and_inode() {
+        assert!(journal_stream_is("8:1234", 8, 1234));
+        assert!(!journal_stream_is("8:1234", 8, 1235));
+        assert!(!journal_stream_is("9:1234", 8, 1234));
+        assert!(!journal_stream_is("8", 8, 1234));
+        assert!(!journal_stream_is("", 0, 0));
+        assert!(!journal_stream_is("x:y", 0, 0));
+    }
     use std::os::unix::net::{UnixDatagram, UnixStream};
 
     use super::*;

@@ -29,11 +29,13 @@ pub use scenario::{Kind, Scenario, ScenarioError};
 use std::path::PathBuf;
 
 /// Whether VM tests should run: `RIG_VM=1`. Otherwise prints "skipped: set RIG_VM=1" and
-/// returns false, so a plain `cargo test` stays fast.
+/// returns false, so a plain `cargo test` stays fast. `RIG_VM=later` skips them under CI
+/// too: the test command sets it for its unit-test step, whose one build serves its VM
+/// tier, which runs them next with `RIG_VM=1`.
 ///
 /// # Panics
-/// Under CI (env `CI` set and not empty) without `RIG_VM=1`: a CI run must not pass by
-/// silently skipping the tier.
+/// Under CI (env `CI` set and not empty) without `RIG_VM=1` or `later`: a CI run must not
+/// pass by silently skipping the tier.
 #[must_use]
 pub fn gate() -> bool {
     let rig_vm = std::env::var("RIG_VM").ok();
@@ -42,6 +44,10 @@ pub fn gate() -> bool {
         Gate::Run => true,
         Gate::Skip => {
             println!("skipped: set RIG_VM=1");
+            false
+        }
+        Gate::Later => {
+            println!("skipped: the test command's VM tier runs this next");
             false
         }
         Gate::Refuse => {
@@ -55,12 +61,16 @@ pub fn gate() -> bool {
 enum Gate {
     Run,
     Skip,
+    /// `RIG_VM=later`: the test command runs the tier after its unit tests.
+    Later,
     Refuse,
 }
 
 fn decide(rig_vm: Option<&str>, ci: Option<&str>) -> Gate {
     if rig_vm == Some("1") {
         Gate::Run
+    } else if rig_vm == Some("later") {
+        Gate::Later
     } else if ci.is_some_and(|v| !v.is_empty()) {
         Gate::Refuse
     } else {
@@ -96,6 +106,12 @@ mod tests {
         assert_eq!(decide(None, None), Gate::Skip);
         assert_eq!(decide(Some("0"), None), Gate::Skip);
         assert_eq!(decide(None, Some("")), Gate::Skip);
+    }
+
+    #[test]
+    fn rig_vm_later_skips_even_under_ci() {
+        assert_eq!(decide(Some("later"), Some("true")), Gate::Later);
+        assert_eq!(decide(Some("later"), None), Gate::Later);
     }
 
     #[test]

@@ -50,19 +50,20 @@ pub const NV_ESC_CARD_INFO: u32 = NV_IOCTL_BASE;
 pub const NV_ESC_REGISTER_FD: u32 = NV_IOCTL_BASE + 1;
 pub const NV_ESC_CHECK_VERSION_STR: u32 = NV_IOCTL_BASE + 10;
 
-/// `_IOWR('F', nr, size)` as `<asm-generic/ioctl.h>` builds it: direction 3 in bits
-/// 31:30, the size in 29:16, the magic in 15:8, the number in 7:0.
+/// `_IOWR('F', nr, size)`, built by nix's `request_code_readwrite!` (the layout of
+/// `<asm-generic/ioctl.h>`: direction in bits 31:30, size 29:16, magic 15:8, number 7:0).
 ///
 /// # Panics
-/// At compile time when `size` does not fit the 14-bit size field (every use is in a
-/// `const`).
+/// At compile time when `size` does not fit the 14-bit size field, or `nr` the 8-bit
+/// number (nix would mask them silently; every use is in a `const`).
 pub const fn nv_iowr(nr: u32, size: usize) -> u32 {
     assert!(size < (1 << 14), "an _IOC size has 14 bits");
     assert!(nr < (1 << 8), "an _IOC number has 8 bits");
-    // CAST: checked just above to fit in 14 bits.
-    #[expect(clippy::cast_possible_truncation, reason = "checked to fit in 14 bits")]
-    let size = size as u32;
-    (3 << 30) | (size << 16) | (NV_IOCTL_MAGIC << 8) | nr
+    let cmd = nix::request_code_readwrite!(NV_IOCTL_MAGIC, nr, size);
+    // CAST: an ioctl number is 32 bits (`_IOC`), whatever type ioctl(2) takes it as.
+    #[expect(clippy::cast_possible_truncation, reason = "_IOC numbers are 32 bits")]
+    let cmd = cmd as u32;
+    cmd
 }
 
 /// `_IOC_SIZE(cmd)`.

@@ -2,7 +2,8 @@
 # Containers through CDI (docs/k8s.md; full flavour): a real container engine that speaks
 # CDI. Debian's podman 4.3 (crun, conmon; vfs storage: the guest kernel has no overlay
 # module; no network) runs containers from an image made here with `podman import` of a
-# tarball holding the static rig-lease-client and nothing else: nothing is pulled. rigd
+# tarball holding
+# rig-lease-client and the libraries it links, nothing else: nothing is pulled. rigd
 # runs under the .deb's hardened unit and holds edu (behind its root port, vfio mode);
 # `rigctl cdi generate` writes its spec to /var/run/cdi, and `podman run --device
 # rig.dev/gpu=BDF` gets the VFIO nodes, the /run/rig mount, RIG_SOCKET/RIG_DEVICE and the
@@ -94,9 +95,16 @@ check "the spec names the device's VFIO group node /dev/vfio/$GROUP" grep -q "\"
 # shows the lease's own refusal.
 rigctl cdi generate --dir /etc/cdi --resource rig.dev/nohook=id:1234:11e8 --rigctl none > "$FILES/generate-nohook.txt" 2>&1
 
-# The image: one static program, imported from a tarball.
+# The image: one program and the C library it links (rig's programs are the release
+# build, dynamic: libc, libm, libgcc_s and the loader, at their paths), imported from
+# a tarball.
 R=$(mktemp -d)
-install -m 0755 "$(readlink -f "$(command -v rig-lease-client)")" "$R/rig-lease-client"
+B=$(readlink -f "$(command -v rig-lease-client)")
+install -m 0755 "$B" "$R/rig-lease-client"
+for lib in $(ldd "$B" | awk '/=> \//{print $3} /^\t\//{print $1}'); do
+  mkdir -p "$R$(dirname "$lib")"
+  cp -L "$lib" "$R$lib"
+done
 tar -C "$R" -cf /tmp/rootfs.tar .
 T=$(uptime_s)
 $PM import --change 'ENTRYPOINT ["/rig-lease-client"]' /tmp/rootfs.tar $IMG > "$FILES/import.txt" 2>&1
