@@ -176,6 +176,24 @@ fn host_memory_is_unmapped_then_freed() {
     );
 }
 
+#[test]
+fn lent_gpu_memory_maps_in_its_own_range_on_2_mib_and_gives_its_va_back() {
+    let rm = FakeRm::new();
+    let (gpu, space) = open(&rm).expect("open");
+    let free = space.gpu_memory_va_free();
+    assert_eq!(free, VA_END - GPU_MEMORY_BASE);
+    let mem = Arc::new(DeviceMem::paged(&gpu, 3 << 20, Pages::Huge, None).expect("vidmem"));
+    assert_eq!(mem.len(), 4 << 20, "whole 2 MiB pages");
+    let view =
+        DeviceView::map_in(&space, Arc::clone(&mem), Pages::Huge, Region::GpuMemory).expect("view");
+    let va = view.gpu_va();
+    assert!(va >= GPU_MEMORY_BASE && va + mem.len() <= VA_END, "{va:#x}");
+    assert_eq!(va % HUGE_PAGE, 0);
+    assert_eq!(space.gpu_memory_va_free(), free - (4 << 20));
+    view.close().expect("unmap");
+    assert_eq!(space.gpu_memory_va_free(), free, "the VA is free again");
+}
+
 /// A 2 MiB sealed shmem block, mapped, as a lease's block would be.
 fn two_mib_block() -> rig_sys::mman::Mapping {
     let f = rig_sys::memfd::Memfd::sealed(c"t", rig_sys::memfd::Backing::Shmem, 2 << 20)

@@ -62,7 +62,7 @@ pub use fake::{Call, FAKE_CLIENT, FAKE_TOKEN, FAKE_UUID, FakeRm};
 pub use gpu::{Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
-pub use space::{AddressSpace, LEASE_BASE, OWN_BASE, VA_END};
+pub use space::{AddressSpace, GPU_MEMORY_BASE, LEASE_BASE, OWN_BASE, Region, VA_END};
 pub use va::VaAllocator;
 pub use vidmem::{DeviceMem, DeviceView, HUGE_PAGE, Pages};
 

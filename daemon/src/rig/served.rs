@@ -16,9 +16,10 @@ use crate::{
     nvrm::{self, NvrmError, SysRm},
 };
 
-/// Where a served GPU's pool puts leases in each session's GPU address space.
+/// Where a served GPU's pool puts leases in each session's GPU address space: below
+/// the range of lent GPU memory.
 fn gpu_lease_range() -> std::ops::RangeInclusive<u64> {
-    nvrm::LEASE_BASE..=nvrm::VA_END - 1
+    nvrm::LEASE_BASE..=nvrm::GPU_MEMORY_BASE - 1
 }
 
 impl Rig {
