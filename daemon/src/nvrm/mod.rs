@@ -58,7 +58,7 @@ pub use channel::{
 };
 pub use error::{CallError, NvrmError, Step};
 #[cfg(any(test, feature = "fakes"))]
-pub use fake::{Call, FAKE_CLIENT, FAKE_TOKEN, FAKE_UUID, FakeRm};
+pub use fake::{Call, FAKE_CLIENT, FAKE_GR_INFO, FAKE_TOKEN, FAKE_UUID, FakeRm};
 pub use gpu::{Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
