@@ -24,6 +24,7 @@ pub struct Config {
     pub take: Take,
     pub dma: Dma,
     pub channels: Channels,
+    pub gpu_memory: GpuMemory,
     pub queue: Queue,
     pub lease: Lease,
     pub roles: Roles,
@@ -158,6 +159,32 @@ impl Default for Channels {
             gpu_rings_group: None,
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
+        }
+    }
+}
+
+/// GPU memory lent to sessions on the GPUs `[channels] serve` names (docs/compute.md):
+/// what may be held at once, in bytes, each a multiple of 2 MiB (the page it is lent
+/// in). A uid's CPU-mapped GPU memory counts until rigd exits (docs/compute.md, "CPU
+/// views"). 0 lends none.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GpuMemory {
+    /// By one uid's sessions together, on one GPU.
+    pub per_uid_bytes: u64,
+    /// By all sessions together, on one GPU.
+    pub per_gpu_bytes: u64,
+}
+
+impl Default for GpuMemory {
+    fn default() -> Self {
+        // The H200 has 141 GB (140 GiB as the RM counts it). 128 GiB for clients leaves
+        // 12 GiB to the RM's own reservations, the channels' context buffers and windows
+        // rigd makes, and CUDA programs beside rigd on the same GPU; half of it per uid
+        // lets two users hold their share at once and no one client starve the others.
+        Self {
+            per_uid_bytes: 64 << 30,
+            per_gpu_bytes: 128 << 30,
         }
     }
 }
@@ -348,6 +375,12 @@ pub enum ConfigError {
         "{path}: metrics.listen `{listen}` is neither unix:PATH nor a 127.0.0.1 (or [::1]) address and port"
     )]
     MetricsListen { path: PathBuf, listen: String },
+    #[error("{path}: gpu_memory.{key} = {value} is not a multiple of 2 MiB (2097152)")]
+    GpuMemoryPage {
+        path: PathBuf,
+        key: &'static str,
+        value: u64,
+    },
 }
 
 impl Config {
@@ -391,6 +424,7 @@ impl Config {
                 }
             })?;
         }
+        config.gpu_memory.check(path)?;
         if let Some(listen) = &config.metrics.listen
             && MetricsListen::parse(listen).is_none()
         {
@@ -418,6 +452,28 @@ impl MetricsListen {
         }
         let addr: std::net::SocketAddr = s.parse().ok()?;
         addr.ip().is_loopback().then_some(Self::Tcp(addr))
+    }
+}
+
+impl GpuMemory {
+    /// Checks that both quotas are whole 2 MiB pages.
+    ///
+    /// # Errors
+    /// [`ConfigError::GpuMemoryPage`].
+    fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("per_uid_bytes", self.per_uid_bytes),
+            ("per_gpu_bytes", self.per_gpu_bytes),
+        ] {
+            if !value.is_multiple_of(rig_model::addr::layout::GPU_PAGE) {
+                return Err(ConfigError::GpuMemoryPage {
+                    path: path.to_owned(),
+                    key,
+                    value,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -640,6 +696,43 @@ mod tests {
         assert_eq!(
             Config::default().audit.journal_socket,
             Path::new("/run/systemd/journal/socket")
+        );
+    }
+
+    #[test]
+    fn gpu_memory_quotas_default_for_an_h200_and_must_be_whole_pages() {
+        let c = Config::parse("", Path::new("t.toml")).expect("empty is valid");
+        assert_eq!(
+            (c.gpu_memory.per_uid_bytes, c.gpu_memory.per_gpu_bytes),
+            (64 << 30, 128 << 30)
+        );
+        let c = Config::parse(
+            "[gpu_memory]\nper_uid_bytes = 4194304\nper_gpu_bytes = 0\n",
+            Path::new("t.toml"),
+        )
+        .expect("valid");
+        assert_eq!(
+            (c.gpu_memory.per_uid_bytes, c.gpu_memory.per_gpu_bytes),
+            (4 << 20, 0)
+        );
+        let e = Config::parse("[gpu_memory]\nper_gpu_bytes = 4096\n", Path::new("r.toml"))
+            .expect_err("not a page");
+        assert!(
+            matches!(
+                e,
+                ConfigError::GpuMemoryPage {
+                    key: "per_gpu_bytes",
+                    value: 4096,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = Config::parse("[gpu_memory]\nper_session = 1\n", Path::new("r.toml"))
+            .expect_err("typo");
+        assert!(
+            e.to_string().starts_with("r.toml:2:1: unknown field"),
+            "{e}"
         );
     }
 

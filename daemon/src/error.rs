@@ -5,7 +5,7 @@
 //! wire's codes (the gRPC code, each side-socket reply's code) and the error into its
 //! one line.
 //!
-//! Flow: `pci`, `take`, `dma`, `queue`, `nvme`, `channels`, `policy` → `rig` (whose
+//! Flow: `pci`, `take`, `dma`, `queue`, `nvme`, `channels`, `gpumem`, `policy` → `rig` (whose
 //! error delegates to the stage's) → `service::status`. This module imports nothing of
 //! the crate, so every stage may use it.
 //!
@@ -187,6 +187,10 @@ reasons! {
     GpuRingsRefused = "GPU_RINGS_REFUSED",
     /// The GPU's driver refused a step.
     Rm = "RM",
+    /// Not GPU memory of this session.
+    UnknownGpuMemory = "UNKNOWN_GPU_MEMORY",
+    /// A CPU view of GPU memory: not for this uid.
+    CpuViewRefused = "CPU_VIEW_REFUSED",
 }
 
 /// What an error says to programs beside its line: its reason, and the device and the

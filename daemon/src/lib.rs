@@ -19,7 +19,8 @@
 //! speaks NVIDIA's RM in the layouts of the release it finds (a GPU's device, each
 //! client's own GPU address space, host memory, scheduled channels), and `channels`
 //! lends them: per DMA session its address space, groups and channels, their
-//! descriptors for the client, the error-notifier watch, and reclaim.
+//! descriptors for the client, the error-notifier watch, and reclaim; `gpumem` lends
+//! GPU memory in each session's address space, within quotas per uid and per GPU.
 //!
 //! Every stage's error classifies itself once with `error` (the stable reason of
 //! docs/errors.md, the device and the step it names), which imports nothing of the
@@ -46,6 +47,7 @@ pub mod channels;
 pub mod config;
 pub mod dma;
 pub mod error;
+pub mod gpumem;
 pub mod journal_log;
 pub mod nvme;
 pub mod nvrm;

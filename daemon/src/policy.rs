@@ -141,6 +141,8 @@ pub const SIDE: &[(&str, Need)] = &[
     ("lease_device", Need::LeaseWhole),
     // The holder ends its own lease (only its session's): no more than it had to lease.
     ("give_back_device", CLIENT),
+    ("gpu_mem_alloc", CLIENT),
+    ("gpu_mem_free", CLIENT),
 ];
 
 /// What the gRPC method at `path` needs: [`RPCS`], or the admin role for a path not

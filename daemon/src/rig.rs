@@ -8,7 +8,8 @@
 //! pool of its name) and joins a DMA session to its GPU address space there (`served`).
 //!
 //! What it lends a session — a device whole (`lease`), queues (`queues`), channels
-//! (`served`), beside the session's memory (`dma`) — is kept in one ledger, with the
+//! (`served`), GPU memory (`gpumem`), beside the session's memory (`dma`) — is kept in
+//! one ledger, with the
 //! order a session's end takes it back in (`ledger`). Settings read after the start come
 //! from the running config, which a reload updates (`reload`). Its errors say what
 //! they are to programs themselves ([`RigError`]'s `Classify`, delegating to the
@@ -40,6 +41,7 @@ use crate::{
 };
 
 mod error;
+mod gpumem;
 mod lease;
 pub mod ledger;
 mod outlived;
@@ -48,6 +50,7 @@ mod served;
 pub mod topo;
 
 pub use error::{RequestError, RigError};
+pub use gpumem::SessionGpu;
 pub use ledger::Ended;
 use ledger::{Kind, Ledger};
 pub use outlived::Outlived;
@@ -489,8 +492,9 @@ impl Rig {
 
     /// Ends a DMA session: takes back what it holds, kind by kind in the ledger's
     /// order (`rig::ledger`): a device it leases whole, its lent queues (deleted on the
-    /// controller), its channels (descheduled, drained, freed), then its leases, which
-    /// leave the IOMMU or its GPU address space.
+    /// controller), its channels (descheduled, drained, freed), its GPU memory
+    /// (unmapped, freed), then its leases, which leave the IOMMU or its GPU address
+    /// space, and the space with the last.
     pub fn end_session(&self, session: dma::SessionId) -> Ended {
         // A device leased whole in sysfs mode and reset at its reclaim: the session's
         // blocks, which the pool quarantines at their release, are safe to lend again
@@ -504,6 +508,7 @@ impl Rig {
             }
             Kind::Queues => self.end_queues(session),
             Kind::Channels => self.end_channels(session),
+            Kind::GpuMemory => self.end_gpu_memory(session),
             Kind::Memory => {
                 let n = self.dma.close_session(session);
                 if let Some(bdf) = reset_in_sysfs.take() {

@@ -27,9 +27,11 @@
 //! others: `channel` (NVIDIA channels on RM-served GPUs: [`channel::Channel::open`],
 //! the pushbuffer words per class, ring, timeline), `queue` (the generic queue, NVMe
 //! commands, [`queue::LentQueue::open`]), `lease` (a device lent whole:
-//! [`lease::DeviceLease::open`]), `dma` (pools as rigd reports them). A new kind of
-//! lent resource (the GPU runtime's GPU memory) is one more peer: it speaks its
-//! requests through [`session::Session::call`] and edits none of these.
+//! [`lease::DeviceLease::open`]), `gpumem` (GPU memory on RM-served GPUs, carved into
+//! buffers: [`gpumem::GpuMemory::alloc`]), `dma` (pools as rigd reports them). A new
+//! kind of lent resource is one more peer: it speaks its requests through
+//! [`session::Session::call`], keeps what it needs beside the session
+//! ([`session::Session::local`]) and edits none of these.
 //!
 //! Methods return this crate's own types, never wire types (the side socket's request
 //! and reply bodies, which `Session::call` passes through for peers, excepted), and
@@ -43,6 +45,7 @@
 pub mod channel;
 mod convert;
 pub mod dma;
+pub mod gpumem;
 pub mod lease;
 pub mod model;
 pub mod queue;

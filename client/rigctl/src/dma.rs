@@ -1,5 +1,6 @@
-//! `rigctl dma`: each pool's blocks, and what each client session holds; `rigctl
-//! channels`: every channel lent on an RM-served GPU.
+//! `rigctl dma`: each pool's blocks, what each client session holds (host memory, and
+//! GPU memory on a served GPU), and each served GPU's GPU memory; `rigctl channels`:
+//! every channel lent on an RM-served GPU.
 
 use std::io::{self, Write};
 
@@ -63,6 +64,17 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
         fmt::size(s.quota_per_uid_bytes),
         fmt::size(s.quota_per_device_bytes)
     )?;
+    for g in &s.gpu_memory {
+        writeln!(
+            out,
+            "GPU memory on {}: {} lent, {} kept for CPU views; quota {} per uid, {} in all",
+            g.gpu,
+            fmt::size(g.lent_bytes),
+            fmt::size(g.kept_bytes),
+            fmt::size(g.per_uid_bytes),
+            fmt::size(g.per_gpu_bytes)
+        )?;
+    }
     if s.clients.is_empty() {
         return writeln!(out, "No DMA sessions.");
     }
@@ -77,6 +89,7 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
             "Pool",
             "Leases",
             "Bytes",
+            "GPU memory",
             "Side socket",
         ]);
     for c in &s.clients {
@@ -87,6 +100,15 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
             c.device.clone(),
             c.leases.to_string(),
             fmt::size(c.bytes),
+            if c.gpu_memory_allocations == 0 {
+                "-".to_owned()
+            } else {
+                format!(
+                    "{} ({})",
+                    fmt::size(c.gpu_memory_bytes),
+                    c.gpu_memory_allocations
+                )
+            },
             if c.claimed { "attached" } else { "not yet" }.to_owned(),
         ]);
     }

@@ -44,3 +44,79 @@ async fn rigctl_dma_shows_pools_and_sessions_as_json() {
     assert_eq!(v["clients"][0]["session"], session.id());
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rigctl_dma_shows_each_clients_gpu_memory_and_each_gpus_total() {
+    use std::sync::Arc;
+
+    use rig_client::gpumem::GpuMemory;
+    use rigd::{
+        channels::{ChannelHost, Limits, Served},
+        dma::{Backing, PoolSpec},
+        nvrm::{FakeRm, Gpu},
+    };
+
+    let server = Server::start(64 * MIB).await;
+    let gpu = Served::new(
+        Gpu::open(FakeRm::new(), None).expect("fake GPU"),
+        Limits::default(),
+    );
+    let pool = server
+        .rig
+        .serve_gpu_with(
+            Arc::new(gpu) as Arc<dyn ChannelHost>,
+            PoolSpec {
+                mode: PoolMode::Host,
+                blocks: 1,
+                backing: Backing::Shmem,
+                pin_threads: 1,
+            },
+        )
+        .expect("serve the fake GPU");
+    assert!(pool.wait_pinned(std::time::Duration::from_secs(20)));
+    let session = Session::open(&server.socket, "0000:00:06.0")
+        .await
+        .expect("open");
+    let _a = GpuMemory::lease(&session, 3 * BLOCK).await.expect("a");
+    let _b = GpuMemory::lease(&session, BLOCK).await.expect("b");
+    let socket = server.socket.clone();
+    let run = |json: bool| {
+        let socket = socket.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec!["--socket".into(), socket.into_os_string(), "dma".into()];
+            if json {
+                args.push("--json".into());
+            }
+            std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
+                .args(args)
+                .output()
+                .expect("run rigctl")
+        })
+    };
+
+    let out = run(true).await.expect("join");
+    let text = run(false).await.expect("join");
+
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let me = &v["clients"][0];
+    assert_eq!(me["session"], session.id());
+    assert_eq!(me["gpu_memory_allocations"], 2);
+    assert_eq!(me["gpu_memory_bytes"], 4 * BLOCK);
+    let g = &v["gpu_memory"][0];
+    assert_eq!(g["gpu"], "0000:00:06.0");
+    assert_eq!(g["lent_bytes"], 4 * BLOCK);
+    assert_eq!(g["kept_bytes"], 0);
+    assert_eq!(g["per_uid_bytes"], 64u64 << 30);
+    assert_eq!(g["per_gpu_bytes"], 128u64 << 30);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("GPU memory on 0000:00:06.0: 8M lent"),
+        "{text}"
+    );
+    server.stop().await;
+}

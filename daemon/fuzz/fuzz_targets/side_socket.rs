@@ -3,11 +3,11 @@
 //! sends a sequence of packets: raw bytes, or requests built to reach deeper (a claim
 //! with the right token, a wrong one, another session's id; leases at and around the
 //! block and quota limits; releases, queue opens, whole-device leases and give-backs,
-//! channel opens), each with descriptors of random kinds attached (a memfd, a pipe, a
-//! socket, /dev/null, the side socket itself) and, now and then, SCM_CREDENTIALS
-//! naming another pid. Holds: no panic; each packet answered, or the connection
-//! closed, within the limit; rigd still answers a new client; and once the connection
-//! is gone its session is too.
+//! channel opens, GPU memory allocations and frees), each with descriptors of random
+//! kinds attached (a memfd, a pipe, a socket, /dev/null, the side socket itself) and,
+//! now and then, SCM_CREDENTIALS naming another pid. Holds: no panic; each packet
+//! answered, or the connection closed, within the limit; rigd still answers a new
+//! client; and once the connection is gone its session is too.
 #![no_main]
 use std::{
     io::IoSlice,
@@ -58,7 +58,7 @@ fn packet(u: &mut Unstructured<'_>, session: u64, token: &[u8]) -> Result<Vec<u8
             _ => u.arbitrary()?,
         })
     };
-    let body = match u.int_in_range(0..=10)? {
+    let body = match u.int_in_range(0..=12)? {
         0 => return Ok(u.arbitrary::<Vec<u8>>()?),
         1 | 2 => Body::Claim(pb::SessionClaim {
             session,
@@ -86,6 +86,13 @@ fn packet(u: &mut Unstructured<'_>, session: u64, token: &[u8]) -> Result<Vec<u8
         }),
         9 => Body::GiveBackDevice(pb::DeviceGiveBack {
             device: common::DEV.into(),
+        }),
+        11 => Body::GpuMemAlloc(pb::GpuMemAlloc {
+            bytes: bytes(u)?,
+            cpu_view: u.arbitrary()?,
+        }),
+        12 => Body::GpuMemFree(pb::GpuMemFree {
+            id: u.int_in_range(0..=8)?,
         }),
         _ => Body::ChannelOpen(pb::ChannelOpen {
             engine: u.int_in_range(0..=3)?,

@@ -31,6 +31,8 @@
 //! Not here: the wire format (`service`), the RM sequence (`nvrm`), lease pools
 //! (`dma`), the client's ring and pushbuffer rules (`rig_client::channel`).
 
+mod boost;
+mod memory;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +52,7 @@ use rig_sys::scm::PeerCred;
 use crate::{
     dma::{DeviceMap, SessionId},
     error::{Class, Classify, Reason},
+    gpumem::{self, GpuMemoryHost, Lender},
     nvrm::{
         AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, DeviceMem, Doorbell, Engine,
         Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
@@ -80,6 +83,8 @@ pub struct Limits {
     /// How many such windows rigd keeps for one uid: they are reused for that uid's
     /// later channels and never given to another (see [`Rings::Gpu`]).
     pub gpu_rings_per_uid: usize,
+    /// What GPU memory sessions may hold on the GPU (`gpumem`).
+    pub gpu_memory: gpumem::Quota,
 }
 
 impl Default for Limits {
@@ -90,6 +95,7 @@ impl Default for Limits {
             copy_engines: Vec::new(),
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
+            gpu_memory: gpumem::Quota::default(),
         }
     }
 }
@@ -259,8 +265,9 @@ pub struct ChannelView {
     pub opened: SystemTime,
 }
 
-/// A GPU that serves channels, whatever its `Rm`: what `rig` and the service see.
-pub trait ChannelHost: Send + Sync + fmt::Debug {
+/// A GPU that serves channels and GPU memory, whatever its `Rm`: what `rig` and the
+/// service see.
+pub trait ChannelHost: GpuMemoryHost + Send + Sync + fmt::Debug {
     /// The GPU's name: its PCI address, also its DMA pool's name.
     fn name(&self) -> &str;
     /// Makes `session`'s address space; its leases map there (the returned map).
@@ -426,14 +433,21 @@ pub struct Served<R: Rm> {
     limits: Limits,
     per_session: AtomicUsize,
     state: Mutex<State<R>>,
+    /// GPU memory lent in the sessions' spaces (`memory`).
+    memory: Lender<R>,
+    /// The clock boost, on while a channel is lent (`boost`).
+    boost: boost::Boost,
 }
 
 impl<R: Rm> Served<R> {
     /// Serves `gpu` under its PCI address.
     pub fn new(gpu: Gpu<R>, limits: Limits) -> Self {
         let name = gpu.card().bdf.clone();
+        let gpu = Arc::new(gpu);
         Self {
-            gpu: Arc::new(gpu),
+            memory: Lender::new(Arc::clone(&gpu), name.clone(), limits.gpu_memory),
+            boost: boost::Boost::default(),
+            gpu,
             name,
             per_session: AtomicUsize::new(limits.channels_per_session),
             limits,
@@ -448,6 +462,11 @@ impl<R: Rm> Served<R> {
     /// The GPU.
     pub fn gpu(&self) -> &Arc<Gpu<R>> {
         &self.gpu
+    }
+
+    /// Whether the GPU's clocks are boosted now (a channel is lent on it).
+    pub fn boosted(&self) -> bool {
+        self.boost.is_on()
     }
 
     fn lock(&self) -> MutexGuard<'_, State<R>> {
@@ -601,6 +620,13 @@ impl<R: Rm> Served<R> {
     }
 }
 
+impl<R: Rm> Drop for Served<R> {
+    fn drop(&mut self) {
+        // rigd lets the GPU go: its clocks go back to what the RM decides.
+        self.boost.clear(&self.gpu);
+    }
+}
+
 /// What a client maps for a channel's ring: its descriptor and length, and (offset,
 /// GPU VA, bytes) of a pushbuffer in it.
 struct Lending {
@@ -732,6 +758,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 fault: None,
             },
         );
+        self.boost.opened(&self.gpu);
         Ok(opened)
     }
 
@@ -749,6 +776,8 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         if let Err(e) = lent.channel.close() {
             tracing::warn!(gpu = %self.name, session = session.0, channel = channel.0, error = &e as &dyn std::error::Error, "closing a channel");
         }
+        drop(client);
+        self.boost.closed(&self.gpu, 1);
         Ok(())
     }
 
@@ -759,6 +788,9 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         let (n, failed) = lock_client(&shared).close_all();
         for e in failed {
             tracing::warn!(gpu = %self.name, session = session.0, error = &e as &dyn std::error::Error, "reclaiming a session's channels");
+        }
+        if n > 0 {
+            self.boost.closed(&self.gpu, n);
         }
         n
     }

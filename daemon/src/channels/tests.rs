@@ -430,3 +430,47 @@ fn bad_windows_are_refused_before_any_gpu_memory_is_made() {
     // Host rings are not counted against windows.
     s.open(a, host(Engine::Copy, 64)).expect("host rings");
 }
+
+/// The PERF_BOOST controls so far: the flags' low byte of each.
+fn boosts(rm: &FakeRm) -> Vec<Option<u8>> {
+    rm.calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Control { cmd, first, .. } if *cmd == r580::NV2080_CTRL_CMD_PERF_BOOST => {
+                Some(*first)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_clocks_are_boosted_while_any_session_holds_a_channel_and_cleared_after() {
+    let (rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    assert!(boosts(&rm).is_empty(), "no channel, no boost");
+
+    let ch = s.open(a, host(Engine::Copy, 64)).expect("a's channel");
+    s.open(b, host(Engine::Compute, 64)).expect("b's channel");
+    assert_eq!(boosts(&rm), [Some(0x52)], "boosted once, to max, for CUDA");
+    assert!(s.boosted());
+    s.close(a, ch.id).expect("close a's");
+    assert_eq!(boosts(&rm).len(), 1, "b still holds one");
+
+    assert_eq!(s.end(b), 1);
+    assert_eq!(
+        boosts(&rm),
+        [Some(0x52), Some(0x10)],
+        "cleared with the last"
+    );
+    assert!(!s.boosted());
+    s.open(a, host(Engine::Copy, 64)).expect("again");
+    drop(s);
+    assert_eq!(
+        boosts(&rm),
+        [Some(0x52), Some(0x10), Some(0x52), Some(0x10)],
+        "and when rigd lets the GPU go"
+    );
+}

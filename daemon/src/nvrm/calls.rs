@@ -153,6 +153,8 @@ pub trait Rm: fmt::Debug + Send + Sync {
     fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError>;
     /// GPU_GET_CLASSLIST on `device`.
     fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError>;
+    /// GR_GET_INFO on `subdevice`: the value at each of `indices`, in order.
+    fn gr_info(&self, subdevice: NvHandle, indices: &[u32]) -> Result<Vec<u32>, CallError>;
     /// RM_MAP_MEMORY_DMA; returns the GPU VA.
     fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError>;
     /// RM_UNMAP_MEMORY_DMA.
@@ -405,6 +407,15 @@ impl Rm for SysRm {
 
     fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError> {
         Ok(rm::gpu_get_classlist(self.ctl(), self.client(), device)?)
+    }
+
+    fn gr_info(&self, subdevice: NvHandle, indices: &[u32]) -> Result<Vec<u32>, CallError> {
+        Ok(rm::gr_get_info(
+            self.ctl(),
+            self.client(),
+            subdevice,
+            indices,
+        )?)
     }
 
     fn map_dma(&self, map: MapMemoryDma) -> Result<u64, CallError> {

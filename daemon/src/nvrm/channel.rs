@@ -1,7 +1,7 @@
 //! `ChannelGroup` and `Channel`: a TSG with its subcontext in one client's
 //! [`AddressSpace`], and a GPFIFO channel in it whose ring, USERD and error notifier
 //! are [`HostMem`] of that space, made in the order of docs/hardware/nvidia-rm.md,
-//! "The object sequence" (steps 14–19; no UVM: the RM maps a channel's context buffers
+//! "The object sequence" (steps 15–20; no UVM: the RM maps a channel's context buffers
 //! into an RM-owned space itself) and torn down as: deschedule (the last channel of its group), wait until
 //! the GPU no longer fetches, free the engine object and the channel, then their
 //! memory. A channel holds an `Arc` of its group and the group of its space, so the

@@ -1,15 +1,23 @@
 //! `FakeRm`: an [`Rm`] that hands out handles, records every call typed, answers the
-//! controls the path reads (device instance, UUID, work submit token, class list, and
-//! for `topo` the NVLink status and P2P caps set with [`FakeRm::set_nvlink`] and
-//! [`FakeRm::set_p2p`]) and fails one chosen call with a chosen NV status. It drives
-//! one GPU at 0000:00:06.0 unless [`FakeRm::set_cards`] names others. Tests and
-//! feature `fakes` only.
+//! controls the path reads (device instance, UUID, work submit token, class list, the
+//! graphics engine's geometry as an H200's, and for `topo` the NVLink status and P2P
+//! caps set with [`FakeRm::set_nvlink`] and [`FakeRm::set_p2p`]) and fails one chosen
+//! call with a chosen NV status. It drives one GPU at 0000:00:06.0 unless
+//! [`FakeRm::set_cards`] names others.
+//!
+//! It keeps the books the real RM would check: GPU memory (NV01_MEMORY_LOCAL_USER)
+//! allocated and not freed, refused with NV_ERR_NO_MEMORY past
+//! [`FakeRm::set_vidmem_capacity`]; and every NV_ESC_RM_MAP_MEMORY_DMA per DMA object,
+//! refusing one that overlaps a live map of the same space (the RM's fixed-offset map
+//! would) or touches the compute windows (rig_model::addr::layout), where rigd must
+//! never map. Tests and feature `fakes` only.
 
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex, PoisonError},
 };
 
+use rig_model::addr::layout;
 use rig_sys::mman::Mapping;
 
 use super::{
@@ -60,6 +68,9 @@ pub enum Call {
     ClassList {
         device: NvHandle,
     },
+    GrInfo {
+        subdevice: NvHandle,
+    },
     MapDma {
         /// The space's NV01_MEMORY_VIRTUAL.
         h_dma: NvHandle,
@@ -106,7 +117,26 @@ struct State {
     /// SYSTEM_GET_P2P_CAPS_V2's `p2pCaps` and `p2pCapsStatus` per ordered pair of
     /// gpu_ids (none: no caps, every status NOT_SUPPORTED).
     p2p: BTreeMap<(u32, u32), (u32, [u8; topo::NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE])>,
+    /// GPU memory allocated and not freed: handle → bytes.
+    vidmem: BTreeMap<NvHandle, u64>,
+    /// The most GPU memory the fake GPU has, when set.
+    vidmem_capacity: Option<u64>,
+    /// Live maps: (DMA object, VA) → bytes.
+    mapped: BTreeMap<(NvHandle, u64), u64>,
+    /// What GR_GET_INFO answers per index, when set.
+    gr_info: Option<BTreeMap<u32, u32>>,
 }
+
+/// What the fake's GR_GET_INFO answers: an H200's shape (GH100: 8 GPCs of up to 9 TPCs,
+/// 66 TPCs enabled, 2 SMs per TPC, 64 warps per SM, sm_90).
+pub const FAKE_GR_INFO: [(u32, u32); 6] = [
+    (r580::NV2080_CTRL_GR_INFO_INDEX_SM_VERSION, 0x900),
+    (r580::NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS, 8),
+    (r580::NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC, 9),
+    (r580::NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC, 2),
+    (r580::NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT, 66),
+    (r580::NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM, 64),
+];
 
 /// A fake RM; clones share one log.
 #[derive(Debug, Clone, Default)]
@@ -164,6 +194,28 @@ impl FakeRm {
         status: [u8; topo::NV0000_CTRL_P2P_CAPS_INDEX_TABLE_SIZE],
     ) {
         self.lock().p2p.insert((a, b), (caps, status));
+    }
+
+    /// Refuses GPU memory allocations (NV_ERR_NO_MEMORY) that would take more than
+    /// `bytes` in all.
+    pub fn set_vidmem_capacity(&self, bytes: u64) {
+        self.lock().vidmem_capacity = Some(bytes);
+    }
+
+    /// GPU memory allocated and not freed, in bytes.
+    pub fn vidmem_in_use(&self) -> u64 {
+        self.lock().vidmem.values().sum()
+    }
+
+    /// Maps made and not unmapped, over all spaces.
+    pub fn live_maps(&self) -> usize {
+        self.lock().mapped.len()
+    }
+
+    /// Answers GR_GET_INFO with `values` by index (an index not listed reads 0)
+    /// instead of [`FAKE_GR_INFO`].
+    pub fn set_gr_info(&self, values: &[(u32, u32)]) {
+        self.lock().gr_info = Some(values.iter().copied().collect());
     }
 
     /// Every call so far.
@@ -373,6 +425,22 @@ impl Rm for FakeRm {
             handle,
         })?;
         let mut s = self.lock();
+        if class == r580::NV01_MEMORY_LOCAL_USER {
+            // NV_MEMORY_ALLOCATION_PARAMS' size, at 64.
+            let size = params
+                .as_deref()
+                .and_then(|p| p.get(64..72))
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_ne_bytes);
+            let used: u64 = s.vidmem.values().sum();
+            if s.vidmem_capacity.is_some_and(|cap| used + size > cap) {
+                return Err(CallError::Rm(RmError::Status {
+                    escape: "fake",
+                    status: NvStatus::NoMemory,
+                }));
+            }
+            s.vidmem.insert(handle, size);
+        }
         let instance = match class {
             // NV0080_ALLOC_PARAMETERS' deviceId.
             r580::NV01_DEVICE_0 => params.as_deref().and_then(|p| get_u32(p, 0)),
@@ -400,7 +468,9 @@ impl Rm for FakeRm {
     }
 
     fn free(&self, parent: NvHandle, object: NvHandle) -> Result<(), CallError> {
-        self.rm(Call::Free { parent, object })
+        self.rm(Call::Free { parent, object })?;
+        self.lock().vidmem.remove(&object);
+        Ok(())
     }
 
     fn control(&self, object: NvHandle, cmd: u32, params: &mut [u8]) -> Result<(), CallError> {
@@ -441,6 +511,19 @@ impl Rm for FakeRm {
         Ok(())
     }
 
+    fn gr_info(&self, subdevice: NvHandle, indices: &[u32]) -> Result<Vec<u32>, CallError> {
+        self.rm(Call::GrInfo { subdevice })?;
+        let s = self.lock();
+        let answer = |i: &u32| match &s.gr_info {
+            Some(set) => set.get(i).copied().unwrap_or(0),
+            None => FAKE_GR_INFO
+                .iter()
+                .find(|(k, _)| k == i)
+                .map_or(0, |&(_, v)| v),
+        };
+        Ok(indices.iter().map(answer).collect())
+    }
+
     fn classlist(&self, device: NvHandle) -> Result<Vec<u32>, CallError> {
         self.rm(Call::ClassList { device })?;
         Ok(self.lock().classes.clone().unwrap_or_else(|| {
@@ -460,7 +543,23 @@ impl Rm for FakeRm {
             h_memory: map.h_memory,
             dma_offset: map.dma_offset,
         })?;
-        Ok(map.dma_offset)
+        let (va, len) = (map.dma_offset, map.length.max(1));
+        let mut s = self.lock();
+        let overlaps = s
+            .mapped
+            .range((map.h_dma, 0)..(map.h_dma, va.saturating_add(len)))
+            .any(|(&(_, at), &n)| at.saturating_add(n) > va);
+        let windows =
+            layout::LOCAL_WINDOW.get()..layout::SHARED_WINDOW.get() + layout::SHARED_WINDOW_BYTES;
+        let in_windows = va < windows.end && va.saturating_add(len) > windows.start;
+        if overlaps || in_windows {
+            return Err(CallError::Rm(RmError::Status {
+                escape: "fake",
+                status: NvStatus::InvalidOffset,
+            }));
+        }
+        s.mapped.insert((map.h_dma, va), len);
+        Ok(va)
     }
 
     fn unmap_dma(&self, u: UnmapMemoryDma) -> Result<(), CallError> {
@@ -468,7 +567,9 @@ impl Rm for FakeRm {
             h_dma: u.h_dma,
             h_memory: u.h_memory,
             dma_offset: u.dma_offset,
-        })
+        })?;
+        self.lock().mapped.remove(&(u.h_dma, u.dma_offset));
+        Ok(())
     }
 
     fn map_usermode(

@@ -176,6 +176,95 @@ fn host_memory_is_unmapped_then_freed() {
     );
 }
 
+#[test]
+fn a_gpu_reads_its_geometry_once_and_serves_without_it_when_the_rm_refuses() {
+    let rm = FakeRm::new();
+    let gpu = Gpu::open(rm.clone(), None).expect("open");
+    let g = gpu.geometry().expect("geometry");
+    assert_eq!(
+        (g.sm_version, g.sms(), g.max_tpcs(), g.max_warps_per_sm),
+        (0x900, 132, 72, 64)
+    );
+    assert_eq!(
+        rm.calls()
+            .iter()
+            .filter(|c| matches!(c, Call::GrInfo { subdevice } if *subdevice == gpu.subdevice()))
+            .count(),
+        1
+    );
+    let refusing = FakeRm::new();
+    let at = rm
+        .calls()
+        .iter()
+        .position(|c| matches!(c, Call::GrInfo { .. }))
+        .expect("asked");
+    refusing.fail_at(at, NvStatus::NotSupported);
+    let gpu = Gpu::open(refusing, None).expect("served all the same");
+    assert_eq!(gpu.geometry(), None);
+}
+
+#[test]
+fn the_clock_boost_is_set_to_max_for_cuda_and_cleared_on_the_subdevice() {
+    let rm = FakeRm::new();
+    let gpu = Gpu::open(rm.clone(), None).expect("open");
+    gpu.perf_boost(true).expect("boost");
+    gpu.perf_boost(false).expect("clear");
+    let boosts: Vec<(NvHandle, Option<u8>)> = rm
+        .calls()
+        .iter()
+        .filter_map(|c| match c {
+            Call::Control { object, cmd, first } if *cmd == r580::NV2080_CTRL_CMD_PERF_BOOST => {
+                Some((*object, *first))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        boosts,
+        [(gpu.subdevice(), Some(0x52)), (gpu.subdevice(), Some(0x10))]
+    );
+}
+
+#[test]
+fn the_fake_refuses_overlapping_maps_and_maps_in_the_compute_windows() {
+    let rm = FakeRm::new();
+    let (gpu, space) = open(&rm).expect("open");
+    let mem = Arc::new(DeviceMem::paged(&gpu, 2 << 20, Pages::Huge, None).expect("vidmem"));
+    let mut undo = Vec::new();
+    space
+        .map_memory(mem.handle(), 2 << 20, LEASE_BASE, 0, &mut undo)
+        .expect("first map");
+    let e = space
+        .map_memory(mem.handle(), 2 << 20, LEASE_BASE + 4096, 0, &mut undo)
+        .expect_err("overlaps");
+    assert_eq!(e.status(), Some(NvStatus::InvalidOffset));
+    let shared = rig_model::addr::layout::SHARED_WINDOW.get();
+    let e = space
+        .map_memory(mem.handle(), 2 << 20, shared, 0, &mut undo)
+        .expect_err("the shared window");
+    assert_eq!(e.status(), Some(NvStatus::InvalidOffset));
+    assert!(space.unwind(&mut undo).is_empty());
+    assert_eq!(rm.live_maps(), 0);
+}
+
+#[test]
+fn lent_gpu_memory_maps_in_its_own_range_on_2_mib_and_gives_its_va_back() {
+    let rm = FakeRm::new();
+    let (gpu, space) = open(&rm).expect("open");
+    let free = space.gpu_memory_va_free();
+    assert_eq!(free, VA_END - GPU_MEMORY_BASE);
+    let mem = Arc::new(DeviceMem::paged(&gpu, 3 << 20, Pages::Huge, None).expect("vidmem"));
+    assert_eq!(mem.len(), 4 << 20, "whole 2 MiB pages");
+    let view =
+        DeviceView::map_in(&space, Arc::clone(&mem), Pages::Huge, Region::GpuMemory).expect("view");
+    let va = view.gpu_va();
+    assert!(va >= GPU_MEMORY_BASE && va + mem.len() <= VA_END, "{va:#x}");
+    assert_eq!(va % HUGE_PAGE, 0);
+    assert_eq!(space.gpu_memory_va_free(), free - (4 << 20));
+    view.close().expect("unmap");
+    assert_eq!(space.gpu_memory_va_free(), free, "the VA is free again");
+}
+
 /// A 2 MiB sealed shmem block, mapped, as a lease's block would be.
 fn two_mib_block() -> rig_sys::mman::Mapping {
     let f = rig_sys::memfd::Memfd::sealed(c"t", rig_sys::memfd::Backing::Shmem, 2 << 20)
@@ -248,11 +337,13 @@ fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
 
 /// Runs `scenario` once whole, then once per call up to the group's scheduling with
 /// that call failing: each run fails with the injected status and frees what it made.
+/// The one read that may fail without failing the rest (the geometry) is run with its
+/// failure too, and must not fail the scenario.
 fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     let full = FakeRm::new();
     scenario(&full).expect("scenario");
-    let made = full
-        .calls()
+    let calls = full.calls();
+    let made = calls
         .iter()
         .position(|c| matches!(c, Call::Control { cmd, .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
         .expect("scheduled")
@@ -260,6 +351,11 @@ fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     for k in 0..made {
         let rm = FakeRm::new();
         rm.fail_at(k, NvStatus::InsufficientResources);
+        if matches!(calls[k], Call::GrInfo { .. }) {
+            scenario(&rm).expect("a GPU without its geometry still serves");
+            assert_balanced(&rm.calls());
+            continue;
+        }
         let e = scenario(&rm).expect_err("the injected failure");
         assert_eq!(
             e.status(),

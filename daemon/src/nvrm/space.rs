@@ -15,11 +15,18 @@
 //! (docs/hardware/nvidia-rm.md, "The RM's own mapping limit"); the DMA quotas keep
 //! rigd well below that.
 //!
-//! The window: [`OWN_BASE`]..[`LEASE_BASE`] holds what rigd makes for a client's
-//! channels (rings, USERD, notifiers), [`LEASE_BASE`]..2^40 the client's DMA leases,
-//! whose addresses the lease pool picks. All of it lies below 2^40, where GPFIFO
-//! entries can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits:
-//! docs/hardware/nvidia-channels.md, "Ring entries").
+//! The layout (rig_model::addr::layout, docs/compute.md "The GPU address space"):
+//! [`OWN_BASE`]..[`LEASE_BASE`] holds what rigd makes for a client's channels (rings,
+//! USERD, notifiers, channel windows), [`LEASE_BASE`]..[`GPU_MEMORY_BASE`] the
+//! client's DMA leases, whose addresses the lease pool picks, and
+//! [`GPU_MEMORY_BASE`]..[`VA_END`] GPU memory lent to the client, in 2 MiB pages at
+//! 2 MiB-aligned VAs ([`Region::GpuMemory`]). All of it lies below 2^40, where GPFIFO
+//! entries and QMD pointers can point (clc86f.h GP_ENTRY1 GET_HI is 8 bits:
+//! docs/hardware/nvidia-channels.md, "Ring entries"), and above the compute windows
+//! (shared memory at 32 GiB, local memory just below it), where rigd never maps: the
+//! only allocators here start at [`OWN_BASE`]. The RM's own mappings in the space (a
+//! channel's context buffers) take the lowest free VA from the space's start
+//! (docs/hardware/nvidia-rm.md, "Address spaces").
 //!
 //! Not here: the objects a space lives on (`gpu`), memory rigd owns (`mem`), channels
 //! (`channel`), lease pools (`dma`, which calls [`AddressSpace`] through
@@ -30,6 +37,7 @@ use std::{
     sync::{Arc, Mutex, MutexGuard, PoisonError},
 };
 
+use rig_model::addr::layout;
 use rig_sys::mman::Mapping;
 use zerocopy::IntoBytes;
 
@@ -46,11 +54,13 @@ use crate::{
 };
 
 /// Where rigd's own allocations for a client start: 64 GiB.
-pub const OWN_BASE: u64 = 1 << 36;
-/// Where leases start: 256 GiB. Leases get 2^40 - 2^38 = 768 GiB of VA.
-pub const LEASE_BASE: u64 = 1 << 38;
+pub const OWN_BASE: u64 = layout::OWN_BASE.get();
+/// Where leases start: 256 GiB. They get 2^39 - 2^38 = 256 GiB of VA.
+pub const LEASE_BASE: u64 = layout::LEASE_BASE.get();
+/// Where lent GPU memory starts: 512 GiB. It gets 2^40 - 2^39 = 512 GiB of VA.
+pub const GPU_MEMORY_BASE: u64 = layout::GPU_MEMORY_BASE.get();
 /// The window's end: GPFIFO entries name 40-bit pushbuffer addresses.
-pub const VA_END: u64 = 1 << 40;
+pub const VA_END: u64 = layout::VA_END.get();
 /// rigd's own ranges start on 64 KiB, the GPU's big page.
 pub const OWN_ALIGN: u64 = 64 << 10;
 
@@ -62,6 +72,15 @@ const VASPACE_SIZE: u64 = VA_END - VASPACE_BASE;
 /// DMA_OFFSET_FIXED_TRUE (15:15): map at the VA rigd picked.
 pub const MAP_DMA_FLAGS: u32 = (1 << 4) | (1 << 8) | (1 << 15);
 
+/// Which of rigd's ranges of a space a mapping's VA comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Region {
+    /// [`OWN_BASE`]..[`LEASE_BASE`]: what rigd makes for the client's channels.
+    Own,
+    /// [`GPU_MEMORY_BASE`]..[`VA_END`]: GPU memory lent to the client.
+    GpuMemory,
+}
+
 /// One client's GPU address space.
 #[derive(Debug)]
 pub struct AddressSpace<R: Rm> {
@@ -69,6 +88,8 @@ pub struct AddressSpace<R: Rm> {
     h_va_space: NvHandle,
     h_virtual: NvHandle,
     own: Mutex<VaAllocator>,
+    /// VA for GPU memory lent to the client ([`Region::GpuMemory`]).
+    lent: Mutex<VaAllocator>,
     /// Leases mapped through [`dma::DeviceMap`]: GPU VA → the host memory's handle
     /// and length, one entry per block.
     leased: Mutex<BTreeMap<u64, (NvHandle, u64)>>,
@@ -87,6 +108,7 @@ impl<R: Rm> AddressSpace<R> {
             h_va_space: 0,
             h_virtual: 0,
             own: Mutex::new(VaAllocator::new(OWN_BASE, LEASE_BASE - OWN_BASE)),
+            lent: Mutex::new(VaAllocator::new(GPU_MEMORY_BASE, VA_END - GPU_MEMORY_BASE)),
             leased: Mutex::new(BTreeMap::new()),
             undo: Vec::new(),
         };
@@ -143,11 +165,28 @@ impl<R: Rm> AddressSpace<R> {
             .ok_or(NvrmError::VaExhausted { len })
     }
 
-    /// `len` bytes of rigd's own VA in this space, aligned to `align`.
-    pub(crate) fn alloc_va_aligned(&self, len: u64, align: u64) -> Result<u64, NvrmError> {
-        lock(&self.own)
+    /// `len` bytes of VA of `region` in this space, aligned to `align`.
+    pub(crate) fn alloc_va_in(
+        &self,
+        region: Region,
+        len: u64,
+        align: u64,
+    ) -> Result<u64, NvrmError> {
+        lock(self.allocator(region))
             .alloc(len, align)
             .ok_or(NvrmError::VaExhausted { len })
+    }
+
+    fn allocator(&self, region: Region) -> &Mutex<VaAllocator> {
+        match region {
+            Region::Own => &self.own,
+            Region::GpuMemory => &self.lent,
+        }
+    }
+
+    /// Bytes of VA free for lent GPU memory.
+    pub fn gpu_memory_va_free(&self) -> u64 {
+        lock(&self.lent).free_bytes()
     }
 
     /// Registers all of `mem` with the RM as an OS descriptor and maps it at `va`;
@@ -211,7 +250,12 @@ impl<R: Rm> AddressSpace<R> {
     pub(crate) fn run(&self, u: Undo) -> Result<(), NvrmError> {
         match u {
             Undo::ReleaseVa { base, len } => {
-                let freed = lock(&self.own).free(base, len);
+                let region = if base >= GPU_MEMORY_BASE {
+                    Region::GpuMemory
+                } else {
+                    Region::Own
+                };
+                let freed = lock(self.allocator(region)).free(base, len);
                 debug_assert!(freed, "{len:#x} bytes at {base:#x} came from alloc_va");
                 Ok(())
             }
@@ -284,7 +328,7 @@ impl<R: Rm> Drop for AddressSpace<R> {
 /// A client's DMA lease blocks, mapped at the addresses its pool picked.
 impl<R: Rm> dma::DeviceMap for AddressSpace<R> {
     fn va_range(&self) -> std::ops::RangeInclusive<u64> {
-        LEASE_BASE..=VA_END - 1
+        LEASE_BASE..=GPU_MEMORY_BASE - 1
     }
 
     fn map_block(&self, va: u64, block: &Mapping) -> Result<(), DmaError> {

@@ -28,7 +28,7 @@ use super::{
     gpu::{Gpu, Undo, first_of},
     layout::r580,
     mem::{MAX_LEN, PAGE},
-    space::AddressSpace,
+    space::{AddressSpace, Region},
 };
 use crate::sys::nvrm::NvHandle;
 
@@ -236,7 +236,7 @@ impl<R: Rm> DeviceView<R> {
     }
 
     /// Maps all of `mem` in `pages` (2 MiB pages need a 2 MiB-aligned VA, which this
-    /// picks).
+    /// picks) in rigd's own range.
     ///
     /// # Errors
     /// As [`DeviceView::map`].
@@ -245,6 +245,20 @@ impl<R: Rm> DeviceView<R> {
         mem: Arc<DeviceMem<R>>,
         pages: Pages,
     ) -> Result<Self, NvrmError> {
+        Self::map_in(space, mem, pages, Region::Own)
+    }
+
+    /// Maps all of `mem` in `pages` at a VA of `region` (GPU memory lent to a client:
+    /// [`Region::GpuMemory`], in 2 MiB pages).
+    ///
+    /// # Errors
+    /// As [`DeviceView::map`].
+    pub fn map_in(
+        space: &Arc<AddressSpace<R>>,
+        mem: Arc<DeviceMem<R>>,
+        pages: Pages,
+        region: Region,
+    ) -> Result<Self, NvrmError> {
         let mut v = Self {
             space: Arc::clone(space),
             undo: Vec::new(),
@@ -252,7 +266,7 @@ impl<R: Rm> DeviceView<R> {
             mem,
         };
         let len = v.mem.len();
-        let va = space.alloc_va_aligned(len, pages.size().max(super::space::OWN_ALIGN))?;
+        let va = space.alloc_va_in(region, len, pages.size().max(super::space::OWN_ALIGN))?;
         v.undo.push(Undo::ReleaseVa { base: va, len });
         space.map_memory(v.mem.handle(), len, va, pages.map_flags(), &mut v.undo)?;
         v.gpu_va = va;

@@ -26,6 +26,8 @@ pub enum RigError {
     Dma(#[from] DmaError),
     #[error(transparent)]
     Channel(#[from] ChannelError),
+    #[error(transparent)]
+    GpuMemory(#[from] crate::gpumem::GpuMemError),
     #[error("Another operation on {bdf} is under way; try again when it ends")]
     Busy { bdf: Bdf },
     #[error(transparent)]
@@ -126,6 +128,7 @@ impl Classify for RigError {
             Self::Take(e) => e.class(),
             Self::Dma(e) => e.class(),
             Self::Channel(e) => e.class(),
+            Self::GpuMemory(e) => e.class(),
             Self::Nvme(e) => e.class(),
             Self::Queue(e) => e.class(),
             // A device's failure to enable MSI-X has always said BAD_REQUEST: the

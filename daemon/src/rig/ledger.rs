@@ -3,8 +3,8 @@
 //! A session (a DMA session its client claimed on the side socket: `dma::Pools` keeps
 //! it) always holds its memory: its leases, mapped through the IOMMU or into its own
 //! GPU address space. Beside that it may hold a device leased whole (`rig::lease`),
-//! lent queues (`rig::queues`), and channels with their windows in GPU memory
-//! (`rig::served`, `channels`). Each kind is lent by its own module, which notes it here
+//! lent queues (`rig::queues`), channels with their windows in GPU memory
+//! (`rig::served`, `channels`), and GPU memory (`rig::gpumem`, `gpumem`). Each kind is lent by its own module, which notes it here
 //! when it lends ([`Ledger::note`]); the session's end ([`Ledger::end`], from
 //! `Rig::end_session`) takes every kind it holds back in [`Kind::TEARDOWN`]'s order, each
 //! step logged (and the device lease's steps journaled by `take`).
@@ -38,7 +38,8 @@ pub enum Kind {
     Queues,
     /// Channels on a served GPU, and the session's address space and groups there.
     Channels,
-    // GPU memory lent to the session goes here, its place in `TEARDOWN` below.
+    /// GPU memory lent on a served GPU, mapped in the session's address space there.
+    GpuMemory,
     /// Leases of host memory: the session's floor, held by every session.
     Memory,
 }
@@ -52,17 +53,16 @@ impl Kind {
     ///    complete the deletions, before their rings' leases go;
     /// 3. channels are descheduled, drained and freed before what they may read or write
     ///    leaves the session's GPU address space;
-    /// 4. the leases are unmapped and freed, and the session's address space (its IOMMU
+    /// 4. GPU memory lent to the session is unmapped from its GPU address space and
+    ///    freed: after the channels that could still use it stopped, before the space
+    ///    it is mapped in goes;
+    /// 5. the leases are unmapped and freed, and the session's address space (its IOMMU
     ///    mappings, or its GPU address space) goes with the last.
-    ///
-    /// GPU memory lent to a session (vidmem mapped in its RM-owned GPU address space)
-    /// takes the slot between `Channels` and `Memory`: after the channels that may
-    /// still use it stop, before the address space it is mapped in goes.
-    pub const TEARDOWN: [Kind; 4] = [
+    pub const TEARDOWN: [Kind; 5] = [
         Kind::Device,
         Kind::Queues,
         Kind::Channels,
-        // The GPU memory kind goes here.
+        Kind::GpuMemory,
         Kind::Memory,
     ];
 }
@@ -73,13 +73,14 @@ impl fmt::Display for Kind {
             Self::Device => "device lease",
             Self::Queues => "queues",
             Self::Channels => "channels",
+            Self::GpuMemory => "GPU memory",
             Self::Memory => "memory",
         })
     }
 }
 
 /// What a session's end took back: each kind it held, in the order taken, with how
-/// many of it (devices, queues, channels, leases).
+/// many of it (devices, queues, channels, GPU memory allocations, leases).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ended {
     pub steps: Vec<(Kind, usize)>,
@@ -142,6 +143,7 @@ mod tests {
         let ledger = Ledger::default();
         let s = SessionId(7);
         // Noted in the order a client might take them.
+        ledger.note(s, Kind::GpuMemory);
         ledger.note(s, Kind::Channels);
         ledger.note(s, Kind::Device);
         ledger.note(s, Kind::Queues);
@@ -155,9 +157,28 @@ mod tests {
 
         assert_eq!(
             order,
-            [Kind::Device, Kind::Queues, Kind::Channels, Kind::Memory]
+            [
+                Kind::Device,
+                Kind::Queues,
+                Kind::Channels,
+                Kind::GpuMemory,
+                Kind::Memory
+            ]
         );
         assert_eq!(ended.of(Kind::Queues), 1);
+        assert_eq!(ended.of(Kind::GpuMemory), 1);
+    }
+
+    #[test]
+    fn gpu_memory_goes_after_the_channels_and_before_the_address_space() {
+        let at = |k: Kind| Kind::TEARDOWN.iter().position(|&t| t == k);
+        assert!(at(Kind::Channels) < at(Kind::GpuMemory));
+        assert!(at(Kind::GpuMemory) < at(Kind::Memory));
+        assert_eq!(
+            Kind::TEARDOWN.last(),
+            Some(&Kind::Memory),
+            "the space goes with the last lease"
+        );
     }
 
     #[test]

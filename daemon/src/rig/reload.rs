@@ -1,5 +1,5 @@
 //! `Rig`'s reload (SIGHUP, `systemctl reload rigd`): a new config's roles and finer
-//! rules (`policy`), DMA quotas, queue limits and channels per session go into force for the requests after
+//! rules (`policy`), DMA and GPU memory quotas, queue limits and channels per session go into force for the requests after
 //! it, without touching a client's session, lease, queue or channel. What needs a
 //! restart (paths, the socket, pools, take-over, channels, metrics, audit) is named,
 //! and the rest of the new config still applies; the log level is main.rs's.
@@ -26,7 +26,8 @@ pub struct Reloaded {
 }
 
 impl Rig {
-    /// Puts `new`'s policy, quotas, queue limits and channels per session in force.
+    /// Puts `new`'s policy, DMA and GPU memory quotas, queue limits and channels per
+    /// session in force.
     ///
     /// # Errors
     /// [`ReloadError`] when a group of the new policy is not in the group file.
@@ -78,6 +79,7 @@ impl Rig {
             .values()
         {
             gpu.set_channels_per_session(new.channels.per_session);
+            gpu.set_gpu_memory_quota((&new.gpu_memory).into());
         }
         // What is now in force; sections that need a restart keep their old values so
         // that the next reload still names them.
@@ -93,6 +95,7 @@ impl Rig {
             .clone_from(&new.channels.gpu_rings_group);
         running.channels.per_session = new.channels.per_session;
         running.dma.quota = new.dma.quota.clone();
+        running.gpu_memory = new.gpu_memory.clone();
         running.queue = new.queue.clone();
         running.log = new.log.clone();
         Ok(Reloaded { need_restart })

@@ -16,9 +16,10 @@ use crate::{
     nvrm::{self, NvrmError, SysRm},
 };
 
-/// Where a served GPU's pool puts leases in each session's GPU address space.
+/// Where a served GPU's pool puts leases in each session's GPU address space: below
+/// the range of lent GPU memory.
 fn gpu_lease_range() -> std::ops::RangeInclusive<u64> {
-    nvrm::LEASE_BASE..=nvrm::VA_END - 1
+    nvrm::LEASE_BASE..=nvrm::GPU_MEMORY_BASE - 1
 }
 
 impl Rig {
@@ -71,15 +72,17 @@ impl Rig {
 
     /// The configured limits of one session's channels.
     pub fn channel_limits(&self) -> Limits {
-        // Only `per_session` changes with a reload (`rig::reload`); the rest keep their
-        // values from the start.
-        let c = &lock(&self.running).channels;
+        // Only `per_session` and the GPU memory quota change with a reload
+        // (`rig::reload`); the rest keep their values from the start.
+        let running = lock(&self.running);
+        let c = &running.channels;
         Limits {
             channels_per_session: c.per_session,
             max_ring_entries: c.max_ring_entries,
             copy_engines: c.copy_engines.clone(),
             gpu_ring_bytes: c.gpu_ring_bytes,
             gpu_rings_per_uid: c.gpu_rings_per_uid,
+            gpu_memory: (&running.gpu_memory).into(),
         }
     }
 
@@ -123,7 +126,10 @@ impl Rig {
             .insert(name, host);
     }
 
-    fn host_of(&self, session: dma::SessionId) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
+    pub(super) fn host_of(
+        &self,
+        session: dma::SessionId,
+    ) -> Result<Option<Arc<dyn ChannelHost>>, RigError> {
         let (pool, _) = self.dma.session_peer(session)?;
         Ok(self
             .ledger
@@ -134,7 +140,10 @@ impl Rig {
             .cloned())
     }
 
-    fn served_host(&self, session: dma::SessionId) -> Result<Arc<dyn ChannelHost>, RigError> {
+    pub(super) fn served_host(
+        &self,
+        session: dma::SessionId,
+    ) -> Result<Arc<dyn ChannelHost>, RigError> {
         match self.host_of(session)? {
             Some(h) => Ok(h),
             None => Err(ChannelError::NotServed {
@@ -221,7 +230,7 @@ impl Rig {
         self.hosts().iter().map(|h| h.watch()).sum()
     }
 
-    fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
+    pub(super) fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {
         self.ledger
             .gpus
             .read()
@@ -245,7 +254,7 @@ mod tests {
     };
 
     #[test]
-    fn a_sessions_end_stops_its_channels_before_its_leases_leave_its_space_which_goes_last() {
+    fn a_sessions_end_stops_its_channels_then_its_gpu_memory_then_its_leases_and_space() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::default();
         config.paths.pci_ids = dir.path().join("none");
@@ -283,6 +292,16 @@ mod tests {
             pushbuffer: 0,
         };
         rig.open_channel(t.id, request).expect("a channel");
+        let lent = rig
+            .alloc_gpu_memory(
+                t.id,
+                crate::gpumem::GpuMemRequest {
+                    bytes: 4 << 20,
+                    cpu_view: false,
+                },
+            )
+            .expect("GPU memory in the session's space");
+        assert!(lent.gpu_va.get() >= nvrm::GPU_MEMORY_BASE);
         let before = rm.calls();
         let allocated = |class| {
             before.iter().rev().find_map(|c| match c {
@@ -294,6 +313,7 @@ mod tests {
         };
         let space = allocated(r580::FERMI_VASPACE_A).expect("the session's space");
         let channel = allocated(r580::HOPPER_CHANNEL_GPFIFO_A).expect("the channel");
+        let vidmem = allocated(r580::NV01_MEMORY_LOCAL_USER).expect("the GPU memory");
 
         let ended = rig.end_session(t.id);
 
@@ -301,16 +321,91 @@ mod tests {
         let at = |f: &dyn Fn(&Call) -> bool| c.iter().position(f);
         let freed = |h| move |x: &Call| matches!(x, Call::Free { object, .. } if *object == h);
         let channel_freed = at(&freed(channel)).expect("the channel freed");
-        let lease_unmapped = at(
-            &|x| matches!(x, Call::UnmapDma { dma_offset, .. } if *dma_offset >= nvrm::LEASE_BASE),
-        )
+        let vidmem_unmapped = at(&|x| {
+            matches!(x, Call::UnmapDma { h_memory, dma_offset, .. }
+                if *h_memory == vidmem && *dma_offset == lent.gpu_va.get())
+        })
+        .expect("the GPU memory unmapped");
+        let vidmem_freed = at(&freed(vidmem)).expect("the GPU memory freed");
+        let lease_unmapped = at(&|x| {
+            matches!(x, Call::UnmapDma { dma_offset, .. }
+                if (nvrm::LEASE_BASE..nvrm::GPU_MEMORY_BASE).contains(dma_offset))
+        })
         .expect("the lease unmapped");
         let space_freed = at(&freed(space)).expect("the space freed");
+        let order = [
+            channel_freed,
+            vidmem_unmapped,
+            vidmem_freed,
+            lease_unmapped,
+            space_freed,
+        ];
         assert!(
-            channel_freed < lease_unmapped && lease_unmapped < space_freed,
-            "channel, then lease, then space: {c:#?}"
+            order.is_sorted(),
+            "channel, then GPU memory unmapped and freed, then lease, then space: {c:#?}"
         );
-        assert_eq!(ended.steps, [(Kind::Channels, 1), (Kind::Memory, 1)]);
+        assert_eq!(
+            ended.steps,
+            [(Kind::Channels, 1), (Kind::GpuMemory, 1), (Kind::Memory, 1)]
+        );
+        assert_eq!(rm.vidmem_in_use(), 0);
+        assert_eq!(rm.live_maps(), 0);
+    }
+
+    #[test]
+    fn cpu_views_of_gpu_memory_are_for_root_and_the_gpu_rings_group_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let groups = dir.path().join("group");
+        std::fs::write(&groups, "root:x:0:\nrigtrust:x:951:\n").expect("group file");
+        let mut config = Config::default();
+        config.channels.gpu_rings_group = Some("rigtrust".into());
+        config.paths.group_file = groups;
+        config.paths.proc = dir.path().join("proc");
+        config.paths.pci_ids = dir.path().join("none");
+        config.paths.sysfs = dir.path().join("sys");
+        let (rig, _) = Rig::new(&config);
+        let gpu = nvrm::Gpu::open(FakeRm::new(), None).expect("fake GPU");
+        let name = gpu.card().bdf.clone();
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Host,
+            blocks: 2,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        };
+        rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
+            .expect("serve");
+        let ask = |uid, cpu_view| {
+            let peer = PeerCred {
+                uid,
+                gid: uid,
+                pid: 80,
+            };
+            let t = rig.dma.open_session(&name, peer).expect("session");
+            rig.dma.claim(t.id, &t.token, peer).expect("claim");
+            assert!(rig.attach_session(t.id).expect("attach"));
+            let g = rig.session_gpu(t.id).expect("a served GPU's session");
+            assert!(g.gpu_memory_left <= 64 << 30, "the default per-uid quota");
+            assert_eq!(g.geometry.map(|g| g.sms()), Some(132));
+            rig.alloc_gpu_memory(
+                t.id,
+                crate::gpumem::GpuMemRequest {
+                    bytes: 2 << 20,
+                    cpu_view,
+                },
+            )
+        };
+        ask(1000, false).expect("plain GPU memory for anyone");
+        let e = ask(1000, true).expect_err("not in the group");
+        assert!(
+            matches!(
+                e,
+                RigError::GpuMemory(crate::gpumem::GpuMemError::CpuViewRefused { uid: 1000, ref group })
+                    if group.as_deref() == Some("rigtrust")
+            ),
+            "{e}"
+        );
+        let m = ask(0, true).expect("root");
+        assert!(m.cpu_view.is_some());
     }
 
     #[test]

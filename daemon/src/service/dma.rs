@@ -251,7 +251,11 @@ impl pb::dma_server::Dma for Api {
             .map(|p| p.uid)
             .ok_or_else(super::no_peer_credentials)?;
         let viewer = (uid != 0).then_some(uid);
-        Ok(Response::new(status_reply(self.rig.dma().status(viewer))))
+        let gpu_memory = self.rig.gpu_memory_status(viewer);
+        Ok(Response::new(status_reply(
+            self.rig.dma().status(viewer),
+            gpu_memory,
+        )))
     }
 
     async fn channels(
@@ -324,7 +328,19 @@ fn addressing_of(mode: &str) -> pb::DmaAddressing {
     }
 }
 
-fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
+fn status_reply(
+    s: dma::DmaStatus,
+    (gpu_uses, gpu_totals): (
+        Vec<crate::gpumem::GpuMemUse>,
+        Vec<crate::gpumem::GpuMemTotals>,
+    ),
+) -> pb::DmaStatusReply {
+    let gpu_memory_of = |session: dma::SessionId| {
+        gpu_uses
+            .iter()
+            .filter(|u| u.session == session)
+            .fold((0, 0), |(n, b), u| (n + u.allocations, b + u.bytes))
+    };
     pb::DmaStatusReply {
         pools: s
             .pools
@@ -349,18 +365,27 @@ fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
         clients: s
             .clients
             .into_iter()
-            .map(|c| pb::DmaClient {
-                session: c.session.0,
-                uid: c.uid,
-                pid: c.pid,
-                device: c.pool,
-                leases: c.leases,
-                bytes: c.bytes,
-                claimed: c.claimed,
+            .map(|c| {
+                let (gpu_memory_allocations, gpu_memory_bytes) = gpu_memory_of(c.session);
+                pb::DmaClient {
+                    session: c.session.0,
+                    uid: c.uid,
+                    pid: c.pid,
+                    device: c.pool,
+                    leases: c.leases,
+                    bytes: c.bytes,
+                    claimed: c.claimed,
+                    gpu_memory_allocations,
+                    gpu_memory_bytes,
+                }
             })
             .collect(),
         quota_per_uid_bytes: s.quota.per_uid_bytes,
         quota_per_device_bytes: s.quota.per_device_bytes,
+        gpu_memory: gpu_totals
+            .into_iter()
+            .map(crate::service::gpumem::totals)
+            .collect(),
     }
 }
 

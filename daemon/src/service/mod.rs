@@ -16,6 +16,7 @@ mod channels;
 mod convert;
 pub mod dma;
 pub mod gate;
+mod gpumem;
 pub mod metrics;
 pub mod peer;
 mod queue;

@@ -44,9 +44,12 @@ pub fn code(reason: Reason) -> Code {
         | R::Oversized
         | R::Protocol
         | R::BadRing => Code::InvalidArgument,
-        R::NoDevice | R::UnknownQueue | R::NoPool | R::UnknownLease | R::UnknownChannel => {
-            Code::NotFound
-        }
+        R::NoDevice
+        | R::UnknownQueue
+        | R::NoPool
+        | R::UnknownLease
+        | R::UnknownChannel
+        | R::UnknownGpuMemory => Code::NotFound,
         R::ShortConfig | R::BadResourceFile => Code::DataLoss,
         R::SysfsPermissionDenied
         | R::NotAdmin
@@ -55,7 +58,8 @@ pub fn code(reason: Reason) -> Code {
         | R::NoPeerCredentials
         | R::LeaseNotAllowed
         | R::BadSession
-        | R::GpuRingsRefused => Code::PermissionDenied,
+        | R::GpuRingsRefused
+        | R::CpuViewRefused => Code::PermissionDenied,
         R::SysfsUnreadable | R::UnbindStuck | R::Rm => Code::Unavailable,
         R::Busy | R::Locked => Code::Aborted,
         R::AlreadyHeld
@@ -125,6 +129,8 @@ pub fn dma_code(reason: Reason) -> pb::SessionErrorCode {
         R::GpuRingsRefused => C::GpuRingsRefused,
         R::NotClient => C::NotClient,
         R::NotAdmin => C::NotAdmin,
+        R::UnknownGpuMemory => C::UnknownGpuMemory,
+        R::CpuViewRefused => C::CpuViewRefused,
         _ => C::Internal,
     }
 }

@@ -59,7 +59,9 @@ address!(
 );
 
 /// The layout of a client's GPU address space on an RM-served GPU, which rigd builds
-/// and the client's runtime relies on (docs/compute.md).
+/// and the client's runtime relies on (docs/compute.md, "The GPU address space"): from
+/// low to high, the compute windows (never mapped), rigd's own range, host-memory
+/// leases, GPU memory, all below 2^40.
 pub mod layout {
     use super::GpuVa;
 
@@ -73,12 +75,21 @@ pub mod layout {
     pub const LOCAL_WINDOW: GpuVa = GpuVa(0x7_ff00_0000);
     /// Its width.
     pub const LOCAL_WINDOW_BYTES: u64 = 16 << 20;
-    /// Where rigd's own allocations for a client (rings, USERD, notifiers) start.
+    /// Where rigd's own allocations for a client (rings, USERD, notifiers, channel
+    /// windows) start; they end at [`LEASE_BASE`] (192 GiB of VA).
     pub const OWN_BASE: GpuVa = GpuVa(1 << 36);
-    /// Where host-memory leases start.
+    /// Where host-memory leases start; they end at [`GPU_MEMORY_BASE`] (256 GiB of VA,
+    /// against a DMA pool of a few GiB).
     pub const LEASE_BASE: GpuVa = GpuVa(1 << 38);
+    /// Where GPU memory lent to the session starts; it ends at [`VA_END`] (512 GiB of
+    /// VA, against the H200's 141 GB).
+    pub const GPU_MEMORY_BASE: GpuVa = GpuVa(1 << 39);
     /// The end of the space: GPFIFO entries and QMD pointers name 40-bit addresses.
     pub const VA_END: GpuVa = GpuVa(1 << 40);
+    /// GPU memory is lent in pages of 2 MiB, at 2 MiB-aligned VAs: the GPU maps them
+    /// with its 2 MiB page size (docs/hardware/nvidia-compute.md, "GPU memory through
+    /// the RM").
+    pub const GPU_PAGE: u64 = 2 << 20;
 
     #[cfg(test)]
     mod tests {
@@ -92,7 +103,9 @@ pub mod layout {
             assert!(local_end <= SHARED_WINDOW.get());
             assert!(SHARED_WINDOW.is_aligned(1 << 32));
             assert!(LOCAL_WINDOW.is_aligned(16 << 20));
-            assert!(OWN_BASE < LEASE_BASE && LEASE_BASE < VA_END);
+            assert!(OWN_BASE < LEASE_BASE && LEASE_BASE < GPU_MEMORY_BASE);
+            assert!(GPU_MEMORY_BASE < VA_END);
+            assert!(GPU_MEMORY_BASE.is_aligned(GPU_PAGE) && VA_END.is_aligned(GPU_PAGE));
         }
     }
 }

@@ -1,7 +1,43 @@
-//! What the NVIDIA RM writes into a channel's error notifier: `info32` is one of the
-//! `ROBUST_CHANNEL_*` codes of `src/common/sdk/nvidia/inc/nverror.h`
-//! (open-gpu-kernel-modules 580), the same numbers the kernel log calls Xids. Shared by
-//! rigd (its log and `rigctl channels`) and rig-client (a channel's typed error).
+//! NVIDIA facts rigd and its clients share: what the RM writes into a channel's error
+//! notifier (`info32` is one of the `ROBUST_CHANNEL_*` codes of
+//! `src/common/sdk/nvidia/inc/nverror.h`, open-gpu-kernel-modules 580, the same numbers
+//! the kernel log calls Xids: rigd's log and `rigctl channels`, a channel's typed error
+//! in rig-client), and the compute geometry rigd reads once per GPU and hands each
+//! session ([`ComputeGeometry`]).
+
+use serde::{Deserialize, Serialize};
+
+/// The graphics engine's shape, as `NV2080_CTRL_CMD_GR_GET_INFO` gives it
+/// (`ctrl/ctrl2080/ctrl2080gr.h`): what a runtime sizes local memory by
+/// (docs/hardware/nvidia-compute.md, "Once per channel").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ComputeGeometry {
+    /// `SM_VERSION`: major in 15:8, minor in 7:0 (GH100: 0x900, sm_90).
+    pub sm_version: u32,
+    /// `LITTER_NUM_GPCS`: the chip's GPCs.
+    pub gpcs: u32,
+    /// `LITTER_NUM_TPC_PER_GPC`: the most TPCs a GPC has.
+    pub max_tpcs_per_gpc: u32,
+    /// `LITTER_NUM_SM_PER_TPC`.
+    pub sms_per_tpc: u32,
+    /// `SHADER_PIPE_COUNT`: the TPCs enabled on this part.
+    pub tpcs: u32,
+    /// `MAX_WARPS_PER_SM`.
+    pub max_warps_per_sm: u32,
+}
+
+impl ComputeGeometry {
+    /// The SMs enabled on this part: enabled TPCs × SMs per TPC.
+    pub const fn sms(&self) -> u32 {
+        self.tpcs.saturating_mul(self.sms_per_tpc)
+    }
+
+    /// The most TPCs the chip can have (GPCs × TPCs per GPC): what local memory is
+    /// sized for, so that any TPC finds its slice.
+    pub const fn max_tpcs(&self) -> u32 {
+        self.gpcs.saturating_mul(self.max_tpcs_per_gpc)
+    }
+}
 
 /// The code's name and what it means, for the codes a lent channel can end with.
 pub fn robust_channel_reason(info32: u32) -> &'static str {
@@ -33,6 +69,21 @@ pub fn robust_channel_reason(info32: u32) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_geometry_counts_enabled_sms_and_the_chips_tpcs() {
+        let h200 = ComputeGeometry {
+            sm_version: 0x900,
+            gpcs: 8,
+            max_tpcs_per_gpc: 9,
+            sms_per_tpc: 2,
+            tpcs: 66,
+            max_warps_per_sm: 64,
+        };
+        assert_eq!(h200.sms(), 132);
+        assert_eq!(h200.max_tpcs(), 72);
+        assert_eq!(ComputeGeometry::default().sms(), 0);
+    }
 
     #[test]
     fn an_mmu_fault_is_named_and_unknown_codes_point_at_the_header() {

@@ -1,5 +1,6 @@
-//! DMA pools as rigd reports them: each pool's blocks and what each session uses
-//! (`Dma.Status`, [`Client::dma_status`]; `rigctl dma` prints it). Part of the `--json`
+//! DMA pools as rigd reports them: each pool's blocks and what each session uses,
+//! host memory and GPU memory, and each served GPU's GPU memory in all (`Dma.Status`,
+//! [`Client::dma_status`]; `rigctl dma` prints it). Part of the `--json`
 //! schema: snake_case, sizes in bytes, absent values `null`.
 //!
 //! Flow: a report, read over the main socket like the device listing; nothing here
@@ -34,6 +35,21 @@ pub struct DmaStatus {
     pub clients: Vec<ClientUse>,
     pub quota_per_uid_bytes: u64,
     pub quota_per_device_bytes: u64,
+    /// Each served GPU's lent GPU memory (`gpumem`).
+    pub gpu_memory: Vec<GpuMemoryStatus>,
+}
+
+/// One served GPU's GPU memory in all.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuMemoryStatus {
+    pub gpu: String,
+    /// In sessions' allocations now.
+    pub lent_bytes: u64,
+    /// Memory lent with a CPU view, kept for its uid and idle now.
+    pub kept_bytes: u64,
+    /// The quotas in force: one uid's sessions together, and all of them.
+    pub per_uid_bytes: u64,
+    pub per_gpu_bytes: u64,
 }
 
 /// One device's pool.
@@ -66,6 +82,9 @@ pub struct ClientUse {
     pub bytes: u64,
     /// Its side socket is attached.
     pub claimed: bool,
+    /// GPU memory it holds on a served GPU: allocations and bytes.
+    pub gpu_memory_allocations: u32,
+    pub gpu_memory_bytes: u64,
 }
 
 impl From<pb::DmaStatusReply> for DmaStatus {
@@ -98,10 +117,23 @@ impl From<pb::DmaStatusReply> for DmaStatus {
                     leases: c.leases,
                     bytes: c.bytes,
                     claimed: c.claimed,
+                    gpu_memory_allocations: c.gpu_memory_allocations,
+                    gpu_memory_bytes: c.gpu_memory_bytes,
                 })
                 .collect(),
             quota_per_uid_bytes: r.quota_per_uid_bytes,
             quota_per_device_bytes: r.quota_per_device_bytes,
+            gpu_memory: r
+                .gpu_memory
+                .into_iter()
+                .map(|g| GpuMemoryStatus {
+                    gpu: g.gpu,
+                    lent_bytes: g.lent_bytes,
+                    kept_bytes: g.kept_bytes,
+                    per_uid_bytes: g.per_uid_bytes,
+                    per_gpu_bytes: g.per_gpu_bytes,
+                })
+                .collect(),
         }
     }
 }

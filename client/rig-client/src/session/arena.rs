@@ -2,7 +2,8 @@
 //!
 //! First fit over a free list of byte ranges, sizes rounded up to 64 bytes (a cache
 //! line, so two buffers never share one), alignments up to the block size. Freed
-//! ranges merge with their neighbours. Pure logic: no I/O, no unsafe.
+//! ranges merge with their neighbours. Pure logic: no I/O, no unsafe. The session's
+//! ledger carves host buffers with it, and `gpumem` GPU buffers out of lent pages.
 
 use std::collections::BTreeMap;
 

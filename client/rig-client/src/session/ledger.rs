@@ -15,6 +15,7 @@
 
 use std::{io, os::fd::OwnedFd, sync::Arc};
 
+use rig_model::addr::GpuVa;
 use rig_proto::v1 as pb;
 use rig_sys::{
     memfd::SealedMemfd,
@@ -97,6 +98,14 @@ impl Buffer {
     /// Its first byte for the device; `None` in host mode.
     pub fn device_address(&self) -> Option<u64> {
         self.device.map(|d| d + self.offset)
+    }
+
+    /// Its first byte in the session's GPU address space, on an RM-served GPU (gpu
+    /// mode); `None` on any other device.
+    pub fn gpu_va(&self) -> Option<GpuVa> {
+        (self.inner.addressing == super::Addressing::GpuVa)
+            .then(|| self.device_address().map(GpuVa))
+            .flatten()
     }
 
     /// Bytes asked for.

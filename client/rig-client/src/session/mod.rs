@@ -36,11 +36,14 @@
 //! mappings (`rig_sys::mman`); rigd's reports of pools (`dma`), channels and queues;
 //! connecting for unary calls (`Client`, which reconnects: a session never does).
 
-mod arena;
+pub(crate) mod arena;
+mod gpu;
 mod ledger;
 mod side;
 
 use std::{
+    any::{Any, TypeId},
+    collections::HashMap,
     io,
     os::fd::OwnedFd,
     path::{Path, PathBuf},
@@ -52,6 +55,7 @@ use rig_proto::v1::{self as pb, dma_client::DmaClient};
 use serde::{Deserialize, Serialize};
 use tonic::{Code, transport::Channel};
 
+pub use gpu::SessionGpu;
 pub use ledger::{Buffer, LeaseId, LeaseInfo};
 /// The body of rigd's reply on the side socket.
 pub use rig_proto::v1::session_reply::Body as Reply;
@@ -98,7 +102,8 @@ pub enum SessionErrorKind {
     Misaligned,
     /// More than one lease, or the pool, can ever hold.
     Oversized,
-    /// Over the uid's quota, per uid or per device.
+    /// Over a quota: the uid's, per uid or per device (host memory), per uid or per
+    /// GPU (GPU memory).
     Quota,
     /// No free blocks now.
     Exhausted,
@@ -128,6 +133,11 @@ pub enum SessionErrorKind {
     /// The caller lacks the role the request needs (docs/roles.md; rigd's reason
     /// `NOT_CLIENT` or `NOT_ADMIN`).
     RoleRequired,
+    /// Not GPU memory of this session (another session's id included).
+    UnknownGpuMemory,
+    /// A CPU view of GPU memory: rigd lends them to root and `[channels]
+    /// gpu_rings_group` only.
+    CpuViewRefused,
 }
 
 impl SessionErrorKind {
@@ -151,6 +161,8 @@ impl SessionErrorKind {
             Ok(C::Leased) => Self::Leased,
             Ok(C::GpuRingsRefused) => Self::GpuRingsRefused,
             Ok(C::NotClient | C::NotAdmin) => Self::RoleRequired,
+            Ok(C::UnknownGpuMemory) => Self::UnknownGpuMemory,
+            Ok(C::CpuViewRefused) => Self::CpuViewRefused,
             _ => Self::Internal,
         }
     }
@@ -215,6 +227,10 @@ struct Inner {
     quota: u64,
     side: tokio::sync::Mutex<side::Side>,
     ledger: Mutex<ledger::Ledger>,
+    /// On an RM-served GPU, what rigd said of it at the claim.
+    gpu: Option<SessionGpu>,
+    /// State peers keep beside the session ([`Session::local`]), by type.
+    locals: Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
 }
 
 impl Inner {
@@ -253,13 +269,13 @@ impl Session {
             session: o.session,
             token: o.token,
         };
-        match side.call(Request::Claim(claim)).await? {
-            (Reply::Claimed(_), _) => {}
+        let gpu = match side.call(Request::Claim(claim)).await? {
+            (Reply::Claimed(c), _) => c.gpu.map(SessionGpu::from_wire),
             (Reply::Error(e), _) => return Err(refusal(&e)),
             _ => {
                 return Err(SessionError::Protocol("a claim must be answered `claimed`"));
             }
-        }
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 id: o.session,
@@ -270,6 +286,8 @@ impl Session {
                 quota: o.quota_bytes,
                 side: tokio::sync::Mutex::new(side),
                 ledger: Mutex::new(ledger::Ledger::new()),
+                gpu,
+                locals: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -297,6 +315,32 @@ impl Session {
     /// What this uid could still lease from the pool when the session opened.
     pub fn quota_bytes(&self) -> u64 {
         self.inner.quota
+    }
+
+    /// On an RM-served GPU: its geometry and the layout of this session's address
+    /// space there, as rigd said at the claim. `None` on any other device.
+    pub fn gpu(&self) -> Option<&SessionGpu> {
+        self.inner.gpu.as_ref()
+    }
+
+    /// The value of type `T` that a peer module keeps beside this session (a cache of
+    /// what the session holds: `gpumem`'s pages), made with `T::default()` on first use
+    /// and dropped with the session. One value per type: a peer keeps its state in a
+    /// type of its own, so peers never see each other's.
+    pub fn local<T: Any + Default + Send + Sync>(&self) -> Arc<T> {
+        let mut locals = self
+            .inner
+            .locals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let any = Arc::clone(
+            locals
+                .entry(TypeId::of::<T>())
+                .or_insert_with(|| Arc::new(T::default())),
+        );
+        drop(locals);
+        any.downcast::<T>()
+            .expect("the value under T's TypeId is a T: only this function inserts")
     }
 
     /// One request on the session's side socket, and rigd's reply with the

@@ -68,12 +68,53 @@ pub const NV0000_CTRL_SYSTEM_GET_PRIVILEGED_STATUS_PRIV_USER_FLAG: u8 = 0x1;
 /// `sys::nvrm::gpu_get_classlist`, since its params carry a pointer.
 pub const NV0080_CTRL_CMD_GPU_GET_CLASSLIST: u32 =
     crate::sys::nvrm::NV0080_CTRL_CMD_GPU_GET_CLASSLIST;
+/// `NV2080_CTRL_CMD_GR_GET_INFO` (`ctrl/ctrl2080/ctrl2080gr.h`); issued only by
+/// `sys::nvrm::gr_get_info`, since its params carry a pointer.
+pub const NV2080_CTRL_CMD_GR_GET_INFO: u32 = crate::sys::nvrm::NV2080_CTRL_CMD_GR_GET_INFO;
+/// `NV2080_CTRL_CMD_PERF_BOOST` (`ctrl/ctrl2080/ctrl2080perf.h`): raise the GPU's clocks
+/// for a while, as CUDA does (docs/hardware/nvidia-compute.md, "Clocks").
+pub const NV2080_CTRL_CMD_PERF_BOOST: u32 = 0x2080_200A;
+/// `NV2080_CTRL_PERF_BOOST_FLAGS_CMD_CLEAR` (1:0 = 0): end this client's boost.
+pub const NV2080_CTRL_PERF_BOOST_FLAGS_CMD_CLEAR: u32 = 0x0;
+/// `NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX` (1:0 = 2).
+pub const NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX: u32 = 0x2;
+/// `NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES` (4:4 = 1): a boost on CUDA's behalf.
+pub const NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES: u32 = 0x10;
+/// `NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH` (6:6 = 1).
+pub const NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH: u32 = 0x40;
+/// `NV2080_CTRL_PERF_BOOST_DURATION_INFINITE`: until cleared (or the client goes).
+pub const NV2080_CTRL_PERF_BOOST_DURATION_INFINITE: u32 = 0xFFFF_FFFF;
 /// `NV2080_CTRL_CMD_GPU_GET_GID_INFO` (`ctrl/ctrl2080/ctrl2080gpu.h`).
 pub const NV2080_CTRL_CMD_GPU_GET_GID_INFO: u32 = 0x2080_014A;
 /// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN` (`ctrl/ctrlc36f.h`).
 pub const NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
 /// `NVA06C_CTRL_CMD_GPFIFO_SCHEDULE` (`ctrl/ctrla06c.h`).
 pub const NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
+
+// `NV2080_CTRL_GR_INFO_INDEX_*` (`ctrl/ctrl0080/ctrl0080gr.h`, the same numbers as
+// `NV0080_CTRL_GR_INFO_INDEX_*`): what GR_GET_INFO is asked for.
+/// `SM_VERSION`: one of `NV2080_CTRL_GR_INFO_SM_VERSION_*` (GH100: 0x900).
+pub const NV2080_CTRL_GR_INFO_INDEX_SM_VERSION: u32 = 0x0C;
+/// `MAX_WARPS_PER_SM`.
+pub const NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: u32 = 0x0D;
+/// `SHADER_PIPE_COUNT`: the TPCs that are enabled.
+pub const NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT: u32 = 0x07;
+/// `LITTER_NUM_GPCS`: the chip's GPCs.
+pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS: u32 = 0x14;
+/// `LITTER_NUM_TPC_PER_GPC`: the most TPCs one GPC has.
+pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC: u32 = 0x17;
+/// `LITTER_NUM_SM_PER_TPC`.
+pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: u32 = 0x20;
+
+/// `NV2080_CTRL_PERF_BOOST_PARAMS` (`ctrl/ctrl2080/ctrl2080perf.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlPerfBoostParams {
+    pub flags: u32,
+    /// Seconds, or `NV2080_CTRL_PERF_BOOST_DURATION_INFINITE`.
+    pub duration: u32,
+}
+const _: () = assert!(size_of::<Nv2080CtrlPerfBoostParams>() == 8);
 
 // Field values.
 /// `NV_DEVICE_ALLOCATION_VAMODE_OPTIONAL_MULTIPLE_VASPACES` (`nvos.h`).

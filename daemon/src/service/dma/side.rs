@@ -2,7 +2,8 @@
 //! `SessionReply` per packet, a lease's block descriptors attached to its reply.
 //!
 //! A connection first claims a session (token from `OpenSession`, same uid and pid);
-//! then it leases and releases, one request and one reply at a time. Its EOF ends the
+//! then it leases and releases, opens channels, allocates GPU memory…, one request and
+//! one reply at a time. Its EOF ends the
 //! session. Errors a client causes go back in the reply and are logged at debug.
 
 use std::{
@@ -178,7 +179,10 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         end_session(rig, id).await;
         return;
     }
-    let claimed = reply(Reply::Claimed(pb::SessionClaimed {}));
+    // On a served GPU the claim's reply says what the session's runtime needs of it:
+    // the layout of its address space, its GPU memory quota, the GPU's geometry.
+    let gpu = rig.session_gpu(id).map(crate::service::gpumem::session_gpu);
+    let claimed = reply(Reply::Claimed(pb::SessionClaimed { gpu }));
     if send(&fd, &claimed, Vec::new()).await.is_err() {
         end_session(rig, id).await;
         return;
@@ -316,6 +320,8 @@ fn request_name(r: &Request) -> &'static str {
         Request::CloseQueue(_) => "close_queue",
         Request::LeaseDevice(_) => "lease_device",
         Request::GiveBackDevice(_) => "give_back_device",
+        Request::GpuMemAlloc(_) => "gpu_mem_alloc",
+        Request::GpuMemFree(_) => "gpu_mem_free",
     }
 }
 
@@ -398,6 +404,8 @@ async fn route(
         Some(Request::CloseQueue(q)) => super::queue::close(rig, id, q).await,
         Some(Request::LeaseDevice(d)) => super::lease::lease(rig, id, peer, d).await,
         Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, peer, d).await,
+        Some(Request::GpuMemAlloc(m)) => super::super::gpumem::alloc(rig, id, m).await,
+        Some(Request::GpuMemFree(m)) => super::super::gpumem::free(rig, id, m).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }

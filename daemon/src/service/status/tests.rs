@@ -1,6 +1,7 @@
 //! What each wire says of rigd's errors: the status and its ErrorInfo, the reason
 //! tables against the side socket's codes, and a pin of every stage's classification
-//! against what `service` gave before the stages classified their own errors.
+//! against what `service` gave before the stages classified their own errors (GPU
+//! memory's rows as they were when it was added).
 
 use rig_proto::v1::SessionErrorCode;
 use tonic_types::StatusExt;
@@ -9,6 +10,7 @@ use super::*;
 use crate::{
     channels::ChannelError,
     dma::DmaError,
+    gpumem::GpuMemError,
     nvme::NvmeError,
     pci::{Bdf, PciError},
     queue::QueueError,
@@ -86,7 +88,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
     // Code 0 is UNSPECIFIED, which rigd never sends; every other code is the word
     // of exactly one reason, and that reason goes back to it.
     let mut seen = std::collections::BTreeSet::new();
-    for n in 0..=19 {
+    for n in 0..=21 {
         let code = SessionErrorCode::try_from(n).expect("a code");
         let name = code.as_str_name();
         let word = name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name);
@@ -101,7 +103,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         assert_eq!(dma_code(*reasons[0]), code, "{word}");
     }
     assert!(
-        SessionErrorCode::try_from(20).is_err(),
+        SessionErrorCode::try_from(22).is_err(),
         "a new code: add it above"
     );
 }
@@ -527,6 +529,60 @@ fn rows() -> Vec<Row> {
             Some("0000:41:00.0"),
             None,
             D::Internal,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            GpuMemError::UnknownId {
+                id: crate::gpumem::GpuMemId(7),
+            }
+            .into(),
+            Code::NotFound,
+            "UNKNOWN_GPU_MEMORY",
+            None,
+            None,
+            D::UnknownGpuMemory,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            GpuMemError::CpuViewRefused {
+                uid: 1000,
+                group: None,
+            }
+            .into(),
+            Code::PermissionDenied,
+            "CPU_VIEW_REFUSED",
+            None,
+            None,
+            D::CpuViewRefused,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            GpuMemError::Quota {
+                bytes: 2 << 20,
+                held: 64 << 30,
+                limit: 64 << 30,
+                whom: "uid 1000".into(),
+                gpu: "0000:41:00.0".into(),
+            }
+            .into(),
+            Code::ResourceExhausted,
+            "QUOTA",
+            Some("0000:41:00.0"),
+            None,
+            D::Quota,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            GpuMemError::Misaligned { bytes: 4096 }.into(),
+            Code::InvalidArgument,
+            "MISALIGNED",
+            None,
+            None,
+            D::Misaligned,
             Q::Device,
             L::Device,
         ),

@@ -101,6 +101,10 @@ pub const NV_ESC_CHECK_VERSION_STR_CMD: u32 =
 /// a user pointer, so it has its own function, [`gpu_get_classlist`].
 pub const NV0080_CTRL_CMD_GPU_GET_CLASSLIST: u32 = 0x0080_0201;
 
+/// `NV2080_CTRL_CMD_GR_GET_INFO` (`ctrl/ctrl2080/ctrl2080gr.h`); its params carry a user
+/// pointer too, so it has its own function, [`gr_get_info`].
+pub const NV2080_CTRL_CMD_GR_GET_INFO: u32 = 0x2080_1201;
+
 /// `NVOS00_PARAMETERS` (`nvos.h`): RM_FREE.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
@@ -526,11 +530,11 @@ pub fn rm_free(
 /// The RM copies exactly `paramsSize` bytes and refuses any other size than its own
 /// with `NV_ERR_INVALID_PARAM_STRUCT`, so `params` must be the release's struct for
 /// `cmd` (`nvrm::layout`). This is for controls whose parameters hold no user
-/// pointer for the RM to write through; GET_CLASSLIST holds one and is refused here,
-/// see [`gpu_get_classlist`].
+/// pointer for the RM to write through; GET_CLASSLIST and GR_GET_INFO hold one and
+/// are refused here, see [`gpu_get_classlist`] and [`gr_get_info`].
 ///
 /// # Errors
-/// As [`rm_alloc`]; `EINVAL` for GET_CLASSLIST.
+/// As [`rm_alloc`]; `EINVAL` for GET_CLASSLIST and GR_GET_INFO.
 pub fn rm_control<P: IntoBytes + FromBytes + Immutable + ?Sized>(
     ctl: BorrowedFd<'_>,
     h_client: NvHandle,
@@ -539,7 +543,7 @@ pub fn rm_control<P: IntoBytes + FromBytes + Immutable + ?Sized>(
     params: &mut P,
 ) -> Result<(), RmError> {
     const NAME: &str = "NV_ESC_RM_CONTROL";
-    if cmd == NV0080_CTRL_CMD_GPU_GET_CLASSLIST {
+    if cmd == NV0080_CTRL_CMD_GPU_GET_CLASSLIST || cmd == NV2080_CTRL_CMD_GR_GET_INFO {
         return Err(RmError::Ioctl {
             escape: NAME,
             source: io::Error::from_raw_os_error(libc::EINVAL),
@@ -602,6 +606,67 @@ pub fn gpu_get_classlist(
     control_raw(ctl, h_client, h_device, cmd, p.as_mut_bytes())?;
     list.truncate(p.num_classes as usize);
     Ok(list)
+}
+
+/// `NV2080_CTRL_GR_INFO` (`ctrl/ctrl0080/ctrl0080gr.h`, `NVXXXX_CTRL_XXX_INFO`): one
+/// value of the graphics engine, asked for by index.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGrInfo {
+    pub index: u32,
+    pub data: u32,
+}
+const _: () = assert!(size_of::<Nv2080CtrlGrInfo>() == 8);
+
+/// `NV2080_CTRL_GR_GET_INFO_PARAMS` (`ctrl/ctrl2080/ctrl2080gr.h`; the same in 570,
+/// 575, 580 and 590).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGrGetInfoParams {
+    pub gr_info_list_size: u32,
+    /// C's padding before the 8-aligned `grInfoList`.
+    pub pad0: u32,
+    /// `grInfoList` (NvP64 to `NV2080_CTRL_GR_INFO[grInfoListSize]`).
+    pub gr_info_list: u64,
+    /// `grRouteInfo.flags`: 0, TYPE_NONE (no MIG).
+    pub route_flags: u32,
+    pub pad1: u32,
+    /// `grRouteInfo.route`.
+    pub route: u64,
+}
+const _: () = assert!(size_of::<Nv2080CtrlGrGetInfoParams>() == 32);
+
+/// NV2080_CTRL_CMD_GR_GET_INFO on subdevice `h_subdevice`: the graphics engine's value
+/// at each of `indices` (`NV2080_CTRL_GR_INFO_INDEX_*`), in their order.
+///
+/// # Errors
+/// As [`rm_control`].
+pub fn gr_get_info(
+    ctl: BorrowedFd<'_>,
+    h_client: NvHandle,
+    h_subdevice: NvHandle,
+    indices: &[u32],
+) -> Result<Vec<u32>, RmError> {
+    let mut list: Vec<Nv2080CtrlGrInfo> = indices
+        .iter()
+        .map(|&index| Nv2080CtrlGrInfo { index, data: 0 })
+        .collect();
+    // The RM writes grInfoListSize entries at grInfoList (a count it takes from us),
+    // so the list, alive and exclusively ours until the call returns, is exactly as
+    // long as what it may write.
+    let mut p = Nv2080CtrlGrGetInfoParams {
+        gr_info_list_size: u32::try_from(list.len()).unwrap_or(u32::MAX),
+        gr_info_list: list.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    control_raw(
+        ctl,
+        h_client,
+        h_subdevice,
+        NV2080_CTRL_CMD_GR_GET_INFO,
+        p.as_mut_bytes(),
+    )?;
+    Ok(list.iter().map(|i| i.data).collect())
 }
 
 /// What [`rm_map_memory`] maps (NVOS33's fields).

@@ -94,3 +94,34 @@ fn escape_refuses_an_argument_of_another_size_before_the_kernel_sees_it() {
         matches!(&e, RmError::Ioctl { source, .. } if source.raw_os_error() == Some(libc::EINVAL))
     );
 }
+
+#[test]
+fn gr_get_info_params_put_the_list_at_8_and_the_route_at_16() {
+    let p = Nv2080CtrlGrGetInfoParams {
+        gr_info_list_size: 5,
+        gr_info_list: 0x0102_0304_0506_0708,
+        route_flags: 0x1111_1111,
+        route: 0x2222_2222_3333_3333,
+        ..Default::default()
+    };
+    let b = p.as_bytes();
+    assert_eq!(b[0..4], 5u32.to_ne_bytes());
+    assert_eq!(b[8..16], 0x0102_0304_0506_0708u64.to_ne_bytes());
+    assert_eq!(b[16..20], 0x1111_1111u32.to_ne_bytes());
+    assert_eq!(b[24..32], 0x2222_2222_3333_3333u64.to_ne_bytes());
+}
+
+#[test]
+fn controls_whose_params_carry_a_pointer_are_refused_by_rm_control() {
+    let f = std::fs::File::open("/dev/null").expect("/dev/null");
+    let mut p = Nv2080CtrlGrGetInfoParams::default();
+    let e = rm_control(
+        std::os::fd::AsFd::as_fd(&f),
+        1,
+        2,
+        NV2080_CTRL_CMD_GR_GET_INFO,
+        &mut p,
+    )
+    .expect_err("a pointer for the RM to write through");
+    assert!(matches!(e, RmError::Ioctl { .. }), "{e}");
+}

@@ -1,0 +1,280 @@
+//! The books of lent GPU memory against `FakeRm`: sizes, quotas per uid and per GPU
+//! and their refunds, ids that only their session may name, reclaim, the RM's refusal
+//! as a typed error, and CPU-view memory kept for its uid.
+
+use std::sync::Arc;
+
+use rig_model::addr::layout::{GPU_MEMORY_BASE, VA_END};
+use rig_sys::scm::PeerCred;
+
+use super::*;
+use crate::nvrm::{Call, FakeRm, layout::r580};
+
+const PAGE: u64 = GPU_PAGE;
+
+struct Fixture {
+    rm: FakeRm,
+    lender: Lender<FakeRm>,
+    gpu: Arc<Gpu<FakeRm>>,
+}
+
+fn fixture(quota: Quota) -> Fixture {
+    let rm = FakeRm::new();
+    let gpu = Arc::new(Gpu::open(rm.clone(), None).expect("fake GPU"));
+    let lender = Lender::new(Arc::clone(&gpu), "0000:00:06.0".into(), quota);
+    Fixture { rm, lender, gpu }
+}
+
+fn peer(uid: u32) -> PeerCred {
+    PeerCred {
+        uid,
+        gid: uid,
+        pid: 100 + i32::try_from(uid).unwrap_or(0),
+    }
+}
+
+fn space(f: &Fixture) -> Arc<AddressSpace<FakeRm>> {
+    Arc::new(AddressSpace::new(&f.gpu).expect("space"))
+}
+
+fn plain(bytes: u64) -> GpuMemRequest {
+    GpuMemRequest {
+        bytes,
+        cpu_view: false,
+    }
+}
+
+fn quota(per_uid_pages: u64, per_gpu_pages: u64) -> Quota {
+    Quota {
+        per_uid_bytes: per_uid_pages * PAGE,
+        per_gpu_bytes: per_gpu_pages * PAGE,
+    }
+}
+
+#[test]
+fn an_allocation_is_whole_pages_of_2_mib_pages_mapped_in_the_sessions_range() {
+    let f = fixture(quota(8, 8));
+    let sp = space(&f);
+    let before = f.rm.calls().len();
+
+    let m = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(3 * PAGE))
+        .expect("alloc");
+
+    assert!(m.gpu_va.is_aligned(PAGE), "{}", m.gpu_va);
+    assert!(m.gpu_va >= GPU_MEMORY_BASE && m.gpu_va.get() + m.bytes <= VA_END.get());
+    assert!(m.cpu_view.is_none());
+    assert_eq!(f.rm.vidmem_in_use(), 3 * PAGE);
+    let c = &f.rm.calls()[before..];
+    assert!(
+        matches!(c, [
+            Call::Alloc { class: r580::NV01_MEMORY_LOCAL_USER, handle, .. },
+            Call::MapDma { h_memory, dma_offset, .. },
+        ] if handle == h_memory && *dma_offset == m.gpu_va.get()),
+        "one allocation, one map, no CPU window: {c:#?}"
+    );
+}
+
+#[test]
+fn zero_partial_pages_and_sizes_no_quota_can_hold_are_refused_before_any_rm_call() {
+    let f = fixture(quota(4, 6));
+    let sp = space(&f);
+    let before = f.rm.calls().len();
+    let s = SessionId(1);
+    let ask = |bytes| f.lender.alloc(s, peer(1000), &sp, plain(bytes));
+
+    assert!(matches!(ask(0), Err(GpuMemError::ZeroSize)));
+    assert!(matches!(
+        ask(PAGE + 4096),
+        Err(GpuMemError::Misaligned { .. })
+    ));
+    assert!(matches!(
+        ask(5 * PAGE),
+        Err(GpuMemError::Oversized {
+            whom: "one uid",
+            ..
+        })
+    ));
+    assert!(matches!(
+        ask(u64::MAX - 4095),
+        Err(GpuMemError::Misaligned { .. })
+    ));
+    assert_eq!(f.rm.calls().len(), before, "no RM call");
+}
+
+#[test]
+fn quotas_hold_per_uid_and_per_gpu_and_a_free_gives_its_bytes_back() {
+    let f = fixture(quota(4, 6));
+    let sp = space(&f);
+    let (a, b) = (SessionId(1), SessionId(2));
+    let first = f
+        .lender
+        .alloc(a, peer(1000), &sp, plain(4 * PAGE))
+        .expect("uid 1000 to its quota");
+    let e = f
+        .lender
+        .alloc(b, peer(1000), &sp, plain(PAGE))
+        .expect_err("max + 1, in another session of the same uid");
+    assert!(
+        matches!(&e, GpuMemError::Quota { whom, held, .. } if whom == "uid 1000" && *held == 4 * PAGE),
+        "{e}"
+    );
+    assert_eq!(e.class().reason, Reason::Quota);
+    f.lender
+        .alloc(b, peer(1001), &sp, plain(2 * PAGE))
+        .expect("another uid, to the GPU's quota");
+    let e = f
+        .lender
+        .alloc(b, peer(1002), &sp, plain(PAGE))
+        .expect_err("the GPU is full");
+    assert!(
+        matches!(&e, GpuMemError::Quota { whom, .. } if whom == "the GPU"),
+        "{e}"
+    );
+    assert_eq!(f.lender.left_for(1000), 0);
+
+    f.lender.free(a, first.id).expect("free");
+
+    assert_eq!(f.lender.left_for(1000), 4 * PAGE);
+    f.lender
+        .alloc(b, peer(1000), &sp, plain(PAGE))
+        .expect("room again");
+    assert_eq!(f.rm.vidmem_in_use(), 3 * PAGE);
+}
+
+#[test]
+fn an_id_is_known_only_in_its_own_session() {
+    let f = fixture(quota(8, 8));
+    let sp = space(&f);
+    let m = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(PAGE))
+        .expect("alloc");
+
+    let e = f
+        .lender
+        .free(SessionId(2), m.id)
+        .expect_err("another session's");
+    assert!(matches!(e, GpuMemError::UnknownId { id } if id == m.id));
+    assert_eq!(e.class().reason, Reason::UnknownGpuMemory);
+    f.lender.free(SessionId(1), m.id).expect("its own");
+    let e = f.lender.free(SessionId(1), m.id).expect_err("twice");
+    assert!(matches!(e, GpuMemError::UnknownId { .. }));
+    assert_eq!(f.rm.vidmem_in_use(), 0);
+}
+
+#[test]
+fn a_sessions_end_unmaps_then_frees_everything_it_held_and_no_one_elses() {
+    let f = fixture(quota(8, 8));
+    let sp = space(&f);
+    let other = space(&f);
+    let kept = f
+        .lender
+        .alloc(SessionId(2), peer(1001), &other, plain(PAGE))
+        .expect("the other session's");
+    for _ in 0..3 {
+        f.lender
+            .alloc(SessionId(1), peer(1000), &sp, plain(PAGE))
+            .expect("alloc");
+    }
+    let before = f.rm.calls().len();
+
+    assert_eq!(f.lender.end(SessionId(1)), 3);
+
+    let c = &f.rm.calls()[before..];
+    let unmapped: Vec<usize> = (0..c.len())
+        .filter(|&i| matches!(c[i], Call::UnmapDma { .. }))
+        .collect();
+    let freed: Vec<usize> = (0..c.len())
+        .filter(|&i| matches!(c[i], Call::Free { .. }))
+        .collect();
+    assert_eq!((unmapped.len(), freed.len()), (3, 3), "{c:#?}");
+    assert!(
+        unmapped.iter().zip(&freed).all(|(u, f)| u < f),
+        "each unmapped before it is freed: {c:#?}"
+    );
+    assert_eq!(f.rm.vidmem_in_use(), PAGE, "the other session's stays");
+    assert_eq!(f.lender.end(SessionId(1)), 0, "once");
+    let (uses, totals) = f.lender.status(None);
+    assert_eq!(uses.len(), 1);
+    assert_eq!((uses[0].session, uses[0].bytes), (SessionId(2), PAGE));
+    assert_eq!(totals.lent_bytes, PAGE);
+    f.lender.free(SessionId(2), kept.id).expect("free");
+}
+
+#[test]
+fn the_rms_refusal_is_exhausted_and_charges_nothing() {
+    let f = fixture(quota(8, 8));
+    f.rm.set_vidmem_capacity(2 * PAGE);
+    let sp = space(&f);
+
+    let e = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(3 * PAGE))
+        .expect_err("the GPU has 4 MiB");
+
+    assert!(
+        matches!(e, GpuMemError::Exhausted { bytes, .. } if bytes == 3 * PAGE),
+        "{e}"
+    );
+    assert_eq!(e.class().reason, Reason::Exhausted);
+    assert_eq!(f.lender.left_for(1000), 8 * PAGE);
+    assert_eq!(f.rm.live_maps(), 0);
+}
+
+#[test]
+fn a_failed_map_frees_the_memory_and_the_charge() {
+    let f = fixture(quota(8, 8));
+    let sp = space(&f);
+    // The allocation is the next call, its map the one after.
+    f.rm.fail_at(1, crate::sys::nvstatus::NvStatus::InsufficientResources);
+
+    let e = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(PAGE))
+        .expect_err("the map fails");
+
+    assert!(matches!(e, GpuMemError::Rm { .. }), "{e}");
+    assert_eq!(f.rm.vidmem_in_use(), 0);
+    assert_eq!(f.lender.left_for(1000), 8 * PAGE);
+}
+
+#[test]
+fn cpu_view_memory_is_kept_charged_and_lent_again_to_its_uid_only() {
+    let f = fixture(quota(4, 8));
+    let sp = space(&f);
+    let view = GpuMemRequest {
+        bytes: PAGE,
+        cpu_view: true,
+    };
+    let m = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, view)
+        .expect("a CPU view");
+    assert!(m.cpu_view.is_some(), "the window's file");
+    assert!(
+        f.rm.calls()
+            .iter()
+            .any(|c| matches!(c, Call::MapWindow { len, .. } if *len as u64 == PAGE)),
+        "mapped through BAR1"
+    );
+    f.lender.end(SessionId(1));
+    assert_eq!(f.rm.vidmem_in_use(), PAGE, "kept after its session");
+    assert_eq!(f.lender.left_for(1000), 3 * PAGE, "and still charged");
+    assert_eq!(f.lender.status(None).1.kept_bytes, PAGE);
+
+    let other = f
+        .lender
+        .alloc(SessionId(2), peer(1001), &sp, view)
+        .expect("another uid's");
+    let again = f
+        .lender
+        .alloc(SessionId(3), peer(1000), &sp, view)
+        .expect("the same uid's again");
+
+    assert_eq!(f.rm.vidmem_in_use(), 2 * PAGE, "uid 1000's was lent again");
+    assert_eq!(f.lender.left_for(1000), 3 * PAGE, "at no new charge");
+    assert_eq!(f.lender.status(None).1.kept_bytes, 0);
+    drop((other, again));
+}
