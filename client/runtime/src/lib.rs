@@ -5,8 +5,8 @@
 //! Flow (bytes → module → memory → QMD → channel): rig-cubin parses and places a cubin;
 //! the runtime uploads its image, then per launch checks a [`launch::Shape`], builds
 //! constant bank 0 ([`cbank0`]) and the QMD ([`qmd`]), writes both to GPU memory and sends
-//! the [`method::compute`] words on a lent compute channel; copies and fills go through
-//! [`method::copy`]. [`window`] holds the per-channel rules (window bases, SLM size).
+//! the `method::compute` words of rig-client on a lent compute channel; copies and fills go through
+//! rig-client's `method::copy`. [`window`] holds the per-channel rules (window bases, SLM size).
 //!
 //! Invariants: no I/O and no `unsafe`: every function here computes bytes or words from
 //! its arguments, and every value a field cannot hold, or a limit forbids, is a typed
@@ -20,7 +20,6 @@
 
 pub mod cbank0;
 pub mod launch;
-pub mod method;
 pub mod qmd;
 #[cfg(test)]
 mod testing;
