@@ -91,14 +91,17 @@ impl TryFrom<rig_cubin::Bank> for ConstantBuffer {
     }
 }
 
-/// What a QMD release slot writes when the grid is done.
+/// What a QMD release slot writes when the grid is done (each measured on the H200:
+/// docs/hardware/nvidia-compute.md, "Completion").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseKind {
-    /// The payload's low 32 bits (STRUCTURE_SIZE ONE_WORD; 4-byte aligned).
+    /// A 32-bit payload (STRUCTURE_SIZE ONE_WORD; 4-byte aligned): the low word only.
     Word,
-    /// The 64-bit payload (TWO_WORDS with PAYLOAD64B; 8-byte aligned).
+    /// The 64-bit payload (TWO_WORDS with PAYLOAD64B; 8-byte aligned): a timeline's
+    /// release.
     DoubleWord,
-    /// The 64-bit payload and a timestamp (FOUR_WORDS with PAYLOAD64B; 16-byte aligned).
+    /// A 32-bit payload, a zero word and the 64-bit timestamp (FOUR_WORDS; 16-byte
+    /// aligned).
     WithTimestamp,
 }
 
@@ -204,8 +207,8 @@ pub enum QmdError {
         /// Its alignment.
         align: u64,
     },
-    /// A one-word release of a payload above 32 bits.
-    #[error("a one-word release writes 32 bits; the payload is {payload:#x}")]
+    /// A one- or four-word release of a payload above 32 bits.
+    #[error("a one- or four-word release writes 32 bits of payload; the payload is {payload:#x}")]
     Payload {
         /// The payload.
         payload: u64,
@@ -309,7 +312,7 @@ fn check(l: &Launch<'_>) -> Result<Checked, QmdError> {
                 align: r.kind.align(),
             });
         }
-        if r.kind == ReleaseKind::Word && u32::try_from(r.payload).is_err() {
+        if r.kind != ReleaseKind::DoubleWord && u32::try_from(r.payload).is_err() {
             return Err(QmdError::Payload { payload: r.payload });
         }
     }
