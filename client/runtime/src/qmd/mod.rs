@@ -146,6 +146,7 @@ pub struct Launch<'a> {
 /// A built QMD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Qmd {
+    version: QmdVersion,
     words: Vec<u32>,
 }
 
@@ -158,6 +159,62 @@ impl Qmd {
     /// Its bytes, little-endian, as the GPU reads it.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// Its words in pairs, little-endian, as 64-bit stores write them.
+    pub fn to_u64s(&self) -> Vec<u64> {
+        self.words
+            .chunks(2)
+            .map(|p| u64::from(p[0]) | u64::from(p.get(1).copied().unwrap_or(0)) << 32)
+            .collect()
+    }
+
+    /// Its layout.
+    pub fn version(&self) -> QmdVersion {
+        self.version
+    }
+
+    /// Points constant buffer `index` (0 to 7, already bound) at `addr`: a launch
+    /// template's bank 0 moves with the slot it is written to.
+    ///
+    /// # Errors
+    /// [`QmdError::Bank`] for an index above 7 or an address that is misaligned or
+    /// past 2^57.
+    pub fn set_bank_address(&mut self, index: u8, addr: u64) -> Result<(), QmdError> {
+        let err = |reason| QmdError::Bank {
+            index,
+            addr,
+            size: 0,
+            reason,
+        };
+        if index >= 8 {
+            return Err(err("the QMD binds buffers 0 to 7"));
+        }
+        if !addr.is_multiple_of(BANK_ALIGN) || addr >= ADDRESS_LIMIT {
+            return Err(err("the address must be 64-byte aligned and below 2^57"));
+        }
+        match self.version {
+            QmdVersion::V04 => v04::set_bank_address(&mut self.words, index, addr),
+        }
+    }
+
+    /// Sets release slot 0's payload (a 64-bit one needs a [`ReleaseKind::DoubleWord`]
+    /// release; the others carry 32 bits).
+    ///
+    /// # Errors
+    /// [`QmdError::Field`] (cannot happen for V04: both halves are 32-bit fields).
+    pub fn set_release_payload(&mut self, payload: u64) -> Result<(), QmdError> {
+        match self.version {
+            QmdVersion::V04 => v04::set_release_payload(&mut self.words, payload),
+        }
+    }
+
+    /// The index, in [`Qmd::to_u64s`], of the 64-bit word that holds release slot 0's
+    /// payload whole: a launch patches it in place with one store.
+    pub fn release_payload_word(&self) -> usize {
+        match self.version {
+            QmdVersion::V04 => v04::RELEASE_PAYLOAD_U64,
+        }
     }
 }
 
@@ -370,7 +427,10 @@ impl QmdVersion {
         let words = match self {
             Self::V04 => v04::encode(&checked)?.to_vec(),
         };
-        Ok(Qmd { words })
+        Ok(Qmd {
+            version: self,
+            words,
+        })
     }
 }
 

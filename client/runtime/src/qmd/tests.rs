@@ -613,3 +613,48 @@ fn a_placed_modules_banks_bind_as_they_are() {
         );
     }
 }
+
+#[test]
+fn a_template_moves_its_bank_and_release_payload_in_place() {
+    let fx = Fixture::new();
+    let k = fx.module.kernel("empty").expect("empty");
+    let shape = Shape::new(k, 1, 1, 0).expect("fits");
+    let b = banks(0x210);
+    let release = Some(Release {
+        addr: RELEASE,
+        payload: 0,
+        kind: ReleaseKind::DoubleWord,
+    });
+    let build = |bank0: u64, payload: u64| {
+        let mut all = b;
+        all[0].addr = bank0;
+        let launch = Launch {
+            kernel: k,
+            shape: &shape,
+            program: PROGRAM,
+            banks: &all,
+            release: release.map(|r| Release { payload, ..r }),
+            local_capacity: 0,
+        };
+        QmdVersion::V04.build(&launch).expect("valid")
+    };
+    let mut q = build(BANK0, 0);
+    q.set_bank_address(0, 0x12_3456_7840).expect("aligned");
+    q.set_release_payload(0x1_0000_0007).expect("fits");
+    assert_eq!(q, build(0x12_3456_7840, 0x1_0000_0007));
+    // The payload's 64-bit word, as a store patches it.
+    let h = header();
+    let lower = position(&h, "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", 0);
+    let upper = position(&h, "RELEASE_SEMAPHORE0_PAYLOAD_UPPER", 0);
+    assert_eq!((lower.1, upper.0), (64 * 11, 64 * 11 + 63));
+    assert_eq!(q.to_u64s()[q.release_payload_word()], 0x1_0000_0007);
+    assert_eq!(q.to_u64s().len() * 8, QmdVersion::V04.size());
+    assert!(matches!(
+        q.set_bank_address(0, 0x1020),
+        Err(QmdError::Bank { .. })
+    ));
+    assert!(matches!(
+        q.set_bank_address(8, 0x1040),
+        Err(QmdError::Bank { .. })
+    ));
+}

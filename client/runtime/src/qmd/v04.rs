@@ -211,6 +211,35 @@ impl Field {
     }
 }
 
+/// The 64-bit word (of the QMD's 48) holding RELEASE_SEMAPHORE0_PAYLOAD_LOWER and
+/// _UPPER, bits 767:704: the unit tests check it against the two fields.
+pub(crate) const RELEASE_PAYLOAD_U64: usize = 11;
+
+fn words_mut(words: &mut [u32]) -> Result<&mut [u32; WORDS], QmdError> {
+    let len = words.len() as u64;
+    words.try_into().map_err(|_| QmdError::Field {
+        field: "the QMD's length in words",
+        value: len,
+        bits: 0,
+    })
+}
+
+/// Points constant buffer `i` at `addr` (64-byte aligned, checked by the caller).
+pub(crate) fn set_bank_address(words: &mut [u32], i: u8, addr: u64) -> Result<(), QmdError> {
+    let w = words_mut(words)?;
+    let (lo, hi) = split(addr >> 6);
+    constant_buffer_addr_lower_shifted6(u32::from(i)).set(w, lo)?;
+    constant_buffer_addr_upper_shifted6(u32::from(i)).set(w, hi)
+}
+
+/// Sets release slot 0's payload.
+pub(crate) fn set_release_payload(words: &mut [u32], payload: u64) -> Result<(), QmdError> {
+    let w = words_mut(words)?;
+    let (lo, hi) = split(payload);
+    RELEASE_SEMAPHORE0_PAYLOAD_LOWER.set(w, lo)?;
+    RELEASE_SEMAPHORE0_PAYLOAD_UPPER.set(w, hi)
+}
+
 fn split(v: u64) -> (u64, u64) {
     (v & 0xffff_ffff, v >> 32)
 }
