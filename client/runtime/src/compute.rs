@@ -182,7 +182,12 @@ impl From<copy::CopyError> for ComputeError {
     }
 }
 
-/// A lent compute channel that launches kernels.
+/// A lent compute channel that launches kernels. Give it back with
+/// [`ComputeChannel::close`], which stops and drains the channel in rigd before its
+/// memory is freed here; one dropped with launches in flight keeps its pushbuffer,
+/// arena and semaphore out of use (as `Channel` does), but frees its local memory and
+/// the modules only its templates held while the GPU may still use them: only this
+/// session's memory, so only its own results can suffer.
 #[derive(Debug)]
 pub struct ComputeChannel {
     ch: Channel,
@@ -390,8 +395,7 @@ impl ComputeChannel {
             }
         }
         let value = self.ch.next_value()?;
-        let ch = &self.ch;
-        let pcas = t.write_slot(value, |at, w| ch.write_arena(at, w))?;
+        let pcas = t.write_slot(value, &self.ch)?;
         let mut w = [0u32; 6];
         let n = if self.invalidate_each_launch || self.generation != load::generation() {
             self.generation = load::generation();

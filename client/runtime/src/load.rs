@@ -64,9 +64,12 @@ pub enum LoadError {
         /// The name asked for.
         name: String,
     },
-    /// Memory for the image or its staging.
+    /// Memory for the image.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// The staging lease the image goes through.
+    #[error("Failed to stage the module's image in a lease of the session")]
+    Staging(#[source] rig_client::session::SessionError),
     /// The upload on the copy channel.
     #[error("Failed to upload the module")]
     Upload(#[source] Box<CopyError>),
@@ -244,32 +247,36 @@ pub async fn load<A: Alloc>(
         .alloc(session, prepared.size(), prepared.align())
         .await?;
     let (image, banks) = prepared.place(memory.va())?;
-    let data = image.bytes();
+    let (zero_at, zero_len) = image.zeroed();
+    let zero_offset = zero_at - memory.va().get();
+    // The copy engine's memset writes 4-byte words from a 4-aligned address; globals
+    // that start elsewhere are uploaded as zeros with the rest.
+    let upload_zeros = zero_len > 0 && !zero_offset.is_multiple_of(4);
+    let mut data = image.bytes().to_vec();
+    if upload_zeros {
+        data.resize(
+            usize::try_from(zero_offset + zero_len).unwrap_or(usize::MAX),
+            0,
+        );
+    }
+    let len = data.len() as u64;
     let staging = session
-        .alloc(u64::try_from(data.len()).unwrap_or(u64::MAX).max(4), 4096)
+        .alloc(len.max(4), 4096)
         .await
-        .map_err(|e| MemoryError::Alloc {
-            bytes: data.len() as u64,
-            place: crate::memory::Place::Host,
-            source: Box::new(e),
-        })?;
-    staging.write(0, data).map_err(|e| MemoryError::Alloc {
-        bytes: data.len() as u64,
-        place: crate::memory::Place::Host,
-        source: Box::new(e),
-    })?;
+        .map_err(LoadError::Staging)?;
+    staging.write(0, &data).map_err(LoadError::Staging)?;
     let mut last = None;
-    if !data.is_empty() {
-        let src = Span::new(&staging, 0, data.len() as u64)?;
-        let dst = Span::new(&memory, 0, data.len() as u64)?;
+    if len > 0 {
+        let src = Span::new(&staging, 0, len)?;
+        let dst = Span::new(&memory, 0, len)?;
         last = Some(copies.copy(session, src, dst)?);
     }
-    let (zero_at, zero_len) = image.zeroed();
-    if zero_len > 0 {
-        let offset = zero_at - memory.va().get();
-        // The image's size is a multiple of 4 and globals are word aligned.
-        let len = (offset + zero_len).next_multiple_of(4).min(memory.len()) - offset;
-        let dst = Span::new(&memory, offset, len)?;
+    if zero_len > 0 && !upload_zeros {
+        // The image's size is a multiple of 4: the last word is the image's own.
+        let end = (zero_offset + zero_len)
+            .next_multiple_of(4)
+            .min(memory.len());
+        let dst = Span::new(&memory, zero_offset, end - zero_offset)?;
         last = Some(copies.fill(session, dst, 0)?);
     }
     if let Some(v) = last {

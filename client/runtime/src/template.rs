@@ -75,9 +75,8 @@ pub(crate) struct Template {
     /// Bytes of that first word before the parameter base.
     params_skip: usize,
     param_bytes: usize,
-    /// The parameter words' bytes as the last `lay` left them, and as words.
+    /// The parameter words' bytes as the last `lay` left them.
     scratch: Vec<u8>,
-    scratch64: Vec<u64>,
     payload_word: u64,
     /// Where its slots start in the arena, and their stride.
     pub region: u64,
@@ -164,7 +163,6 @@ impl Template {
             params_words,
             params_skip,
             param_bytes,
-            scratch64: vec![0; params_words],
             scratch,
             payload_word,
             region,
@@ -200,13 +198,7 @@ impl Template {
     /// [`Cbank0Error::Count`] or [`Cbank0Error::Size`].
     pub(crate) fn lay(&mut self, args: &[Arg<'_>]) -> Result<(), Cbank0Error> {
         let (skip, n) = (self.params_skip, self.param_bytes);
-        lay(&self.params, args, &mut self.scratch[skip..skip + n])?;
-        for (w, b) in self.scratch64.iter_mut().zip(self.scratch.chunks_exact(8)) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(b);
-            *w = u64::from_le_bytes(word);
-        }
-        Ok(())
+        lay(&self.params, args, &mut self.scratch[skip..skip + n])
     }
 
     /// The value the next slot's last launch released, which must land before it is
@@ -216,28 +208,25 @@ impl Template {
     }
 
     /// Writes the next slot for a launch releasing `value` (its QMD and bank 0 whole
-    /// the first time, else the payload and the parameter words) through `write`
-    /// (arena offset, words), and returns the slot's SEND_PCAS words. The slot is
-    /// taken by [`Template::commit`] once the launch is pushed.
+    /// the first time, else the payload and the parameter words) into `arena`, and
+    /// returns the slot's SEND_PCAS words. The slot is taken by [`Template::commit`]
+    /// once the launch is pushed.
     ///
     /// # Errors
-    /// `write`'s, or [`ComputeError::Qmd`] / [`ComputeError::Words`] for a slot
+    /// The arena's, or [`ComputeError::Qmd`] / [`ComputeError::Words`] for a slot
     /// address a field cannot take (caught when the arena was placed).
-    pub(crate) fn write_slot<E>(
+    pub(crate) fn write_slot(
         &mut self,
         value: u64,
-        mut write: impl FnMut(u64, &[u64]) -> Result<(), E>,
-    ) -> Result<[u32; 4], ComputeError>
-    where
-        ComputeError: From<E>,
-    {
+        arena: &impl ArenaWrite,
+    ) -> Result<[u32; 4], ComputeError> {
         let at = self.region + self.next as u64 * self.stride;
         let slot = &mut self.slots[self.next];
         if slot.written {
-            write(at + 8 * self.payload_word, &[value])?;
+            arena.words(at + 8 * self.payload_word, &[value])?;
             if self.params_words > 0 {
                 let pw = at + QMD_BYTES + 8 * self.params_word as u64;
-                write(pw, &self.scratch64)?;
+                arena.bytes(pw, &self.scratch)?;
             }
             return Ok(slot.pcas);
         }
@@ -245,11 +234,11 @@ impl Template {
         let mut q = self.qmd.clone();
         q.set_bank_address(0, qmd_va + QMD_BYTES)?;
         q.set_release_payload(value)?;
-        write(at, &q.to_u64s())?;
+        arena.words(at, &q.to_u64s())?;
         let mut bank0 = self.bank0.clone();
-        bank0[self.params_word..self.params_word + self.params_words]
-            .copy_from_slice(&self.scratch64);
-        write(at + QMD_BYTES, &bank0)?;
+        let params = to_u64s(&self.scratch);
+        bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
+        arena.words(at + QMD_BYTES, &bank0)?;
         let w = send_pcas(qmd_va, PcasAction::InvalidateCopySchedule)?;
         slot.pcas = w;
         slot.written = true;
@@ -261,6 +250,24 @@ impl Template {
     pub(crate) fn commit(&mut self, value: u64) {
         self.slots[self.next].value = value;
         self.next = (self.next + 1) % self.slots.len();
+    }
+}
+
+/// Where a template's slots are written: the compute channel's arena.
+pub(crate) trait ArenaWrite {
+    /// Writes `words` at arena byte `at`.
+    fn words(&self, at: u64, words: &[u64]) -> Result<(), ComputeError>;
+    /// Writes `bytes` (whole 8-byte words) at arena byte `at`.
+    fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError>;
+}
+
+impl ArenaWrite for rig_client::channel::Channel {
+    fn words(&self, at: u64, words: &[u64]) -> Result<(), ComputeError> {
+        Ok(self.write_arena(at, words)?)
+    }
+
+    fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError> {
+        Ok(self.write_arena_bytes(at, bytes)?)
     }
 }
 

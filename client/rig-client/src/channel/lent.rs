@@ -399,12 +399,9 @@ impl Channel {
         if let Some(seg) = r.closed {
             self.queued.push_back(seg);
         }
-        let at = u64::from(r.at) * 4;
-        for (i, w) in (0u64..).zip(words) {
-            self.pb_mem
-                .write_u32(&self.gpfifo, at + 4 * i, *w)
-                .map_err(|e| e.into_channel(self.id, "its pushbuffer"))?;
-        }
+        self.pb_mem
+            .write_u32s(&self.gpfifo, u64::from(r.at) * 4, words)
+            .map_err(|e| e.into_channel(self.id, "its pushbuffer"))?;
         if self.pb.must_close()
             && let Some(seg) = self.pb.close()
         {

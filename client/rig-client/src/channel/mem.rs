@@ -110,19 +110,64 @@ impl Beside {
             .ok_or(BesideError::Range)
     }
 
-    /// Writes the aligned `u32` at byte `at`.
-    pub(super) fn write_u32(&self, ring: &RingView, at: u64, v: u32) -> Result<(), BesideError> {
+    /// Writes `words` from the aligned byte `at` on. The GPU reads none of them before
+    /// the next doorbell (the caller's rule), so a lease takes them as one volatile
+    /// copy of their bytes (one call, not one per word); the window, whose mapping
+    /// takes only whole words, one store each.
+    pub(super) fn write_u32s(
+        &self,
+        ring: &RingView,
+        at: u64,
+        words: &[u32],
+    ) -> Result<(), BesideError> {
         match self {
             Self::None => Err(BesideError::Range),
-            Self::Lease(b) => b.write_u32(at, v).map_err(BesideError::Session),
+            Self::Lease(b) => {
+                let mut bytes = [0u8; 64];
+                for (i, chunk) in words.chunks(16).enumerate() {
+                    for (w, out) in chunk.iter().zip(bytes.chunks_exact_mut(4)) {
+                        out.copy_from_slice(&w.to_le_bytes());
+                    }
+                    b.write(at + 64 * i as u64, &bytes[..4 * chunk.len()])
+                        .map_err(BesideError::Session)?;
+                }
+                Ok(())
+            }
             Self::Window { base, len } => {
-                let at = Self::window_at(*base, *len, at, 4)?;
-                ring.write_u32(at, v).map_err(BesideError::Map)
+                let at = Self::window_at(*base, *len, at, 4 * words.len() as u64)?;
+                for (i, w) in words.iter().enumerate() {
+                    ring.write_u32(at + 4 * i, *w).map_err(BesideError::Map)?;
+                }
+                Ok(())
             }
         }
     }
 
-    /// Writes `words` from the aligned byte `at` on, one volatile store each.
+    /// Writes `bytes` (whole 8-byte words) from the aligned byte `at` on, as
+    /// [`Beside::write_u32s`] does.
+    pub(super) fn write_bytes(
+        &self,
+        ring: &RingView,
+        at: u64,
+        bytes: &[u8],
+    ) -> Result<(), BesideError> {
+        match self {
+            Self::None => Err(BesideError::Range),
+            Self::Lease(b) => b.write(at, bytes).map_err(BesideError::Session),
+            Self::Window { base, len } => {
+                let at = Self::window_at(*base, *len, at, bytes.len() as u64)?;
+                for (i, w) in bytes.chunks_exact(8).enumerate() {
+                    let mut word = [0u8; 8];
+                    word.copy_from_slice(w);
+                    ring.write_u64(at + 8 * i, u64::from_le_bytes(word))
+                        .map_err(BesideError::Map)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes `words` from the aligned byte `at` on, as [`Beside::write_u32s`] does.
     pub(super) fn write_u64s(
         &self,
         ring: &RingView,
@@ -132,8 +177,13 @@ impl Beside {
         match self {
             Self::None => Err(BesideError::Range),
             Self::Lease(b) => {
-                for (i, w) in (0u64..).zip(words) {
-                    b.write_u64(at + 8 * i, *w).map_err(BesideError::Session)?;
+                let mut bytes = [0u8; 64];
+                for (i, chunk) in words.chunks(8).enumerate() {
+                    for (w, out) in chunk.iter().zip(bytes.chunks_exact_mut(8)) {
+                        out.copy_from_slice(&w.to_le_bytes());
+                    }
+                    b.write(at + 64 * i as u64, &bytes[..8 * chunk.len()])
+                        .map_err(BesideError::Session)?;
                 }
                 Ok(())
             }

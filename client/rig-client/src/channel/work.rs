@@ -244,6 +244,32 @@ impl Channel {
             .map_err(|e| e.into_channel(self.id, "its arena"))
     }
 
+    /// Writes `bytes`, whole 8-byte words, into the arena from byte `offset`
+    /// (8-aligned), as [`Channel::write_arena`] does: for words a caller keeps as
+    /// bytes (a launch's parameters).
+    ///
+    /// # Errors
+    /// [`ChannelError::Arena`] for bytes outside the arena, a misaligned offset or a
+    /// length that is no multiple of 8.
+    pub fn write_arena_bytes(&self, offset: u64, bytes: &[u8]) -> Result<(), ChannelError> {
+        let fits = offset.is_multiple_of(8)
+            && bytes.len().is_multiple_of(8)
+            && offset
+                .checked_add(bytes.len() as u64)
+                .is_some_and(|end| end <= self.arena_len);
+        if !fits {
+            return Err(ChannelError::Arena {
+                channel: self.id,
+                offset,
+                words: bytes.len() / 8,
+                len: self.arena_len,
+            });
+        }
+        self.arena
+            .write_bytes(&self.gpfifo, offset, bytes)
+            .map_err(|e| e.into_channel(self.id, "its arena"))
+    }
+
     /// The width of the releases a caller of [`Channel::push_released`] must write.
     pub fn release_payload(&self) -> Payload {
         self.payload
