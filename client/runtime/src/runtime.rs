@@ -19,7 +19,7 @@ use crate::{
     builtin,
     compute::{ComputeChannel, ComputeError, ComputeOptions},
     copy::{CopyChannel, CopyError, CopyOptions},
-    load::{Kernel, Module},
+    load::{self, Kernel, Module},
     memory::{Alloc, Place, Span},
 };
 
@@ -73,10 +73,18 @@ impl Runtime {
         o: RuntimeOptions,
     ) -> Result<Self, RuntimeError> {
         let mut copies = CopyChannel::open(session, o.copy).await?;
-        let mut compute = ComputeChannel::open(session, o.compute).await?;
-        let module = compute
-            .load(session, &mut copies, alloc, builtin::CUBIN)
-            .await?;
+        let compute = ComputeChannel::open(session, o.compute).await?;
+        // Not `ComputeChannel::load`: the cubin's other kernels have stacks, but the
+        // copy kernel has none, so it needs no local memory.
+        let module = load::load(
+            session,
+            &mut copies,
+            alloc,
+            builtin::CUBIN,
+            o.compute.timeout,
+        )
+        .await
+        .map_err(ComputeError::from)?;
         Self::with(compute, copies, module)
     }
 
