@@ -1,32 +1,57 @@
-//! rig-runtime: the pure core of rig's GPU runtime on Hopper: constant bank 0, the QMD
-//! (chosen by compute class), the launch and copy-engine method words, and the memory
-//! windows and local memory sizing a compute channel needs.
+//! rig-runtime: CUDA kernels and copies on a GPU rigd serves, above the lean
+//! rig-client: load an sm_90 cubin into the session's memory, launch its kernels on a
+//! lent compute channel (`ch.launch(&kernel, grid, block, dynamic_shared, &args)`),
+//! copy between host leases and GPU memory, and know each is done when the engine
+//! that did it says so.
 //!
-//! Flow (bytes → module → memory → QMD → channel): rig-cubin parses and places a cubin;
-//! the runtime uploads its image, then per launch checks a [`launch::Shape`], builds
-//! constant bank 0 ([`cbank0`]) and the QMD ([`qmd`]), writes both to GPU memory and sends
-//! the [`method::compute`] words on a lent compute channel; copies and fills go through
-//! [`method::copy`]. [`window`] holds the per-channel rules (window bases, SLM size).
+//! Flow (bytes → module → memory → template → channel): rig-cubin parses and places a
+//! cubin, [`load`] uploads its image through a [`copy::CopyChannel`]; a
+//! [`compute::ComputeChannel`] checks each launch's [`launch::Shape`] and arguments
+//! ([`params`]), builds constant bank 0 ([`cbank0`]) and the QMD ([`qmd`]) once per
+//! (kernel, shape) into a template (`template`) whose slots live in the channel's
+//! arena (`arena`), patches a slot per launch and sends rig-client's
+//! `method::compute` words; [`window`] holds the per-channel rules (window bases, SLM
+//! size). [`runtime::Runtime`] puts a compute channel, a copy channel and the copy
+//! kernel ([`builtin`]) together and sends each copy where it is fastest. Memory comes
+//! through the [`memory::Memory`] and [`memory::Alloc`] traits (host leases now, GPU
+//! memory beside them).
 //!
-//! Invariants: no I/O and no `unsafe`: every function here computes bytes or words from
-//! its arguments, and every value a field cannot hold, or a limit forbids, is a typed
-//! error naming the value and the limit. Sessions, GPU memory and channels (rig-client)
-//! are the layer this one will sit on.
+//! Completion: a kernel's value is released by its QMD's release slot (64 bits), a
+//! copy's by the copy engine in the copy's own LAUNCH_DMA (32 bits, compared
+//! circularly); work that faulted never reads as done, and the wait returns the RM's
+//! fault (docs/compute.md, "Completion").
 //!
-//! References: NVIDIA open-gpu-doc `classes/compute/clcbc0.h` and `clcbc0qmd.h`,
-//! open-gpu-kernel-modules 580.142 `clc8b5.h` (copies of all three in `headers/`, read
-//! by the tests); docs/hardware/nvidia-compute.md.
+//! Invariants: no `unsafe`; every refusal (a cubin rig cannot run, a shape, an
+//! argument, memory the session does not hold) is a typed error naming the value and
+//! the limit, returned before anything is submitted.
+//!
+//! References: NVIDIA open-gpu-doc `classes/compute/clcbc0qmd.h` (a copy in
+//! `headers/`, read by the tests); docs/hardware/nvidia-compute.md; docs/compute.md.
 #![forbid(unsafe_code)]
 
+mod arena;
+pub mod builtin;
 pub mod cbank0;
+pub mod compute;
+pub mod copy;
 pub mod launch;
-pub mod method;
+pub mod load;
+pub mod memory;
+pub mod params;
 pub mod qmd;
+pub mod runtime;
+mod template;
 #[cfg(test)]
 mod testing;
 pub mod window;
 
 pub use cbank0::{Bank0, Cbank0Error};
+pub use compute::{ComputeChannel, ComputeError, ComputeOptions};
+pub use copy::{CopyChannel, CopyError, CopyOptions};
 pub use launch::{Dim3, LaunchError, Shape};
+pub use load::{Kernel, LoadError, Module};
+pub use memory::{Alloc, HostAlloc, Memory, MemoryError, Place, Span};
+pub use params::Arg;
 pub use qmd::{ConstantBuffer, Launch, Qmd, QmdError, QmdVersion, Release, ReleaseKind};
+pub use runtime::{Done, Runtime, RuntimeError, RuntimeOptions};
 pub use window::{Geometry, Slm, WindowError, Windows};

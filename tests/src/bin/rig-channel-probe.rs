@@ -278,11 +278,8 @@ async fn copy_bandwidth(session: &Session, copy: &mut Channel, n: usize) -> Res<
     let mut times = Vec::new();
     for _ in 0..n {
         let t = Instant::now();
-        copy.copy(src, dst, COPY_BYTES)?;
-        let v = copy.release_with(method::Release {
-            wait_idle: true,
-            timestamp: false,
-        })?;
+        // The copy engine releases the value in the copy's own LAUNCH_DMA.
+        let v = copy.copy(src, dst, COPY_BYTES)?;
         copy.submit()?;
         copy.wait(v, LONG)?;
         times.push(t.elapsed());
@@ -348,7 +345,11 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
     // Nothing of any client is mapped this high: the window's last 2 MiB.
     let bad = (1u64 << 40) - (2 << 20);
     ch.push(&method::release(bad, 7)?)?;
-    let v = ch.release()?;
+    // A host release: raw words on a compute channel have no engine release.
+    let v = ch.release_with(method::Release {
+        wait_idle: true,
+        timestamp: false,
+    })?;
     ch.submit()?;
     match ch.wait(v, LONG) {
         Err(ChannelError::Fault { fault, .. }) => {

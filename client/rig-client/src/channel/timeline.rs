@@ -4,8 +4,15 @@
 //! wait forever, or a later wait would pass early), and tells whether a value read back
 //! has been reached.
 //!
-//! Who writes what: the GPU writes the semaphore (value at +0, timestamp at +8) with
-//! `method::release`; the client reads it; nobody else writes it.
+//! Who writes what: the GPU writes the semaphore (value at +0, timestamp at +8); the
+//! client reads it; nobody else writes it. Which engine writes it, and how wide, is the
+//! channel's ([`Payload`]): the compute engine and the host write all 64 bits (a QMD's
+//! release slot with TWO_WORDS and PAYLOAD64B; `method::release`), the copy engine only
+//! the low 32 (HOPPER_DMA_COPY_A's semaphore payload is one word). A 32-bit payload is
+//! read back as the one value in flight whose low 32 bits it holds ([`extend`]); that
+//! is exact while fewer than 2^31 values are in flight, which the pushbuffer guarantees
+//! (every release takes at least 6 of its at most 2^31 words, and a word is reused only
+//! after the release behind it landed).
 
 /// What a timeline refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +23,37 @@ pub enum TimelineError {
     Exhausted,
     #[error("A wait for {value}, which no release has promised (the last is {last})")]
     NeverReleased { value: u64, last: u64 },
+}
+
+/// How many bits of the timeline value the engine writes into the semaphore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// The low 32 bits (the copy engine's semaphore release).
+    Word32,
+    /// All 64 bits (a QMD release slot with TWO_WORDS and PAYLOAD64B; host releases).
+    Word64,
+}
+
+/// The timeline value a semaphore read `raw` stands for, given that every value up to
+/// `settled` is known to have landed and none past `last` was promised. With a 64-bit
+/// payload that is `raw`; with a 32-bit one, the value in `settled..=last` whose low 32
+/// bits `raw` holds (host releases on the same semaphore write the same low bits), or
+/// `settled` when none does (a word from before the channel, or torn by nothing: the
+/// value has not moved). Exact while `last - settled < 2^32`.
+pub fn extend(payload: Payload, settled: u64, last: u64, raw: u64) -> u64 {
+    match payload {
+        Payload::Word64 => raw,
+        Payload::Word32 => {
+            // CAST: the low 32 bits are what the engine wrote; the distance is taken
+            // modulo 2^32 on purpose.
+            let low = (raw & 0xffff_ffff) as u32;
+            let ahead = u64::from(low.wrapping_sub((settled & 0xffff_ffff) as u32));
+            settled
+                .checked_add(ahead)
+                .filter(|&v| v <= last)
+                .unwrap_or(settled)
+        }
+    }
 }
 
 /// The values promised so far.
@@ -112,7 +150,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_32_bit_payload_extends_to_the_value_in_flight_with_those_low_bits() {
+        let w32 = Payload::Word32;
+        assert_eq!(extend(w32, 0, 5, 3), 3);
+        assert_eq!(extend(w32, 3, 5, 3), 3, "no progress");
+        // Across a 2^32 boundary: the high word in memory is stale, the low one new.
+        let base = (7 << 32) - 2;
+        assert_eq!(extend(w32, base, base + 10, 1), (7 << 32) + 1);
+        assert_eq!(extend(w32, base, base + 10, (6 << 32) | 1), (7 << 32) + 1);
+        // Low bits of no value in flight (nothing landed since): stays settled.
+        assert_eq!(extend(w32, 100, 105, 99), 100);
+        assert_eq!(extend(w32, 100, 105, 106), 100);
+        assert_eq!(
+            extend(w32, u64::MAX - 1, u64::MAX, u64::from(u32::MAX)),
+            u64::MAX
+        );
+        assert_eq!(extend(Payload::Word64, 100, 105, 99), 99);
+    }
+
     proptest! {
+        #[test]
+        fn a_32_bit_read_of_any_value_in_flight_extends_to_that_value(
+            settled in any::<u64>(),
+            ahead in 0u64..(1 << 31),
+            beyond in 0u64..(1 << 31),
+        ) {
+            let v = settled.saturating_add(ahead);
+            let last = v.saturating_add(beyond);
+            prop_assert_eq!(extend(Payload::Word32, settled, last, v & 0xffff_ffff), v);
+        }
+
         #[test]
         fn the_promised_value_never_decreases(values in proptest::collection::vec(any::<u64>(), 1..100)) {
             let mut t = Timeline::new();

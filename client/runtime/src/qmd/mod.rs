@@ -91,14 +91,17 @@ impl TryFrom<rig_cubin::Bank> for ConstantBuffer {
     }
 }
 
-/// What a QMD release slot writes when the grid is done.
+/// What a QMD release slot writes when the grid is done (each measured on the H200:
+/// docs/hardware/nvidia-compute.md, "Completion").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseKind {
-    /// The payload's low 32 bits (STRUCTURE_SIZE ONE_WORD; 4-byte aligned).
+    /// A 32-bit payload (STRUCTURE_SIZE ONE_WORD; 4-byte aligned): the low word only.
     Word,
-    /// The 64-bit payload (TWO_WORDS with PAYLOAD64B; 8-byte aligned).
+    /// The 64-bit payload (TWO_WORDS with PAYLOAD64B; 8-byte aligned): a timeline's
+    /// release.
     DoubleWord,
-    /// The 64-bit payload and a timestamp (FOUR_WORDS with PAYLOAD64B; 16-byte aligned).
+    /// A 32-bit payload, a zero word and the 64-bit timestamp (FOUR_WORDS; 16-byte
+    /// aligned).
     WithTimestamp,
 }
 
@@ -143,6 +146,7 @@ pub struct Launch<'a> {
 /// A built QMD.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Qmd {
+    version: QmdVersion,
     words: Vec<u32>,
 }
 
@@ -155,6 +159,62 @@ impl Qmd {
     /// Its bytes, little-endian, as the GPU reads it.
     pub fn to_bytes(&self) -> Vec<u8> {
         self.words.iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+
+    /// Its words in pairs, little-endian, as 64-bit stores write them.
+    pub fn to_u64s(&self) -> Vec<u64> {
+        self.words
+            .chunks(2)
+            .map(|p| u64::from(p[0]) | u64::from(p.get(1).copied().unwrap_or(0)) << 32)
+            .collect()
+    }
+
+    /// Its layout.
+    pub fn version(&self) -> QmdVersion {
+        self.version
+    }
+
+    /// Points constant buffer `index` (0 to 7, already bound) at `addr`: a launch
+    /// template's bank 0 moves with the slot it is written to.
+    ///
+    /// # Errors
+    /// [`QmdError::Bank`] for an index above 7 or an address that is misaligned or
+    /// past 2^57.
+    pub fn set_bank_address(&mut self, index: u8, addr: u64) -> Result<(), QmdError> {
+        let err = |reason| QmdError::Bank {
+            index,
+            addr,
+            size: 0,
+            reason,
+        };
+        if index >= 8 {
+            return Err(err("the QMD binds buffers 0 to 7"));
+        }
+        if !addr.is_multiple_of(BANK_ALIGN) || addr >= ADDRESS_LIMIT {
+            return Err(err("the address must be 64-byte aligned and below 2^57"));
+        }
+        match self.version {
+            QmdVersion::V04 => v04::set_bank_address(&mut self.words, index, addr),
+        }
+    }
+
+    /// Sets release slot 0's payload (a 64-bit one needs a [`ReleaseKind::DoubleWord`]
+    /// release; the others carry 32 bits).
+    ///
+    /// # Errors
+    /// [`QmdError::Field`] (cannot happen for V04: both halves are 32-bit fields).
+    pub fn set_release_payload(&mut self, payload: u64) -> Result<(), QmdError> {
+        match self.version {
+            QmdVersion::V04 => v04::set_release_payload(&mut self.words, payload),
+        }
+    }
+
+    /// The index, in [`Qmd::to_u64s`], of the 64-bit word that holds release slot 0's
+    /// payload whole: a launch patches it in place with one store.
+    pub fn release_payload_word(&self) -> usize {
+        match self.version {
+            QmdVersion::V04 => v04::RELEASE_PAYLOAD_U64,
+        }
     }
 }
 
@@ -204,8 +264,8 @@ pub enum QmdError {
         /// Its alignment.
         align: u64,
     },
-    /// A one-word release of a payload above 32 bits.
-    #[error("a one-word release writes 32 bits; the payload is {payload:#x}")]
+    /// A one- or four-word release of a payload above 32 bits.
+    #[error("a one- or four-word release writes 32 bits of payload; the payload is {payload:#x}")]
     Payload {
         /// The payload.
         payload: u64,
@@ -309,7 +369,7 @@ fn check(l: &Launch<'_>) -> Result<Checked, QmdError> {
                 align: r.kind.align(),
             });
         }
-        if r.kind == ReleaseKind::Word && u32::try_from(r.payload).is_err() {
+        if r.kind != ReleaseKind::DoubleWord && u32::try_from(r.payload).is_err() {
             return Err(QmdError::Payload { payload: r.payload });
         }
     }
@@ -367,7 +427,10 @@ impl QmdVersion {
         let words = match self {
             Self::V04 => v04::encode(&checked)?.to_vec(),
         };
-        Ok(Qmd { words })
+        Ok(Qmd {
+            version: self,
+            words,
+        })
     }
 }
 

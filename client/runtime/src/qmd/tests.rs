@@ -180,7 +180,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
         release: Some(Release {
             addr: RELEASE,
             payload: 0x1_2345_6789,
-            kind: ReleaseKind::WithTimestamp,
+            kind: ReleaseKind::DoubleWord,
         }),
         local_capacity: 0,
     };
@@ -193,7 +193,12 @@ fn a_launch_reads_back_at_the_headers_positions() {
     let h = header();
     let w = qmd.words();
     let mut expected: Vec<(&'static str, u32, u64)> = vec![
+        ("QMD_GROUP_ID", 0, 0x3f),
         ("QMD_TYPE", 0, enumerant(&h, "QMD_TYPE_GRID_CTA")),
+        ("INVALIDATE_TEXTURE_HEADER_CACHE", 0, 1),
+        ("INVALIDATE_TEXTURE_SAMPLER_CACHE", 0, 1),
+        ("INVALIDATE_TEXTURE_DATA_CACHE", 0, 1),
+        ("INVALIDATE_SHADER_DATA_CACHE", 0, 1),
         ("QMD_MAJOR_VERSION", 0, 4),
         ("QMD_MINOR_VERSION", 0, 0),
         ("API_VISIBLE_CALL_LIMIT", 0, 1),
@@ -225,7 +230,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
         (
             "RELEASE_STRUCTURE_SIZE",
             0,
-            enumerant(&h, "RELEASE_STRUCTURE_SIZE_SEMAPHORE_FOUR_WORDS"),
+            enumerant(&h, "RELEASE_STRUCTURE_SIZE_SEMAPHORE_TWO_WORDS"),
         ),
         (
             "RELEASE_MEMBAR_TYPE",
@@ -247,7 +252,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
         ("CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6", 0, BANK0 >> 38),
         ("CONSTANT_BUFFER_SIZE_SHIFTED4", 0, 0x23),
         ("CONSTANT_BUFFER_VALID", 3, 1),
-        ("CONSTANT_BUFFER_INVALIDATE", 3, 0),
+        ("CONSTANT_BUFFER_INVALIDATE", 3, 1),
         (
             "CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6",
             3,
@@ -272,7 +277,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
 }
 
 #[test]
-fn one_and_two_word_releases_set_their_structure_size() {
+fn each_release_kind_sets_its_structure_size_and_payload64b_only_with_two_words() {
     let fx = Fixture::new();
     let k = fx.module.kernel("empty").expect("empty");
     let shape = Shape::new(k, 1, 1, 0).expect("fits");
@@ -290,6 +295,12 @@ fn one_and_two_word_releases_set_their_structure_size() {
             "RELEASE_STRUCTURE_SIZE_SEMAPHORE_TWO_WORDS",
             1,
             0x1008,
+        ),
+        (
+            ReleaseKind::WithTimestamp,
+            "RELEASE_STRUCTURE_SIZE_SEMAPHORE_FOUR_WORDS",
+            0,
+            0x1010,
         ),
     ] {
         let launch = Launch {
@@ -371,14 +382,24 @@ fn addresses_need_their_alignment_and_must_lie_below_2_57() {
             Err(QmdError::Release { addr, kind, align })
         );
     }
-    assert_eq!(
-        launch_err(|l| l.release = Some(Release {
+    for kind in [ReleaseKind::Word, ReleaseKind::WithTimestamp] {
+        assert_eq!(
+            launch_err(|l| l.release = Some(Release {
+                addr: 0x1000,
+                payload: 1 << 32,
+                kind
+            })),
+            Err(QmdError::Payload { payload: 1 << 32 })
+        );
+    }
+    launch_err(|l| {
+        l.release = Some(Release {
             addr: 0x1000,
-            payload: 1 << 32,
-            kind: ReleaseKind::Word
-        })),
-        Err(QmdError::Payload { payload: 1 << 32 })
-    );
+            payload: u64::MAX,
+            kind: ReleaseKind::DoubleWord,
+        })
+    })
+    .expect("64 bits with two words");
     launch_err(|l| {
         l.release = Some(Release {
             addr: 0x1000,
@@ -591,4 +612,49 @@ fn a_placed_modules_banks_bind_as_they_are() {
             "{i}"
         );
     }
+}
+
+#[test]
+fn a_template_moves_its_bank_and_release_payload_in_place() {
+    let fx = Fixture::new();
+    let k = fx.module.kernel("empty").expect("empty");
+    let shape = Shape::new(k, 1, 1, 0).expect("fits");
+    let b = banks(0x210);
+    let release = Some(Release {
+        addr: RELEASE,
+        payload: 0,
+        kind: ReleaseKind::DoubleWord,
+    });
+    let build = |bank0: u64, payload: u64| {
+        let mut all = b;
+        all[0].addr = bank0;
+        let launch = Launch {
+            kernel: k,
+            shape: &shape,
+            program: PROGRAM,
+            banks: &all,
+            release: release.map(|r| Release { payload, ..r }),
+            local_capacity: 0,
+        };
+        QmdVersion::V04.build(&launch).expect("valid")
+    };
+    let mut q = build(BANK0, 0);
+    q.set_bank_address(0, 0x12_3456_7840).expect("aligned");
+    q.set_release_payload(0x1_0000_0007).expect("fits");
+    assert_eq!(q, build(0x12_3456_7840, 0x1_0000_0007));
+    // The payload's 64-bit word, as a store patches it.
+    let h = header();
+    let lower = position(&h, "RELEASE_SEMAPHORE0_PAYLOAD_LOWER", 0);
+    let upper = position(&h, "RELEASE_SEMAPHORE0_PAYLOAD_UPPER", 0);
+    assert_eq!((lower.1, upper.0), (64 * 11, 64 * 11 + 63));
+    assert_eq!(q.to_u64s()[q.release_payload_word()], 0x1_0000_0007);
+    assert_eq!(q.to_u64s().len() * 8, QmdVersion::V04.size());
+    assert!(matches!(
+        q.set_bank_address(0, 0x1020),
+        Err(QmdError::Bank { .. })
+    ));
+    assert!(matches!(
+        q.set_bank_address(8, 0x1040),
+        Err(QmdError::Bank { .. })
+    ));
 }

@@ -3,13 +3,16 @@
 //! (`MW(hi:lo)`: bits hi..lo of the QMD counted from bit 0 of word 0). The unit tests
 //! read the header (headers/clcbc0qmd.h) and check every field here against it.
 //!
-//! What is set (docs/hardware/nvidia-compute.md, after Mesa NVK's `Qmd4_0` and the
-//! libcuda-free Hopper launcher it cites): QMD_TYPE GRID_CTA, version 4.0,
-//! API_VISIBLE_CALL_LIMIT NO_CHECK, SAMPLER_INDEX INDEPENDENTLY, CWD_MEMBAR_TYPE
-//! L1_SYSMEMBAR, grid, block, registers, barriers, shared size and carve-outs, local
-//! memory at the window's top (HIGH; CUDA code's stack), program address, constant
-//! buffers (bank 0 invalidated on each launch: its contents change every launch), and
-//! release slot 0. Everything else is 0.
+//! What is set is what ran on the H200 (docs/hardware/nvidia-compute.md, "What the
+//! H200 ran"; after Mesa NVK's `Qmd4_0` and the libcuda-free Hopper launcher it cites):
+//! QMD_GROUP_ID 0x3f, QMD_TYPE GRID_CTA, version 4.0, API_VISIBLE_CALL_LIMIT NO_CHECK,
+//! SAMPLER_INDEX INDEPENDENTLY, the texture header, sampler, texture data and shader
+//! data caches invalidated, CWD_MEMBAR_TYPE L1_SYSMEMBAR, grid, block, registers,
+//! barriers, shared size and carve-outs, local memory at the window's top (HIGH; CUDA
+//! code's stack), program address, constant buffers (each invalidated), and release
+//! slot 0 with FE_SYSMEMBAR. Everything else is 0. A one-word release with PAYLOAD64B
+//! was refused on the H200 (Xid 13, SKEDCHECKXX_MISC), so PAYLOAD64B goes only with
+//! TWO_WORDS.
 
 use super::{Checked, QmdError, ReleaseKind};
 
@@ -50,6 +53,9 @@ const fn fi(name: &'static str, i: u32, hi: u32, lo: u32) -> Field {
     }
 }
 
+pub(crate) const QMD_GROUP_ID: Field = f("QMD_GROUP_ID", 21, 16);
+/// The group id every QMD rig builds carries (what ran on the H200).
+pub(crate) const QMD_GROUP_ID_RIG: u64 = 0x3f;
 pub(crate) const QMD_TYPE: Field = f("QMD_TYPE", 25, 23);
 pub(crate) const QMD_TYPE_GRID_CTA: u64 = 2;
 pub(crate) const SHADER_LOCAL_MEMORY_LOW_SIZE: Field = f("SHADER_LOCAL_MEMORY_LOW_SIZE", 535, 512);
@@ -62,6 +68,13 @@ pub(crate) const SAMPLER_INDEX_INDEPENDENTLY: u64 = 0;
 pub(crate) const QMD_MINOR_VERSION: Field = f("QMD_MINOR_VERSION", 579, 576);
 pub(crate) const QMD_MAJOR_VERSION: Field = f("QMD_MAJOR_VERSION", 583, 580);
 pub(crate) const SHARED_MEMORY_SIZE: Field = f("SHARED_MEMORY_SIZE", 601, 584);
+pub(crate) const INVALIDATE_TEXTURE_HEADER_CACHE: Field =
+    f("INVALIDATE_TEXTURE_HEADER_CACHE", 602, 602);
+pub(crate) const INVALIDATE_TEXTURE_SAMPLER_CACHE: Field =
+    f("INVALIDATE_TEXTURE_SAMPLER_CACHE", 603, 603);
+pub(crate) const INVALIDATE_TEXTURE_DATA_CACHE: Field =
+    f("INVALIDATE_TEXTURE_DATA_CACHE", 604, 604);
+pub(crate) const INVALIDATE_SHADER_DATA_CACHE: Field = f("INVALIDATE_SHADER_DATA_CACHE", 605, 605);
 pub(crate) const MIN_SM_CONFIG_SHARED_MEM_SIZE: Field =
     f("MIN_SM_CONFIG_SHARED_MEM_SIZE", 613, 608);
 pub(crate) const MAX_SM_CONFIG_SHARED_MEM_SIZE: Field =
@@ -198,6 +211,35 @@ impl Field {
     }
 }
 
+/// The 64-bit word (of the QMD's 48) holding RELEASE_SEMAPHORE0_PAYLOAD_LOWER and
+/// _UPPER, bits 767:704: the unit tests check it against the two fields.
+pub(crate) const RELEASE_PAYLOAD_U64: usize = 11;
+
+fn words_mut(words: &mut [u32]) -> Result<&mut [u32; WORDS], QmdError> {
+    let len = words.len() as u64;
+    words.try_into().map_err(|_| QmdError::Field {
+        field: "the QMD's length in words",
+        value: len,
+        bits: 0,
+    })
+}
+
+/// Points constant buffer `i` at `addr` (64-byte aligned, checked by the caller).
+pub(crate) fn set_bank_address(words: &mut [u32], i: u8, addr: u64) -> Result<(), QmdError> {
+    let w = words_mut(words)?;
+    let (lo, hi) = split(addr >> 6);
+    constant_buffer_addr_lower_shifted6(u32::from(i)).set(w, lo)?;
+    constant_buffer_addr_upper_shifted6(u32::from(i)).set(w, hi)
+}
+
+/// Sets release slot 0's payload.
+pub(crate) fn set_release_payload(words: &mut [u32], payload: u64) -> Result<(), QmdError> {
+    let w = words_mut(words)?;
+    let (lo, hi) = split(payload);
+    RELEASE_SEMAPHORE0_PAYLOAD_LOWER.set(w, lo)?;
+    RELEASE_SEMAPHORE0_PAYLOAD_UPPER.set(w, hi)
+}
+
 fn split(v: u64) -> (u64, u64) {
     (v & 0xffff_ffff, v >> 32)
 }
@@ -209,6 +251,7 @@ fn split(v: u64) -> (u64, u64) {
 /// launches first).
 pub(crate) fn encode(c: &Checked) -> Result<[u32; WORDS], QmdError> {
     let mut w = [0u32; WORDS];
+    QMD_GROUP_ID.set(&mut w, QMD_GROUP_ID_RIG)?;
     QMD_TYPE.set(&mut w, QMD_TYPE_GRID_CTA)?;
     QMD_MAJOR_VERSION.set(&mut w, 4)?;
     QMD_MINOR_VERSION.set(&mut w, 0)?;
@@ -224,6 +267,14 @@ pub(crate) fn encode(c: &Checked) -> Result<[u32; WORDS], QmdError> {
     REGISTER_COUNT.set(&mut w, c.registers.into())?;
     BARRIER_COUNT.set(&mut w, c.barriers.into())?;
     SHARED_MEMORY_SIZE.set(&mut w, c.shared.into())?;
+    for f in [
+        INVALIDATE_TEXTURE_HEADER_CACHE,
+        INVALIDATE_TEXTURE_SAMPLER_CACHE,
+        INVALIDATE_TEXTURE_DATA_CACHE,
+        INVALIDATE_SHADER_DATA_CACHE,
+    ] {
+        f.set(&mut w, 1)?;
+    }
     MIN_SM_CONFIG_SHARED_MEM_SIZE.set(&mut w, c.carveout[0].into())?;
     MAX_SM_CONFIG_SHARED_MEM_SIZE.set(&mut w, c.carveout[1].into())?;
     TARGET_SM_CONFIG_SHARED_MEM_SIZE.set(&mut w, c.carveout[2].into())?;
@@ -239,15 +290,13 @@ pub(crate) fn encode(c: &Checked) -> Result<[u32; WORDS], QmdError> {
         constant_buffer_addr_upper_shifted6(i).set(&mut w, hi)?;
         constant_buffer_size_shifted4(i).set(&mut w, u64::from(b.size >> 4))?;
         constant_buffer_valid(i).set(&mut w, 1)?;
-        if b.index == 0 {
-            constant_buffer_invalidate(i).set(&mut w, 1)?;
-        }
+        constant_buffer_invalidate(i).set(&mut w, 1)?;
     }
     if let Some(r) = c.release {
         let (size, payload64) = match r.kind {
             ReleaseKind::Word => (RELEASE_STRUCTURE_SIZE_SEMAPHORE_ONE_WORD, 0),
             ReleaseKind::DoubleWord => (RELEASE_STRUCTURE_SIZE_SEMAPHORE_TWO_WORDS, 1),
-            ReleaseKind::WithTimestamp => (RELEASE_STRUCTURE_SIZE_SEMAPHORE_FOUR_WORDS, 1),
+            ReleaseKind::WithTimestamp => (RELEASE_STRUCTURE_SIZE_SEMAPHORE_FOUR_WORDS, 0),
         };
         release_enable(0).set(&mut w, 1)?;
         release_structure_size(0).set(&mut w, size)?;
@@ -267,6 +316,7 @@ pub(crate) fn encode(c: &Checked) -> Result<[u32; WORDS], QmdError> {
 #[cfg(test)]
 pub(crate) fn all_fields() -> Vec<Field> {
     let mut v = vec![
+        QMD_GROUP_ID,
         QMD_TYPE,
         SHADER_LOCAL_MEMORY_LOW_SIZE,
         SHADER_LOCAL_MEMORY_HIGH_SIZE,
@@ -275,6 +325,10 @@ pub(crate) fn all_fields() -> Vec<Field> {
         QMD_MINOR_VERSION,
         QMD_MAJOR_VERSION,
         SHARED_MEMORY_SIZE,
+        INVALIDATE_TEXTURE_HEADER_CACHE,
+        INVALIDATE_TEXTURE_SAMPLER_CACHE,
+        INVALIDATE_TEXTURE_DATA_CACHE,
+        INVALIDATE_SHADER_DATA_CACHE,
         MIN_SM_CONFIG_SHARED_MEM_SIZE,
         MAX_SM_CONFIG_SHARED_MEM_SIZE,
         TARGET_SM_CONFIG_SHARED_MEM_SIZE,

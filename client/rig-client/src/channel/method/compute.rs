@@ -1,15 +1,26 @@
-//! The compute class, HOPPER_COMPUTE_A, bound to [`SUBCH_COMPUTE`] when a compute
-//! channel opens (`Channel::open` with `Engine::Compute`). Today a compute channel
-//! runs host methods only (releases, acquires); the kernel launch methods of this
-//! class (NVCBC0_*: the QMD's address and its send, the shared and local memory
-//! windows, constant buffer uploads) belong in this file, beside the class they are
-//! methods of, with the QMD itself built per version elsewhere.
+//! The compute class, HOPPER_COMPUTE_A, bound to [`SUBCH_COMPUTE`]: binding the class,
+//! the memory windows, the local memory (SLM) buffer and the cache invalidations once
+//! per channel; cache invalidation and the launch (SEND_PCAS) per launch; and the
+//! report semaphore. Pure: every function returns words for the pushbuffer.
 //!
-//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/
-//! clcbc0.h` (HOPPER_COMPUTE_A, NVCBC0_*). Not here: the header encoding (this
-//! module's parent), releases and acquires (`host`).
+//! Flow: `Channel::open` sends [`set_object`] with `Engine::Compute`; rig-runtime's
+//! compute channel sends the two window methods, the invalidations once
+//! ([`invalidate_sked_caches`], [`invalidate_sampler_cache`],
+//! [`invalidate_texture_header_cache`]) and, for kernels with a stack,
+//! [`set_local_memory`]; per launch it writes constant bank 0 and the QMD to GPU-visible
+//! memory, then sends [`invalidate_shader_caches`] and [`send_pcas`].
+//!
+//! Completion of a launch is the QMD's own release slot, never [`report_semaphore`]:
+//! on the H200 a report semaphore pushed after a kernel that faulted still landed
+//! (docs/hardware/nvidia-compute.md, "Completion").
+//!
+//! Reference: NVIDIA open-gpu-doc `classes/compute/clcbc0.h` (NVCBC0_* offsets and
+//! fields; the unit tests check each against the copy in `headers/`); the launch
+//! sequence as docs/hardware/nvidia-compute.md describes it (Mesa NVK, tinygrad, a
+//! libcuda-free Hopper launcher, and what ran on the H200). Not here: the header
+//! encoding (this module's parent), the QMD (rig-runtime builds it per QMD version).
 
-use super::Subchannel;
+use super::{Subchannel, inc};
 
 /// HOPPER_COMPUTE_A (clcbc0.h).
 pub const HOPPER_COMPUTE_A: u32 = 0xcbc0;
@@ -17,3 +28,566 @@ pub const HOPPER_COMPUTE_A: u32 = 0xcbc0;
 /// The subchannel rig binds the compute class to (tinygrad's choice, which the RM's
 /// classes do not constrain).
 pub const SUBCH_COMPUTE: Subchannel = Subchannel(1);
+
+/// NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A (then _B).
+pub const NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A: u16 = 0x02a0;
+/// NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A (then _B).
+pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A: u16 = 0x07b0;
+/// NVCBC0_SET_SHADER_LOCAL_MEMORY_A (then _B).
+pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_A: u16 = 0x0790;
+/// NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A (then _B, _C).
+pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A: u16 = 0x02e4;
+/// NVCBC0_INVALIDATE_SKED_CACHES.
+pub const NVCBC0_INVALIDATE_SKED_CACHES: u16 = 0x0298;
+/// NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI.
+pub const NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI: u16 = 0x1698;
+/// NVCBC0_SEND_PCAS_A.
+pub const NVCBC0_SEND_PCAS_A: u16 = 0x02b4;
+/// NVCBC0_SEND_SIGNALING_PCAS2_B.
+pub const NVCBC0_SEND_SIGNALING_PCAS2_B: u16 = 0x02c0;
+/// NVCBC0_SET_REPORT_SEMAPHORE_A (then _B, _C, _D).
+pub const NVCBC0_SET_REPORT_SEMAPHORE_A: u16 = 0x1b00;
+/// NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI.
+pub const NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI: u16 = 0x1424;
+/// NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI.
+pub const NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI: u16 = 0x0244;
+
+/// `_INSTRUCTION` (0:0), `_GLOBAL_DATA` (4:4), `_CONSTANT` (12:12) of
+/// INVALIDATE_SHADER_CACHES_NO_WFI.
+const INVALIDATE_INSTRUCTION: u32 = 1 << 0;
+const INVALIDATE_GLOBAL_DATA: u32 = 1 << 4;
+const INVALIDATE_CONSTANT: u32 = 1 << 12;
+/// SET_REPORT_SEMAPHORE_D: OPERATION 1:0 (RELEASE 0), FLUSH_DISABLE 2:2 (left 0: the
+/// release waits for a flush of the engine's writes), STRUCTURE_SIZE 28:28.
+const REPORT_D_STRUCTURE_SIZE_ONE_WORD: u32 = 1 << 28;
+const REPORT_D_STRUCTURE_SIZE_FOUR_WORDS: u32 = 0;
+/// Bits 48:32 of a window base go to the _A method's 17-bit BASE_ADDRESS_UPPER.
+const WINDOW_UPPER_MASK: u64 = 0x1_ffff;
+/// Bits 56:32 of an address go to a 25-bit _UPPER field.
+const UPPER25_MASK: u64 = 0x1ff_ffff;
+/// SEND_PCAS_A takes a QMD's address >> 8 in 32 bits: QMDs lie below 2^40.
+pub const QMD_ADDRESS_LIMIT: u64 = 1 << 40;
+/// QMDs are 256-byte aligned.
+pub const QMD_ALIGN: u64 = 256;
+
+/// A word rig will not send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ComputeError {
+    /// An address that is misaligned or past what its method's fields hold.
+    #[error("{what} at {addr:#x}: it must be {align}-byte aligned and below {limit:#x}")]
+    Address {
+        /// What the address is of.
+        what: &'static str,
+        /// The address.
+        addr: u64,
+        /// Its alignment.
+        align: u64,
+        /// The first address past the fields' reach.
+        limit: u64,
+    },
+    /// A local memory size the NON_THROTTLED methods cannot carry (40 bits).
+    #[error("{bytes} bytes of local memory per TPC; the methods carry up to 2^40 - 1")]
+    LocalSize {
+        /// The size asked for.
+        bytes: u64,
+    },
+}
+
+fn check(what: &'static str, addr: u64, align: u64, limit: u64) -> Result<(), ComputeError> {
+    if !addr.is_multiple_of(align) || addr >= limit {
+        return Err(ComputeError::Address {
+            what,
+            addr,
+            align,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+fn halves(v: u64, upper_mask: u64) -> (u32, u32) {
+    let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
+    (word((v >> 32) & upper_mask), word(v & 0xffff_ffff))
+}
+
+fn header(method: u16, count: u32) -> u32 {
+    inc(SUBCH_COMPUTE, method, count).expect("a HOPPER_COMPUTE_A method of clcbc0.h")
+}
+
+/// SET_OBJECT: binds HOPPER_COMPUTE_A to the compute subchannel (2 words).
+pub fn set_object() -> [u32; 2] {
+    super::host::set_object(SUBCH_COMPUTE, HOPPER_COMPUTE_A)
+}
+
+/// SET_SHADER_SHARED_MEMORY_WINDOW_A/B: the shared window at `base` (3 words).
+///
+/// # Errors
+/// [`ComputeError::Address`] unless `base` is 4 GiB aligned and below 2^49 (the method's
+/// fields; `window::Windows` checks the rest).
+pub fn set_shared_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
+    check("the shared window", base, 1 << 32, 1 << 49)?;
+    let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
+    Ok([header(NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2), hi, lo])
+}
+
+/// SET_SHADER_LOCAL_MEMORY_WINDOW_A/B: the local window at `base` (3 words).
+///
+/// # Errors
+/// [`ComputeError::Address`] unless `base` is 16 MiB aligned and below 2^49.
+pub fn set_local_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
+    check("the local window", base, 16 << 20, 1 << 49)?;
+    let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
+    Ok([header(NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2), hi, lo])
+}
+
+/// The local memory (SLM) buffer a channel's kernels use for their stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalMemory {
+    /// The buffer's GPU address.
+    pub addr: u64,
+    /// Bytes per TPC (`window::Slm::per_tpc`).
+    pub per_tpc: u64,
+    /// SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C: MAX_SM_COUNT (8:0),
+    /// MAX_PLURAL_TPC_GPC_COUNT (23:16), MAX_SINGLETON_TPC_GPC_COUNT (31:24).
+    /// [`NON_THROTTLED_C_DEFAULT`] is what Mesa NVK and tinygrad send.
+    pub non_throttled_c: u32,
+}
+
+/// NON_THROTTLED_C as Mesa NVK and tinygrad send it: MAX_SM_COUNT 0xff.
+pub const NON_THROTTLED_C_DEFAULT: u32 = 0xff;
+/// Alignment rig asks of an SLM buffer (its size's own granularity).
+pub const LOCAL_MEMORY_ALIGN: u64 = 0x2_0000;
+
+/// SET_SHADER_LOCAL_MEMORY_A/B and SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A/B/C: the SLM
+/// buffer and its size per TPC (7 words).
+///
+/// # Errors
+/// [`ComputeError::Address`] unless the buffer is 128 KiB aligned and below 2^57;
+/// [`ComputeError::LocalSize`] for a size per TPC of 2^40 or more.
+pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
+    check(
+        "the local memory buffer",
+        m.addr,
+        LOCAL_MEMORY_ALIGN,
+        1 << 57,
+    )?;
+    if m.per_tpc >> 40 != 0 {
+        return Err(ComputeError::LocalSize { bytes: m.per_tpc });
+    }
+    let (hi, lo) = halves(m.addr, UPPER25_MASK);
+    let (size_hi, size_lo) = halves(m.per_tpc, 0xff);
+    Ok([
+        header(NVCBC0_SET_SHADER_LOCAL_MEMORY_A, 2),
+        hi,
+        lo,
+        header(NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A, 3),
+        size_hi,
+        size_lo,
+        m.non_throttled_c,
+    ])
+}
+
+/// INVALIDATE_SKED_CACHES (2 words), once per channel before its first launch.
+pub fn invalidate_sked_caches() -> [u32; 2] {
+    [header(NVCBC0_INVALIDATE_SKED_CACHES, 1), 0]
+}
+
+/// INVALIDATE_SAMPLER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
+pub fn invalidate_sampler_cache() -> [u32; 2] {
+    [header(NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI, 1), 0]
+}
+
+/// INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
+pub fn invalidate_texture_header_cache() -> [u32; 2] {
+    [header(NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, 1), 0]
+}
+
+/// What [`invalidate_shader_caches`] drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Invalidate {
+    /// Cached instructions (new code was loaded).
+    pub instruction: bool,
+    /// Cached global data (the host or a copy engine wrote kernel inputs).
+    pub global_data: bool,
+    /// Cached constants (constant banks were written).
+    pub constant: bool,
+}
+
+impl Invalidate {
+    /// All three, as after loading a module (0x1011; tinygrad's `memory_barrier`).
+    pub const ALL: Invalidate = Invalidate {
+        instruction: true,
+        global_data: true,
+        constant: true,
+    };
+}
+
+/// INVALIDATE_SHADER_CACHES_NO_WFI (2 words): drops cached code, data or constants
+/// without waiting for the engine to idle.
+pub fn invalidate_shader_caches(what: Invalidate) -> [u32; 2] {
+    let mut v = 0;
+    if what.instruction {
+        v |= INVALIDATE_INSTRUCTION;
+    }
+    if what.global_data {
+        v |= INVALIDATE_GLOBAL_DATA;
+    }
+    if what.constant {
+        v |= INVALIDATE_CONSTANT;
+    }
+    [header(NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI, 1), v]
+}
+
+/// SEND_SIGNALING_PCAS2_B's PCAS_ACTION.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PcasAction {
+    /// INVALIDATE_COPY_SCHEDULE (3): Mesa NVK's launch.
+    InvalidateCopySchedule = 3,
+    /// INVALIDATE_PREFETCH_COPY_SCHEDULE (0xA): libcuda's launch.
+    InvalidatePrefetchCopySchedule = 0xa,
+}
+
+/// SEND_PCAS_A and SEND_SIGNALING_PCAS2_B: launches the QMD at `qmd` (4 words).
+///
+/// # Errors
+/// [`ComputeError::Address`] unless `qmd` is 256-byte aligned and below 2^40.
+pub fn send_pcas(qmd: u64, action: PcasAction) -> Result<[u32; 4], ComputeError> {
+    check("a QMD", qmd, QMD_ALIGN, QMD_ADDRESS_LIMIT)?;
+    let shifted = u32::try_from(qmd >> 8).expect("below 2^40");
+    Ok([
+        header(NVCBC0_SEND_PCAS_A, 1),
+        shifted,
+        header(NVCBC0_SEND_SIGNALING_PCAS2_B, 1),
+        action as u32,
+    ])
+}
+
+/// SET_REPORT_SEMAPHORE_A..D: the compute engine releases `payload` at `addr` once the
+/// methods before it are processed and its writes are flushed (5 words). With
+/// `timestamp` it writes four words (the payload, then the GPU's timestamp at
+/// `addr + 8`). Not a completion of a launch: on the H200 it landed after a kernel
+/// that faulted (docs/hardware/nvidia-compute.md, "Completion").
+///
+/// # Errors
+/// [`ComputeError::Address`] unless `addr` is aligned (4 bytes; 16 with a timestamp)
+/// and below 2^57.
+pub fn report_semaphore(
+    addr: u64,
+    payload: u32,
+    timestamp: bool,
+) -> Result<[u32; 5], ComputeError> {
+    let align = if timestamp { 16 } else { 4 };
+    check("a report semaphore", addr, align, 1 << 57)?;
+    let (hi, lo) = halves(addr, UPPER25_MASK);
+    let d = if timestamp {
+        REPORT_D_STRUCTURE_SIZE_FOUR_WORDS
+    } else {
+        REPORT_D_STRUCTURE_SIZE_ONE_WORD
+    };
+    Ok([header(NVCBC0_SET_REPORT_SEMAPHORE_A, 4), hi, lo, payload, d])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{defines, field, value};
+    use super::*;
+
+    const HEADER: &str = include_str!("../../../headers/clcbc0.h");
+
+    #[test]
+    fn method_offsets_are_the_headers() {
+        let h = defines(HEADER);
+        for (ours, name) in [
+            (
+                NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A",
+            ),
+            (
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A,
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A",
+            ),
+            (
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_A,
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_A",
+            ),
+            (
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A",
+            ),
+            (
+                NVCBC0_INVALIDATE_SKED_CACHES,
+                "NVCBC0_INVALIDATE_SKED_CACHES",
+            ),
+            (
+                NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
+                "NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI",
+            ),
+            (NVCBC0_SEND_PCAS_A, "NVCBC0_SEND_PCAS_A"),
+            (
+                NVCBC0_SEND_SIGNALING_PCAS2_B,
+                "NVCBC0_SEND_SIGNALING_PCAS2_B",
+            ),
+            (
+                NVCBC0_SET_REPORT_SEMAPHORE_A,
+                "NVCBC0_SET_REPORT_SEMAPHORE_A",
+            ),
+            (
+                NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI,
+                "NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI",
+            ),
+            (
+                NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI,
+                "NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI",
+            ),
+        ] {
+            assert_eq!(u64::from(ours), value(&h, name), "{name}");
+        }
+        // The _B/_C/_D methods each method above writes with one INC header follow it.
+        for (a, next) in [
+            (
+                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A",
+                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_B",
+            ),
+            (
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A",
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_B",
+            ),
+            (
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_A",
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_B",
+            ),
+            (
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A",
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
+            ),
+            (
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C",
+            ),
+            (
+                "NVCBC0_SET_REPORT_SEMAPHORE_A",
+                "NVCBC0_SET_REPORT_SEMAPHORE_B",
+            ),
+            (
+                "NVCBC0_SET_REPORT_SEMAPHORE_B",
+                "NVCBC0_SET_REPORT_SEMAPHORE_C",
+            ),
+            (
+                "NVCBC0_SET_REPORT_SEMAPHORE_C",
+                "NVCBC0_SET_REPORT_SEMAPHORE_D",
+            ),
+        ] {
+            assert_eq!(value(&h, a) + 4, value(&h, next), "{next}");
+        }
+    }
+
+    #[test]
+    fn field_values_are_the_headers() {
+        let h = defines(HEADER);
+        let bit = |name| 1u32 << field(&h, name).1;
+        assert_eq!(
+            INVALIDATE_INSTRUCTION,
+            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION")
+        );
+        assert_eq!(
+            INVALIDATE_GLOBAL_DATA,
+            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA")
+        );
+        assert_eq!(
+            INVALIDATE_CONSTANT,
+            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT")
+        );
+        let (hi, lo) = field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE");
+        assert_eq!((hi, lo), (28, 28));
+        let one = value(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_ONE_WORD");
+        assert_eq!(u64::from(REPORT_D_STRUCTURE_SIZE_ONE_WORD), one << lo);
+        assert_eq!(
+            value(
+                &h,
+                "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_FOUR_WORDS"
+            ),
+            0
+        );
+        assert_eq!(
+            value(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION_RELEASE"),
+            0
+        );
+        assert_eq!(
+            field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_FLUSH_DISABLE"),
+            (2, 2)
+        );
+        for (action, name) in [
+            (
+                PcasAction::InvalidateCopySchedule,
+                "INVALIDATE_COPY_SCHEDULE",
+            ),
+            (
+                PcasAction::InvalidatePrefetchCopySchedule,
+                "INVALIDATE_PREFETCH_COPY_SCHEDULE",
+            ),
+        ] {
+            let v = value(
+                &h,
+                &format!("NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_{name}"),
+            );
+            assert_eq!(u64::from(action as u32), v, "{name}");
+        }
+        assert_eq!(
+            field(
+                &h,
+                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER"
+            ),
+            (16, 0)
+        );
+        assert_eq!(
+            field(
+                &h,
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER"
+            ),
+            (16, 0)
+        );
+        assert_eq!(
+            field(&h, "NVCBC0_SET_SHADER_LOCAL_MEMORY_A_ADDRESS_UPPER"),
+            (24, 0)
+        );
+        assert_eq!(
+            field(
+                &h,
+                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A_SIZE_UPPER"
+            ),
+            (7, 0)
+        );
+        assert_eq!(
+            field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_A_OFFSET_UPPER"),
+            (24, 0)
+        );
+        assert_eq!(
+            field(&h, "NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION"),
+            (3, 0)
+        );
+        assert_eq!(field(&h, "NVCBC0_SET_OBJECT_CLASS_ID"), (15, 0));
+    }
+
+    #[test]
+    fn windows_split_their_base_into_upper_and_lower_words() {
+        assert_eq!(
+            set_shared_memory_window(0x7f0e_0000_0000),
+            Ok([0x2002_20a8, 0x7f0e, 0])
+        );
+        assert_eq!(
+            set_local_memory_window(0x7f0d_d100_0000),
+            Ok([0x2002_21ec, 0x7f0d, 0xd100_0000])
+        );
+        assert_eq!(
+            set_local_memory_window(0xff00_0000),
+            Ok([0x2002_21ec, 0, 0xff00_0000])
+        );
+        let top = (1u64 << 49) - (1 << 32);
+        assert_eq!(set_shared_memory_window(top).map(|w| w[1]), Ok(0x1_ffff));
+        for bad in [1 << 49, (1 << 32) + (16 << 20)] {
+            assert!(matches!(
+                set_shared_memory_window(bad),
+                Err(ComputeError::Address { .. })
+            ));
+        }
+        assert!(matches!(
+            set_local_memory_window(0xff00_1000),
+            Err(ComputeError::Address { .. })
+        ));
+        assert!(matches!(
+            set_local_memory_window(1 << 49),
+            Err(ComputeError::Address { .. })
+        ));
+    }
+
+    #[test]
+    fn local_memory_carries_the_buffer_and_its_size_per_tpc() {
+        let m = LocalMemory {
+            addr: 0x12_3456_0000,
+            per_tpc: 0x1_2345_8000,
+            non_throttled_c: NON_THROTTLED_C_DEFAULT,
+        };
+        let w = set_local_memory(m).expect("aligned");
+        assert_eq!(&w[..3], &[0x2002_21e4, 0x12, 0x3456_0000]);
+        assert_eq!(&w[3..], &[0x2003_20b9, 0x1, 0x2345_8000, 0xff]);
+        assert_eq!(
+            set_local_memory(LocalMemory {
+                per_tpc: 1 << 40,
+                ..m
+            }),
+            Err(ComputeError::LocalSize { bytes: 1 << 40 })
+        );
+        set_local_memory(LocalMemory {
+            per_tpc: (1 << 40) - 1,
+            ..m
+        })
+        .expect("within the limits");
+        assert!(matches!(
+            set_local_memory(LocalMemory { addr: 0x1000, ..m }),
+            Err(ComputeError::Address {
+                align: 0x2_0000,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_launch_sends_the_qmd_address_in_256_byte_units() {
+        assert_eq!(
+            send_pcas(0xff_ffff_ff00, PcasAction::InvalidateCopySchedule),
+            Ok([0x2001_20ad, 0xffff_ffff, 0x2001_20b0, 3])
+        );
+        assert_eq!(
+            send_pcas(0x1000, PcasAction::InvalidatePrefetchCopySchedule).map(|w| w[3]),
+            Ok(0xa)
+        );
+        for bad in [1 << 40, 0x1080, 0] {
+            let r = send_pcas(bad, PcasAction::InvalidateCopySchedule);
+            assert_eq!(r.is_ok(), bad == 0, "{bad:#x}");
+        }
+    }
+
+    #[test]
+    fn invalidates_and_report_semaphores_carry_their_bits() {
+        assert_eq!(
+            invalidate_shader_caches(Invalidate::ALL),
+            [0x2001_25a6, 0x1011]
+        );
+        let none = Invalidate {
+            instruction: false,
+            global_data: false,
+            constant: false,
+        };
+        assert_eq!(invalidate_shader_caches(none)[1], 0);
+        assert_eq!(invalidate_sked_caches(), [0x2001_20a6, 0]);
+        assert_eq!(invalidate_sampler_cache(), [0x2001_2509, 0]);
+        assert_eq!(invalidate_texture_header_cache(), [0x2001_2091, 0]);
+        let h = defines(HEADER);
+        assert_eq!(
+            value(&h, "NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES_ALL"),
+            0
+        );
+        assert_eq!(
+            value(
+                &h,
+                "NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES_ALL"
+            ),
+            0
+        );
+        assert_eq!(set_object(), [0x2001_2000, 0xcbc0]);
+        assert_eq!(
+            report_semaphore(0x12_3456_7894, 7, false),
+            Ok([0x2004_26c0, 0x12, 0x3456_7894, 7, 0x1000_0000])
+        );
+        assert_eq!(report_semaphore(0x1010, 7, true).map(|w| w[4]), Ok(0));
+        assert!(matches!(
+            report_semaphore(0x1004, 7, true),
+            Err(ComputeError::Address { align: 16, .. })
+        ));
+        assert!(matches!(
+            report_semaphore(1 << 57, 7, false),
+            Err(ComputeError::Address { .. })
+        ));
+    }
+}

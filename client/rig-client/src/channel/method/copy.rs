@@ -1,13 +1,24 @@
 //! The copy engine's class, HOPPER_DMA_COPY_A, bound to [`SUBCH_COPY`]: a copy between
-//! two GPU virtual addresses of the channel's address space, pitch layout, optionally
-//! flushed to system memory before it completes. Completion is a host release after it
-//! (`host`), which waits for the engine to be idle.
+//! two GPU virtual addresses of the channel's address space (pitch layout), a copy that
+//! the copy engine itself marks done by releasing a semaphore, a release by the engine
+//! after the channel's earlier copies, and a memset (the engine's remap unit writing a
+//! constant). Pure: every function returns words for the pushbuffer.
 //!
-//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/
-//! clc8b5.h` (NVC8B5_*). Not here: the header encoding (this module's parent), the
-//! release that tells the copy is done (`host`).
+//! Why the engine releases: completion is then written by the engine that did the work,
+//! after its writes are flushed to system memory (FLUSH_ENABLE, FLUSH_TYPE SYS), so a
+//! copy the engine refused or faulted on never reads as complete. On the H200 a copy
+//! from an unmapped address faulted and the release in its own LAUNCH_DMA never landed,
+//! while a host release after a copy the engine refused did
+//! (docs/hardware/nvidia-channels.md, "Privilege and refused work"). The payload is 32
+//! bits (the 580 header has no 64-bit one): `Channel::wait` compares it circularly.
+//!
+//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/clc8b5.h`
+//! (the unit tests check each offset and field against the copy in `headers/`) and
+//! `kernel-open/nvidia-uvm/uvm_hopper_ce.c` (`uvm_hal_hopper_ce_semaphore_release`,
+//! `uvm_hal_hopper_ce_memset_4`), which release and memset this way. Not here: the header
+//! encoding (this module's parent).
 
-use super::{MethodError, Subchannel, check_addr, inc, split};
+use super::{Subchannel, inc};
 
 /// HOPPER_DMA_COPY_A (clc8b5.h).
 pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
@@ -16,65 +27,440 @@ pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
 /// classes do not constrain).
 pub const SUBCH_COPY: Subchannel = Subchannel(4);
 
-// Copy engine, NVC8B5_* (clc8b5.h).
-pub const NVC8B5_LAUNCH_DMA: u16 = 0x0300;
-pub const NVC8B5_OFFSET_IN_UPPER: u16 = 0x0400;
-pub const NVC8B5_LINE_LENGTH_IN: u16 = 0x0418;
-const LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED: u32 = 2; // 1:0
-/// NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE (bit 2); FLUSH_TYPE (bit 25) left 0 = SYS.
-const LAUNCH_DMA_FLUSH_ENABLE_TRUE: u32 = 1 << 2;
-const LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH: u32 = 1 << 7;
-const LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH: u32 = 1 << 8;
-/// OFFSET_IN/OUT_UPPER hold address bits 56:32 (24:0).
-const OFFSET_UPPER_MASK: u64 = 0x1ff_ffff;
+/// The most bytes one copy moves: LINE_LENGTH_IN is 32 bits.
+pub const MAX_COPY: u64 = u32::MAX as u64;
+/// The most bytes one memset writes: LINE_LENGTH_IN counts 32-bit elements.
+pub const MAX_MEMSET: u64 = MAX_COPY * 4;
 
-/// A copy-engine copy of `bytes` from `src` to `dst`, both GPU virtual addresses of
-/// the channel's address space, on the copy subchannel (9 words). The copy is not
-/// waited for: a [`release`](super::release) after it (with its WFI) says when it is done.
-///
-/// # Errors
-/// [`MethodError::Address`] for an address beyond 2^57; [`MethodError::CopyLength`]
-/// for 0 bytes or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
-pub fn copy(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], MethodError> {
-    check_addr(src, 1)?;
-    check_addr(dst, 1)?;
-    let len = u32::try_from(bytes)
+/// NVC8B5_SET_SEMAPHORE_A (then _B, _PAYLOAD).
+pub const NVC8B5_SET_SEMAPHORE_A: u16 = 0x0240;
+/// NVC8B5_LAUNCH_DMA.
+pub const NVC8B5_LAUNCH_DMA: u16 = 0x0300;
+/// NVC8B5_OFFSET_IN_UPPER (then _IN_LOWER, _OUT_UPPER, _OUT_LOWER).
+pub const NVC8B5_OFFSET_IN_UPPER: u16 = 0x0400;
+/// NVC8B5_OFFSET_OUT_UPPER (then _OUT_LOWER).
+pub const NVC8B5_OFFSET_OUT_UPPER: u16 = 0x0408;
+/// NVC8B5_LINE_LENGTH_IN.
+pub const NVC8B5_LINE_LENGTH_IN: u16 = 0x0418;
+/// NVC8B5_SET_REMAP_CONST_B (then SET_REMAP_COMPONENTS).
+pub const NVC8B5_SET_REMAP_CONST_B: u16 = 0x0704;
+
+// NVC8B5_LAUNCH_DMA fields.
+const DATA_TRANSFER_TYPE_NONE: u32 = 0; // 1:0
+const DATA_TRANSFER_TYPE_NON_PIPELINED: u32 = 2;
+const FLUSH_ENABLE_TRUE: u32 = 1 << 2; // 2:2; FLUSH_TYPE 25:25 left 0 = SYS
+const SEMAPHORE_TYPE_SHIFT: u32 = 3; // 4:3
+const SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP: u32 = 1;
+const SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP: u32 = 2;
+const SRC_MEMORY_LAYOUT_PITCH: u32 = 1 << 7; // 7:7
+const DST_MEMORY_LAYOUT_PITCH: u32 = 1 << 8; // 8:8
+const REMAP_ENABLE_TRUE: u32 = 1 << 10; // 10:10
+// NVC8B5_SET_REMAP_COMPONENTS fields.
+const REMAP_DST_X_CONST_B: u32 = 5; // 2:0
+const REMAP_COMPONENT_SIZE_FOUR: u32 = 3 << 16; // 17:16
+const REMAP_NUM_DST_COMPONENTS_ONE: u32 = 0; // 25:24
+/// OFFSET_*_UPPER and SET_SEMAPHORE_A hold address bits 56:32.
+const UPPER_MASK: u64 = 0x1ff_ffff;
+const ADDRESS_LIMIT: u64 = 1 << 57;
+
+/// A semaphore the copy engine releases: `payload` written at `addr`, and with
+/// `timestamp` the engine's timestamp after it (four words, 16 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Semaphore {
+    /// Its GPU address: 4-byte aligned, 16 with a timestamp.
+    pub addr: u64,
+    /// The value written (32 bits: clc8b5.h of 580.142 has the one-word payload only).
+    pub payload: u32,
+    /// Whether the timestamp follows.
+    pub timestamp: bool,
+}
+
+/// Words rig will not send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    /// An address that is misaligned or past 2^57.
+    #[error("{what} at {addr:#x}: it must be {align}-byte aligned and below 2^57")]
+    Address {
+        /// What the address is of.
+        what: &'static str,
+        /// The address.
+        addr: u64,
+        /// Its alignment.
+        align: u64,
+    },
+    /// A length of 0, or of more than one launch moves.
+    #[error("{bytes} bytes: one launch moves {unit} to {max} bytes, in whole units of {unit}")]
+    Length {
+        /// The length asked for.
+        bytes: u64,
+        /// The unit it must be a multiple of.
+        unit: u64,
+        /// The most one launch moves.
+        max: u64,
+    },
+}
+
+fn check(what: &'static str, addr: u64, align: u64) -> Result<(), CopyError> {
+    if !addr.is_multiple_of(align) || addr >= ADDRESS_LIMIT {
+        return Err(CopyError::Address { what, addr, align });
+    }
+    Ok(())
+}
+
+fn halves(v: u64) -> (u32, u32) {
+    let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
+    (word((v >> 32) & UPPER_MASK), word(v & 0xffff_ffff))
+}
+
+fn header(method: u16, count: u32) -> u32 {
+    inc(SUBCH_COPY, method, count).expect("a HOPPER_DMA_COPY_A method of clc8b5.h")
+}
+
+/// SET_SEMAPHORE_A/B/PAYLOAD for `s` (4 words) and its LAUNCH_DMA bits.
+fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
+    check("a semaphore", s.addr, if s.timestamp { 16 } else { 4 })?;
+    let (hi, lo) = halves(s.addr);
+    let kind = if s.timestamp {
+        SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP
+    } else {
+        SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP
+    };
+    Ok((
+        [header(NVC8B5_SET_SEMAPHORE_A, 3), hi, lo, s.payload],
+        kind << SEMAPHORE_TYPE_SHIFT | FLUSH_ENABLE_TRUE,
+    ))
+}
+
+fn line_length(bytes: u64) -> Result<u32, CopyError> {
+    u32::try_from(bytes)
         .ok()
         .filter(|&n| n > 0)
-        .ok_or(MethodError::CopyLength { bytes })?;
-    let (shi, slo) = split(src, OFFSET_UPPER_MASK);
-    let (dhi, dlo) = split(dst, OFFSET_UPPER_MASK);
+        .ok_or(CopyError::Length {
+            bytes,
+            unit: 1,
+            max: MAX_COPY,
+        })
+}
+
+/// A copy of `bytes` from `src` to `dst`, both GPU virtual addresses of the channel's
+/// address space (9 words). Nothing says when it is done: a copy whose completion
+/// matters is [`copy_released`], or is followed by [`release`].
+///
+/// # Errors
+/// [`CopyError::Address`] for an address past 2^57; [`CopyError::Length`] for 0 bytes
+/// or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
+pub fn copy(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyError> {
+    check("the source", src, 1)?;
+    check("the destination", dst, 1)?;
+    let len = line_length(bytes)?;
+    let (shi, slo) = halves(src);
+    let (dhi, dlo) = halves(dst);
     Ok([
-        inc(SUBCH_COPY, NVC8B5_OFFSET_IN_UPPER, 4).expect("four offset methods"),
+        header(NVC8B5_OFFSET_IN_UPPER, 4),
         shi,
         slo,
         dhi,
         dlo,
-        inc(SUBCH_COPY, NVC8B5_LINE_LENGTH_IN, 1).expect("one method"),
+        header(NVC8B5_LINE_LENGTH_IN, 1),
         len,
-        inc(SUBCH_COPY, NVC8B5_LAUNCH_DMA, 1).expect("one method"),
-        LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED
-            | LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH
-            | LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH,
+        header(NVC8B5_LAUNCH_DMA, 1),
+        DATA_TRANSFER_TYPE_NON_PIPELINED | SRC_MEMORY_LAYOUT_PITCH | DST_MEMORY_LAYOUT_PITCH,
     ])
 }
 
 /// As [`copy`], with the copy engine's flush: its writes have reached system memory
-/// (FLUSH_TYPE SYS) when the copy completes, so a host semaphore released after it
-/// (with WFI) is never seen before the copied bytes (UVM's Hopper CE copies flush the
-/// same way, `uvm_hopper_ce.c`).
+/// (FLUSH_TYPE SYS) when the copy completes (UVM's Hopper CE copies flush the same way,
+/// `uvm_hopper_ce.c`).
 ///
 /// # Errors
 /// As [`copy`].
-pub fn copy_flushed(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], MethodError> {
+pub fn copy_flushed(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyError> {
     let mut w = copy(src, dst, bytes)?;
-    w[8] |= LAUNCH_DMA_FLUSH_ENABLE_TRUE;
+    w[8] |= FLUSH_ENABLE_TRUE;
     Ok(w)
+}
+
+/// A copy of `bytes` from `src` to `dst` (GPU virtual addresses) that the copy engine
+/// marks done by releasing `done` once the bytes are written and flushed (13 words).
+///
+/// # Errors
+/// [`CopyError::Address`] for an address past 2^57 or a misaligned semaphore;
+/// [`CopyError::Length`] for 0 bytes or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
+pub fn copy_released(
+    src: u64,
+    dst: u64,
+    bytes: u64,
+    done: Semaphore,
+) -> Result<[u32; 13], CopyError> {
+    check("the source", src, 1)?;
+    check("the destination", dst, 1)?;
+    let len = line_length(bytes)?;
+    let (sem, launch) = semaphore(done)?;
+    let (shi, slo) = halves(src);
+    let (dhi, dlo) = halves(dst);
+    Ok([
+        sem[0],
+        sem[1],
+        sem[2],
+        sem[3],
+        header(NVC8B5_OFFSET_IN_UPPER, 4),
+        shi,
+        slo,
+        dhi,
+        dlo,
+        header(NVC8B5_LINE_LENGTH_IN, 1),
+        len,
+        header(NVC8B5_LAUNCH_DMA, 1),
+        DATA_TRANSFER_TYPE_NON_PIPELINED
+            | SRC_MEMORY_LAYOUT_PITCH
+            | DST_MEMORY_LAYOUT_PITCH
+            | launch,
+    ])
+}
+
+/// A release of `done` by the copy engine after the copies before it on this channel,
+/// with their writes flushed (6 words): UVM's Hopper semaphore release, a LAUNCH_DMA that
+/// moves nothing.
+///
+/// # Errors
+/// [`CopyError::Address`] for a misaligned semaphore or one past 2^57.
+pub fn release(done: Semaphore) -> Result<[u32; 6], CopyError> {
+    let (sem, launch) = semaphore(done)?;
+    Ok([
+        sem[0],
+        sem[1],
+        sem[2],
+        sem[3],
+        header(NVC8B5_LAUNCH_DMA, 1),
+        DATA_TRANSFER_TYPE_NONE | launch,
+    ])
+}
+
+/// Fills `bytes` at `dst` with the 32-bit `value`: the remap unit writes constant B as
+/// one four-byte component per element (10 words; 14 with `done`, which the engine
+/// releases once the bytes are written and flushed).
+///
+/// # Errors
+/// [`CopyError::Address`] unless `dst` is 4-byte aligned and below 2^57 (and `done`
+/// aligned); [`CopyError::Length`] unless `bytes` is a non-zero multiple of 4 below
+/// 16 GiB (LINE_LENGTH_IN counts 32-bit elements in 32 bits).
+pub fn memset(
+    dst: u64,
+    value: u32,
+    bytes: u64,
+    done: Option<Semaphore>,
+) -> Result<Vec<u32>, CopyError> {
+    check("the destination", dst, 4)?;
+    let max = MAX_MEMSET;
+    let elements = Some(bytes)
+        .filter(|&b| b > 0 && b.is_multiple_of(4) && b <= max)
+        .and_then(|b| u32::try_from(b / 4).ok())
+        .ok_or(CopyError::Length {
+            bytes,
+            unit: 4,
+            max,
+        })?;
+    let mut words = Vec::with_capacity(14);
+    let mut launch = DATA_TRANSFER_TYPE_NON_PIPELINED
+        | SRC_MEMORY_LAYOUT_PITCH
+        | DST_MEMORY_LAYOUT_PITCH
+        | REMAP_ENABLE_TRUE;
+    if let Some(s) = done {
+        let (sem, bits) = semaphore(s)?;
+        words.extend(sem);
+        launch |= bits;
+    }
+    let (hi, lo) = halves(dst);
+    words.extend([
+        header(NVC8B5_SET_REMAP_CONST_B, 2),
+        value,
+        REMAP_DST_X_CONST_B | REMAP_COMPONENT_SIZE_FOUR | REMAP_NUM_DST_COMPONENTS_ONE,
+        header(NVC8B5_OFFSET_OUT_UPPER, 2),
+        hi,
+        lo,
+        header(NVC8B5_LINE_LENGTH_IN, 1),
+        elements,
+        header(NVC8B5_LAUNCH_DMA, 1),
+        launch,
+    ]);
+    Ok(words)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{defines, field, value};
     use super::*;
+
+    const HEADER: &str = include_str!("../../../headers/clc8b5.h");
+
+    #[test]
+    fn offsets_and_fields_are_the_headers() {
+        let h = defines(HEADER);
+        for (ours, name) in [
+            (NVC8B5_SET_SEMAPHORE_A, "NVC8B5_SET_SEMAPHORE_A"),
+            (NVC8B5_LAUNCH_DMA, "NVC8B5_LAUNCH_DMA"),
+            (NVC8B5_OFFSET_IN_UPPER, "NVC8B5_OFFSET_IN_UPPER"),
+            (NVC8B5_OFFSET_OUT_UPPER, "NVC8B5_OFFSET_OUT_UPPER"),
+            (NVC8B5_LINE_LENGTH_IN, "NVC8B5_LINE_LENGTH_IN"),
+            (NVC8B5_SET_REMAP_CONST_B, "NVC8B5_SET_REMAP_CONST_B"),
+        ] {
+            assert_eq!(u64::from(ours), value(&h, name), "{name}");
+        }
+        for (a, next) in [
+            ("NVC8B5_SET_SEMAPHORE_A", "NVC8B5_SET_SEMAPHORE_B"),
+            ("NVC8B5_SET_SEMAPHORE_B", "NVC8B5_SET_SEMAPHORE_PAYLOAD"),
+            ("NVC8B5_OFFSET_IN_UPPER", "NVC8B5_OFFSET_IN_LOWER"),
+            ("NVC8B5_OFFSET_IN_LOWER", "NVC8B5_OFFSET_OUT_UPPER"),
+            ("NVC8B5_OFFSET_OUT_UPPER", "NVC8B5_OFFSET_OUT_LOWER"),
+            ("NVC8B5_SET_REMAP_CONST_B", "NVC8B5_SET_REMAP_COMPONENTS"),
+        ] {
+            assert_eq!(value(&h, a) + 4, value(&h, next), "{next}");
+        }
+        let at = |f: &str, v: &str| {
+            value(&h, &format!("NVC8B5_{v}")) << field(&h, &format!("NVC8B5_{f}")).1
+        };
+        let bits = |v: u32| u64::from(v);
+        assert_eq!(
+            bits(DATA_TRANSFER_TYPE_NONE),
+            at(
+                "LAUNCH_DMA_DATA_TRANSFER_TYPE",
+                "LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE"
+            )
+        );
+        assert_eq!(
+            bits(DATA_TRANSFER_TYPE_NON_PIPELINED),
+            at(
+                "LAUNCH_DMA_DATA_TRANSFER_TYPE",
+                "LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED"
+            )
+        );
+        assert_eq!(
+            bits(FLUSH_ENABLE_TRUE),
+            at("LAUNCH_DMA_FLUSH_ENABLE", "LAUNCH_DMA_FLUSH_ENABLE_TRUE")
+        );
+        assert_eq!(value(&h, "NVC8B5_LAUNCH_DMA_FLUSH_TYPE_SYS"), 0);
+        assert_eq!(
+            field(&h, "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE").1,
+            SEMAPHORE_TYPE_SHIFT
+        );
+        assert_eq!(
+            u64::from(SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP),
+            value(
+                &h,
+                "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP"
+            )
+        );
+        assert_eq!(
+            u64::from(SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP),
+            value(
+                &h,
+                "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP"
+            )
+        );
+        assert_eq!(
+            value(&h, "NVC8B5_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE_ONE_WORD"),
+            0
+        );
+        assert_eq!(
+            bits(SRC_MEMORY_LAYOUT_PITCH),
+            at(
+                "LAUNCH_DMA_SRC_MEMORY_LAYOUT",
+                "LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH"
+            )
+        );
+        assert_eq!(
+            bits(DST_MEMORY_LAYOUT_PITCH),
+            at(
+                "LAUNCH_DMA_DST_MEMORY_LAYOUT",
+                "LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH"
+            )
+        );
+        assert_eq!(
+            bits(REMAP_ENABLE_TRUE),
+            at("LAUNCH_DMA_REMAP_ENABLE", "LAUNCH_DMA_REMAP_ENABLE_TRUE")
+        );
+        assert_eq!(
+            bits(REMAP_DST_X_CONST_B),
+            at(
+                "SET_REMAP_COMPONENTS_DST_X",
+                "SET_REMAP_COMPONENTS_DST_X_CONST_B"
+            )
+        );
+        assert_eq!(
+            bits(REMAP_COMPONENT_SIZE_FOUR),
+            at(
+                "SET_REMAP_COMPONENTS_COMPONENT_SIZE",
+                "SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR"
+            )
+        );
+        assert_eq!(
+            bits(REMAP_NUM_DST_COMPONENTS_ONE),
+            at(
+                "SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS",
+                "SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE"
+            )
+        );
+        assert_eq!(field(&h, "NVC8B5_SET_SEMAPHORE_A_UPPER"), (24, 0));
+        assert_eq!(field(&h, "NVC8B5_OFFSET_OUT_UPPER_UPPER"), (24, 0));
+    }
+
+    const SEM: Semaphore = Semaphore {
+        addr: 0x12_0000_1000,
+        payload: 9,
+        timestamp: false,
+    };
+
+    #[test]
+    fn a_released_copy_launches_the_transfer_and_the_semaphore_together() {
+        let w = copy_released(0x1_0000_1000, 0x2_0000_2000, 256 << 20, SEM).expect("valid");
+        assert_eq!(&w[..4], &[0x2003_8090, 0x12, 0x1000, 9]);
+        assert_eq!(&w[4..9], &[0x2004_8100, 1, 0x1000, 2, 0x2000]);
+        assert_eq!((w[9], w[10]), (0x2001_8106, 256 << 20));
+        // NON_PIPELINED | FLUSH | NO_TIMESTAMP release | pitch in and out.
+        assert_eq!((w[11], w[12]), (0x2001_80c0, 0x18e));
+        let ts = copy_released(
+            0,
+            0,
+            1,
+            Semaphore {
+                addr: 0x1010,
+                timestamp: true,
+                ..SEM
+            },
+        )
+        .expect("valid");
+        assert_eq!(ts[12], 0x196);
+        assert_eq!(
+            copy_released(0, 0, 0, SEM),
+            Err(CopyError::Length {
+                bytes: 0,
+                unit: 1,
+                max: u32::MAX.into()
+            })
+        );
+        copy_released(0, 0, u32::MAX.into(), SEM).expect("within the limits");
+        assert!(matches!(
+            copy_released(0, 0, 1 << 32, SEM),
+            Err(CopyError::Length { .. })
+        ));
+        assert!(matches!(
+            copy_released(1 << 57, 0, 1, SEM),
+            Err(CopyError::Address { .. })
+        ));
+        assert!(matches!(
+            copy_released(
+                0,
+                0,
+                1,
+                Semaphore {
+                    addr: 0x1004,
+                    timestamp: true,
+                    ..SEM
+                }
+            ),
+            Err(CopyError::Address { align: 16, .. })
+        ));
+    }
 
     #[test]
     fn copies_name_both_addresses_and_the_length() {
@@ -83,13 +469,75 @@ mod tests {
         assert_eq!(&c[1..5], &[1, 0x1000, 2, 0x2000]);
         assert_eq!((c[5], c[6]), (0x2001_8106, 256 << 20));
         assert_eq!((c[7], c[8]), (0x2001_80c0, 0x182));
+        let flushed = copy_flushed(0x1_0000_1000, 0x2_0000_2000, 256 << 20).expect("copy");
+        assert_eq!(flushed[..8], c[..8]);
+        assert_eq!(flushed[8], 0x186, "only FLUSH_ENABLE added");
+        copy(0, 0, MAX_COPY).expect("within the limits");
+        for bad in [0, MAX_COPY + 1] {
+            assert_eq!(
+                copy(0, 0, bad),
+                Err(CopyError::Length {
+                    bytes: bad,
+                    unit: 1,
+                    max: MAX_COPY
+                })
+            );
+        }
+        assert!(matches!(
+            copy(0, 1 << 57, 1),
+            Err(CopyError::Address { .. })
+        ));
     }
 
     #[test]
-    fn a_flushed_copy_sets_only_flush_enable_in_launch_dma() {
-        let plain = copy(0x1000, 0x2000, 64).expect("copy");
-        let flushed = copy_flushed(0x1000, 0x2000, 64).expect("copy");
-        assert_eq!(flushed[..8], plain[..8]);
-        assert_eq!(flushed[8], 0x186);
+    fn a_release_alone_moves_nothing() {
+        let w = release(SEM).expect("aligned");
+        assert_eq!(&w[4..], &[0x2001_80c0, 0xc]);
+        assert!(matches!(
+            release(Semaphore {
+                addr: 0x1002,
+                ..SEM
+            }),
+            Err(CopyError::Address { align: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn memset_writes_constant_b_in_32_bit_elements() {
+        let w = memset(0x3_0000_0000, 0xdead_beef, 4096, None).expect("valid");
+        assert_eq!(
+            w,
+            [
+                0x2002_81c1,
+                0xdead_beef,
+                0x0003_0005, // REMAP_CONST_B, COMPONENTS
+                0x2002_8102,
+                3,
+                0, // OFFSET_OUT
+                0x2001_8106,
+                1024, // LINE_LENGTH_IN: elements
+                0x2001_80c0,
+                0x582, // NON_PIPELINED | pitch | REMAP_ENABLE
+            ]
+        );
+        let r = memset(0x3_0000_0000, 0, 4, Some(SEM)).expect("valid");
+        assert_eq!(r.len(), 14);
+        assert_eq!(r[13], 0x58e, "with FLUSH and the release");
+        let max = u64::from(u32::MAX) * 4;
+        memset(0, 0, max, None).expect("within the limits");
+        for bad in [0, 2, max + 4] {
+            assert_eq!(
+                memset(0, 0, bad, None),
+                Err(CopyError::Length {
+                    bytes: bad,
+                    unit: 4,
+                    max
+                })
+            );
+        }
+        assert!(matches!(
+            memset(2, 0, 4, None),
+            Err(CopyError::Address { align: 4, .. })
+        ));
     }
 }

@@ -1,27 +1,33 @@
 //! Hopper pushbuffer words, one file per class: the method header every command
 //! starts with (here), the host class's methods that any channel takes (`host`:
 //! SET_OBJECT, 64-bit semaphore release and acquire, WFI), the copy engine's
-//! (`copy`), and the compute class's (`compute`). Pure: every function returns words,
-//! and the writer in `pushbuf` puts them into device-visible memory.
+//! ([`copy`]: copies, the engine's own semaphore release, memset), and the compute
+//! class's ([`compute`]: windows, local memory, invalidations, the launch). Pure: every
+//! function returns words, and the writer in `pushbuf` puts them into device-visible
+//! memory.
 //!
 //! A class's methods are only meaningful on the subchannel its SET_OBJECT bound
 //! (`host::set_object`); each class file names the class and the subchannel rig binds
-//! it to. Everything is re-exported here, so callers write `method::release`,
-//! `method::copy`.
+//! it to. The host methods and the plain copy are re-exported here, so callers write
+//! `method::release`, `method::copy`; the engines' own words are `method::copy::…` and
+//! `method::compute::…`.
 //!
 //! References (open-gpu-kernel-modules 580.142): `src/common/sdk/nvidia/inc/class/
 //! clc56f.h` (NVC56F_DMA_* header fields, shared by Hopper's C86F), `clc86f.h`
 //! (HOPPER_CHANNEL_GPFIFO_A host methods and NVC86F_SEM_EXECUTE), `clc8b5.h`
 //! (HOPPER_DMA_COPY_A), summarised in docs/hardware/nvidia-channels.md ("Pushbuffer
-//! headers", "Host semaphores", "Copy engine").
+//! headers", "Host semaphores", "Copy engine"); open-gpu-doc `classes/compute/clcbc0.h`
+//! (HOPPER_COMPUTE_A), summarised in docs/hardware/nvidia-compute.md.
 
-mod compute;
-mod copy;
+pub mod compute;
+pub mod copy;
 mod host;
+#[cfg(test)]
+mod testing;
 
-pub use compute::{HOPPER_COMPUTE_A, SUBCH_COMPUTE};
+pub use compute::{ComputeError, HOPPER_COMPUTE_A, SUBCH_COMPUTE};
 pub use copy::{
-    HOPPER_DMA_COPY_A, NVC8B5_LAUNCH_DMA, NVC8B5_LINE_LENGTH_IN, NVC8B5_OFFSET_IN_UPPER,
+    CopyError, HOPPER_DMA_COPY_A, NVC8B5_LAUNCH_DMA, NVC8B5_LINE_LENGTH_IN, NVC8B5_OFFSET_IN_UPPER,
     SUBCH_COPY, copy, copy_flushed,
 };
 pub use host::{
@@ -67,8 +73,6 @@ pub enum MethodError {
     Immediate { data: u32 },
     #[error("Address {addr:#x} is not aligned to {align} bytes, or beyond 2^57")]
     Address { addr: u64, align: u64 },
-    #[error("A copy of {bytes} bytes: one copy moves 1 byte to 4 GiB - 1")]
-    CopyLength { bytes: u64 },
 }
 
 fn header(op: u32, subch: Subchannel, method: u16, count: u32) -> Result<u32, MethodError> {
@@ -169,10 +173,5 @@ mod tests {
             acquire(1 << 57, 1),
             Err(MethodError::Address { .. })
         ));
-        assert_eq!(copy(0, 0, 0), Err(MethodError::CopyLength { bytes: 0 }));
-        assert_eq!(
-            copy(0, 0, 1 << 32),
-            Err(MethodError::CopyLength { bytes: 1 << 32 })
-        );
     }
 }

@@ -1,0 +1,301 @@
+//! Completion released by the engine that did the work, end to end against a fake RM
+//! (rigd serves a `FakeRm` GPU with its pool on shmem): the words a copy, a fill and a
+//! release leave in the pushbuffer (read back from the session's leases), a copy
+//! engine's 32-bit release read across 2^32, a compute channel that refuses to release
+//! raw words, a posted fault that wins over a value that landed, and the arena beside
+//! the pushbuffer.
+
+mod dma_support;
+
+use std::{sync::Arc, time::Duration};
+
+use dma_support::Server;
+use rig_client::{
+    channel::{
+        ARENA_ALIGN, Channel, ChannelError, Engine, Options, Payload, Rings, TimelineError, method,
+        method::copy::{MAX_COPY, Semaphore},
+    },
+    session::Session,
+};
+use rigd::{
+    channels::{ChannelHost, ChannelId, Limits, Served},
+    dma::{Backing, PoolMode, PoolSpec},
+    nvrm::{FakeRm, Gpu},
+};
+
+const MIB: u64 = 1 << 20;
+const GPU: &str = "0000:00:06.0";
+const SHORT: Duration = Duration::from_millis(200);
+
+struct Fixture {
+    server: Server,
+    gpu: Arc<Served<FakeRm>>,
+}
+
+async fn serve() -> Fixture {
+    let server = Server::start(64 * MIB).await;
+    let gpu = Arc::new(Served::new(
+        Gpu::open(FakeRm::new(), Some(GPU)).expect("fake GPU"),
+        Limits {
+            channels_per_session: 4,
+            max_ring_entries: 4096,
+            ..Limits::default()
+        },
+    ));
+    let pool = server
+        .rig
+        .serve_gpu_with(
+            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
+            PoolSpec {
+                mode: PoolMode::Host,
+                blocks: 8,
+                backing: Backing::Shmem,
+                pin_threads: 2,
+            },
+        )
+        .expect("serve the fake GPU");
+    assert!(pool.wait_pinned(Duration::from_secs(20)));
+    Fixture { server, gpu }
+}
+
+/// Whether `words` lie, in order, anywhere in the session's leases.
+fn pushed(s: &Session, words: &[u32]) -> bool {
+    let needle: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    s.leases().iter().any(|l| {
+        let mut bytes = vec![0u8; usize::try_from(l.bytes).expect("a lease fits memory")];
+        s.read_lease(l.id, 0, &mut bytes).expect("read the lease");
+        bytes
+            .chunks_exact(4)
+            .enumerate()
+            .any(|(i, _)| bytes[i * 4..].starts_with(&needle))
+    })
+}
+
+/// What the GPU would do: writes `bytes` at the channel's semaphore, through rigd's
+/// own view of the lease.
+fn land(f: &Fixture, s: &Session, ch: &Channel, bytes: &[u8]) {
+    let sem = ch.semaphore_va();
+    let (lease, off) = s
+        .leases()
+        .into_iter()
+        .find_map(|l| {
+            let d = l.device_address?;
+            (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
+        })
+        .expect("the semaphore is in a lease");
+    let pool = f.server.rig.dma().pool(GPU).expect("pool");
+    pool.write(rigd::dma::LeaseId(lease.0), off, bytes)
+        .expect("release");
+}
+
+fn sem(ch: &Channel, value: u64) -> Semaphore {
+    Semaphore {
+        addr: ch.semaphore_va(),
+        payload: u32::try_from(value & 0xffff_ffff).expect("masked"),
+        timestamp: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_is_released_by_the_copy_engine_in_its_own_launch_dma() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    assert_eq!(ch.payload(), Payload::Word32);
+    let (a, b) = (0x40_0000_0000u64, 0x40_1000_0000u64);
+
+    let v = ch.copy(a, b, MIB).expect("copy");
+    assert_eq!(ch.release().expect("release"), v, "the copy's own release");
+    let again = ch.release().expect("a second release");
+    assert_eq!(again, v + 1, "a release of the engine's own after it");
+    let fill = ch.fill(b, 0xdead_beef, 4096).expect("fill");
+    ch.submit().expect("submit");
+
+    let copy = method::copy::copy_released(a, b, MIB, sem(&ch, v)).expect("words");
+    assert!(pushed(&s, &copy), "the copy carries its release");
+    let bare = method::copy::release(sem(&ch, again)).expect("words");
+    assert!(
+        pushed(&s, &bare),
+        "the copy engine releases after its copies"
+    );
+    let host = method::release_with(
+        ch.semaphore_va(),
+        v,
+        method::Release {
+            wait_idle: true,
+            timestamp: false,
+        },
+    )
+    .expect("words");
+    assert!(!pushed(&s, &host), "no host release stands for the copy");
+    let memset = method::copy::memset(b, 0xdead_beef, 4096, Some(sem(&ch, fill))).expect("words");
+    assert!(pushed(&s, &memset));
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_over_4_gib_goes_in_lines_and_only_the_last_releases() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let (a, b) = (0x40_0000_0000u64, 0x48_0000_0000u64);
+    let bytes = 2 * MAX_COPY + 10;
+    let v = ch.copy(a, b, bytes).expect("copy");
+    ch.submit().expect("submit");
+    for i in 0..2 {
+        let line =
+            method::copy_flushed(a + i * MAX_COPY, b + i * MAX_COPY, MAX_COPY).expect("words");
+        assert!(pushed(&s, &line), "line {i}");
+    }
+    let last = method::copy::copy_released(a + 2 * MAX_COPY, b + 2 * MAX_COPY, 10, sem(&ch, v))
+        .expect("words");
+    assert!(pushed(&s, &last));
+    // Refused before anything is written: 0 bytes, an address past 2^57.
+    let mark = ch.last_value();
+    assert!(matches!(ch.copy(a, b, 0), Err(ChannelError::Copy(_))));
+    assert!(matches!(ch.copy(a, 1 << 57, 8), Err(ChannelError::Copy(_))));
+    assert!(matches!(ch.fill(b, 0, 6), Err(ChannelError::Copy(_))));
+    assert_eq!(ch.last_value(), mark, "nothing promised");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_32_bit_copy_release_is_read_as_its_value_across_2_to_the_32() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let before = (1u64 << 32) - 1;
+    ch.release_value(before).expect("a host release");
+    ch.submit().expect("submit");
+    land(&f, &s, &ch, &before.to_le_bytes());
+    ch.wait(before, SHORT).expect("landed");
+    let v = ch.copy(0x40_0000_0000, 0x40_1000_0000, 64).expect("copy");
+    assert_eq!(v, 1 << 32);
+    ch.submit().expect("submit");
+    // The copy engine writes the low word only: the high word still says 0.
+    land(&f, &s, &ch, &0u32.to_le_bytes());
+    ch.wait(v, SHORT).expect("landed");
+    assert_eq!(ch.completed().expect("read"), 1 << 32);
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compute_channel_releases_launches_through_their_own_words_only() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Compute, 64)
+        .await
+        .expect("channel");
+    assert_eq!(ch.payload(), Payload::Word64);
+    // Nothing pushed: an empty submission's release is the host's.
+    let v = ch.release().expect("empty");
+    assert_eq!(v, 1);
+    // Raw words may be a launch: refused, and nothing promised.
+    ch.push(&method::compute::invalidate_sked_caches())
+        .expect("raw words");
+    let e = ch.release().expect_err("raw words");
+    assert!(matches!(e, ChannelError::Unreleased { .. }), "{e}");
+    assert_eq!(ch.last_value(), 1);
+    assert!(matches!(
+        ch.copy(0x1000, 0x2000, 4),
+        Err(ChannelError::WrongEngine {
+            engine: Engine::Compute,
+            needs: Engine::Copy,
+            ..
+        })
+    ));
+    // A launch's words with its release inside: release() is that value.
+    let next = ch.next_value().expect("next");
+    let words = method::compute::send_pcas(
+        0x10_0000,
+        method::compute::PcasAction::InvalidateCopySchedule,
+    )
+    .expect("words");
+    assert_eq!(ch.push_released(&words, next).expect("pushed"), next);
+    assert_eq!(ch.release().expect("the launch's"), next);
+    assert!(matches!(
+        ch.push_released(&words, next),
+        Err(ChannelError::Timeline(TimelineError::Backwards { .. }))
+    ));
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_posted_by_the_time_the_value_lands_ends_the_wait_with_it() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    // The value lands (a host release after refused work would), and the RM posts.
+    land(&f, &s, &ch, &v.to_le_bytes());
+    assert!(f.gpu.post_fault(ChannelId(ch.id()), 32));
+    let e = ch.wait(v, SHORT).expect_err("faulted");
+    assert!(
+        matches!(&e, ChannelError::Fault { fault, .. } if fault.info32 == 32),
+        "{e}"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arena_beside_the_pushbuffer_takes_aligned_words_inside_it() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let o = Options {
+        entries: 64,
+        arena: 16 * ARENA_ALIGN,
+        ..Options::default()
+    };
+    let ch = Channel::open_opts(&s, Engine::Compute, o)
+        .await
+        .expect("channel");
+    let va = ch.arena_va().expect("an arena");
+    assert!(va.is_aligned(ARENA_ALIGN));
+    assert_eq!(ch.arena_len(), 16 * ARENA_ALIGN);
+    ch.write_arena(8, &[0x1122_3344_5566_7788, 9])
+        .expect("write");
+    let (lease, off) = s
+        .leases()
+        .into_iter()
+        .find_map(|l| {
+            let d = l.device_address?;
+            (d..d + l.bytes)
+                .contains(&va.get())
+                .then(|| (l.id, va.get() - d))
+        })
+        .expect("the arena is in a lease");
+    let mut back = [0u8; 16];
+    s.read_lease(lease, off + 8, &mut back).expect("read");
+    assert_eq!(back[..8], 0x1122_3344_5566_7788u64.to_le_bytes());
+    for (offset, n) in [(4, 1), (16 * ARENA_ALIGN - 8, 2), (u64::MAX - 7, 1)] {
+        let e = ch.write_arena(offset, &vec![0; n]).expect_err("outside");
+        assert!(matches!(e, ChannelError::Arena { .. }), "{e}");
+    }
+    let bad = Options {
+        arena: 100,
+        ..Options::default()
+    };
+    assert!(matches!(
+        Channel::open_opts(&s, Engine::Compute, bad).await,
+        Err(ChannelError::Arena { len: 100, .. })
+    ));
+    if nix::unistd::geteuid().is_root() {
+        // Rings in GPU memory (the fake's window is host memory): the arena follows
+        // the pushbuffer in the window.
+        let o = Options {
+            entries: 64,
+            pushbuffer: 16 << 10,
+            arena: 64 << 10,
+            rings: Rings::Gpu,
+        };
+        let g = Channel::open_opts(&s, Engine::Compute, o)
+            .await
+            .expect("window channel");
+        let va = g.arena_va().expect("an arena");
+        assert!(va.is_aligned(ARENA_ALIGN));
+        g.write_arena((64 << 10) - 8, &[7]).expect("the last word");
+        assert!(g.write_arena(64 << 10, &[7]).is_err());
+    }
+    f.server.stop().await;
+}

@@ -1,0 +1,588 @@
+//! A compute channel: a lent HOPPER_COMPUTE_A channel with its memory windows, its
+//! local memory (SLM) buffer sized for the largest stack of the modules loaded through
+//! it, and an arena of launch templates; kernels launch on it with
+//! `ch.launch(&kernel, grid, block, dynamic_shared, &args)` and complete by their QMD's
+//! own release.
+//!
+//! Flow (a launch): the template for (kernel, grid, block, dynamic shared) — found, or
+//! built once: shape checked against sm_90 and the kernel (`launch::Shape`), bank 0 and
+//! the QMD built (`cbank0`, `qmd`), slots taken in the arena (`arena`) → the arguments
+//! checked and laid out (`params`) → the next slot patched in place (`template`) →
+//! INVALIDATE_SHADER_CACHES_NO_WFI and SEND_PCAS pushed with the launch's value
+//! (`Channel::push_released`) → submit. Every refusal comes before the first word is
+//! written. The hot path allocates nothing, makes no syscall and takes no lock: a
+//! compare of the last template's key, the arguments laid into a buffer the template
+//! owns, one or two arena stores, six pushbuffer words and the channel's submit.
+//!
+//! Completion: the QMD's release slot 0 writes the 64-bit value (TWO_WORDS,
+//! PAYLOAD64B) when the grid is done; a kernel that faults never releases it, and the
+//! wait returns the RM's fault (docs/hardware/nvidia-compute.md, "Completion"). The
+//! channel's one-time set-up (SET_OBJECT, the windows, SKED/sampler/texture-header
+//! invalidations, the SLM buffer) is what ran on the H200; an SLM size is never put in
+//! a QMD the channel's buffer cannot cover (the QMD builder refuses: on the H200 that
+//! was Xid 13 SKEDCHECK05_LOCAL_MEMORY_TOTAL_SIZE).
+//!
+//! State: the lent channel, its windows and SLM buffer, the arena's free list and the
+//! templates (least recently used ones give way when the arena is full, once their
+//! launches landed). Owned by one caller (`&mut self`): no lock.
+
+use std::time::Duration;
+
+use rig_client::{
+    channel::{
+        Channel, ChannelError, Engine, Options, Rings,
+        method::compute::{
+            self as words, ComputeError as WordError, Invalidate, LOCAL_MEMORY_ALIGN, LocalMemory,
+            NON_THROTTLED_C_DEFAULT,
+        },
+    },
+    session::Session,
+};
+use rig_model::addr::{
+    GpuVa,
+    layout::{LOCAL_WINDOW, SHARED_WINDOW},
+};
+
+use crate::{
+    arena::Arena,
+    cbank0::Cbank0Error,
+    copy::{self, CopyChannel},
+    launch::{Dim3, LaunchError, Shape},
+    load::{self, Kernel, LoadError, Module},
+    memory::{Alloc, Memory, MemoryError, Span},
+    params::Arg,
+    qmd::QmdError,
+    template::{self, Key, Spec, Template},
+    window::{self, Geometry, WindowError, Windows},
+};
+
+/// GH100's full shape (8 GPCs of 9 TPCs, 2 SMs per TPC, 64 warps per SM), for which
+/// local memory is sized until the session reports the GPU's own: what ran on the H200
+/// (docs/hardware/nvidia-compute.md, "What the H200 ran").
+pub const GH100: Geometry = Geometry {
+    tpcs: 72,
+    sms_per_tpc: 2,
+    max_warps_per_sm: 64,
+};
+
+/// Slots per template: launches of one (kernel, shape) in flight at once.
+pub const SLOTS: usize = 64;
+
+/// How a compute channel is opened.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ComputeOptions {
+    /// Ring entries.
+    pub entries: u64,
+    /// Pushbuffer bytes.
+    pub pushbuffer: u64,
+    /// Arena bytes (QMDs and constant banks: about 1 KiB per slot of a small kernel).
+    pub arena: u64,
+    /// Where ring, pushbuffer and arena live: [`Rings::Gpu`] (trusted uids) saves the
+    /// GPU's fetches across PCIe, the QMD's and bank 0's among them.
+    pub rings: Rings,
+    /// The GPU's shape, for sizing local memory.
+    pub geometry: Geometry,
+    /// How long a launch may wait for a slot or room in the pushbuffer (a launch waits
+    /// only when that many of its launches are still in flight).
+    pub timeout: Duration,
+    /// Invalidate the instruction, global data and constant caches before every launch
+    /// (what ran on the H200), not only after a module was loaded.
+    pub invalidate_each_launch: bool,
+    /// Slots per template.
+    pub slots: usize,
+}
+
+impl Default for ComputeOptions {
+    fn default() -> Self {
+        Self {
+            entries: 1024,
+            pushbuffer: 256 << 10,
+            arena: 1 << 20,
+            rings: Rings::Host,
+            geometry: GH100,
+            // TIMEOUT: a launch waits for one that went 64 launches before it; kernels
+            // of seconds are the caller's to wait for with a longer timeout first.
+            timeout: Duration::from_secs(10),
+            invalidate_each_launch: true,
+            slots: SLOTS,
+        }
+    }
+}
+
+/// Why a launch, a load or a copy kernel was refused or did not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    /// The channel's own error: a posted fault (the RM's reason), a timeout, a full
+    /// ring.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+    /// A grid, block or shared memory size sm_90 or the kernel does not allow.
+    #[error("The launch's shape is refused")]
+    Shape(#[from] LaunchError),
+    /// Arguments that do not match the kernel's parameters.
+    #[error("The launch's arguments are refused")]
+    Params(#[from] Cbank0Error),
+    /// A QMD that cannot describe the launch (more local memory than the channel holds).
+    #[error("The launch cannot be described")]
+    Qmd(#[from] QmdError),
+    /// A method word that cannot be sent.
+    #[error(transparent)]
+    Words(#[from] WordError),
+    /// Windows or local memory that cannot be programmed.
+    #[error(transparent)]
+    Window(#[from] WindowError),
+    /// Memory for the SLM buffer.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+    /// A module that did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A copy the copy kernel does not do.
+    #[error(transparent)]
+    Copy(#[from] Box<copy::CopyError>),
+    /// A launch template larger than the arena.
+    #[error("A launch of {kernel} needs {needed} bytes of arena; the channel has {len}")]
+    Arena {
+        /// The kernel.
+        kernel: String,
+        /// One slot's bytes.
+        needed: u64,
+        /// The arena's.
+        len: u64,
+    },
+    /// A channel of another engine, or without an arena.
+    #[error(
+        "Channel {channel} drives the {engine:?} engine with {arena} bytes of arena: a compute channel needs the compute engine and an arena"
+    )]
+    NotCompute {
+        /// rigd's handle.
+        channel: u64,
+        /// Its engine.
+        engine: Engine,
+        /// Its arena.
+        arena: u64,
+    },
+    /// The copy kernel copies 16-byte words.
+    #[error(
+        "The copy kernel moves 16-byte words: {len} bytes between {src} and {dst} are not all 16-byte aligned"
+    )]
+    Unaligned {
+        /// Source.
+        src: GpuVa,
+        /// Destination.
+        dst: GpuVa,
+        /// Length.
+        len: u64,
+    },
+}
+
+impl From<copy::CopyError> for ComputeError {
+    fn from(e: copy::CopyError) -> Self {
+        Self::Copy(Box::new(e))
+    }
+}
+
+/// A lent compute channel that launches kernels. Give it back with
+/// [`ComputeChannel::close`], which stops and drains the channel in rigd before its
+/// memory is freed here; one dropped with launches in flight keeps its pushbuffer,
+/// arena and semaphore out of use (as `Channel` does), but frees its local memory and
+/// the modules only its templates held while the GPU may still use them: only this
+/// session's memory, so only its own results can suffer.
+#[derive(Debug)]
+pub struct ComputeChannel {
+    ch: Channel,
+    windows: Windows,
+    geometry: Geometry,
+    /// The SLM buffer and the local memory per thread it holds.
+    slm: Option<Box<dyn Memory>>,
+    local_capacity: u64,
+    arena_va: GpuVa,
+    arena: Arena,
+    templates: Vec<Template>,
+    last: usize,
+    launches: u64,
+    /// The value known landed.
+    completed: u64,
+    /// `load::generation` at the last invalidate.
+    generation: u64,
+    timeout: Duration,
+    invalidate_each_launch: bool,
+    slots: usize,
+}
+
+impl ComputeChannel {
+    /// Opens a compute channel in `session` and pushes its set-up (submitted with the
+    /// first launch).
+    ///
+    /// # Errors
+    /// [`ComputeError::Channel`] with rigd's refusal (`GpuRingsRefused` for GPU rings
+    /// outside the trusted group, `BadRing` for a window over its limit).
+    pub async fn open(session: &Session, o: ComputeOptions) -> Result<Self, ComputeError> {
+        let opts = Options {
+            entries: o.entries,
+            pushbuffer: o.pushbuffer,
+            arena: o.arena,
+            rings: o.rings,
+        };
+        let ch = Channel::open_opts(session, Engine::Compute, opts).await?;
+        Self::from_channel(ch, o).map_err(|b| b.0)
+    }
+
+    /// Launches on `ch`, which must be a compute channel with an arena; another comes
+    /// back with the refusal, nothing pushed.
+    ///
+    /// # Errors
+    /// [`ComputeError::NotCompute`] (a copy channel, no arena), with the channel.
+    pub fn from_channel(
+        mut ch: Channel,
+        o: ComputeOptions,
+    ) -> Result<Self, Box<(ComputeError, Channel)>> {
+        let arena_va = match ch.arena_va() {
+            Some(va) if ch.engine() == Engine::Compute => va,
+            _ => {
+                let e = ComputeError::NotCompute {
+                    channel: ch.id(),
+                    engine: ch.engine(),
+                    arena: ch.arena_len(),
+                };
+                return Err(Box::new((e, ch)));
+            }
+        };
+        let setup = (|| -> Result<Windows, ComputeError> {
+            let windows = Windows::new(SHARED_WINDOW.get(), LOCAL_WINDOW.get())?;
+            ch.push(&words::set_shared_memory_window(windows.shared())?)?;
+            ch.push(&words::set_local_memory_window(windows.local())?)?;
+            ch.push(&words::invalidate_sked_caches())?;
+            ch.push(&words::invalidate_sampler_cache())?;
+            ch.push(&words::invalidate_texture_header_cache())?;
+            Ok(windows)
+        })();
+        let windows = match setup {
+            Ok(w) => w,
+            Err(e) => return Err(Box::new((e, ch))),
+        };
+        Ok(Self {
+            arena: Arena::new(ch.arena_len()),
+            ch,
+            windows,
+            geometry: o.geometry,
+            slm: None,
+            local_capacity: 0,
+            arena_va,
+            templates: Vec::new(),
+            last: 0,
+            launches: 0,
+            completed: 0,
+            generation: 0,
+            timeout: o.timeout,
+            invalidate_each_launch: o.invalidate_each_launch,
+            slots: o.slots.max(1),
+        })
+    }
+
+    /// The lent channel.
+    pub fn channel(&mut self) -> &mut Channel {
+        &mut self.ch
+    }
+
+    /// Local memory per thread the channel's SLM buffer holds.
+    pub fn local_capacity(&self) -> u64 {
+        self.local_capacity
+    }
+
+    /// The memory windows.
+    pub fn windows(&self) -> Windows {
+        self.windows
+    }
+
+    /// Loads `bytes` (`load::load`, uploaded through `copies`) into memory from
+    /// `alloc`, and sizes the SLM buffer for its largest stack.
+    ///
+    /// # Errors
+    /// [`ComputeError::Load`], and as [`ComputeChannel::ensure_local`].
+    pub async fn load<A: Alloc>(
+        &mut self,
+        session: &Session,
+        copies: &mut CopyChannel,
+        alloc: &A,
+        bytes: &[u8],
+    ) -> Result<Module, ComputeError> {
+        let m = load::load(session, copies, alloc, bytes, self.timeout).await?;
+        self.ensure_local(session, alloc, m.local_bytes()).await?;
+        Ok(m)
+    }
+
+    /// Makes the SLM buffer hold `per_thread` bytes of local memory per thread: a new
+    /// buffer from `alloc` (sized for the GPU's geometry) once everything submitted
+    /// has completed, programmed with SET_SHADER_LOCAL_MEMORY (docs/hardware/
+    /// nvidia-compute.md, "Once per channel").
+    ///
+    /// # Errors
+    /// [`ComputeError::Window`] for a size past the local window,
+    /// [`ComputeError::Memory`], [`ComputeError::Channel`] (the wait for earlier work).
+    pub async fn ensure_local<A: Alloc>(
+        &mut self,
+        session: &Session,
+        alloc: &A,
+        per_thread: u64,
+    ) -> Result<(), ComputeError> {
+        if per_thread <= self.local_capacity {
+            return Ok(());
+        }
+        let slm = window::slm(per_thread, self.geometry)?;
+        let mem = alloc.alloc(session, slm.total, LOCAL_MEMORY_ALIGN).await?;
+        // Kernels in flight may use the old buffer: they finish first.
+        self.drain()?;
+        self.ch.push(&words::set_local_memory(LocalMemory {
+            addr: mem.va().get(),
+            per_tpc: slm.per_tpc,
+            non_throttled_c: NON_THROTTLED_C_DEFAULT,
+        })?)?;
+        self.slm = Some(Box::new(mem));
+        self.local_capacity = u64::from(slm.per_thread);
+        Ok(())
+    }
+
+    /// Submits everything and waits until it completed.
+    fn drain(&mut self) -> Result<(), ComputeError> {
+        let last = self.ch.last_value();
+        self.ch.submit()?;
+        if last > self.completed {
+            self.ch.wait(last, self.timeout)?;
+            self.completed = last;
+        }
+        Ok(())
+    }
+
+    /// Enqueues a launch of `kernel` over `grid` blocks of `block` threads with
+    /// `dynamic_shared` bytes of dynamic shared memory and `args` (one per parameter,
+    /// sizes as the kernel's), without ringing the doorbell; returns the value its QMD
+    /// releases when the grid is done. Every refusal comes before anything is written.
+    ///
+    /// # Errors
+    /// [`ComputeError::Shape`] (an extent of 0 or over the limits, too many threads,
+    /// more shared memory than an SM has), [`ComputeError::Params`] (a wrong count or
+    /// size), [`ComputeError::Qmd`] (more local memory than the channel holds),
+    /// [`ComputeError::Arena`]; [`ComputeError::Channel`] when a wait for a slot or
+    /// pushbuffer room fails.
+    pub fn enqueue(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+    ) -> Result<u64, ComputeError> {
+        let key = Key {
+            kernel: kernel.id,
+            grid: grid.into(),
+            block: block.into(),
+            dynamic_shared,
+        };
+        let i = self.template(kernel, key)?;
+        self.launches += 1;
+        let t = &mut self.templates[i];
+        t.used = self.launches;
+        t.lay(args)?;
+        let busy = t.busy();
+        if busy > self.completed {
+            self.completed = self.ch.completed()?;
+            if busy > self.completed {
+                // The slot's last launch is still in flight: it must have been sent.
+                self.ch.submit()?;
+                self.ch.wait(busy, self.timeout)?;
+                self.completed = busy;
+            }
+        }
+        let value = self.ch.next_value()?;
+        let pcas = t.write_slot(value, &self.ch)?;
+        let mut w = [0u32; 6];
+        let n = if self.invalidate_each_launch || self.generation != load::generation() {
+            self.generation = load::generation();
+            w[..2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
+            w[2..].copy_from_slice(&pcas);
+            6
+        } else {
+            w[..4].copy_from_slice(&pcas);
+            4
+        };
+        match self.ch.push_released(&w[..n], value) {
+            Err(ChannelError::PushbufferFull { .. }) => {
+                // Earlier launches hold the pushbuffer: once they are done, it is free.
+                self.drain()?;
+                self.ch.push_released(&w[..n], value)?;
+            }
+            other => {
+                other?;
+            }
+        }
+        self.templates[i].commit(value);
+        Ok(value)
+    }
+
+    /// [`ComputeChannel::enqueue`], then submit: the GPU starts the grid.
+    ///
+    /// # Errors
+    /// As [`ComputeChannel::enqueue`].
+    pub fn launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+    ) -> Result<u64, ComputeError> {
+        let v = self.enqueue(kernel, grid, block, dynamic_shared, args)?;
+        self.ch.submit()?;
+        Ok(v)
+    }
+
+    /// Rings the doorbell for everything enqueued.
+    ///
+    /// # Errors
+    /// [`ComputeError::Channel`] (`RingFull`).
+    pub fn submit(&mut self) -> Result<(), ComputeError> {
+        Ok(self.ch.submit()?)
+    }
+
+    /// Waits up to `timeout` until the launch that returned `value` (and every one
+    /// before it) is done; a kernel that faulted comes back as the RM's fault, typed,
+    /// never as done.
+    ///
+    /// # Errors
+    /// [`ComputeError::Channel`] (`Fault`, `Timeout`).
+    pub fn wait(&mut self, value: u64, timeout: Duration) -> Result<(), ComputeError> {
+        self.ch.wait(value, timeout)?;
+        self.completed = self.completed.max(value);
+        Ok(())
+    }
+
+    /// Copies `src` to `dst` (16-byte aligned, a multiple of 16 bytes, in the
+    /// session's memory) with `copy_kernel` (`copy_u4` of the runtime's own cubin:
+    /// `builtin`), and submits; returns the value its QMD releases.
+    ///
+    /// # Errors
+    /// [`ComputeError::Copy`] (an end the session does not hold, lengths that
+    /// differ), [`ComputeError::Unaligned`], as [`ComputeChannel::launch`].
+    pub fn copy(
+        &mut self,
+        session: &Session,
+        copy_kernel: &Kernel,
+        src: Span<'_>,
+        dst: Span<'_>,
+    ) -> Result<u64, ComputeError> {
+        copy::check(session, &src, &dst)?;
+        let len = src.len();
+        if !(src.va().is_aligned(16) && dst.va().is_aligned(16) && len.is_multiple_of(16)) {
+            return Err(ComputeError::Unaligned {
+                src: src.va(),
+                dst: dst.va(),
+                len,
+            });
+        }
+        let n16 = len / 16;
+        let blocks = u32::try_from(n16.div_ceil(COPY_BLOCK.into()).min(COPY_GRID.into()))
+            .unwrap_or(COPY_GRID);
+        self.launch(
+            copy_kernel,
+            blocks,
+            COPY_BLOCK,
+            0,
+            &[Arg::Ptr(src.va()), Arg::Ptr(dst.va()), Arg::U64(n16)],
+        )
+    }
+
+    /// Closes the channel in rigd.
+    ///
+    /// # Errors
+    /// As `Channel::close`.
+    pub async fn close(self, session: &Session) -> Result<(), ComputeError> {
+        Ok(self.ch.close(session).await?)
+    }
+
+    /// The index of the template for `key`: the last one used, one kept, or a new one
+    /// (which may first give back idle templates' arena).
+    fn template(&mut self, kernel: &Kernel, key: Key) -> Result<usize, ComputeError> {
+        if self.templates.get(self.last).is_some_and(|t| t.key == key) {
+            return Ok(self.last);
+        }
+        if let Some(i) = self.templates.iter().position(|t| t.key == key) {
+            self.last = i;
+            return Ok(i);
+        }
+        let shape = Shape::new(kernel.info(), key.grid, key.block, key.dynamic_shared)?;
+        let stride = template::stride(kernel.info());
+        let slots = usize::try_from(self.arena.len() / stride)
+            .unwrap_or(usize::MAX)
+            .min(self.slots);
+        if slots == 0 {
+            return Err(ComputeError::Arena {
+                kernel: kernel.name().into(),
+                needed: stride,
+                len: self.arena.len(),
+            });
+        }
+        let bytes = stride * slots as u64;
+        let region = loop {
+            if let Some(r) = self.arena.alloc(bytes) {
+                break r;
+            }
+            self.evict()?;
+        };
+        let spec = Spec {
+            arena_va: self.arena_va,
+            semaphore: GpuVa(self.ch.semaphore_va()),
+            windows: self.windows,
+            local_capacity: self.local_capacity,
+        };
+        match Template::build(spec, kernel, shape, region, slots) {
+            Ok(t) => {
+                self.templates.push(t);
+                self.last = self.templates.len() - 1;
+                Ok(self.last)
+            }
+            Err(e) => {
+                self.arena.free(region, bytes);
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives back the least recently used template whose launches all landed (after
+    /// waiting for everything, when none has).
+    fn evict(&mut self) -> Result<(), ComputeError> {
+        if self.templates.is_empty() {
+            return Err(ComputeError::Arena {
+                kernel: String::new(),
+                needed: self.arena.len() + 1,
+                len: self.arena.len(),
+            });
+        }
+        self.completed = self.completed.max(self.ch.completed()?);
+        let lru = |templates: &[Template], completed: u64| {
+            templates
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.last_value() <= completed)
+                .min_by_key(|(_, t)| t.used)
+                .map(|(i, _)| i)
+        };
+        let i = match lru(&self.templates, self.completed) {
+            Some(i) => i,
+            None => {
+                // Every template has a launch in flight: once all landed, each is idle.
+                self.drain()?;
+                lru(&self.templates, u64::MAX).unwrap_or(0)
+            }
+        };
+        let t = self.templates.swap_remove(i);
+        self.arena.free(t.region, t.bytes());
+        self.last = 0;
+        Ok(())
+    }
+}
+
+/// The copy kernel's block: 512 threads, and its largest grid, 8 blocks per SM of the
+/// H200's 132 (the shape that moved 1949 GB/s there: docs/hardware/nvidia-compute.md).
+const COPY_BLOCK: u32 = 512;
+const COPY_GRID: u32 = 132 * 8;

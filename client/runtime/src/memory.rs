@@ -1,0 +1,250 @@
+//! The memory the runtime works on, as a small trait: where the GPU reaches it in the
+//! session's address space, where its bytes live, and whether the session's own ledger
+//! holds it. Copies check both ends against the ledger before anything is submitted;
+//! module images and the local memory buffer are allocated through [`Alloc`].
+//!
+//! Flow: a caller hands [`Span`]s of [`Memory`] to `copy` (checked here, then copied
+//! on the copy engine or by the copy kernel), and an [`Alloc`] to `load` and `compute`
+//! (module images, the SLM buffer). Implemented for the session's host leases
+//! ([`rig_client::session::Buffer`], [`HostAlloc`]); GPU memory implements the same two
+//! traits in a few lines (its VA, its length, [`Place::Gpu`], a look-up in the ledger
+//! of the session's GPU memory).
+//!
+//! Not here: what a kernel's parameters point at. A GPU address passed as a parameter
+//! cannot be checked (the kernel computes its addresses); one outside the session's
+//! memory faults that kernel's channel group only, with the RM's MMU fault as the
+//! wait's typed error (docs/compute.md, "What is checked").
+
+use std::{fmt, future::Future};
+
+use rig_client::session::{Buffer, Session, SessionError};
+use rig_model::addr::GpuVa;
+
+/// Where memory's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Host memory the GPU reaches across PCIe (a lease of the session).
+    Host,
+    /// The GPU's own memory.
+    Gpu,
+}
+
+/// Memory of one session's GPU address space.
+pub trait Memory: fmt::Debug + Send + Sync {
+    /// Where the GPU reaches its first byte.
+    fn va(&self) -> GpuVa;
+    /// Its length in bytes.
+    fn len(&self) -> u64;
+    /// Where its bytes are.
+    fn place(&self) -> Place;
+    /// Whether `session`'s ledger holds this memory, all of it: memory of another
+    /// session (whose VAs mean nothing here) or already given back is not.
+    fn held_by(&self, session: &Session) -> bool;
+    /// Never empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Memory for Buffer {
+    fn va(&self) -> GpuVa {
+        GpuVa(self.device_address().unwrap_or_default())
+    }
+
+    fn len(&self) -> u64 {
+        Buffer::len(self)
+    }
+
+    fn place(&self) -> Place {
+        Place::Host
+    }
+
+    fn held_by(&self, session: &Session) -> bool {
+        let (lease, offset) = self.lease();
+        let Some(va) = self.device_address() else {
+            return false;
+        };
+        // The lease's handle, its mapping in this process and its GPU address all
+        // match: a handle alone is only unique within its session, and two sessions
+        // give the same GPU addresses.
+        session.leases().iter().any(|l| {
+            l.id == lease
+                && l.host_address
+                    .checked_add(usize::try_from(offset).unwrap_or(usize::MAX))
+                    == Some(self.as_ptr() as usize)
+                && l.device_address.and_then(|d| d.checked_add(offset)) == Some(va)
+                && offset
+                    .checked_add(Buffer::len(self))
+                    .is_some_and(|end| end <= l.bytes)
+        })
+    }
+}
+
+impl<M: Memory + ?Sized> Memory for Box<M> {
+    fn va(&self) -> GpuVa {
+        (**self).va()
+    }
+
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn place(&self) -> Place {
+        (**self).place()
+    }
+
+    fn held_by(&self, session: &Session) -> bool {
+        (**self).held_by(session)
+    }
+}
+
+/// Why memory could not be had or used.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// The allocator refused.
+    #[error("Failed to allocate {bytes} bytes ({place:?})")]
+    Alloc {
+        /// Bytes asked for.
+        bytes: u64,
+        /// Where.
+        place: Place,
+        /// The allocator's reason.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A range outside its memory.
+    #[error("Bytes {offset}..+{len} lie outside memory of {size} bytes at {va}")]
+    OutOfRange {
+        /// The memory's GPU address.
+        va: GpuVa,
+        /// Where the range starts in it.
+        offset: u64,
+        /// Its length.
+        len: u64,
+        /// The memory's length.
+        size: u64,
+    },
+    /// Memory the session's ledger does not hold.
+    #[error("{len} bytes at {va} are not this session's memory: nothing was submitted")]
+    NotOwned {
+        /// Its GPU address.
+        va: GpuVa,
+        /// Its length.
+        len: u64,
+    },
+}
+
+/// A range of [`Memory`]: the unit copies take.
+#[derive(Debug, Clone, Copy)]
+pub struct Span<'a> {
+    mem: &'a dyn Memory,
+    offset: u64,
+    len: u64,
+}
+
+impl<'a> Span<'a> {
+    /// All of `mem`.
+    pub fn all(mem: &'a dyn Memory) -> Self {
+        Self {
+            mem,
+            offset: 0,
+            len: mem.len(),
+        }
+    }
+
+    /// `len` bytes of `mem` from `offset`.
+    ///
+    /// # Errors
+    /// [`MemoryError::OutOfRange`] for a range past its end.
+    pub fn new(mem: &'a dyn Memory, offset: u64, len: u64) -> Result<Self, MemoryError> {
+        if offset.checked_add(len).is_none_or(|end| end > mem.len()) {
+            return Err(MemoryError::OutOfRange {
+                va: mem.va(),
+                offset,
+                len,
+                size: mem.len(),
+            });
+        }
+        Ok(Self { mem, offset, len })
+    }
+
+    /// Where the GPU reaches its first byte.
+    pub fn va(&self) -> GpuVa {
+        GpuVa(self.mem.va().get() + self.offset)
+    }
+
+    /// Its length.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where its bytes are.
+    pub fn place(&self) -> Place {
+        self.mem.place()
+    }
+
+    /// Checks that `session`'s ledger holds the memory.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotOwned`].
+    pub fn check(&self, session: &Session) -> Result<(), MemoryError> {
+        if !self.mem.held_by(session) {
+            return Err(MemoryError::NotOwned {
+                va: self.va(),
+                len: self.len,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Where the runtime gets memory: module images and the local memory buffer.
+pub trait Alloc {
+    /// What it hands out.
+    type Memory: Memory + 'static;
+
+    /// Where its memory is.
+    fn place(&self) -> Place;
+
+    /// `bytes` of memory in `session`'s address space at a multiple of `align` (a
+    /// power of two up to 2 MiB).
+    fn alloc(
+        &self,
+        session: &Session,
+        bytes: u64,
+        align: u64,
+    ) -> impl Future<Output = Result<Self::Memory, MemoryError>>;
+}
+
+/// The session's host leases ([`Session::alloc`]): memory the GPU reads across PCIe.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostAlloc;
+
+impl Alloc for HostAlloc {
+    type Memory = Buffer;
+
+    fn place(&self) -> Place {
+        Place::Host
+    }
+
+    async fn alloc(
+        &self,
+        session: &Session,
+        bytes: u64,
+        align: u64,
+    ) -> Result<Buffer, MemoryError> {
+        session
+            .alloc(bytes, align)
+            .await
+            .map_err(|e: SessionError| MemoryError::Alloc {
+                bytes,
+                place: Place::Host,
+                source: Box::new(e),
+            })
+    }
+}

@@ -1,0 +1,190 @@
+//! A session's GPU work in one place: a compute channel, a copy channel and the copy
+//! kernel, with copies sent to whichever does them fastest.
+//!
+//! Flow: [`Runtime::open`] opens both channels and loads the runtime's own cubin
+//! (`builtin`) into memory from the caller's [`Alloc`]; [`Runtime::load`] loads a
+//! cubin; kernels launch on [`Runtime::compute`]; [`Runtime::copy`] copies between
+//! host leases and GPU memory on the copy engine, and between two places in GPU memory
+//! with the copy kernel (16-byte aligned copies; others on the copy engine), and says
+//! in its [`Done`] which engine releases the value.
+//!
+//! State: the two channels and the copy kernel's module. Not here: the checks (each
+//! channel's), GPU memory itself (the session's).
+
+use std::time::Duration;
+
+use rig_client::{channel::Engine, session::Session};
+
+use crate::{
+    builtin,
+    compute::{ComputeChannel, ComputeError, ComputeOptions},
+    copy::{CopyChannel, CopyError, CopyOptions},
+    load::{self, Kernel, Module},
+    memory::{Alloc, Place, Span},
+};
+
+/// How a runtime's channels are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RuntimeOptions {
+    /// The compute channel.
+    pub compute: ComputeOptions,
+    /// The copy channel.
+    pub copy: CopyOptions,
+}
+
+/// What a copy or a launch returns: the value, and the engine whose channel releases it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    /// The engine that releases it.
+    pub engine: Engine,
+    /// The value.
+    pub value: u64,
+}
+
+/// Why a runtime call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The compute channel's.
+    #[error(transparent)]
+    Compute(#[from] ComputeError),
+    /// The copy channel's.
+    #[error(transparent)]
+    Copy(#[from] CopyError),
+}
+
+/// A compute channel, a copy channel and the copy kernel of one session.
+#[derive(Debug)]
+pub struct Runtime {
+    compute: ComputeChannel,
+    copies: CopyChannel,
+    copy_kernel: Kernel,
+    _builtin: Module,
+}
+
+impl Runtime {
+    /// Opens the two channels in `session` and loads the copy kernel into memory from
+    /// `alloc` (GPU memory, where the session has it).
+    ///
+    /// # Errors
+    /// Either channel's refusal; the copy kernel's load.
+    pub async fn open<A: Alloc>(
+        session: &Session,
+        alloc: &A,
+        o: RuntimeOptions,
+    ) -> Result<Self, RuntimeError> {
+        let mut copies = CopyChannel::open(session, o.copy).await?;
+        let compute = ComputeChannel::open(session, o.compute).await?;
+        // Not `ComputeChannel::load`: the cubin's other kernels have stacks, but the
+        // copy kernel has none, so it needs no local memory.
+        let module = load::load(
+            session,
+            &mut copies,
+            alloc,
+            builtin::CUBIN,
+            o.compute.timeout,
+        )
+        .await
+        .map_err(ComputeError::from)?;
+        Self::with(compute, copies, module)
+    }
+
+    /// A runtime of channels opened by the caller, with `builtin` the runtime's own
+    /// cubin ([`builtin::CUBIN`]) loaded already.
+    ///
+    /// # Errors
+    /// [`ComputeError::Load`] when `builtin` has no copy kernel.
+    pub fn with(
+        compute: ComputeChannel,
+        copies: CopyChannel,
+        builtin: Module,
+    ) -> Result<Self, RuntimeError> {
+        let copy_kernel = builtin
+            .kernel(builtin::COPY_KERNEL)
+            .map_err(ComputeError::from)?;
+        Ok(Self {
+            compute,
+            copies,
+            copy_kernel,
+            _builtin: builtin,
+        })
+    }
+
+    /// The compute channel: launches.
+    pub fn compute(&mut self) -> &mut ComputeChannel {
+        &mut self.compute
+    }
+
+    /// The copy channel.
+    pub fn copies(&mut self) -> &mut CopyChannel {
+        &mut self.copies
+    }
+
+    /// Loads `bytes` into memory from `alloc` (`ComputeChannel::load`).
+    ///
+    /// # Errors
+    /// As `ComputeChannel::load`.
+    pub async fn load<A: Alloc>(
+        &mut self,
+        session: &Session,
+        alloc: &A,
+        bytes: &[u8],
+    ) -> Result<Module, RuntimeError> {
+        Ok(self
+            .compute
+            .load(session, &mut self.copies, alloc, bytes)
+            .await?)
+    }
+
+    /// Copies `src` to `dst`, both checked against `session`'s ledger before anything
+    /// is submitted: by the copy kernel when both are GPU memory and 16-byte aligned,
+    /// on the copy engine otherwise. Returns which engine releases which value.
+    ///
+    /// # Errors
+    /// The checks' refusals (memory not the session's, lengths), either channel's.
+    pub fn copy(
+        &mut self,
+        session: &Session,
+        src: Span<'_>,
+        dst: Span<'_>,
+    ) -> Result<Done, RuntimeError> {
+        let by_kernel = src.place() == Place::Gpu
+            && dst.place() == Place::Gpu
+            && src.va().is_aligned(16)
+            && dst.va().is_aligned(16)
+            && src.len().is_multiple_of(16);
+        if by_kernel {
+            let value = self.compute.copy(session, &self.copy_kernel, src, dst)?;
+            return Ok(Done {
+                engine: Engine::Compute,
+                value,
+            });
+        }
+        let value = self.copies.copy(session, src, dst)?;
+        Ok(Done {
+            engine: Engine::Copy,
+            value,
+        })
+    }
+
+    /// Waits up to `timeout` for `done`; a fault comes back typed.
+    ///
+    /// # Errors
+    /// The channel's `Fault` or `Timeout`.
+    pub fn wait(&mut self, done: Done, timeout: Duration) -> Result<(), RuntimeError> {
+        match done.engine {
+            Engine::Compute => self.compute.wait(done.value, timeout)?,
+            Engine::Copy => self.copies.wait(done.value, timeout)?,
+        }
+        Ok(())
+    }
+
+    /// Closes both channels in rigd.
+    ///
+    /// # Errors
+    /// The first channel's close that failed.
+    pub async fn close(self, session: &Session) -> Result<(), RuntimeError> {
+        let compute = self.compute.close(session).await;
+        self.copies.close(session).await?;
+        Ok(compute?)
+    }
+}

@@ -1,0 +1,283 @@
+//! A launch template: everything about launching one kernel in one shape that does
+//! not change between launches, built once — the QMD (release slot 0 aimed at the
+//! channel's semaphore), constant bank 0 with the launch words — and a ring of slots
+//! in the channel's arena, each holding its own QMD and bank 0. A launch patches the
+//! slot it reuses in place: the release payload (one 64-bit store) and the parameter
+//! words of bank 0; only a slot's first launch writes it whole.
+//!
+//! Flow: `compute` finds or builds the template for (kernel, grid, block, dynamic
+//! shared) → [`Template::lay`] checks and lays the arguments → [`Template::write_slot`]
+//! writes through the channel's `write_arena` and returns the slot's SEND_PCAS words →
+//! the channel pushes them with the launch's value.
+//!
+//! Invariant: a slot is rewritten only after the value of the launch that last used it
+//! has landed (`compute` waits for [`Template::busy`] first), so the GPU never reads a
+//! slot while it changes. Reference: the QMD release as measured on the H200
+//! (docs/hardware/nvidia-compute.md, "Completion").
+
+use rig_client::channel::method::compute::{PcasAction, send_pcas};
+use rig_model::addr::GpuVa;
+
+use crate::{
+    ComputeError,
+    cbank0::{self, Cbank0Error},
+    launch::{Dim3, Shape},
+    load::Kernel,
+    params::{Arg, lay},
+    qmd::{ConstantBuffer, HOPPER_COMPUTE_A, Launch, Qmd, Release, ReleaseKind, for_class},
+    window::Windows,
+};
+
+/// Bytes of a slot before its bank 0: the QMD (V04: 384, a multiple of 64).
+pub const QMD_BYTES: u64 = 384;
+
+/// What identifies a template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    pub kernel: u64,
+    pub grid: Dim3,
+    pub block: Dim3,
+    pub dynamic_shared: u32,
+}
+
+/// What a template needs of its channel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spec {
+    pub arena_va: GpuVa,
+    pub semaphore: GpuVa,
+    pub windows: Windows,
+    pub local_capacity: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// The value of the last launch from it (0: none yet).
+    value: u64,
+    /// Whether its QMD and bank 0 are written whole.
+    written: bool,
+    /// SEND_PCAS_A and SEND_SIGNALING_PCAS2_B for its QMD.
+    pcas: [u32; 4],
+}
+
+/// A launch template and its slots.
+#[derive(Debug)]
+pub(crate) struct Template {
+    pub key: Key,
+    /// Holds the module (its code stays mapped while the template can launch it).
+    _kernel: Kernel,
+    params: Vec<rig_cubin::Param>,
+    arena_va: GpuVa,
+    qmd: Qmd,
+    bank0: Vec<u64>,
+    /// The first word of bank 0 that holds parameter bytes, and how many do.
+    params_word: usize,
+    params_words: usize,
+    /// Bytes of that first word before the parameter base.
+    params_skip: usize,
+    param_bytes: usize,
+    /// The parameter words' bytes as the last `lay` left them.
+    scratch: Vec<u8>,
+    payload_word: u64,
+    /// Where its slots start in the arena, and their stride.
+    pub region: u64,
+    stride: u64,
+    slots: Vec<Slot>,
+    next: usize,
+    /// The channel's launch counter when it was last used.
+    pub used: u64,
+}
+
+/// Bytes one slot of `kernel` takes: the QMD and bank 0, to the arena's granule.
+pub(crate) fn stride(kernel: &rig_cubin::Kernel) -> u64 {
+    let bank0 = (kernel.bank0_template().len() as u64).next_multiple_of(16);
+    (QMD_BYTES + bank0).next_multiple_of(crate::arena::GRANULE)
+}
+
+impl Template {
+    /// The template for `kernel` in `shape` at arena offset `region` with `slots`
+    /// slots (the caller took `stride × slots` bytes there).
+    ///
+    /// # Errors
+    /// [`ComputeError::Params`] (a parameter base below sm_90's), [`ComputeError::Qmd`]
+    /// (more local memory than the channel holds, an address a field cannot take).
+    pub(crate) fn build(
+        spec: Spec,
+        kernel: &Kernel,
+        shape: Shape,
+        region: u64,
+        slots: usize,
+    ) -> Result<Self, ComputeError> {
+        let info = kernel.info();
+        let zeros: Vec<Vec<u8>> = info
+            .params()
+            .iter()
+            .map(|p| vec![0; usize::try_from(p.size).unwrap_or(0)])
+            .collect();
+        let args: Vec<&[u8]> = zeros.iter().map(Vec::as_slice).collect();
+        let bank0 = cbank0::build(info, &shape, &spec.windows, &args)?;
+        let mut banks = vec![ConstantBuffer {
+            index: 0,
+            addr: spec.arena_va.get() + region + QMD_BYTES,
+            size: bank0.size(),
+        }];
+        banks.extend(kernel.module.banks.iter().copied());
+        let qmd = for_class(HOPPER_COMPUTE_A)?.build(&Launch {
+            kernel: info,
+            shape: &shape,
+            program: kernel.entry.get(),
+            banks: &banks,
+            release: Some(Release {
+                addr: spec.semaphore.get(),
+                payload: 0,
+                kind: ReleaseKind::DoubleWord,
+            }),
+            local_capacity: spec.local_capacity,
+        })?;
+        let base = usize::try_from(info.param_base()).unwrap_or(usize::MAX);
+        let param_bytes = usize::try_from(info.param_bytes()).unwrap_or(usize::MAX);
+        let (params_word, params_skip) = (base / 8, base % 8);
+        let params_words = (params_skip + param_bytes).div_ceil(8);
+        let bank0 = to_u64s(bank0.bytes());
+        let scratch: Vec<u8> = bank0
+            .get(params_word..params_word + params_words)
+            .ok_or(Cbank0Error::Base {
+                base: info.param_base(),
+            })?
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let payload_word = u64::try_from(qmd.release_payload_word()).unwrap_or(u64::MAX);
+        Ok(Self {
+            key: Key {
+                kernel: kernel.id,
+                grid: shape.grid(),
+                block: shape.block(),
+                dynamic_shared: shape.dynamic_shared(),
+            },
+            _kernel: kernel.clone(),
+            params: info.params().to_vec(),
+            arena_va: spec.arena_va,
+            qmd,
+            bank0,
+            params_word,
+            params_words,
+            params_skip,
+            param_bytes,
+            scratch,
+            payload_word,
+            region,
+            stride: stride(info),
+            slots: vec![
+                Slot {
+                    value: 0,
+                    written: false,
+                    pcas: [0; 4],
+                };
+                slots.max(1)
+            ],
+            next: 0,
+            used: 0,
+        })
+    }
+
+    /// Bytes it takes in the arena.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.stride * self.slots.len() as u64
+    }
+
+    /// The largest value any of its slots waits on: once it lands the template is
+    /// idle.
+    pub(crate) fn last_value(&self) -> u64 {
+        self.slots.iter().map(|s| s.value).max().unwrap_or(0)
+    }
+
+    /// Checks `args` against the kernel's parameters and lays them out for the next
+    /// launch. Nothing is written to the arena.
+    ///
+    /// # Errors
+    /// [`Cbank0Error::Count`] or [`Cbank0Error::Size`].
+    pub(crate) fn lay(&mut self, args: &[Arg<'_>]) -> Result<(), Cbank0Error> {
+        let (skip, n) = (self.params_skip, self.param_bytes);
+        lay(&self.params, args, &mut self.scratch[skip..skip + n])
+    }
+
+    /// The value the next slot's last launch released, which must land before it is
+    /// rewritten (0: never used).
+    pub(crate) fn busy(&self) -> u64 {
+        self.slots[self.next].value
+    }
+
+    /// Writes the next slot for a launch releasing `value` (its QMD and bank 0 whole
+    /// the first time, else the payload and the parameter words) into `arena`, and
+    /// returns the slot's SEND_PCAS words. The slot is taken by [`Template::commit`]
+    /// once the launch is pushed.
+    ///
+    /// # Errors
+    /// The arena's, or [`ComputeError::Qmd`] / [`ComputeError::Words`] for a slot
+    /// address a field cannot take (caught when the arena was placed).
+    pub(crate) fn write_slot(
+        &mut self,
+        value: u64,
+        arena: &impl ArenaWrite,
+    ) -> Result<[u32; 4], ComputeError> {
+        let at = self.region + self.next as u64 * self.stride;
+        let slot = &mut self.slots[self.next];
+        if slot.written {
+            arena.words(at + 8 * self.payload_word, &[value])?;
+            if self.params_words > 0 {
+                let pw = at + QMD_BYTES + 8 * self.params_word as u64;
+                arena.bytes(pw, &self.scratch)?;
+            }
+            return Ok(slot.pcas);
+        }
+        let qmd_va = self.arena_va.get() + at;
+        let mut q = self.qmd.clone();
+        q.set_bank_address(0, qmd_va + QMD_BYTES)?;
+        q.set_release_payload(value)?;
+        arena.words(at, &q.to_u64s())?;
+        let mut bank0 = self.bank0.clone();
+        let params = to_u64s(&self.scratch);
+        bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
+        arena.words(at + QMD_BYTES, &bank0)?;
+        let w = send_pcas(qmd_va, PcasAction::InvalidateCopySchedule)?;
+        slot.pcas = w;
+        slot.written = true;
+        Ok(w)
+    }
+
+    /// Marks the slot [`Template::write_slot`] wrote as launched with `value`, and
+    /// moves to the next.
+    pub(crate) fn commit(&mut self, value: u64) {
+        self.slots[self.next].value = value;
+        self.next = (self.next + 1) % self.slots.len();
+    }
+}
+
+/// Where a template's slots are written: the compute channel's arena.
+pub(crate) trait ArenaWrite {
+    /// Writes `words` at arena byte `at`.
+    fn words(&self, at: u64, words: &[u64]) -> Result<(), ComputeError>;
+    /// Writes `bytes` (whole 8-byte words) at arena byte `at`.
+    fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError>;
+}
+
+impl ArenaWrite for rig_client::channel::Channel {
+    fn words(&self, at: u64, words: &[u64]) -> Result<(), ComputeError> {
+        Ok(self.write_arena(at, words)?)
+    }
+
+    fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError> {
+        Ok(self.write_arena_bytes(at, bytes)?)
+    }
+}
+
+fn to_u64s(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks(8)
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect()
+}

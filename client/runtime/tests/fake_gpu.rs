@@ -1,0 +1,453 @@
+//! The runtime against rigd serving a fake RM GPU (no GPU needed): a module loads
+//! through the copy engine's words, a launch writes its QMD and bank 0 once and then
+//! patches them, every bad input is one typed error with nothing submitted, a busy slot
+//! and a posted fault come back typed. The GPU's part (a release landing, a fault) is
+//! played by hand through rigd's own views.
+
+mod support;
+
+use std::time::Duration;
+
+use rig_client::{
+    channel::{
+        Channel, ChannelError, Engine,
+        method::{
+            self,
+            compute::{Invalidate, PcasAction},
+            copy::Semaphore,
+        },
+    },
+    session::Session,
+};
+use rig_model::addr::{
+    GpuVa,
+    layout::{LOCAL_WINDOW, SHARED_WINDOW},
+};
+use rig_runtime::{
+    Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
+    CopyError, CopyOptions, HostAlloc, Launch, LaunchError, LoadError, Memory, MemoryError, Module,
+    Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span, Windows, cbank0, load,
+};
+use support::{Fixture, GPU, KERNELS, MIB, gp_puts, gpu_writes, pushed, read, serve, u64s};
+
+// TIMEOUT: the fake GPU never releases on its own; a value the test landed by hand is
+// seen at once.
+const SHORT: Duration = Duration::from_millis(300);
+
+/// A copy channel, and the fixture module loaded through it (the "copy engine"
+/// releases the upload's values, 1 for the copy and 2 for the clear of the globals,
+/// before they are asked for).
+async fn loaded(f: &Fixture, s: &Session) -> (CopyChannel, Module) {
+    let mut copies = CopyChannel::open(s, CopyOptions::default())
+        .await
+        .expect("copy channel");
+    let sem = copies.channel().semaphore_va();
+    gpu_writes(f, s, sem, &2u64.to_le_bytes());
+    let module = load::load(s, &mut copies, &HostAlloc, KERNELS, SHORT)
+        .await
+        .expect("loads");
+    (copies, module)
+}
+
+async fn compute(s: &Session, slots: usize) -> ComputeChannel {
+    ComputeChannel::open(
+        s,
+        ComputeOptions {
+            arena: 256 << 10,
+            timeout: SHORT,
+            slots,
+            ..ComputeOptions::default()
+        },
+    )
+    .await
+    .expect("compute channel")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_loads_through_the_copy_engine_and_names_its_kernels_and_globals() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (mut copies, module) = loaded(&f, &s).await;
+    assert_eq!(copies.channel().last_value(), 2, "the upload and the clear");
+    let base = module.memory().va().get();
+    let counter = module.variable("counter").expect("a __device__ global");
+    assert!((base..base + module.memory().len()).contains(&counter.get()));
+    // The zero-initialised global is cleared by the copy engine, which releases 2.
+    let sem = copies.channel().semaphore_va();
+    let clear = method::copy::memset(
+        counter.get(),
+        0,
+        8,
+        Some(Semaphore {
+            addr: sem,
+            payload: 2,
+            timestamp: false,
+        }),
+    )
+    .expect("words");
+    assert!(pushed(&s, &clear));
+    module.kernel("saxpy").expect("saxpy");
+    assert!(module.kernels().any(|k| k == "copy_u4"));
+    assert!(matches!(
+        module.kernel("nope"),
+        Err(LoadError::NoKernel { .. })
+    ));
+    assert_eq!(module.local_bytes(), 0x640, "local_array's stack");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (_copies, module) = loaded(&f, &s).await;
+    let mut c = compute(&s, 1).await;
+    let k = module.kernel("saxpy").expect("saxpy");
+    let args = |a: f32, n: u64| {
+        [
+            Arg::F32(a),
+            Arg::Ptr(GpuVa(0x40_0000_0000)),
+            Arg::Ptr(GpuVa(0x40_1000_0000)),
+            Arg::U64(n),
+        ]
+    };
+    let v = c.launch(&k, 4, 256, 0, &args(2.0, 1024)).expect("launch");
+    assert_eq!(v, 1);
+    let arena = c.channel().arena_va().expect("arena").get();
+    let sem = c.channel().semaphore_va();
+
+    // The QMD and bank 0, as built from scratch for this launch.
+    let shape = Shape::new(k.info(), 4, 256, 0).expect("fits");
+    let windows = Windows::new(SHARED_WINDOW.get(), LOCAL_WINDOW.get()).expect("windows");
+    let a: Vec<Vec<u8>> = vec![
+        2.0f32.to_le_bytes().to_vec(),
+        0x40_0000_0000u64.to_le_bytes().to_vec(),
+        0x40_1000_0000u64.to_le_bytes().to_vec(),
+        1024u64.to_le_bytes().to_vec(),
+    ];
+    let refs: Vec<&[u8]> = a.iter().map(Vec::as_slice).collect();
+    let bank0 = cbank0::build(k.info(), &shape, &windows, &refs).expect("bank 0");
+    let image = rig_cubin::Module::parse(KERNELS)
+        .expect("parses")
+        .layout()
+        .expect("lays out")
+        .place(module.memory().va().get())
+        .expect("places");
+    let mut banks = vec![ConstantBuffer {
+        index: 0,
+        addr: arena + 384,
+        size: bank0.size(),
+    }];
+    for b in image.banks() {
+        banks.push(ConstantBuffer::try_from(*b).expect("bank"));
+    }
+    let qmd = QmdVersion::V04
+        .build(&Launch {
+            kernel: k.info(),
+            shape: &shape,
+            program: k.entry().get(),
+            banks: &banks,
+            release: Some(Release {
+                addr: sem,
+                payload: 1,
+                kind: ReleaseKind::DoubleWord,
+            }),
+            local_capacity: 0,
+        })
+        .expect("QMD");
+    assert_eq!(read(&s, arena, 384), qmd.to_bytes());
+    assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
+    let mut launch_words = method::compute::invalidate_shader_caches(Invalidate::ALL).to_vec();
+    launch_words.extend(
+        method::compute::send_pcas(arena, PcasAction::InvalidateCopySchedule).expect("words"),
+    );
+    assert!(pushed(&s, &launch_words));
+
+    // Its QMD released 1: the slot is reused, patched in place.
+    gpu_writes(&f, &s, sem, &1u64.to_le_bytes());
+    let v = c.launch(&k, 4, 256, 0, &args(3.0, 7)).expect("again");
+    assert_eq!(v, 2);
+    let again = u64s(&read(&s, arena, 384));
+    let mut want = qmd.to_u64s();
+    want[qmd.release_payload_word()] = 2;
+    assert_eq!(again, want);
+    let b = read(&s, arena + 384 + 0x210, 32);
+    assert_eq!(b[..4], 3.0f32.to_le_bytes());
+    assert_eq!(b[24..32], 7u64.to_le_bytes());
+    c.wait(1, SHORT).expect("the first landed");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_one_typed_error_each_with_nothing_submitted() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (mut copies, module) = loaded(&f, &s).await;
+    let mut c = compute(&s, 4).await;
+    let empty = module.kernel("empty").expect("empty");
+    c.launch(&empty, 1, 1, 0, &[]).expect("a good launch first");
+    let mark = (gp_puts(&f), c.channel().last_value());
+    let k = module.kernel("grid_fill").expect("grid_fill");
+    let out = [Arg::Ptr(GpuVa(0x40_0000_0000))];
+    let shape = |c: &mut ComputeChannel, g: (u32, u32, u32), b: (u32, u32, u32), d| match c
+        .launch(&k, g, b, d, &out)
+    {
+        Err(ComputeError::Shape(e)) => e,
+        other => panic!("{g:?} {b:?} {d}: {other:?}"),
+    };
+    assert!(matches!(
+        shape(&mut c, (0, 1, 1), (32, 1, 1), 0),
+        LaunchError::Grid { value: 0, .. }
+    ));
+    assert!(matches!(
+        shape(&mut c, (1, 65536, 1), (32, 1, 1), 0),
+        LaunchError::Grid { value: 65536, .. }
+    ));
+    assert!(matches!(
+        shape(&mut c, (1, 1, 1), (0, 1, 1), 0),
+        LaunchError::Block { value: 0, .. }
+    ));
+    assert!(matches!(
+        shape(&mut c, (1, 1, 1), (1025, 1, 1), 0),
+        LaunchError::Block { value: 1025, .. }
+    ));
+    assert!(matches!(
+        shape(&mut c, (1, 1, 1), (32, 32, 2), 0),
+        LaunchError::Threads { threads: 2048, .. }
+    ));
+    assert!(matches!(
+        shape(&mut c, (1, 1, 1), (32, 1, 1), 228 * 1024),
+        LaunchError::Shared { .. }
+    ));
+    assert!(matches!(
+        c.launch(&k, 1, 32, 0, &[]),
+        Err(ComputeError::Params(Cbank0Error::Count {
+            given: 0,
+            expected: 1
+        }))
+    ));
+    assert!(matches!(
+        c.launch(&k, 1, 32, 0, &[Arg::U32(1)]),
+        Err(ComputeError::Params(Cbank0Error::Size {
+            given: 4,
+            expected: 8,
+            ..
+        }))
+    ));
+    // local_array has a stack; this channel has no local memory yet.
+    let local = module.kernel("local_array").expect("local_array");
+    let la = [
+        Arg::Ptr(GpuVa(0x1000)),
+        Arg::Ptr(GpuVa(0x2000)),
+        Arg::U32(1),
+    ];
+    assert!(matches!(
+        c.launch(&local, 1, 32, 0, &la),
+        Err(ComputeError::Qmd(QmdError::LocalMemory {
+            needed: 0x640,
+            capacity: 0
+        }))
+    ));
+    assert_eq!(
+        (gp_puts(&f), c.channel().last_value()),
+        mark,
+        "nothing was submitted"
+    );
+
+    // A launch on a copy channel, copies on a compute channel.
+    let copy_ch = Channel::open(&s, Engine::Copy, 64).await.expect("copy");
+    let refused = ComputeChannel::from_channel(copy_ch, ComputeOptions::default())
+        .expect_err("a copy channel");
+    assert!(matches!(
+        refused.0,
+        ComputeError::NotCompute {
+            engine: Engine::Copy,
+            ..
+        }
+    ));
+    let compute_ch = Channel::open(&s, Engine::Compute, 64)
+        .await
+        .expect("compute");
+    let refused = CopyChannel::from_channel(compute_ch).expect_err("a compute channel");
+    assert!(matches!(
+        refused.0,
+        CopyError::WrongEngine {
+            engine: Engine::Compute,
+            ..
+        }
+    ));
+
+    // Copies: another session's memory, lengths that differ, a range past the end.
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let theirs = other.alloc(MIB, 4096).await.expect("their buffer");
+    let mine = s.alloc(MIB, 4096).await.expect("my buffer");
+    let copy_mark = (gp_puts(&f), copies.channel().last_value());
+    let e = copies
+        .copy(&s, Span::all(&theirs), Span::all(&mine))
+        .expect_err("not mine");
+    assert!(
+        matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })),
+        "{e}"
+    );
+    let e = copies
+        .copy(&s, Span::all(&mine), Span::all(&theirs))
+        .expect_err("not mine");
+    assert!(matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })));
+    let half = Span::new(&mine, 0, MIB / 2).expect("half");
+    let e = copies
+        .copy(&s, half, Span::all(&mine))
+        .expect_err("lengths");
+    assert!(matches!(e, CopyError::Lengths { .. }));
+    assert!(matches!(
+        Span::new(&mine, MIB / 2, MIB),
+        Err(MemoryError::OutOfRange { .. })
+    ));
+    assert_eq!(
+        (gp_puts(&f), copies.channel().last_value()),
+        copy_mark,
+        "nothing was submitted"
+    );
+    // The kernel copy refuses the same, and unaligned ends.
+    let copy_u4 = module.kernel("copy_u4").expect("copy_u4");
+    assert!(matches!(
+        c.copy(&s, &copy_u4, Span::all(&theirs), Span::all(&mine)),
+        Err(ComputeError::Copy(_))
+    ));
+    let odd = Span::new(&mine, 8, 64).expect("odd");
+    let even = Span::new(&mine, 4096, 64).expect("even");
+    assert!(matches!(
+        c.copy(&s, &copy_u4, odd, even),
+        Err(ComputeError::Unaligned { .. })
+    ));
+
+    // A cubin that is cut short, or for another GPU: refused before any memory.
+    let leases = s.leases().len();
+    let e = load::load(&s, &mut copies, &HostAlloc, &KERNELS[..1000], SHORT)
+        .await
+        .expect_err("truncated");
+    assert!(matches!(e, LoadError::Cubin(_)), "{e}");
+    assert_eq!(s.leases().len(), leases);
+    let now: Vec<_> = gp_puts(&f)
+        .into_iter()
+        .filter(|(id, _)| mark.0.iter().any(|(m, _)| m == id))
+        .collect();
+    assert_eq!(
+        (now, c.channel().last_value()),
+        mark,
+        "nothing was submitted"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_whose_slot_is_still_in_flight_waits_and_times_out_typed() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (_copies, module) = loaded(&f, &s).await;
+    let mut c = compute(&s, 1).await;
+    let empty = module.kernel("empty").expect("empty");
+    c.launch(&empty, 1, 1, 0, &[]).expect("first");
+    let e = c
+        .launch(&empty, 1, 1, 0, &[])
+        .expect_err("its slot is busy");
+    assert!(
+        matches!(
+            e,
+            ComputeError::Channel(ChannelError::Timeout { value: 1, .. })
+        ),
+        "{e}"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_posted_for_the_compute_channel_ends_the_wait_typed() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (_copies, module) = loaded(&f, &s).await;
+    let mut c = compute(&s, 4).await;
+    let k = module.kernel("store_at").expect("store_at");
+    let v = c
+        .launch(&k, 1, 1, 0, &[Arg::Ptr(GpuVa(0xf_0000_0000)), Arg::U32(7)])
+        .expect("launch");
+    let id = c.channel().id();
+    assert!(f.gpu.post_fault(rigd::channels::ChannelId(id), 31));
+    let e = c.wait(v, Duration::from_secs(5)).expect_err("faulted");
+    assert!(
+        matches!(&e, ComputeError::Channel(ChannelError::Fault { fault, .. }) if fault.info32 == 31),
+        "{e}"
+    );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut copies = CopyChannel::open(&s, CopyOptions::default())
+        .await
+        .expect("copy channel");
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let b = s.alloc(MIB, 4096).await.expect("b");
+    let v = copies.copy(&s, Span::all(&a), Span::all(&b)).expect("copy");
+    let sem = copies.channel().semaphore_va();
+    let words = method::copy::copy_released(
+        a.device_address().expect("va"),
+        b.device_address().expect("va"),
+        MIB,
+        Semaphore {
+            addr: sem,
+            payload: 1,
+            timestamp: false,
+        },
+    )
+    .expect("words");
+    assert_eq!(v, 1);
+    assert!(pushed(&s, &words));
+    let fill = copies
+        .fill(&s, Span::new(&b, 0, 4096).expect("span"), 0xabcd)
+        .expect("fill");
+    assert_eq!(fill, 2);
+    f.server.stop().await;
+}
+
+/// A host buffer that says it is GPU memory: what the copy routing sees.
+#[derive(Debug)]
+struct AsGpu(rig_client::session::Buffer);
+
+impl Memory for AsGpu {
+    fn va(&self) -> GpuVa {
+        self.0.va()
+    }
+    fn len(&self) -> u64 {
+        Memory::len(&self.0)
+    }
+    fn place(&self) -> Place {
+        Place::Gpu
+    }
+    fn held_by(&self, session: &Session) -> bool {
+        self.0.held_by(session)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_within_gpu_memory_go_to_the_copy_kernel_and_the_rest_to_the_copy_engine() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let compute = compute(&s, 4).await;
+    let mut rt = Runtime::with(compute, copies, module).expect("runtime");
+    let a = AsGpu(s.alloc(MIB, 4096).await.expect("a"));
+    let b = AsGpu(s.alloc(MIB, 4096).await.expect("b"));
+    let host = s.alloc(MIB, 4096).await.expect("host");
+    let d = rt.copy(&s, Span::all(&a), Span::all(&b)).expect("d2d");
+    assert_eq!((d.engine, d.value), (Engine::Compute, 1));
+    let odd = Span::new(&a, 8, 4096).expect("odd");
+    let d = rt
+        .copy(&s, odd, Span::new(&b, 0, 4096).expect("span"))
+        .expect("unaligned d2d");
+    assert_eq!(d.engine, Engine::Copy);
+    let d = rt.copy(&s, Span::all(&host), Span::all(&a)).expect("h2d");
+    assert_eq!(d.engine, Engine::Copy);
+    f.server.stop().await;
+}

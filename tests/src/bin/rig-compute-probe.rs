@@ -1,0 +1,502 @@
+//! rig-compute-probe: kernels and copies through rig-runtime against a running rigd on
+//! a real GPU, checked element by element, with the figures CUDA's anchor
+//! (tests/h200/cuda_compute_anchor.c) measures on the same cubin. Not an interface for
+//! people.
+//!
+//! `rig-compute-probe SOCKET GPU [CUBIN]` (the cubin also from `RIG_CUBIN`; the
+//! fixtures are in client/cubin/tests/data/). With `RIG_PROBE_UID=N` a root start drops
+//! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
+//! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
+//! and the launch arena in GPU memory (rigd must allow the uid).
+//!
+//! In order: opening (session, channels, the copy kernel, the cubin, a first `empty`
+//! kernel; five times); `empty` launches one at a time and 10,000 back to back; saxpy
+//! over 2^28 floats (vector add scaled) checked element by element; grid_fill over
+//! 4,096 × 256 threads and a 3-D grid; reduce_sum (dynamic shared memory); local_array
+//! (local memory); const_global and read_counter (banks 3 and 4, a `__device__`
+//! global); copies host → device and device → host (256 MiB, copy engine) and device →
+//! device (1 GiB, copy kernel); GPU memory allocated and freed (2 MiB); last, in a
+//! session of its own, a store out of bounds, which must come back as this client's
+//! typed fault while the first session keeps running.
+//!
+//! Prints `rig <name> median <x> p99 <y> <unit> (n <count>)` per figure, the anchor's
+//! names, and `check <name> ok …` per result; the first failed check ends the run with
+//! a non-zero status.
+
+use std::{
+    error::Error,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
+
+use rig_client::{channel::Rings, session::Session};
+use rig_runtime::{
+    Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, Kernel, Memory, MemoryError, Module,
+    Place, Runtime, RuntimeError, RuntimeOptions, Span,
+};
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+const MIB: u64 = 1 << 20;
+const STAGE: u64 = 256 * MIB;
+// TIMEOUT: the longest kernel here (saxpy over 2^28, a 1 GiB copy) takes about 1 ms on
+// an H200, a channel's first work well under a second; 10 s says something is wrong.
+const LONG: Duration = Duration::from_secs(10);
+
+const USAGE: &str = "usage: rig-compute-probe SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+  env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
+       RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
+  prints `rig NAME median X p99 Y UNIT (n N)` and `check NAME ok ...` lines";
+
+/// Where the probe's device buffers, module images and local memory come from.
+///
+/// This is the one place to finish when rig-client's `gpumem` is in the tree: `alloc`
+/// becomes `Ok(Box::new(GpuMemory::alloc(session, bytes).await.map_err(..)?))` and
+/// `place` [`Place::Gpu`], with `impl Memory for GpuBuffer` in rig-runtime's
+/// `memory.rs` (its VA, its length, `Place::Gpu`, a look-up in the session's ledger of
+/// GPU memory). Until then the session's host leases stand in, so every figure below
+/// that names the device measures host memory across PCIe, and rigd's pool must hold
+/// what the run takes: 2.5 GiB of buffers and 440 MiB of local memory (local_array's
+/// 1600 bytes per thread for GH100's 72 TPC slots).
+#[derive(Debug, Clone, Copy)]
+struct Device;
+
+impl Alloc for Device {
+    type Memory = Box<dyn Memory>;
+
+    fn place(&self) -> Place {
+        Place::Host
+    }
+
+    async fn alloc(
+        &self,
+        session: &Session,
+        bytes: u64,
+        align: u64,
+    ) -> Result<Box<dyn Memory>, MemoryError> {
+        let b = session
+            .alloc(bytes, align.min(2 * MIB))
+            .await
+            .map_err(|e| MemoryError::Alloc {
+                bytes,
+                place: Place::Host,
+                source: Box::new(e),
+            })?;
+        Ok(Box::new(b))
+    }
+}
+
+/// Allocates and frees 2 MiB of device memory once; returns the time it took.
+async fn alloc_free_2mib(session: &Session) -> Res<Duration> {
+    let t = Instant::now();
+    let b = Device.alloc(session, 2 * MIB, 2 * MIB).await?;
+    drop(b);
+    session.trim().await?;
+    Ok(t.elapsed())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let (socket, gpu, cubin) = match args.as_slice() {
+        [_, s, g] => (s.clone(), g.clone(), std::env::var("RIG_CUBIN").ok()),
+        [_, s, g, c] => (s.clone(), g.clone(), Some(c.clone())),
+        _ => (String::new(), String::new(), None),
+    };
+    let Some(cubin) = cubin.filter(|_| !socket.is_empty()) else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let run = || -> Res<()> {
+        let bytes = std::fs::read(&cubin).map_err(|e| format!("{cubin}: {e}"))?;
+        drop_privileges()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(probe(&socket, &gpu, &bytes))
+    };
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rig-compute-probe: {}", rig_client::error_line(e.as_ref()));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn drop_privileges() -> Res<()> {
+    let Ok(uid) = std::env::var("RIG_PROBE_UID") else {
+        return Ok(());
+    };
+    let id: u32 = uid.parse()?;
+    let gid: u32 = match std::env::var("RIG_PROBE_GID") {
+        Ok(g) => g.parse()?,
+        Err(_) => id,
+    };
+    nix::unistd::setgroups(&[])?;
+    nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))?;
+    nix::unistd::setuid(nix::unistd::Uid::from_raw(id))?;
+    Ok(())
+}
+
+fn options() -> RuntimeOptions {
+    let rings = match std::env::var("RIG_PROBE_RINGS").as_deref() {
+        Ok("gpu") => Rings::Gpu,
+        _ => Rings::Host,
+    };
+    RuntimeOptions {
+        compute: ComputeOptions {
+            rings,
+            timeout: LONG,
+            ..ComputeOptions::default()
+        },
+        copy: CopyOptions {
+            rings,
+            ..CopyOptions::default()
+        },
+    }
+}
+
+fn report(name: &str, mut v: Vec<f64>, unit: &str) {
+    v.sort_by(f64::total_cmp);
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "an index below the length"
+    )]
+    let p99 = v[((v.len() - 1) as f64 * 0.99).round() as usize];
+    println!(
+        "rig {name} median {:.3} p99 {p99:.3} {unit} (n {})",
+        v[v.len() / 2],
+        v.len()
+    );
+}
+
+fn check(name: &str, wrong: u64, of: u64) -> Res<()> {
+    if wrong != 0 {
+        return Err(format!("check {name} FAILED: {wrong} wrong of {of}").into());
+    }
+    println!("check {name} ok ({of} checked)");
+    Ok(())
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One session with its runtime and the cubin loaded.
+struct Probe {
+    s: Session,
+    rt: Runtime,
+    m: Module,
+    /// Staging: a host lease the copies go through.
+    host: rig_client::session::Buffer,
+}
+
+impl Probe {
+    async fn open(socket: &str, gpu: &str, cubin: &[u8]) -> Res<(Self, Kernel)> {
+        let s = Session::open(socket, gpu).await?;
+        let mut rt = Runtime::open(&s, &Device, options()).await?;
+        let m = rt.load(&s, &Device, cubin).await?;
+        let empty = m.kernel("empty")?;
+        let v = rt.compute().launch(&empty, 1, 1, 0, &[])?;
+        rt.compute().wait(v, LONG)?;
+        let host = s.alloc(STAGE, 2 * MIB).await?;
+        Ok((Self { s, rt, m, host }, empty))
+    }
+
+    /// Host bytes → `dst` at `off`, through the staging lease and the copy engine.
+    fn put(&mut self, dst: &dyn Memory, off: u64, bytes: &[u8]) -> Res<Duration> {
+        let len = bytes.len() as u64;
+        self.host.write(0, bytes)?;
+        let t = Instant::now();
+        let done = self.rt.copy(
+            &self.s,
+            Span::new(&self.host, 0, len)?,
+            Span::new(dst, off, len)?,
+        )?;
+        self.rt.wait(done, LONG)?;
+        Ok(t.elapsed())
+    }
+
+    /// `len` bytes of `src` at `off` → host, through the staging lease.
+    fn get(&mut self, src: &dyn Memory, off: u64, len: u64) -> Res<Vec<u8>> {
+        let done = self.rt.copy(
+            &self.s,
+            Span::new(src, off, len)?,
+            Span::new(&self.host, 0, len)?,
+        )?;
+        self.rt.wait(done, LONG)?;
+        let mut b = vec![0u8; usize::try_from(len)?];
+        self.host.read(0, &mut b)?;
+        Ok(b)
+    }
+
+    fn run(
+        &mut self,
+        k: &str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        dyn_shared: u32,
+        args: &[Arg<'_>],
+    ) -> Res<Duration> {
+        let k = self.m.kernel(k)?;
+        let t = Instant::now();
+        let v = self
+            .rt
+            .compute()
+            .launch(&k, grid, block, dyn_shared, args)?;
+        self.rt.compute().wait(v, LONG)?;
+        Ok(t.elapsed())
+    }
+
+    async fn buffer(&self, bytes: u64) -> Res<Box<dyn Memory>> {
+        Ok(Device.alloc(&self.s, bytes, 2 * MIB).await?)
+    }
+}
+
+fn words(b: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+async fn probe(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    println!(
+        "client uid={} pid={} rings={:?}",
+        nix::unistd::getuid(),
+        std::process::id(),
+        options().compute.rings
+    );
+    let mut open = Vec::new();
+    for _ in 0..4 {
+        let t = Instant::now();
+        let (p, _) = Probe::open(socket, gpu, cubin).await?;
+        open.push(t.elapsed().as_secs_f64() * 1e3);
+        p.rt.close(&p.s).await?;
+    }
+    let t = Instant::now();
+    let (mut p, empty) = Probe::open(socket, gpu, cubin).await?;
+    open.push(t.elapsed().as_secs_f64() * 1e3);
+    report("open_first_kernel_ms", open, "ms");
+
+    launches(&mut p, &empty)?;
+    saxpy_and_copies(&mut p).await?;
+    kernels(&mut p).await?;
+
+    let mut al = Vec::new();
+    for _ in 0..1000 {
+        al.push(us(alloc_free_2mib(&p.s).await?));
+    }
+    report("alloc_free_2MiB_us", al, "us");
+
+    fault(socket, gpu, cubin).await?;
+    // The first session was not disturbed by the other's fault.
+    let t = p.run("empty", (1, 1, 1), (1, 1, 1), 0, &[])?;
+    println!("check after_fault_other_session_runs ok ({:.1} us)", us(t));
+    p.rt.close(&p.s).await?;
+    Ok(())
+}
+
+fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
+    let (mut rtt, mut host) = (Vec::new(), Vec::new());
+    for i in 0..10_100 {
+        let t0 = Instant::now();
+        let v = p.rt.compute().launch(empty, 1, 1, 0, &[])?;
+        let t1 = Instant::now();
+        p.rt.compute().wait(v, LONG)?;
+        if i >= 100 {
+            host.push(us(t1 - t0));
+            rtt.push(us(t0.elapsed()));
+        }
+    }
+    report("empty_launch_sync_us", rtt, "us");
+    report("empty_launch_host_us", host, "us");
+    let n = 10_000;
+    let t = Instant::now();
+    let mut v = 0;
+    for i in 0..n {
+        v = p.rt.compute().enqueue(empty, 1, 1, 0, &[])?;
+        if i % 64 == 63 {
+            p.rt.compute().submit()?;
+        }
+    }
+    p.rt.compute().submit()?;
+    p.rt.compute().wait(v, LONG)?;
+    let per = us(t.elapsed()) / f64::from(n);
+    println!("rig empty_back_to_back_us median {per:.3} p99 {per:.3} us (n {n})");
+    let landed = p.rt.compute().channel().completed()?;
+    check("back_to_back_10000_all_released", u64::from(landed != v), 1)
+}
+
+async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
+    let n: u64 = 1 << 28;
+    let (x, y) = (p.buffer(n * 4).await?, p.buffer(n * 4).await?);
+    let piece = STAGE / 4;
+    let mut h2d = Vec::new();
+    for (which, dst) in [(0, &x), (1, &y)] {
+        for at in (0..n).step_by(usize::try_from(piece)?) {
+            let b: Vec<u8> = (at..at + piece)
+                .flat_map(|i| if which == 0 { (i & 0xfff) as f32 } else { 1.0 }.to_le_bytes())
+                .collect();
+            let t = p.put(dst.as_ref(), at * 4, &b)?;
+            h2d.push(STAGE as f64 / t.as_secs_f64() / 1e9);
+        }
+    }
+    report("h2d_256MiB_GBps", h2d, "GB/s");
+    let args = [
+        Arg::F32(3.0),
+        Arg::Ptr(x.va()),
+        Arg::Ptr(y.va()),
+        Arg::U64(n),
+    ];
+    let grid = u32::try_from(n / 256)?;
+    let mut sax = Vec::new();
+    for _ in 0..21 {
+        sax.push(us(p.run("saxpy", (grid, 1, 1), (256, 1, 1), 0, &args)?));
+    }
+    report("saxpy_2e28_us", sax, "us");
+    let (mut wrong, mut d2h) = (0u64, Vec::new());
+    for at in (0..n).step_by(usize::try_from(piece)?) {
+        let t = Instant::now();
+        let b = p.get(y.as_ref(), at * 4, STAGE)?;
+        d2h.push(STAGE as f64 / t.elapsed().as_secs_f64() / 1e9);
+        for (j, w) in words(&b).enumerate() {
+            let i = at + j as u64;
+            let want = 1.0 + 63.0 * (i & 0xfff) as f32;
+            wrong += u64::from(f32::from_bits(w) != want);
+        }
+    }
+    report("d2h_256MiB_GBps", d2h, "GB/s");
+    check("saxpy_2e28_element_by_element", wrong, n)?;
+    let mut d2d = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let done =
+            p.rt.copy(&p.s, Span::all(x.as_ref()), Span::all(y.as_ref()))?;
+        p.rt.wait(done, LONG)?;
+        d2d.push((n * 4) as f64 / t.elapsed().as_secs_f64() / 1e9);
+    }
+    report("d2d_1GiB_GBps", d2d, "GB/s");
+    let b = p.get(y.as_ref(), (n - piece) * 4, STAGE)?;
+    let wrong = words(&b)
+        .enumerate()
+        .filter(|&(j, w)| f32::from_bits(w) != ((n - piece + j as u64) & 0xfff) as f32)
+        .count();
+    check("d2d_1GiB_last_256MiB", wrong as u64, piece)
+}
+
+async fn kernels(p: &mut Probe) -> Res<()> {
+    let out = p.buffer(64 * MIB).await?;
+    let o = Arg::Ptr(out.va());
+    for (grid, block) in [((4096, 1, 1), (256, 1, 1)), ((16, 8, 4), (8, 4, 2))] {
+        let count = 4096u32 * 256;
+        p.put(out.as_ref(), 0, &vec![0u8; count as usize * 4])?;
+        p.run("grid_fill", grid, block, 0, &[o])?;
+        let b = p.get(out.as_ref(), 0, u64::from(count) * 4)?;
+        let threads = grid.0 * grid.1 * grid.2 * block.0 * block.1 * block.2;
+        let wrong = words(&b)
+            .zip(0..threads)
+            .filter(|&(w, i)| w != i.wrapping_mul(2_654_435_761).wrapping_add(1))
+            .count();
+        check(
+            &format!("grid_fill_{grid:?}x{block:?}"),
+            wrong as u64,
+            threads.into(),
+        )?;
+    }
+    // reduce_sum: 2^20 words i % 1000, 256 words of dynamic shared memory per block.
+    let nr = 1u32 << 20;
+    let input: Vec<u8> = (0..nr).flat_map(|i| (i % 1000).to_le_bytes()).collect();
+    p.put(out.as_ref(), 0, &input)?;
+    p.put(out.as_ref(), 8 * MIB, &[0u8; 8])?;
+    let sum_at = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 8 * MIB));
+    p.run(
+        "reduce_sum",
+        (nr / 256, 1, 1),
+        (256, 1, 1),
+        1024,
+        &[o, sum_at, Arg::U32(nr)],
+    )?;
+    let got = u64::from_le_bytes(
+        p.get(out.as_ref(), 8 * MIB, 8)?
+            .try_into()
+            .map_err(|_| "8 bytes")?,
+    );
+    let want: u64 = (0..nr).map(|i| u64::from(i % 1000)).sum();
+    check("reduce_sum", u64::from(got != want), 1)?;
+    // local_array: a dynamically indexed array on each thread's stack.
+    let nl = 65536u32;
+    let idx: Vec<u8> = (0..nl)
+        .flat_map(|i| (i.wrapping_mul(7) & 255).to_le_bytes())
+        .collect();
+    p.put(out.as_ref(), 0, &idx)?;
+    let res = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 16 * MIB));
+    p.run(
+        "local_array",
+        (nl / 128, 1, 1),
+        (128, 1, 1),
+        0,
+        &[o, res, Arg::U32(nl)],
+    )?;
+    let b = p.get(out.as_ref(), 16 * MIB, u64::from(nl) * 4)?;
+    let wrong = words(&b)
+        .zip(0u32..)
+        .filter(|&(w, i)| w != i.wrapping_mul(31) + (i.wrapping_mul(7) & 255))
+        .count();
+    check("local_array", wrong as u64, nl.into())?;
+    // const_global (banks 3 and 4, relocations) and read_counter (a __device__ global).
+    let nn = 4096u32;
+    p.run(
+        "const_global",
+        (nn / 128, 1, 1),
+        (128, 1, 1),
+        0,
+        &[o, Arg::U32(nn)],
+    )?;
+    let counter_at = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 24 * MIB));
+    p.run("read_counter", (1, 1, 1), (1, 1, 1), 0, &[counter_at])?;
+    let table = [3u32, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3];
+    let b = p.get(out.as_ref(), 0, u64::from(nn) * 4)?;
+    let wrong = words(&b)
+        .enumerate()
+        .filter(|&(t, w)| w != table[t & 15] + 0x0100_0000)
+        .count();
+    check("const_global", wrong as u64, nn.into())?;
+    let counter = u64::from_le_bytes(
+        p.get(out.as_ref(), 24 * MIB, 8)?
+            .try_into()
+            .map_err(|_| "8 bytes")?,
+    );
+    check("read_counter", u64::from(counter != u64::from(nn)), 1)
+}
+
+/// A second session whose kernel stores where its address space maps nothing.
+async fn fault(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    let (mut p, _) = Probe::open(socket, gpu, cubin).await?;
+    let k = p.m.kernel("store_at")?;
+    // Below every window and everything rigd maps: nothing of this client is there.
+    let nowhere = rig_model::addr::GpuVa(0xf_0000_0000);
+    let v =
+        p.rt.compute()
+            .launch(&k, 1, 1, 0, &[Arg::Ptr(nowhere), Arg::U32(7)])?;
+    match p.rt.compute().wait(v, LONG) {
+        Err(ComputeError::Channel(rig_client::channel::ChannelError::Fault { fault, .. })) => {
+            println!(
+                "check out_of_bounds_store_faults_typed ok (info32 {} {})",
+                fault.info32,
+                fault.reason()
+            );
+        }
+        Err(e) => return Err(format!("check out_of_bounds_store FAILED: {e}").into()),
+        Ok(()) => return Err("check out_of_bounds_store FAILED: it completed".into()),
+    }
+    // Its channels' group is stopped; rigd reclaims it either way.
+    let closed: Result<(), RuntimeError> = p.rt.close(&p.s).await;
+    if let Err(e) = closed {
+        println!("closing the faulted session: {e}");
+    }
+    Ok(())
+}
