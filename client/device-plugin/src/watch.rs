@@ -427,7 +427,7 @@ mod tests {
             uid: 1000,
             pid: 42,
             since_unix: 0,
-            session: 7,
+            session: rig_client::session::SessionId(7),
         };
         assert!(judge(true, Some(&held(HeldState::Held, None)), false).0);
         let (ok, why) = judge(true, Some(&held(HeldState::Busy, None)), false);
@@ -435,7 +435,7 @@ mod tests {
         assert!(why.contains("under way"), "{why}");
         let (ok, why) = judge(
             true,
-            Some(&held(HeldState::Held, Some(lease.clone()))),
+            Some(&held(HeldState::Held, Some(lease))),
             false,
         );
         assert!(!ok, "a lease the kubelet did not give out");

@@ -110,7 +110,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     let c = &listed[0];
     assert_eq!(
         (c.channel, c.engine, c.entries, c.gp_put, c.session),
-        (ch.id(), Some(Engine::Copy), 256, 1, session.id())
+        (ch.id(), Some(Engine::Copy), 256, 1, session.id().0)
     );
     assert_eq!(c.uid, nix::unistd::getuid().as_raw());
     assert!(c.fault.is_none());
@@ -297,7 +297,7 @@ async fn a_session_that_goes_is_reclaimed_channels_first_and_the_other_keeps_its
         "alice's address space freed"
     );
     let v = f.server.rig.channel_status(None);
-    assert_eq!(v[0].session.0, bob.id());
+    assert_eq!(v[0].session, bob.id());
     f.server.stop().await;
 }
 

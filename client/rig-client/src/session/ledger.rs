@@ -21,11 +21,9 @@ use rig_sys::{
     mman::{Fill, Mapping},
 };
 
-use super::{Inner, Reply, Request, Session, SessionError, SessionErrorKind, arena::Arena};
-
-/// A lease's handle, valid in the session that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct LeaseId(pub u64);
+use super::{
+    Inner, LeaseId, Reply, Request, Session, SessionError, SessionErrorKind, arena::Arena,
+};
 
 /// A lease as this process sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -52,7 +52,9 @@ use rig_proto::v1::{self as pb, dma_client::DmaClient};
 use serde::{Deserialize, Serialize};
 use tonic::{Code, transport::Channel};
 
-pub use ledger::{Buffer, LeaseId, LeaseInfo};
+pub use ledger::{Buffer, LeaseInfo};
+/// A session's number and a lease's handle: the shared vocabulary's.
+pub use rig_model::dma::{LeaseId, SessionId};
 /// The body of rigd's reply on the side socket.
 pub use rig_proto::v1::session_reply::Body as Reply;
 /// The body of a request on the side socket: one variant per kind of request, each
@@ -206,7 +208,7 @@ impl SessionError {
 
 #[derive(Debug)]
 struct Inner {
-    id: u64,
+    id: SessionId,
     /// The function whose pool this session leases from, as the caller named it.
     device: String,
     block: u64,
@@ -262,7 +264,7 @@ impl Session {
         }
         Ok(Self {
             inner: Arc::new(Inner {
-                id: o.session,
+                id: SessionId(o.session),
                 device: device.to_owned(),
                 block: o.block_bytes,
                 max_lease_blocks: o.max_lease_blocks,
@@ -275,7 +277,7 @@ impl Session {
     }
 
     /// The session's number (as `rigctl dma` shows it).
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> SessionId {
         self.inner.id
     }
 
