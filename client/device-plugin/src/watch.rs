@@ -433,11 +433,7 @@ mod tests {
         let (ok, why) = judge(true, Some(&held(HeldState::Busy, None)), false);
         assert!(!ok);
         assert!(why.contains("under way"), "{why}");
-        let (ok, why) = judge(
-            true,
-            Some(&held(HeldState::Held, Some(lease))),
-            false,
-        );
+        let (ok, why) = judge(true, Some(&held(HeldState::Held, Some(lease))), false);
         assert!(!ok, "a lease the kubelet did not give out");
         assert!(why.contains("uid 1000 (pid 42, session 7)"), "{why}");
         assert!(judge(true, Some(&held(HeldState::Held, Some(lease))), true).0);
