@@ -177,7 +177,7 @@ impl Rig {
                 .status(None)
                 .clients
                 .into_iter()
-                .filter(|c| c.pool == pool.name() && c.session != session && c.bytes > 0)
+                .filter(|c| c.device == pool.name() && c.session != session && c.bytes > 0)
                 .count();
             let lent = if others > 0 {
                 Err(RigError::LeaseInUse {

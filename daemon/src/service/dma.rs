@@ -27,12 +27,7 @@ use tokio::{net::UnixListener, sync::watch, task::JoinHandle};
 use tonic::{Request, Response, Status};
 
 use super::{ServiceError, peer_cred, request_span, status, until_true};
-use crate::{
-    dma::{self, PoolMode},
-    error::Reason,
-    rig::Rig,
-    service::status::error_line,
-};
+use crate::{dma, error::Reason, rig::Rig};
 
 /// How long an opened session waits for its claim on the side socket.
 // TIMEOUT: the client library claims right after OpenSession returns (a millisecond);
@@ -235,7 +230,7 @@ impl pb::dma_server::Dma for Api {
             session: ticket.id.0,
             token: ticket.token.to_vec(),
             block_bytes: dma::BLOCK_SIZE,
-            addressing: addressing(&ticket.mode).into(),
+            addressing: pb::DmaAddressing::from(ticket.mode.addressing()).into(),
             quota_bytes: ticket.quota_left,
             max_lease_blocks: dma::MAX_LEASE_BLOCKS,
         }))
@@ -251,7 +246,9 @@ impl pb::dma_server::Dma for Api {
             .map(|p| p.uid)
             .ok_or_else(super::no_peer_credentials)?;
         let viewer = (uid != 0).then_some(uid);
-        Ok(Response::new(status_reply(self.rig.dma().status(viewer))))
+        Ok(Response::new(pb::DmaStatusReply::from(
+            &self.rig.dma().status(viewer),
+        )))
     }
 
     async fn channels(
@@ -306,64 +303,6 @@ fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {
     peer_cred(req).ok_or_else(super::no_peer_credentials)
 }
 
-fn addressing(mode: &PoolMode) -> pb::DmaAddressing {
-    match mode {
-        PoolMode::Host => pb::DmaAddressing::None,
-        PoolMode::Sysfs => pb::DmaAddressing::Physical,
-        PoolMode::Vfio(_) => pb::DmaAddressing::Iova,
-        PoolMode::Gpu(_) => pb::DmaAddressing::GpuVa,
-    }
-}
-
-fn addressing_of(mode: &str) -> pb::DmaAddressing {
-    match mode {
-        "sysfs" => pb::DmaAddressing::Physical,
-        "vfio" => pb::DmaAddressing::Iova,
-        "gpu" => pb::DmaAddressing::GpuVa,
-        _ => pb::DmaAddressing::None,
-    }
-}
-
-fn status_reply(s: dma::DmaStatus) -> pb::DmaStatusReply {
-    pb::DmaStatusReply {
-        pools: s
-            .pools
-            .into_iter()
-            .map(|p| pb::DmaPool {
-                addressing: addressing_of(p.mode).into(),
-                name: p.name,
-                block_bytes: dma::BLOCK_SIZE,
-                target_blocks: p.target_blocks,
-                free_blocks: p.free_blocks,
-                leased_blocks: p.leased_blocks,
-                quarantined_blocks: p.quarantined_blocks,
-                pinning_blocks: p.pinning_blocks,
-                pin_gib_per_s: p.pin_gib_per_s.unwrap_or(0.0),
-                problem: p
-                    .problem
-                    .as_deref()
-                    .map(|e| error_line(e))
-                    .unwrap_or_default(),
-            })
-            .collect(),
-        clients: s
-            .clients
-            .into_iter()
-            .map(|c| pb::DmaClient {
-                session: c.session.0,
-                uid: c.uid,
-                pid: c.pid,
-                device: c.pool,
-                leases: c.leases,
-                bytes: c.bytes,
-                claimed: c.claimed,
-            })
-            .collect(),
-        quota_per_uid_bytes: s.quota.per_uid_bytes,
-        quota_per_device_bytes: s.quota.per_device_bytes,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -371,7 +310,7 @@ mod tests {
     use super::*;
     use crate::{
         config::Config,
-        dma::{Backing, PoolSpec},
+        dma::{Backing, PoolMode, PoolSpec},
     };
 
     /// A rig over `dir` with a one-block shmem pool `host`, pinned.

@@ -288,7 +288,11 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
             sample(
                 &mut out,
                 "rig_dma_pool_blocks",
-                &[("pool", &p.name), ("mode", p.mode), ("state", state)],
+                &[
+                    ("pool", &p.name),
+                    ("mode", crate::dma::PoolMode::name_of(p.addressing)),
+                    ("state", state),
+                ],
                 f64::from(n),
             );
         }
@@ -316,7 +320,7 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
     );
     let mut leased: BTreeMap<&str, u64> = dma.pools.iter().map(|p| (p.name.as_str(), 0)).collect();
     for c in &dma.clients {
-        *leased.entry(c.pool.as_str()).or_default() += c.bytes;
+        *leased.entry(c.device.as_str()).or_default() += c.bytes;
     }
     for (pool, bytes) in &leased {
         sample(
