@@ -399,7 +399,7 @@ impl Channel {
                 }
                 let m =
                     Mapping::shared(&ring_file, Fill::Populate).map_err(map_err(id, "its ring"))?;
-                let pb_va = b.device_address().ok_or(ChannelError::Protocol(
+                let pb_va = b.gpu_va().map(|va| va.get()).ok_or(ChannelError::Protocol(
                     "a channel's session has no GPU addresses",
                 ))?;
                 let pb = Pushbuffer::new(pb_va, pushbuffer / 4)?;
@@ -509,7 +509,7 @@ impl Channel {
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
     pub fn semaphore_va(&self) -> u64 {
-        self.sem.device_address().unwrap_or_default()
+        self.sem.gpu_va().map_or(0, |va| va.get())
     }
 
     /// The largest timeline value promised so far.

@@ -15,6 +15,7 @@
 
 use std::{io, os::fd::OwnedFd, sync::Arc};
 
+use rig_model::addr::GpuVa;
 use rig_proto::v1 as pb;
 use rig_sys::{
     memfd::SealedMemfd,
@@ -22,7 +23,8 @@ use rig_sys::{
 };
 
 use super::{
-    Inner, LeaseId, Reply, Request, Session, SessionError, SessionErrorKind, arena::Arena,
+    DeviceAddr, Inner, LeaseId, Reply, Request, Session, SessionError, SessionErrorKind,
+    arena::Arena,
 };
 
 /// A lease as this process sees it.
@@ -30,8 +32,9 @@ use super::{
 pub struct LeaseInfo {
     pub id: LeaseId,
     pub bytes: u64,
-    /// Where the device reaches its first byte; `None` in host mode.
-    pub device_address: Option<u64>,
+    /// Where the device reaches its first byte, of the session's kind (an IOVA, a
+    /// physical address or a GPU VA); `None` in host mode.
+    pub device_address: Option<DeviceAddr>,
     /// Where it is mapped here.
     pub host_address: usize,
 }
@@ -81,7 +84,7 @@ pub struct Buffer {
     lease: LeaseId,
     offset: u64,
     size: u64,
-    device: Option<u64>,
+    device: Option<DeviceAddr>,
     returned: bool,
 }
 
@@ -92,9 +95,18 @@ impl Buffer {
         (self.region.addr() + usize::try_from(self.offset).unwrap_or(usize::MAX)) as *mut u8
     }
 
-    /// Its first byte for the device; `None` in host mode.
-    pub fn device_address(&self) -> Option<u64> {
-        self.device.map(|d| d + self.offset)
+    /// Its first byte for the device, of the session's kind: an IOVA (vfio mode), a
+    /// physical address (sysfs mode) or a GPU VA (an RM-served GPU); `None` in host
+    /// mode.
+    pub fn device_address(&self) -> Option<DeviceAddr> {
+        self.device.and_then(|d| d.checked_add(self.offset))
+    }
+
+    /// Its first byte in the session's GPU address space: `None` unless the session's
+    /// device is an RM-served GPU. What a GPU method, a cubin relocation or a QMD
+    /// field takes.
+    pub fn gpu_va(&self) -> Option<GpuVa> {
+        self.device_address().and_then(DeviceAddr::gpu_va)
     }
 
     /// Bytes asked for.
@@ -371,10 +383,13 @@ impl Session {
             ));
         }
         let region = map_blocks(&fds, block).map_err(SessionError::Map)?;
+        let device_address =
+            rig_proto::convert::dma::device_addr(self.inner.addressing, l.device_address)
+                .map_err(|_| SessionError::Protocol("a device address in host mode"))?;
         let info = LeaseInfo {
             id: LeaseId(l.lease),
             bytes: l.bytes,
-            device_address: l.device_address,
+            device_address,
             host_address: region.addr(),
         };
         self.inner.ledger().leases.push(LocalLease {
