@@ -246,6 +246,13 @@ pub fn chain<'a>(e: &'a (dyn Error + 'a)) -> impl Iterator<Item = &'a (dyn Error
     std::iter::successors(Some(e), |&e| e.source().map(|c| c as &(dyn Error + 'a)))
 }
 
+/// `e` and its causes on one line, joined by ": ": what a status reply or a report
+/// (a pool's last problem) shows of an error.
+pub fn line(e: &dyn Error) -> String {
+    let words: Vec<String> = chain(e).map(ToString::to_string).collect();
+    words.join(": ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@ use crate::{
     },
     take::{
         self, AttachReport, BarSize, DetachOptions, Journal, ResetMethod, ResetReport,
-        ResizeReport, TakeError, Taken, Taker, preflight::Places,
+        ResizeOutcome, TakeError, Taken, Taker, preflight::Places,
     },
     vfio::{RealVfio, Vfio},
 };
@@ -415,7 +415,7 @@ impl Rig {
         bar: u8,
         size: BarSize,
         progress: take::Progress<'_>,
-    ) -> Result<(ResizeReport, HeldView), RigError> {
+    ) -> Result<(ResizeOutcome, HeldView), RigError> {
         let bdf: Bdf = bdf.parse()?;
         self.refuse_leased(bdf)?;
         self.with_slot(bdf, |slot| {
@@ -666,7 +666,7 @@ pub struct HeldView {
     pub group_members: Vec<Bdf>,
     pub overrode: Vec<String>,
     /// The resize made while taking it, if any.
-    pub resize: Option<ResizeReport>,
+    pub resize: Option<ResizeOutcome>,
     /// Why the device has no DMA pool, when the detach that made this view could not
     /// make one (the device is held all the same).
     pub no_pool: Option<Arc<RigError>>,

@@ -1,17 +1,22 @@
-//! The model of a decoded PCI function (`rig-model`) ↔ its wire form, both ways, in
-//! one place so the two are exact inverses: `model → wire → model` gives back what went
-//! in (the property test in `convert/tests.rs`, over generated models with every
-//! capability variant).
+//! The shared vocabulary (`rig-model`) ↔ its wire form, both ways, each pair in one
+//! place so the two are exact inverses: `model → wire → model` gives back what went in
+//! (the property tests: `convert/tests.rs` for the decoded PCI function, over generated
+//! models with every capability variant; one beside each area's pair for the others).
 //!
 //! Flow: rigd's `pci` decodes into `rig_model::Device` → `service` sends
 //! `pb::Device::from(&device)` → `rig-client` takes it back with
-//! `rig_model::Device::try_from(pb)`. The wire direction cannot fail; the way back
+//! `rig_model::Device::try_from(pb)`; the other areas go the same way, in both
+//! directions where both sides send them (`take`: the take-over requests and held
+//! devices; `dma`: pools, sessions and device addresses; `nv`: channel engines, rings
+//! and faults; `topo`: the peer topology). The wire direction cannot fail; the way back
 //! refuses what this version cannot read as a typed [`ConvertError`] (a required
 //! message missing, a number too wide for its register, an enum value unknown or
-//! unset), never a panic and never a silent default.
+//! unset), never a panic and never a silent default, unless the pair's comment says
+//! what the wire's zero means. A model enum carried in an `int32` field is also a
+//! [`WireEnum`], which reads the number.
 //!
-//! Not here: the take-over messages (converted beside their RPCs, in rigd's
-//! `service::take` and `rig-client`'s `take`), the DMA messages.
+//! Not here: messages that carry only one side's types (rigd's outcomes and reports,
+//! rig-client's listings of channels and queues), converted beside their RPCs.
 
 use rig_model as m;
 
@@ -30,9 +35,49 @@ pub enum ConvertError {
     },
     #[error("rigd sent {field} = {value}, a value this client does not know")]
     UnknownEnum { field: &'static str, value: i32 },
+    #[error("rigd sent {field}, which this session's addressing has none of")]
+    Unexpected { field: &'static str },
 }
 
 type Result<T> = std::result::Result<T, ConvertError>;
+
+/// A model enum carried in an `int32` field of the wire, as the generated enum
+/// [`WireEnum::Wire`]: its `From`/`TryFrom` pair, read from and written to the number.
+pub trait WireEnum: Copy + Sized {
+    /// The generated enum.
+    type Wire: TryFrom<i32> + From<Self> + Into<i32>;
+
+    /// The generated enum for `self` (`.into()` gives the field's number).
+    fn wire(self) -> Self::Wire {
+        self.into()
+    }
+
+    /// The field's number read back: `None` for a number this version does not know,
+    /// and for one the model has no value for (an UNSPECIFIED that means nothing).
+    fn from_wire(v: i32) -> Option<Self>;
+
+    /// As [`WireEnum::from_wire`], or the refusal naming `field`.
+    ///
+    /// # Errors
+    /// [`ConvertError::UnknownEnum`].
+    fn from_field(field: &'static str, value: i32) -> Result<Self> {
+        Self::from_wire(value).ok_or(ConvertError::UnknownEnum { field, value })
+    }
+}
+
+/// Implements [`WireEnum`] for model types whose `From`/`TryFrom` pair with the wire
+/// enum is written out beside it.
+macro_rules! wire_enum {
+    ($($m:ty => $pb:ty),+ $(,)?) => {$(
+        impl $crate::convert::WireEnum for $m {
+            type Wire = $pb;
+
+            fn from_wire(v: i32) -> Option<Self> {
+                <$pb>::try_from(v).ok().and_then(|w| Self::try_from(w).ok())
+            }
+        }
+    )+};
+}
 
 fn n8(field: &'static str, v: u32) -> Result<u8> {
     u8::try_from(v).map_err(|_| ConvertError::OutOfRange {
@@ -462,6 +507,9 @@ fn shared_hop_back(h: pb::SharedHop) -> m::SharedHop {
 }
 
 mod caps;
+pub mod dma;
+pub mod nv;
+pub mod take;
 mod topo;
 use caps::{capability, capability_back};
 

@@ -4,9 +4,10 @@
 //! Only `daemon/src/service` and `client/` use these types; hardware and firmware
 //! types never appear here, and clients get the client library's own types.
 //!
-//! Flow: rigd's `pci` → `rig_model::Device` → [`convert`] (here, both directions, exact
-//! inverses) → the wire → [`convert`] → `rig-client`. Not here: the model itself
-//! (`rig-model`), the take-over and DMA conversions (beside their RPCs).
+//! Flow: rigd → `rig-model`'s types → [`convert`] (here, both directions, exact
+//! inverses, one pair per type) → the wire → [`convert`] → `rig-client`. Not here: the
+//! model itself (`rig-model`), messages made of one side's own types (beside their
+//! RPCs in rigd's `service` and rig-client).
 
 /// Version 1 of the API.
 #[expect(missing_docs, clippy::all, clippy::pedantic, reason = "generated code")]

@@ -427,17 +427,13 @@ mod tests {
             uid: 1000,
             pid: 42,
             since_unix: 0,
-            session: 7,
+            session: rig_client::session::SessionId(7),
         };
         assert!(judge(true, Some(&held(HeldState::Held, None)), false).0);
         let (ok, why) = judge(true, Some(&held(HeldState::Busy, None)), false);
         assert!(!ok);
         assert!(why.contains("under way"), "{why}");
-        let (ok, why) = judge(
-            true,
-            Some(&held(HeldState::Held, Some(lease.clone()))),
-            false,
-        );
+        let (ok, why) = judge(true, Some(&held(HeldState::Held, Some(lease))), false);
         assert!(!ok, "a lease the kubelet did not give out");
         assert!(why.contains("uid 1000 (pid 42, session 7)"), "{why}");
         assert!(judge(true, Some(&held(HeldState::Held, Some(lease))), true).0);

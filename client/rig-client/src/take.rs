@@ -1,18 +1,16 @@
 //! Taking devices: detach, attach, reset, resize, status. Each long operation streams
 //! its steps; the caller sees them through a callback and gets the outcome at the end.
 //!
-//! The take-over messages are converted here, beside the calls. Requests are typed:
-//! [`Mode`], [`ResetMethod`] and [`BarSize`] go out as `rig.v1` enums and messages, and
-//! the one parser of a person's text for them ("sysfs", "flr", "max", "32G") is their
-//! `FromStr` here, which rigctl's arguments use; rigd never parses that text. A held
-//! device's mode and state come back as `rig.v1` enums and become [`Mode`] and
-//! [`HeldState`] (JSON "vfio"/"sysfs", "held"/"busy", as before); a value this client
-//! does not know is a typed [`ClientError::Reply`]. Its BARs use `rig-proto`'s device
-//! conversion.
+//! Requests are typed with `rig_model::take`'s words, re-exported here: [`Mode`],
+//! [`ResetMethod`] and [`BarSize`] go out through `rig-proto`'s conversions, and the
+//! one parser of a person's text for them ("sysfs", "flr", "max", "32G") is their
+//! `FromStr`, which rigctl's arguments use; rigd never parses that text. A held
+//! device's mode, state, lease and resize come back through the same conversions
+//! (JSON "vfio"/"sysfs", "held"/"busy", as before); a value this client does not know
+//! is a typed [`ClientError::Reply`]. The messages made of this crate's own types
+//! ([`HeldDevice`], [`Outcome`], [`Status`]) are assembled here, beside the calls.
 
-use std::str::FromStr;
-
-use rig_proto::{ConvertError, v1 as pb};
+use rig_proto::{convert::WireEnum, v1 as pb};
 use serde::{Deserialize, Serialize};
 use tonic::Streaming;
 
@@ -59,166 +57,10 @@ pub struct Outcome {
     pub steps: Vec<Step>,
 }
 
-/// How rig holds a device; serialised as "vfio" or "sysfs".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Bound to vfio-pci; DMA confined by the IOMMU.
-    Vfio,
-    /// Driverless, driven through sysfs `resourceN`; DMA is unconfined.
-    Sysfs,
-}
-
-impl Mode {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Vfio => "vfio",
-            Self::Sysfs => "sysfs",
-        }
-    }
-}
-
-impl FromStr for Mode {
-    type Err = ArgError;
-
-    /// "vfio" or "sysfs".
-    fn from_str(s: &str) -> Result<Self, ArgError> {
-        match s {
-            "vfio" => Ok(Self::Vfio),
-            "sysfs" => Ok(Self::Sysfs),
-            _ => Err(ArgError::Mode(s.to_owned())),
-        }
-    }
-}
-
-/// Which reset to use.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResetMethod {
-    /// VFIO's reset when held by VFIO, else the kernel's first method.
-    #[default]
-    Auto,
-    /// The kernel's function level reset.
-    Flr,
-    /// The kernel's power-management reset (D3hot and back).
-    Pm,
-    /// The kernel's secondary bus reset.
-    Bus,
-}
-
-impl FromStr for ResetMethod {
-    type Err = ArgError;
-
-    /// "auto", "flr", "pm" or "bus".
-    fn from_str(s: &str) -> Result<Self, ArgError> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "flr" => Ok(Self::Flr),
-            "pm" => Ok(Self::Pm),
-            "bus" => Ok(Self::Bus),
-            _ => Err(ArgError::ResetMethod(s.to_owned())),
-        }
-    }
-}
-
-/// The size to give a BAR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BarSize {
-    /// The size it has (a detach's default; no size for a resize).
-    Keep,
-    /// The largest the device offers and its bridge has room for.
-    Max,
-    /// Exactly this many bytes.
-    Bytes(u64),
-}
-
-impl FromStr for BarSize {
-    type Err = ArgError;
-
-    /// "keep", "max", or a size: bytes, or with a K/M/G/T suffix ("256M", "32G").
-    fn from_str(s: &str) -> Result<Self, ArgError> {
-        match s {
-            "keep" => Ok(Self::Keep),
-            "max" => Ok(Self::Max),
-            _ => parse_size(s)
-                .map(Self::Bytes)
-                .ok_or_else(|| ArgError::Size(s.to_owned())),
-        }
-    }
-}
-
-/// "256M" → 268435456; `None` for anything else, or a size past 2^64.
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, shift) = [('K', 10), ('M', 20), ('G', 30), ('T', 40)]
-        .into_iter()
-        .find_map(|(c, shift)| {
-            s.strip_suffix(c)
-                .or_else(|| s.strip_suffix(c.to_ascii_lowercase()))
-                .map(|n| (n, shift))
-        })
-        .unwrap_or((s, 0));
-    num.parse::<u64>().ok()?.checked_mul(1u64 << shift)
-}
-
-/// Text that names no take-over option: what rigctl's arguments are refused with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ArgError {
-    #[error("unknown mode `{0}` (vfio or sysfs)")]
-    Mode(String),
-    #[error("unknown reset method `{0}` (auto, flr, pm, bus)")]
-    ResetMethod(String),
-    #[error("`{0}` is not a size: use keep, max, or e.g. 256M, 32G")]
-    Size(String),
-}
-
-fn take_mode(m: Option<Mode>) -> pb::TakeMode {
-    match m {
-        None => pb::TakeMode::Unspecified,
-        Some(Mode::Vfio) => pb::TakeMode::Vfio,
-        Some(Mode::Sysfs) => pb::TakeMode::Sysfs,
-    }
-}
-
-fn reset_method(m: ResetMethod) -> pb::ResetMethod {
-    match m {
-        ResetMethod::Auto => pb::ResetMethod::Unspecified,
-        ResetMethod::Flr => pb::ResetMethod::Flr,
-        ResetMethod::Pm => pb::ResetMethod::Pm,
-        ResetMethod::Bus => pb::ResetMethod::Bus,
-    }
-}
-
-fn bar_size(b: BarSize) -> pb::BarSize {
-    use pb::bar_size::Size;
-    pb::BarSize {
-        size: Some(match b {
-            BarSize::Keep => Size::Keep(pb::bar_size::Keep {}),
-            BarSize::Max => Size::Max(pb::bar_size::Max {}),
-            BarSize::Bytes(n) => Size::Bytes(n),
-        }),
-    }
-}
-
-/// Where a held device is; serialised as "held" or "busy".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HeldState {
-    /// Held, nothing under way.
-    Held,
-    /// Another operation on it is under way.
-    Busy,
-}
-
-impl std::fmt::Display for HeldState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Held => "held",
-            Self::Busy => "busy",
-        })
-    }
-}
+/// The take-over words are the shared vocabulary's, spelled as rigd spells them.
+pub use rig_model::take::{
+    ArgError, BarSize, HeldState, LeaseHolder, Mode, ResetMethod, ResizeOutcome,
+};
 
 /// A device rig holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -235,27 +77,6 @@ pub struct HeldDevice {
     /// Who leases it whole, while someone does.
     #[serde(default)]
     pub lease: Option<LeaseHolder>,
-}
-
-/// The holder of a whole-device lease (docs/lease.md).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeaseHolder {
-    pub uid: u32,
-    pub pid: i32,
-    pub since_unix: u64,
-    pub session: u64,
-}
-
-/// What a resize did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResizeOutcome {
-    pub bar: u8,
-    pub before: u64,
-    pub after: u64,
-    pub no_room: Vec<u64>,
-    /// Other BARs the kernel moved: (bar, from, to).
-    pub moved: Vec<(u8, u64, u64)>,
-    pub small_bar: Option<String>,
 }
 
 /// What rigd holds, what its last start recovered from the journal, and the unbinds
@@ -283,35 +104,12 @@ fn opt(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-fn mode(value: i32) -> Result<Option<Mode>, ConvertError> {
-    match pb::TakeMode::try_from(value) {
-        Ok(pb::TakeMode::Vfio) => Ok(Some(Mode::Vfio)),
-        Ok(pb::TakeMode::Sysfs) => Ok(Some(Mode::Sysfs)),
-        Ok(pb::TakeMode::Unspecified) => Ok(None),
-        Err(_) => Err(ConvertError::UnknownEnum {
-            field: "HeldDevice.mode",
-            value,
-        }),
-    }
-}
-
-fn state(value: i32) -> Result<HeldState, ConvertError> {
-    match pb::HeldState::try_from(value) {
-        Ok(pb::HeldState::Held) => Ok(HeldState::Held),
-        Ok(pb::HeldState::Busy) => Ok(HeldState::Busy),
-        Ok(pb::HeldState::Unspecified) | Err(_) => Err(ConvertError::UnknownEnum {
-            field: "HeldDevice.state",
-            value,
-        }),
-    }
-}
-
 fn held(h: pb::HeldDevice) -> Result<HeldDevice, ClientError> {
     Ok(HeldDevice {
         bdf: h.bdf,
-        mode: mode(h.mode)?,
+        mode: Option::<Mode>::from_field("HeldDevice.mode", h.mode)?,
         original_driver: opt(h.original_driver),
-        state: state(h.state)?,
+        state: HeldState::from_field("HeldDevice.state", h.state)?,
         since_unix: h.since_unix,
         bars: h
             .bars
@@ -320,12 +118,7 @@ fn held(h: pb::HeldDevice) -> Result<HeldDevice, ClientError> {
             .collect::<Result<_, _>>()?,
         group_members: h.group_members,
         overrode: h.overrode,
-        lease: h.lease.map(|l| LeaseHolder {
-            uid: l.uid,
-            pid: l.pid,
-            since_unix: l.since_unix,
-            session: l.session,
-        }),
+        lease: h.lease.map(LeaseHolder::from),
     })
 }
 
@@ -334,18 +127,7 @@ fn outcome(o: pb::Outcome, steps: Vec<Step>, elapsed_s: f64) -> Result<Outcome, 
         summary: o.summary,
         warnings: o.warnings,
         device: o.device.map(held).transpose()?,
-        resize: o.resize.map(|r| ResizeOutcome {
-            bar: u8::try_from(r.bar).unwrap_or(u8::MAX),
-            before: r.before,
-            after: r.after,
-            no_room: r.no_room,
-            moved: r
-                .moved
-                .into_iter()
-                .map(|m| (u8::try_from(m.bar).unwrap_or(u8::MAX), m.from, m.to))
-                .collect(),
-            small_bar: opt(r.small_bar),
-        }),
+        resize: o.resize.map(ResizeOutcome::try_from).transpose()?,
         reset_method: opt(o.reset_method),
         reset_seconds: (o.reset_seconds > 0.0).then_some(o.reset_seconds),
         driver: opt(o.driver),
@@ -404,8 +186,8 @@ impl Client {
     ) -> Result<Outcome, ClientError> {
         let req = pb::DetachRequest {
             bdf: r.bdf.clone(),
-            mode: take_mode(r.mode).into(),
-            bar_size: r.bar_size.map(bar_size),
+            mode: pb::TakeMode::from(r.mode).into(),
+            bar_size: r.bar_size.map(pb::BarSize::from),
             entire_group: r.entire_group,
             force: r.force,
             timeout_s: r.timeout_s.unwrap_or(0),
@@ -444,7 +226,7 @@ impl Client {
     ) -> Result<Outcome, ClientError> {
         let req = pb::ResetRequest {
             bdf: bdf.to_owned(),
-            method: reset_method(method).into(),
+            method: pb::ResetMethod::from(method).into(),
         };
         let r = self.inner.reset(req).await;
         let s = self.reply(r).await?;
@@ -465,7 +247,7 @@ impl Client {
         let req = pb::ResizeRequest {
             bdf: bdf.to_owned(),
             bar: bar.into(),
-            size: Some(bar_size(size)),
+            size: Some(pb::BarSize::from(size)),
         };
         let r = self.inner.resize(req).await;
         let s = self.reply(r).await?;
@@ -500,44 +282,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_parse_with_suffixes_and_reject_junk() {
-        assert_eq!("256M".parse::<BarSize>(), Ok(BarSize::Bytes(256 << 20)));
-        assert_eq!("32G".parse::<BarSize>(), Ok(BarSize::Bytes(32 << 30)));
-        assert_eq!("max".parse::<BarSize>(), Ok(BarSize::Max));
-        "lots".parse::<BarSize>().expect_err("not a size");
-        assert_eq!(parse_size("99999999999T"), None);
-        assert_eq!("keep".parse::<BarSize>(), Ok(BarSize::Keep));
-        assert_eq!("4k".parse::<BarSize>(), Ok(BarSize::Bytes(4096)));
-        assert_eq!("1T".parse::<BarSize>(), Ok(BarSize::Bytes(1 << 40)));
-        assert_eq!("4096".parse::<BarSize>(), Ok(BarSize::Bytes(4096)));
-        assert_eq!(parse_size("16777215T"), Some(16_777_215 << 40));
-        assert_eq!(parse_size("16777216T"), None);
-        assert_eq!(parse_size("M"), None);
-        assert_eq!(parse_size(""), None);
-    }
-
-    #[test]
-    fn unknown_words_are_refused_with_the_choices() {
-        assert_eq!("sysfs".parse::<Mode>(), Ok(Mode::Sysfs));
-        assert_eq!("vfio".parse::<Mode>(), Ok(Mode::Vfio));
-        assert_eq!(
-            "magic".parse::<Mode>().expect_err("magic").to_string(),
-            "unknown mode `magic` (vfio or sysfs)"
-        );
-        assert_eq!("bus".parse::<ResetMethod>(), Ok(ResetMethod::Bus));
-        assert_eq!(
-            "warm".parse::<ResetMethod>().expect_err("warm").to_string(),
-            "unknown reset method `warm` (auto, flr, pm, bus)"
-        );
-        assert_eq!(
-            "lots".parse::<BarSize>().expect_err("lots").to_string(),
-            "`lots` is not a size: use keep, max, or e.g. 256M, 32G"
-        );
-    }
-
-    #[test]
     fn requests_go_out_as_the_wire_enums_with_unspecified_for_the_defaults() {
         use pb::bar_size::Size;
+        let take_mode = pb::TakeMode::from;
+        let reset_method = pb::ResetMethod::from;
+        let bar_size = pb::BarSize::from;
         assert_eq!(take_mode(None), pb::TakeMode::Unspecified);
         assert_eq!(take_mode(Some(Mode::Sysfs)), pb::TakeMode::Sysfs);
         assert_eq!(take_mode(Some(Mode::Vfio)), pb::TakeMode::Vfio);

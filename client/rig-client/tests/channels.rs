@@ -73,7 +73,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     assert_eq!(session.addressing(), Addressing::GpuVa);
     let a = session.alloc(MIB, 4096).await.expect("buffer A");
     let b = session.alloc(MIB, 4096).await.expect("buffer B");
-    let va = a.device_address().expect("GPU VA");
+    let va = a.gpu_va().expect("GPU VA").get();
     assert!(
         (LEASE_BASE..VA_END).contains(&va),
         "{va:#x} in the lease window"
@@ -83,7 +83,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         .await
         .expect("channel");
     assert_eq!((ch.engine(), ch.entries()), (Engine::Copy, 256));
-    ch.copy(va, b.device_address().expect("GPU VA"), MIB)
+    ch.copy(va, b.gpu_va().expect("GPU VA").get(), MIB)
         .expect("copy");
     let v = ch.release().expect("release");
     assert_eq!(v, 1);
@@ -110,7 +110,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     let c = &listed[0];
     assert_eq!(
         (c.channel, c.engine, c.entries, c.gp_put, c.session),
-        (ch.id(), Some(Engine::Copy), 256, 1, session.id())
+        (ch.id(), Some(Engine::Copy), 256, 1, session.id().0)
     );
     assert_eq!(c.uid, nix::unistd::getuid().as_raw());
     assert!(c.fault.is_none());
@@ -136,7 +136,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         .leases()
         .into_iter()
         .find_map(|l| {
-            let d = l.device_address?;
+            let d = l.device_address?.get();
             (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
         })
         .expect("the semaphore is in a lease");
@@ -297,7 +297,7 @@ async fn a_session_that_goes_is_reclaimed_channels_first_and_the_other_keeps_its
         "alice's address space freed"
     );
     let v = f.server.rig.channel_status(None);
-    assert_eq!(v[0].session.0, bob.id());
+    assert_eq!(v[0].session, bob.id());
     f.server.stop().await;
 }
 
@@ -354,7 +354,7 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
     for _ in 0..8 {
         let b = s.alloc(16, 16).await.expect("small buffer");
         assert_ne!(
-            b.device_address(),
+            b.gpu_va().map(|va| va.get()),
             Some(sem),
             "the semaphore's space was reused"
         );
@@ -368,7 +368,7 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
     ch.close(&s).await.expect("close");
     let b = s.alloc(16, 16).await.expect("small buffer");
     assert_eq!(
-        b.device_address(),
+        b.gpu_va().map(|va| va.get()),
         Some(sem),
         "first fit: the closed channel's space"
     );

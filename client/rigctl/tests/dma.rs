@@ -41,7 +41,7 @@ async fn rigctl_dma_shows_pools_and_sessions_as_json() {
     assert_eq!(v["pools"][0]["addressing"], "none");
     assert_eq!(v["pools"][0]["leased_blocks"], 1);
     assert_eq!(v["clients"][0]["bytes"], BLOCK);
-    assert_eq!(v["clients"][0]["session"], session.id());
+    assert_eq!(v["clients"][0]["session"], session.id().0);
     server.stop().await;
 }
 

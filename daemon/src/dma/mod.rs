@@ -45,8 +45,8 @@ use crate::error::{Class, Classify, Reason};
 pub use block::BlockStep;
 pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
-pub use pool::{ALIAS_PAGE, LeasedBlocks, Pool, PoolSpec, PoolStatus};
-pub use pools::{ClientUse, DmaStatus, Grant, Pools, SessionTicket};
+pub use pool::{ALIAS_PAGE, LeasedBlocks, Pool, PoolSpec};
+pub use pools::{Grant, Pools, SessionTicket};
 pub use session::{LeaseId, SessionId};
 
 #[cfg(any(test, feature = "fakes"))]
@@ -59,28 +59,14 @@ pub const BLOCK_SIZE: u64 = 2 << 20;
 /// (`SCM_MAX_FD`), one per block.
 pub const MAX_LEASE_BLOCKS: u32 = 250;
 
-/// The address-space newtypes are the shared vocabulary's (`rig_model::addr`).
-pub use rig_model::addr::{GpuVa, HostVa, Iova, PhysAddr};
-
-/// The address a device uses for a lease's first byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeviceAddr {
-    Iova(Iova),
-    Phys(PhysAddr),
-    /// A GPU virtual address in the leasing client's own address space.
-    GpuVa(u64),
-}
-
-impl DeviceAddr {
-    /// The number a device is programmed with.
-    pub fn raw(self) -> u64 {
-        match self {
-            Self::Iova(a) => a.0,
-            Self::Phys(a) => a.0,
-            Self::GpuVa(a) => a,
-        }
-    }
-}
+/// The address-space newtypes, and the address a device uses for a lease's first
+/// byte ([`DeviceAddr`]: an IOVA, a physical address or a GPU VA, as the pool's mode
+/// gives), are the shared vocabulary's (`rig_model::addr`); so are the pool report's
+/// types (`rig_model::dma`).
+pub use rig_model::{
+    addr::{DeviceAddr, GpuVa, HostVa, Iova, PhysAddr},
+    dma::{Addressing, ClientUse, DmaStatus, PoolStatus},
+};
 
 /// Maps host memory for a device: implemented by `vfio::Iommu` (a VFIO container),
 /// and by `FakeIommu` in tests.
@@ -143,13 +129,28 @@ pub enum PoolMode {
 }
 
 impl PoolMode {
-    /// "host", "sysfs" or "vfio".
+    /// "host", "sysfs", "vfio" or "gpu".
     pub fn name(&self) -> &'static str {
+        Self::name_of(self.addressing())
+    }
+
+    /// How the pool's device reaches its blocks: what its leases' addresses are.
+    pub fn addressing(&self) -> Addressing {
         match self {
-            Self::Host => "host",
-            Self::Sysfs => "sysfs",
-            Self::Vfio(_) => "vfio",
-            Self::Gpu(_) => "gpu",
+            Self::Host => Addressing::None,
+            Self::Sysfs => Addressing::Physical,
+            Self::Vfio(_) => Addressing::Iova,
+            Self::Gpu(_) => Addressing::GpuVa,
+        }
+    }
+
+    /// The name of the mode that gives `addressing` (the metrics' `mode` label).
+    pub fn name_of(addressing: Addressing) -> &'static str {
+        match addressing {
+            Addressing::None => "host",
+            Addressing::Physical => "sysfs",
+            Addressing::Iova => "vfio",
+            Addressing::GpuVa => "gpu",
         }
     }
 }

@@ -16,8 +16,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    BLOCK_SIZE, Backing, DeviceAddr, DeviceMap, DmaError, IommuMap, Iova, IovaAllocator, LeaseId,
-    PhysAddr, PoolMode, block::Block,
+    BLOCK_SIZE, Backing, DeviceAddr, DeviceMap, DmaError, GpuVa, IommuMap, Iova, IovaAllocator,
+    LeaseId, PhysAddr, PoolMode, PoolStatus, block::Block,
 };
 use crate::sys::sched;
 
@@ -30,25 +30,6 @@ pub struct PoolSpec {
     pub backing: Backing,
     /// Threads that pin the initial fill; at least 1.
     pub pin_threads: usize,
-}
-
-/// A pool's counters at one moment.
-#[derive(Debug, Clone)]
-pub struct PoolStatus {
-    pub name: String,
-    /// "host", "sysfs" or "vfio".
-    pub mode: &'static str,
-    pub target_blocks: u32,
-    pub free_blocks: u32,
-    pub leased_blocks: u32,
-    /// Reached by a device without an IOMMU: held until the device is reset.
-    pub quarantined_blocks: u32,
-    /// Still to be pinned, or being pinned now.
-    pub pinning_blocks: u32,
-    /// The initial fill's rate, once it is done.
-    pub pin_gib_per_s: Option<f64>,
-    /// The last pinning failure.
-    pub problem: Option<Arc<DmaError>>,
 }
 
 /// A lease's blocks as the pool hands them out.
@@ -404,7 +385,7 @@ impl Pool {
         let unmapped = match (&self.shared.mode, leased.addr) {
             (PoolMode::Gpu(_), Some(DeviceAddr::GpuVa(base))) => {
                 let map = leased.map.as_ref().expect("gpu leases keep their space");
-                Some((Iova(base), map.unmap(base, len), "GPU"))
+                Some((Iova(base.0), map.unmap(base.0, len), "GPU"))
             }
             (PoolMode::Vfio(iommu), Some(DeviceAddr::Iova(base))) => {
                 Some((base, iommu.unmap(base, len), "IOMMU"))
@@ -535,20 +516,22 @@ impl Pool {
             .collect()
     }
 
-    /// The pool's counters now.
+    /// The pool's counters now; its last pinning failure as the line a report shows
+    /// (the error itself stays with the pool, which logged it when it happened).
     pub fn status(&self) -> PoolStatus {
         let st = self.shared.state();
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         PoolStatus {
             name: self.shared.name.clone(),
-            mode: self.shared.mode.name(),
+            addressing: self.shared.mode.addressing(),
+            block_bytes: BLOCK_SIZE,
             target_blocks: self.shared.target,
             free_blocks: count(st.free.len()),
             leased_blocks: count(st.leases.values().map(|l| l.blocks.len()).sum()),
             quarantined_blocks: count(st.quarantine.len()),
             pinning_blocks: st.deficit + st.in_flight + st.failed,
             pin_gib_per_s: st.fill_rate,
-            problem: st.problem.clone(),
+            problem: st.problem.as_deref().map(|e| crate::error::line(e)),
         }
     }
 }
@@ -649,8 +632,9 @@ fn map_gpu_lease(
     map: &dyn DeviceMap,
     space: &mut IovaAllocator,
     blocks: &[(u64, Block)],
-) -> Result<u64, (DmaError, bool)> {
+) -> Result<GpuVa, (DmaError, bool)> {
     let len = BLOCK_SIZE * blocks.len() as u64;
+    // The session's GPU VA space is allocated with the IOVA allocator's arithmetic.
     let base = space.alloc(len).map_err(|e| (e.into(), false))?.0;
     for (i, (_, b)) in blocks.iter().enumerate() {
         if let Err(e) = map.map_block(base + BLOCK_SIZE * i as u64, b.mapping()) {
@@ -661,7 +645,7 @@ fn map_gpu_lease(
             return Err((e, !rolled_back));
         }
     }
-    Ok(base)
+    Ok(GpuVa(base))
 }
 
 /// The first run of `n` keys (physical addresses, ascending) that follow each other

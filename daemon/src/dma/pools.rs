@@ -16,8 +16,8 @@ use rig_sys::scm::PeerCred;
 use tokio::sync::watch;
 
 use super::{
-    BLOCK_SIZE, Backing, DeviceAddr, DeviceMap, DmaError, LeaseId, MAX_LEASE_BLOCKS, Pool,
-    PoolMode, PoolSpec, PoolStatus, SessionId,
+    BLOCK_SIZE, Backing, ClientUse, DeviceAddr, DeviceMap, DmaError, DmaStatus, LeaseId,
+    MAX_LEASE_BLOCKS, Pool, PoolMode, PoolSpec, SessionId,
     hugepages::Hugepages,
     session::{self, Session, Token},
 };
@@ -46,26 +46,6 @@ pub struct Grant {
     pub addr: Option<DeviceAddr>,
     /// One descriptor per block, in device-address order.
     pub fds: Vec<OwnedFd>,
-}
-
-/// One session's use, as `rigctl dma` shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientUse {
-    pub session: SessionId,
-    pub uid: u32,
-    pub pid: i32,
-    pub pool: String,
-    pub leases: u32,
-    pub bytes: u64,
-    pub claimed: bool,
-}
-
-/// Pools and sessions at one moment.
-#[derive(Debug, Clone)]
-pub struct DmaStatus {
-    pub pools: Vec<PoolStatus>,
-    pub clients: Vec<ClientUse>,
-    pub quota: config::DmaQuota,
 }
 
 #[derive(Debug, Default)]
@@ -632,17 +612,23 @@ impl Pools {
                 session: *id,
                 uid: v.peer.uid,
                 pid: v.peer.pid,
-                pool: v.pool.clone(),
+                device: v.pool.clone(),
                 leases: u32::try_from(v.leases.len()).unwrap_or(u32::MAX),
                 bytes: v.bytes(),
                 claimed: v.claimed,
+                // GPU memory is `gpumem`'s: the service joins it in.
+                gpu_memory_allocations: 0,
+                gpu_memory_bytes: 0,
             })
             .collect();
         clients.sort_by_key(|c| c.session);
+        let quota = self.quota();
         DmaStatus {
             pools,
             clients,
-            quota: self.quota(),
+            quota_per_uid_bytes: quota.per_uid_bytes,
+            quota_per_device_bytes: quota.per_device_bytes,
+            gpu_memory: Vec::new(),
         }
     }
 

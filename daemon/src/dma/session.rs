@@ -6,31 +6,15 @@
 //! Who opened it is the kernel's word for the gRPC connection's peer (a
 //! `rig_sys::scm::PeerCred`, the one credential type of rigd and its client).
 
-use std::{collections::BTreeMap, fmt, fs::File, io::Read, path::Path};
+use std::{collections::BTreeMap, fs::File, io::Read, path::Path};
 
 use rig_sys::scm::PeerCred;
 
 use super::DmaError;
 
-/// A session's number (not a secret: the token is).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SessionId(pub u64);
-
-/// A lease's handle, valid in the session that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct LeaseId(pub u64);
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-impl fmt::Display for LeaseId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+/// A session's number (not a secret: the token is) and a lease's handle, valid in the
+/// session that made it: the shared vocabulary's.
+pub use rig_model::dma::{LeaseId, SessionId};
 
 /// The bytes that claim a session on the side socket.
 pub type Token = [u8; 16];

@@ -37,15 +37,8 @@ use crate::{
     take::{Mode, ReclaimReport, TakeError},
 };
 
-/// Who holds a device whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseHolder {
-    pub session: SessionId,
-    pub uid: u32,
-    pub pid: i32,
-    /// Seconds since the epoch.
-    pub since: u64,
-}
+/// Who holds a device whole: the shared vocabulary's.
+pub use rig_model::take::LeaseHolder;
 
 /// A lease in rigd's table: its holder, and why its reclaim failed if it did (the
 /// device is then kept out of use until an admin gives it back).
@@ -156,7 +149,7 @@ impl Rig {
                 session,
                 uid: peer.uid,
                 pid: peer.pid,
-                since: now(),
+                since_unix: now(),
             };
             {
                 let mut leases = lock(&self.ledger.leases);
@@ -184,7 +177,7 @@ impl Rig {
                 .status(None)
                 .clients
                 .into_iter()
-                .filter(|c| c.pool == pool.name() && c.session != session && c.bytes > 0)
+                .filter(|c| c.device == pool.name() && c.session != session && c.bytes > 0)
                 .count();
             let lent = if others > 0 {
                 Err(RigError::LeaseInUse {

@@ -27,12 +27,7 @@ use tokio::{net::UnixListener, sync::watch, task::JoinHandle};
 use tonic::{Request, Response, Status};
 
 use super::{ServiceError, peer_cred, request_span, status, until_true};
-use crate::{
-    dma::{self, PoolMode},
-    error::Reason,
-    rig::Rig,
-    service::status::error_line,
-};
+use crate::{dma, error::Reason, rig::Rig};
 
 /// How long an opened session waits for its claim on the side socket.
 // TIMEOUT: the client library claims right after OpenSession returns (a millisecond);
@@ -235,7 +230,7 @@ impl pb::dma_server::Dma for Api {
             session: ticket.id.0,
             token: ticket.token.to_vec(),
             block_bytes: dma::BLOCK_SIZE,
-            addressing: addressing(&ticket.mode).into(),
+            addressing: pb::DmaAddressing::from(ticket.mode.addressing()).into(),
             quota_bytes: ticket.quota_left,
             max_lease_blocks: dma::MAX_LEASE_BLOCKS,
         }))
@@ -251,11 +246,16 @@ impl pb::dma_server::Dma for Api {
             .map(|p| p.uid)
             .ok_or_else(super::no_peer_credentials)?;
         let viewer = (uid != 0).then_some(uid);
-        let gpu_memory = self.rig.gpu_memory_status(viewer);
-        Ok(Response::new(status_reply(
-            self.rig.dma().status(viewer),
-            gpu_memory,
-        )))
+        let mut status = self.rig.dma().status(viewer);
+        let (uses, totals) = self.rig.gpu_memory_status(viewer);
+        for c in &mut status.clients {
+            for u in uses.iter().filter(|u| u.session == c.session) {
+                c.gpu_memory_allocations += u.allocations;
+                c.gpu_memory_bytes += u.bytes;
+            }
+        }
+        status.gpu_memory = totals.into_iter().map(super::gpumem::totals).collect();
+        Ok(Response::new(pb::DmaStatusReply::from(&status)))
     }
 
     async fn channels(
@@ -310,85 +310,6 @@ fn dma_peer<T>(req: &Request<T>) -> Result<PeerCred, Status> {
     peer_cred(req).ok_or_else(super::no_peer_credentials)
 }
 
-fn addressing(mode: &PoolMode) -> pb::DmaAddressing {
-    match mode {
-        PoolMode::Host => pb::DmaAddressing::None,
-        PoolMode::Sysfs => pb::DmaAddressing::Physical,
-        PoolMode::Vfio(_) => pb::DmaAddressing::Iova,
-        PoolMode::Gpu(_) => pb::DmaAddressing::GpuVa,
-    }
-}
-
-fn addressing_of(mode: &str) -> pb::DmaAddressing {
-    match mode {
-        "sysfs" => pb::DmaAddressing::Physical,
-        "vfio" => pb::DmaAddressing::Iova,
-        "gpu" => pb::DmaAddressing::GpuVa,
-        _ => pb::DmaAddressing::None,
-    }
-}
-
-fn status_reply(
-    s: dma::DmaStatus,
-    (gpu_uses, gpu_totals): (
-        Vec<crate::gpumem::GpuMemUse>,
-        Vec<crate::gpumem::GpuMemTotals>,
-    ),
-) -> pb::DmaStatusReply {
-    let gpu_memory_of = |session: dma::SessionId| {
-        gpu_uses
-            .iter()
-            .filter(|u| u.session == session)
-            .fold((0, 0), |(n, b), u| (n + u.allocations, b + u.bytes))
-    };
-    pb::DmaStatusReply {
-        pools: s
-            .pools
-            .into_iter()
-            .map(|p| pb::DmaPool {
-                addressing: addressing_of(p.mode).into(),
-                name: p.name,
-                block_bytes: dma::BLOCK_SIZE,
-                target_blocks: p.target_blocks,
-                free_blocks: p.free_blocks,
-                leased_blocks: p.leased_blocks,
-                quarantined_blocks: p.quarantined_blocks,
-                pinning_blocks: p.pinning_blocks,
-                pin_gib_per_s: p.pin_gib_per_s.unwrap_or(0.0),
-                problem: p
-                    .problem
-                    .as_deref()
-                    .map(|e| error_line(e))
-                    .unwrap_or_default(),
-            })
-            .collect(),
-        clients: s
-            .clients
-            .into_iter()
-            .map(|c| {
-                let (gpu_memory_allocations, gpu_memory_bytes) = gpu_memory_of(c.session);
-                pb::DmaClient {
-                    session: c.session.0,
-                    uid: c.uid,
-                    pid: c.pid,
-                    device: c.pool,
-                    leases: c.leases,
-                    bytes: c.bytes,
-                    claimed: c.claimed,
-                    gpu_memory_allocations,
-                    gpu_memory_bytes,
-                }
-            })
-            .collect(),
-        quota_per_uid_bytes: s.quota.per_uid_bytes,
-        quota_per_device_bytes: s.quota.per_device_bytes,
-        gpu_memory: gpu_totals
-            .into_iter()
-            .map(crate::service::gpumem::totals)
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};
@@ -396,7 +317,7 @@ mod tests {
     use super::*;
     use crate::{
         config::Config,
-        dma::{Backing, PoolSpec},
+        dma::{Backing, PoolMode, PoolSpec},
     };
 
     /// A rig over `dir` with a one-block shmem pool `host`, pinned.

@@ -112,8 +112,8 @@ pub fn session_gpu(g: SessionGpu) -> pb::SessionGpu {
 }
 
 /// One GPU's line of `Dma.Status`.
-pub fn totals(t: GpuMemTotals) -> pb::DmaGpuMemory {
-    pb::DmaGpuMemory {
+pub fn totals(t: GpuMemTotals) -> rig_model::dma::GpuMemoryStatus {
+    rig_model::dma::GpuMemoryStatus {
         gpu: t.gpu,
         lent_bytes: t.lent_bytes,
         kept_bytes: t.kept_bytes,

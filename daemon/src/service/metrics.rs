@@ -253,7 +253,11 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
         ] {
             set(
                 &blocks,
-                &[("pool", &p.name), ("mode", p.mode), ("state", state)],
+                &[
+                    ("pool", &p.name),
+                    ("mode", crate::dma::PoolMode::name_of(p.addressing)),
+                    ("state", state),
+                ],
                 n,
             );
         }
@@ -267,7 +271,7 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
     );
     let mut leased: BTreeMap<&str, u64> = dma.pools.iter().map(|p| (p.name.as_str(), 0)).collect();
     for c in &dma.clients {
-        *leased.entry(c.pool.as_str()).or_default() += c.bytes;
+        *leased.entry(c.device.as_str()).or_default() += c.bytes;
     }
     for (pool, bytes) in &leased {
         set(&leased_bytes, &[("pool", pool)], *bytes);

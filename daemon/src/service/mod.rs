@@ -311,7 +311,7 @@ impl RigApi for Service {
                 }));
                 warnings.extend(v.resize.as_ref().and_then(|r| r.small_bar.clone()));
                 Ok(pb::Outcome {
-                    resize: v.resize.as_ref().map(take::resize_outcome),
+                    resize: v.resize.as_ref().map(pb::ResizeOutcome::from),
                     summary: format!(
                         "{} held in {} mode (was {})",
                         v.bdf,
@@ -421,7 +421,7 @@ impl RigApi for Service {
                     ),
                     warnings: rep.small_bar.clone().into_iter().collect(),
                     device: Some(take::held(&v)),
-                    resize: Some(take::resize_outcome(&rep)),
+                    resize: Some(pb::ResizeOutcome::from(&rep)),
                     ..pb::Outcome::default()
                 })
             },

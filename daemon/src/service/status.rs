@@ -226,10 +226,7 @@ pub fn refused(r: &crate::policy::Refused) -> Status {
 }
 
 /// An error and its causes on one line, joined by ": ".
-pub fn error_line(e: &dyn std::error::Error) -> String {
-    let words: Vec<String> = crate::error::chain(e).map(ToString::to_string).collect();
-    words.join(": ")
-}
+pub use crate::error::line as error_line;
 
 /// What recovery did with one device, on one line: for the log at start and for
 /// `rigctl status`.

@@ -1,8 +1,10 @@
 //! Take-over RPCs: authorise, run on the blocking pool, stream each step, end with the
 //! outcome. The typed requests become `take`'s options here (a mode, reset method or
 //! BAR size this rigd does not know is refused with the field and the number), and
-//! held devices go back on the wire. Users' text ("max", "32G") is parsed by the
-//! client, never here.
+//! held devices go back on the wire. The words themselves are `rig_model::take`'s and
+//! `rig-proto` converts them; this module decides only what a request's unset field
+//! means (vfio, keep, auto). Users' text ("max", "32G") is parsed by the client, never
+//! here.
 
 use std::{
     pin::Pin,
@@ -20,7 +22,7 @@ use super::{convert, gate, request_span, status, watchdog::Health};
 use crate::{
     rig::{HeldView, RequestError, Rig, RigError},
     sys::mmio::Width,
-    take::{BarSize, DetachOptions, Mode, ResetMethod, ResizeReport},
+    take::{BarSize, DetachOptions, Mode, ResetMethod},
 };
 
 /// One message of a take-over's stream: a step, the outcome, or the error.
@@ -138,10 +140,12 @@ pub fn stream<T>(
 /// Reads the request's options into `DetachOptions`: an unspecified mode is vfio, an
 /// absent BAR size is keep.
 pub fn detach_options(r: &pb::DetachRequest) -> Result<DetachOptions, RigError> {
-    let mode = match known::<pb::TakeMode>("DetachRequest.mode", r.mode, "vfio, sysfs")? {
-        pb::TakeMode::Unspecified | pb::TakeMode::Vfio => Mode::Vfio,
-        pb::TakeMode::Sysfs => Mode::Sysfs,
-    };
+    let mode = Option::<Mode>::from(known::<pb::TakeMode>(
+        "DetachRequest.mode",
+        r.mode,
+        "vfio, sysfs",
+    )?)
+    .unwrap_or(Mode::Vfio);
     let bar_size = match &r.bar_size {
         None => BarSize::Keep,
         Some(s) => bar_size("DetachRequest.bar_size", s)?,
@@ -174,13 +178,7 @@ fn known<E: TryFrom<i32>>(
 
 /// A BAR size; one whose choice this rigd does not know (a newer client's) is refused.
 fn bar_size(field: &'static str, s: &pb::BarSize) -> Result<BarSize, RigError> {
-    use pb::bar_size::Size;
-    match s.size {
-        Some(Size::Keep(_)) => Ok(BarSize::Keep),
-        Some(Size::Max(_)) => Ok(BarSize::Max),
-        Some(Size::Bytes(b)) => Ok(BarSize::Bytes(b)),
-        None => Err(RequestError::NoSize { field }.into()),
-    }
+    BarSize::try_from(*s).map_err(|_| RequestError::NoSize { field }.into())
 }
 
 /// An access width from the request's bits (0: 32, the common register).
@@ -193,14 +191,11 @@ pub fn width(bits: u32) -> Result<Width, RigError> {
 
 /// The request's reset method; unspecified is auto.
 pub fn reset_method(r: &pb::ResetRequest) -> Result<ResetMethod, RigError> {
-    Ok(
-        match known::<pb::ResetMethod>("ResetRequest.method", r.method, "auto, flr, pm, bus")? {
-            pb::ResetMethod::Unspecified => ResetMethod::Auto,
-            pb::ResetMethod::Flr => ResetMethod::Flr,
-            pb::ResetMethod::Pm => ResetMethod::Pm,
-            pb::ResetMethod::Bus => ResetMethod::Bus,
-        },
-    )
+    Ok(ResetMethod::from(known::<pb::ResetMethod>(
+        "ResetRequest.method",
+        r.method,
+        "auto, flr, pm, bus",
+    )?))
 }
 
 /// The size a resize asks for: max or bytes; keep, or none, is no resize.
@@ -209,15 +204,6 @@ pub fn resize_size(r: &pb::ResizeRequest) -> Result<BarSize, RigError> {
     match r.size.as_ref().map(|s| bar_size("ResizeRequest.size", s)) {
         None | Some(Ok(BarSize::Keep)) => Err(needs()),
         Some(b) => b,
-    }
-}
-
-/// A held device's mode on the wire; unspecified when the view has none (busy).
-fn take_mode(m: Option<Mode>) -> pb::TakeMode {
-    match m {
-        Some(Mode::Vfio) => pb::TakeMode::Vfio,
-        Some(Mode::Sysfs) => pb::TakeMode::Sysfs,
-        None => pb::TakeMode::Unspecified,
     }
 }
 
@@ -234,38 +220,15 @@ fn held_state(state: &str) -> pb::HeldState {
 pub fn held(v: &HeldView) -> pb::HeldDevice {
     pb::HeldDevice {
         bdf: v.bdf.to_string(),
-        mode: take_mode(v.mode).into(),
+        // Unspecified when the view has none (busy).
+        mode: pb::TakeMode::from(v.mode).into(),
         original_driver: v.original_driver.clone().unwrap_or_default(),
         state: held_state(&v.state).into(),
         since_unix: v.since,
         bars: v.bars.iter().map(convert::bar).collect(),
         group_members: v.group_members.iter().map(ToString::to_string).collect(),
         overrode: v.overrode.clone(),
-        lease: v.lease.map(|l| pb::HeldLease {
-            uid: l.uid,
-            pid: l.pid,
-            since_unix: l.since,
-            session: l.session.0,
-        }),
-    }
-}
-
-pub fn resize_outcome(r: &ResizeReport) -> pb::ResizeOutcome {
-    pb::ResizeOutcome {
-        bar: r.bar.into(),
-        before: r.before,
-        after: r.after,
-        no_room: r.no_room.clone(),
-        moved: r
-            .moved
-            .iter()
-            .map(|(b, from, to)| pb::MovedBar {
-                bar: (*b).into(),
-                from: *from,
-                to: *to,
-            })
-            .collect(),
-        small_bar: r.small_bar.clone().unwrap_or_default(),
+        lease: v.lease.as_ref().map(pb::HeldLease::from),
     }
 }
 
@@ -289,9 +252,9 @@ mod tests {
 
     #[test]
     fn held_mode_and_state_go_on_the_wire_as_enums() {
-        assert_eq!(take_mode(Some(Mode::Vfio)), pb::TakeMode::Vfio);
-        assert_eq!(take_mode(Some(Mode::Sysfs)), pb::TakeMode::Sysfs);
-        assert_eq!(take_mode(None), pb::TakeMode::Unspecified);
+        assert_eq!(pb::TakeMode::from(Some(Mode::Vfio)), pb::TakeMode::Vfio);
+        assert_eq!(pb::TakeMode::from(Some(Mode::Sysfs)), pb::TakeMode::Sysfs);
+        assert_eq!(pb::TakeMode::from(None), pb::TakeMode::Unspecified);
         assert_eq!(held_state("held"), pb::HeldState::Held);
         assert_eq!(held_state("busy"), pb::HeldState::Busy);
         assert_eq!(held_state("resizing"), pb::HeldState::Unspecified);

@@ -50,7 +50,7 @@ pub use journal::{
 pub use lease::{ReclaimReport, ReclaimWarning};
 pub use recover::{RecoverError, Recovered, recover};
 pub use reset::{ResetError, ResetMethod, ResetReport};
-pub use resize::{BarSize, ResizeError, ResizeReport};
+pub use resize::{BarSize, ResizeError, ResizeOutcome};
 pub use unbind::Stuck as StuckUnbind;
 
 use crate::{
@@ -164,7 +164,7 @@ pub struct Taken {
     pub group_members: Vec<(Bdf, Option<String>)>,
     /// What `--force` overrode.
     pub overrode: Vec<String>,
-    pub resize: Option<ResizeReport>,
+    pub resize: Option<ResizeOutcome>,
     /// What is open on the device (dropped before the lock: fields drop in order).
     pub hold: Hold,
     _lock: Flock<File>,
@@ -573,7 +573,7 @@ impl Taker {
         bar: Option<u8>,
         size: BarSize,
         progress: Progress<'_>,
-    ) -> Result<ResizeReport, TakeError> {
+    ) -> Result<ResizeOutcome, TakeError> {
         let bdf = t.bdf;
         self.refuse_if_stuck(bdf)?;
         let mut rec = self.record_of(t, Phase::Resizing(ResizeStep::Bar(bar)));

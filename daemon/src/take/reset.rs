@@ -8,24 +8,14 @@ use crate::{
     pci::Bdf,
 };
 
-/// Which reset to use (the client parses users' text into `rig_client::ResetMethod`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResetMethod {
-    /// VFIO_DEVICE_RESET when held by VFIO, else the kernel's first method.
-    Auto,
-    Flr,
-    Pm,
-    Bus,
-}
+/// Which reset to use: the shared vocabulary's (users' text is parsed by the client).
+pub use rig_model::take::ResetMethod;
 
-impl ResetMethod {
-    fn sysfs_name(self) -> Option<&'static str> {
-        match self {
-            Self::Auto => None,
-            Self::Flr => Some("flr"),
-            Self::Pm => Some("pm"),
-            Self::Bus => Some("bus"),
-        }
+/// The method's name in sysfs `reset_method`; `None` for auto, which picks by hold.
+fn sysfs_name(m: ResetMethod) -> Option<&'static str> {
+    match m {
+        ResetMethod::Auto => None,
+        ResetMethod::Flr | ResetMethod::Pm | ResetMethod::Bus => Some(m.as_str()),
     }
 }
 
@@ -165,7 +155,7 @@ fn sysfs_reset(
     if available.is_empty() {
         return Err(ResetError::NoMethod { bdf });
     }
-    let want = method.sysfs_name();
+    let want = sysfs_name(method);
     if let Some(m) = want
         && !available.split_whitespace().any(|a| a == m)
     {

@@ -14,28 +14,9 @@ use crate::{
     pci::{self, Bdf, ids::PciIds},
 };
 
-/// What size to ask for. Users' text ("max", "32G") is parsed by the client
-/// (`rig_client::BarSize`); rigd gets the typed request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BarSize {
-    Keep,
-    Max,
-    Bytes(u64),
-}
-
-/// What a resize did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResizeReport {
-    pub bar: u8,
-    pub before: u64,
-    pub after: u64,
-    /// Sizes refused for lack of room, largest first.
-    pub no_room: Vec<u64>,
-    /// Other BARs the kernel moved: (index, old address, new address).
-    pub moved: Vec<(u8, u64, u64)>,
-    /// Set when the BAR stays smaller than the largest size the device offers.
-    pub small_bar: Option<String>,
-}
+/// What size to ask for, and what a resize did: the shared vocabulary's. Users' text
+/// ("max", "32G") is parsed by the client; rigd gets the typed request.
+pub use rig_model::take::{BarSize, ResizeOutcome};
 
 /// Why a resize could not be done.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +84,7 @@ pub fn resize(
     bar: Option<u8>,
     size: BarSize,
     progress: Progress<'_>,
-) -> Result<ResizeReport, ResizeError> {
+) -> Result<ResizeOutcome, ResizeError> {
     let root = taker.sysfs.root();
     if let Some(driver) = root.link_name(bdf, "driver") {
         return Err(ResizeError::DriverBound { bdf, driver });
@@ -165,7 +146,7 @@ pub fn resize(
         }
     };
     let before_addrs: Vec<(u8, u64)> = dev.bars.iter().map(|b| (b.index, b.address)).collect();
-    let mut report = ResizeReport {
+    let mut report = ResizeOutcome {
         bar,
         before: current,
         after: current,

@@ -5,12 +5,16 @@
 //!
 //! Each is a plain `u64` inside (`.0`, or [`GpuVa::get`]); arithmetic that can overflow
 //! is checked ([`GpuVa::checked_add`]). On the wire (rig-proto) and in JSON they are
-//! plain integers. Not here: which ranges are valid (rigd's `dma` and `nvrm` own the
+//! plain integers. [`DeviceAddr`] is one of the first three, as a lease's device
+//! address is: which kind depends on the session's pool ([`Addressing`]).
+//! Not here: which ranges are valid (rigd's `dma` and `nvrm` own the
 //! layouts; [`layout`] holds the client GPU address-space constants both sides share).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+use crate::dma::Addressing;
 
 macro_rules! address {
     ($(#[$doc:meta] $t:ident),* $(,)?) => {$(
@@ -57,6 +61,95 @@ address!(
     /// A physical (bus) address: what a device without an IOMMU uses.
     PhysAddr,
 );
+
+/// The address a device uses for memory, of whichever kind its session's pool gives
+/// ([`Addressing`]): an IOVA behind an IOMMU (vfio mode), a physical address without
+/// one (sysfs mode), a GPU VA on an RM-served GPU. A lease's first byte, a buffer's.
+///
+/// On the wire it is the plain number (`DmaLeased.device_address`), its kind the
+/// session's `addressing`; `rig-proto` joins the two ([`DeviceAddr::new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceAddr {
+    Iova(Iova),
+    Phys(PhysAddr),
+    /// A GPU virtual address in the leasing client's own address space.
+    GpuVa(GpuVa),
+}
+
+impl DeviceAddr {
+    /// `raw` as an address of the kind `addressing` names; `None` in host mode (no
+    /// device, no address).
+    pub const fn new(addressing: Addressing, raw: u64) -> Option<Self> {
+        match addressing {
+            Addressing::None => None,
+            Addressing::Physical => Some(Self::Phys(PhysAddr(raw))),
+            Addressing::Iova => Some(Self::Iova(Iova(raw))),
+            Addressing::GpuVa => Some(Self::GpuVa(GpuVa(raw))),
+        }
+    }
+
+    /// The number a device is programmed with.
+    pub const fn get(self) -> u64 {
+        match self {
+            Self::Iova(a) => a.0,
+            Self::Phys(a) => a.0,
+            Self::GpuVa(a) => a.0,
+        }
+    }
+
+    /// Which kind it is.
+    pub const fn addressing(self) -> Addressing {
+        match self {
+            Self::Iova(_) => Addressing::Iova,
+            Self::Phys(_) => Addressing::Physical,
+            Self::GpuVa(_) => Addressing::GpuVa,
+        }
+    }
+
+    /// `self + bytes`, of the same kind, or `None` past the end of its space.
+    pub const fn checked_add(self, bytes: u64) -> Option<Self> {
+        match self.get().checked_add(bytes) {
+            Some(a) => Self::new(self.addressing(), a),
+            None => None,
+        }
+    }
+
+    /// The GPU VA, if it is one.
+    pub const fn gpu_va(self) -> Option<GpuVa> {
+        match self {
+            Self::GpuVa(a) => Some(a),
+            Self::Iova(_) | Self::Phys(_) => None,
+        }
+    }
+
+    /// The IOVA, if it is one.
+    pub const fn iova(self) -> Option<Iova> {
+        match self {
+            Self::Iova(a) => Some(a),
+            Self::Phys(_) | Self::GpuVa(_) => None,
+        }
+    }
+
+    /// The physical address, if it is one.
+    pub const fn phys(self) -> Option<PhysAddr> {
+        match self {
+            Self::Phys(a) => Some(a),
+            Self::Iova(_) | Self::GpuVa(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for DeviceAddr {
+    /// "IOVA 0x1000", "physical 0x1000", "GPU VA 0x1000".
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Iova(a) => write!(f, "IOVA {a}"),
+            Self::Phys(a) => write!(f, "physical {a}"),
+            Self::GpuVa(a) => write!(f, "GPU VA {a}"),
+        }
+    }
+}
 
 /// The layout of a client's GPU address space on an RM-served GPU, which rigd builds
 /// and the client's runtime relies on (docs/compute.md, "The GPU address space"): from
@@ -122,5 +215,26 @@ mod tests {
         assert!(GpuVa(0x200).is_aligned(0x100));
         assert!(!GpuVa(0x280).is_aligned(0x100));
         assert!(!GpuVa(0x280).is_aligned(3));
+    }
+
+    #[test]
+    fn a_device_address_keeps_its_kind_through_arithmetic() {
+        let a = DeviceAddr::new(Addressing::Iova, 0x1000).expect("an IOVA");
+        assert_eq!(a, DeviceAddr::Iova(Iova(0x1000)));
+        assert_eq!(a.checked_add(0x10), Some(DeviceAddr::Iova(Iova(0x1010))));
+        assert_eq!(a.gpu_va(), None);
+        assert_eq!(a.iova(), Some(Iova(0x1000)));
+        assert_eq!(DeviceAddr::new(Addressing::None, 0x1000), None);
+        let va = DeviceAddr::new(Addressing::GpuVa, u64::MAX).expect("a GPU VA");
+        assert_eq!(va.checked_add(1), None);
+        assert_eq!(va.gpu_va(), Some(GpuVa(u64::MAX)));
+        for k in [Addressing::Physical, Addressing::Iova, Addressing::GpuVa] {
+            let d = DeviceAddr::new(k, 7).expect("an address");
+            assert_eq!((d.addressing(), d.get()), (k, 7));
+        }
+        assert_eq!(
+            DeviceAddr::Phys(PhysAddr(0x20)).to_string(),
+            "physical 0x20"
+        );
     }
 }

@@ -1,26 +1,33 @@
-//! The decoded PCI function: the one model of what rig knows about a PCI function.
+//! rig's shared vocabulary: the types rigd, the wire and every client spell one way.
+//! The crate root is the decoded PCI function, the one model of what rig knows about
+//! a PCI function; each module beside it is one area's words (`addr`: address spaces;
+//! `dma`: sessions, leases, pools; `take`: holding a device; `nv`: NVIDIA channels;
+//! `nvme`: queue entries; `topo`: the peer topology).
 //!
-//! Flow: rigd's `pci` reads sysfs and decodes config space straight into these types →
-//! `rig-proto` carries them on the wire (its `convert` module: `From<&Device>` for the
-//! wire type and `TryFrom` back, exact inverses) → `rig-client` re-exports them, and
-//! `rigctl --json` prints them with serde. They are the documented JSON schema
-//! (docs/rigctl-json.md): fields are added, never renamed or removed.
+//! Flow: rigd decodes and counts straight into these types → `rig-proto` carries them
+//! on the wire (its `convert` module: `From` for the wire type and `TryFrom` back, exact
+//! inverses, each pair written once and round-trip tested) → `rig-client` re-exports
+//! them, and `rigctl --json` prints them with serde. They are the documented JSON
+//! schema (docs/rigctl-json.md): fields are added, never renamed or removed.
 //!
 //! State: none; plain data. Absent values are `None`/empty, never sentinels. Field names
-//! are snake_case; sizes and addresses are plain integers (bytes); ids are numbers
-//! (format them as hex yourself). Display spellings that lspci prints (`Link::speed`,
-//! `Express::port_type`, `Capability::name`) are decided by rigd when it decodes.
+//! are snake_case; sizes are plain integers (bytes), addresses and handles newtypes
+//! that serialise as plain integers; PCI ids are numbers (format them as hex yourself).
+//! Display spellings that lspci prints (`Link::speed`, `Express::port_type`,
+//! `Capability::name`) are decided by rigd when it decodes.
 //!
 //! Reference: register meanings follow PCI Express Base 6.0 and Linux
 //! include/uapi/linux/pci_regs.h, which rigd's `pci` cites where it decodes them.
-//! Not here: decoding (rigd's `pci`), wire types (`rig-proto`), printing (`rigctl`),
-//! take-over types (`rig-client`'s `take`).
+//! Not here: decoding and doing (rigd), wire types (`rig-proto`), printing (`rigctl`),
+//! what only one side has (rigd's held device and its locks, rig-client's mappings).
 
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod dma;
 pub mod nv;
 pub mod nvme;
+pub mod take;
 pub mod topo;
 
 use serde::{Deserialize, Serialize};

@@ -1,11 +1,80 @@
-//! NVIDIA facts rigd and its clients share: what the RM writes into a channel's error
-//! notifier (`info32` is one of the `ROBUST_CHANNEL_*` codes of
-//! `src/common/sdk/nvidia/inc/nverror.h`, open-gpu-kernel-modules 580, the same numbers
-//! the kernel log calls Xids: rigd's log and `rigctl channels`, a channel's typed error
-//! in rig-client), and the compute geometry rigd reads once per GPU and hands each
-//! session ([`ComputeGeometry`]).
+//! The NVIDIA channel vocabulary that rigd and its clients share: the engine a lent
+//! channel drives ([`Engine`], with its class), where its rings live ([`Rings`]), and
+//! what the RM writes into its error notifier ([`ChannelFault`]), whose `info32` is one
+//! of the `ROBUST_CHANNEL_*` codes of `src/common/sdk/nvidia/inc/nverror.h`
+//! (open-gpu-kernel-modules 580), the same numbers the kernel log calls Xids
+//! ([`robust_channel_reason`]).
+//!
+//! Flow: a client asks for an engine and rings (`rig-client`'s `channel`) →
+//! `rig-proto` (`convert::nv`, once each way) → rigd's `channels`, whose `nvrm`
+//! allocates the engine's class and reads the notifier; `rigctl channels` prints them.
+//! One module because each was spelled in rigd's `nvrm`/`channels`, again in
+//! rig-client's `channel` and a third time on the wire; the class numbers are the
+//! public headers' (`class/clc8b5.h`, `class/clcbc0.h`), checked against rigd's
+//! `nvrm::layout`. Not here: the RM's objects and calls (rigd's `nvrm`), methods and
+//! pushbuffers (rig-client's `channel`, the runtime).
+//!
+//! Beside them, the compute geometry rigd reads once per GPU and hands each session
+//! ([`ComputeGeometry`]).
 
 use serde::{Deserialize, Serialize};
+
+/// `HOPPER_DMA_COPY_A` (`class/clc8b5.h`).
+pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
+/// `HOPPER_COMPUTE_A` (`class/clcbc0.h`).
+pub const HOPPER_COMPUTE_A: u32 = 0xcbc0;
+
+/// The engine a lent channel drives: its engine object's class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// HOPPER_DMA_COPY_A: copies.
+    Copy,
+    /// HOPPER_COMPUTE_A: kernel launches.
+    Compute,
+}
+
+impl Engine {
+    /// The class id of its engine object.
+    pub const fn class(self) -> u32 {
+        match self {
+            Self::Copy => HOPPER_DMA_COPY_A,
+            Self::Compute => HOPPER_COMPUTE_A,
+        }
+    }
+}
+
+/// Where a lent channel's ring, USERD and pushbuffer live (docs/channels.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rings {
+    /// Host memory: ring and USERD in a sealed memfd rigd pins, the pushbuffer in the
+    /// client's own leases; the least host time per submission.
+    #[default]
+    Host,
+    /// GPU memory the client writes through BAR1 (write-combined), in one window rigd
+    /// allocates: the shortest round trip. rigd lends it to root and the members of
+    /// its `[channels] gpu_rings_group` only.
+    Gpu,
+}
+
+/// What the RM wrote into a channel's error notifier (`NvNotification`, `nvos.h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChannelFault {
+    /// `timeStamp`, ns.
+    pub time_ns: u64,
+    /// `info32`: a ROBUST_CHANNEL_* code (31: MMU fault; 32: PBDMA error).
+    pub info32: u32,
+    pub info16: u16,
+    pub status: u16,
+}
+
+impl ChannelFault {
+    /// The code's name and meaning (`nverror.h`).
+    pub fn reason(&self) -> &'static str {
+        robust_channel_reason(self.info32)
+    }
+}
 
 /// The graphics engine's shape, as `NV2080_CTRL_CMD_GR_GET_INFO` gives it
 /// (`ctrl/ctrl2080/ctrl2080gr.h`): what a runtime sizes local memory by
@@ -90,5 +159,18 @@ mod tests {
         assert!(robust_channel_reason(31).starts_with("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"));
         assert!(robust_channel_reason(40).contains("copy engine"));
         assert!(robust_channel_reason(12345).contains("nverror.h"));
+    }
+
+    #[test]
+    fn engines_name_the_hopper_classes() {
+        assert_eq!(Engine::Copy.class(), 0xc8b5);
+        assert_eq!(Engine::Compute.class(), 0xcbc0);
+        let f = ChannelFault {
+            time_ns: 1,
+            info32: 31,
+            info16: 0,
+            status: 0,
+        };
+        assert!(f.reason().contains("MMU"));
     }
 }

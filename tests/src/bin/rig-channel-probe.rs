@@ -272,8 +272,8 @@ async fn copy_bandwidth(session: &Session, copy: &mut Channel, n: usize) -> Res<
     let b = session.alloc(COPY_BYTES, 2 * MIB).await?;
     fill(&a)?;
     let (src, dst) = (
-        a.device_address().ok_or("no GPU VA")?,
-        b.device_address().ok_or("no GPU VA")?,
+        a.gpu_va().ok_or("no GPU VA")?.get(),
+        b.gpu_va().ok_or("no GPU VA")?.get(),
     );
     let mut times = Vec::new();
     for _ in 0..n {
@@ -323,7 +323,7 @@ async fn spin(socket: &str, gpu: &str) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
     let mut ch = open_one(&session, Engine::Copy, 1024).await?;
     let buf = session.alloc(64 * MIB, 2 * MIB).await?;
-    let va = buf.device_address().ok_or("no GPU VA")?;
+    let va = buf.gpu_va().ok_or("no GPU VA")?.get();
     println!("ready channel={} pid={}", ch.id(), std::process::id());
     // Copies and releases in flight when the kill comes: several 32 MiB copies queued.
     loop {

@@ -52,7 +52,7 @@ async fn run(socket: &str, device: &str, bytes: u64) -> Result<(), Box<dyn std::
     let (lease, offset) = b.lease();
     let device = b
         .device_address()
-        .map_or_else(|| "-".to_owned(), |d| format!("{d:#x}"));
+        .map_or_else(|| "-".to_owned(), |d| format!("{:#x}", d.get()));
     let mut buf = Some(b);
     let mut out = io::stdout().lock();
     writeln!(

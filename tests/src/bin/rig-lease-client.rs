@@ -143,7 +143,7 @@ async fn dma(s: &Session, device: &str, seed: u8) -> Res<()> {
         println!("ok bus mastering on: rigd turns it on for a sysfs-mode lease");
     }
     let buf = s.alloc(2 << 20, 4096).await?;
-    let addr = buf.device_address().ok_or("no device address")?;
+    let addr = buf.device_address().ok_or("no device address")?.get();
     let pattern: Vec<u8> = (0..LEN)
         .map(|i| (i.to_le_bytes()[0]).wrapping_mul(7).wrapping_add(seed))
         .collect();
@@ -190,7 +190,7 @@ async fn hang(s: &Session, device: &str) -> Res<()> {
         None
     };
     let buf = s.alloc(2 << 20, 4096).await?;
-    let addr = buf.device_address().ok_or("no device address")?;
+    let addr = buf.device_address().ok_or("no device address")?.get();
     for n in 0u64.. {
         start(&bar, EDU_BUFFER, addr + 0x1000 * (n % 16), true)?;
         if n == 1 {

@@ -66,7 +66,7 @@ async fn run_on(
     let per = blocks_per_page(&q);
     let slots = u64::from(depth);
     let data: Buffer = s.alloc(2 * slots * 4096, 4096).await?;
-    let dev = data.device_address().ok_or("no device address")?;
+    let dev = data.device_address().ok_or("no device address")?.get();
     let read_at = slots * 4096;
     for (what, writing) in [("writes", true), ("reads", false)] {
         let t = Instant::now();
@@ -131,7 +131,7 @@ async fn lat(s: &Session, count: u64, base: u64) -> Res<()> {
     println!("ok queue {} lent with its MSI-X interrupt", q.qid);
     let per = blocks_per_page(&q);
     let data = s.alloc(4096, 4096).await?;
-    let dev = data.device_address().ok_or("no device address")?;
+    let dev = data.device_address().ok_or("no device address")?.get();
     let mut got = vec![0u8; 4096];
     for irq in [false, true] {
         let mut woken = 0u64;
@@ -218,7 +218,7 @@ async fn hold(s: &Session, depth: u32) -> Res<()> {
     let mut q: LentQueue<u64> = LentQueue::open(s, depth).await?;
     let per = blocks_per_page(&q);
     let data = s.alloc(u64::from(depth) * 4096, 4096).await?;
-    let dev = data.device_address().ok_or("no device address")?;
+    let dev = data.device_address().ok_or("no device address")?.get();
     for i in 0..u64::from(depth) {
         data.write(i * 4096, &pattern(i))?;
         // Reads into the buffer: the device writes this process's memory.
@@ -230,7 +230,7 @@ async fn hold(s: &Session, depth: u32) -> Res<()> {
         "holding queue {} with {} commands in flight, rings at {:#x}, reads into {dev:#x}",
         q.qid,
         q.nvme.in_flight(),
-        q.nvme.queue().mem().device_address().unwrap_or(0),
+        q.nvme.queue().mem().device_address().map_or(0, |d| d.get()),
     );
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
@@ -273,8 +273,8 @@ async fn canary(s: &Session, depth: u32, ms: u64) -> Res<()> {
     let want = [fill(&rings, 1)?, fill(&data, 2)?];
     println!(
         "canary rings at {:#x}, data at {:#x}",
-        rings.device_address().unwrap_or(0),
-        data.device_address().unwrap_or(0)
+        rings.device_address().map_or(0, |d| d.get()),
+        data.device_address().map_or(0, |d| d.get())
     );
     tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     for ((b, want), what) in [&rings, &data]

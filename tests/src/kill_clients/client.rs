@@ -158,7 +158,7 @@ async fn queue(s: &Session) -> Res {
     let per = 4096 >> q.namespace.lba_shift;
     let slots = u64::from(QUEUE_DEPTH);
     let data = s.alloc(slots * 4096, 4096).await?;
-    let dev = data.device_address().ok_or("no device address")?;
+    let dev = data.device_address().ok_or("no device address")?.get();
     for slot in 0..slots {
         q.nvme
             .read(slot * u64::from(per), per, dev + slot * 4096, 4096, slot)?;

@@ -322,7 +322,7 @@ impl Channel {
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
     pub fn semaphore_va(&self) -> u64 {
-        self.sem.device_address().unwrap_or_default()
+        self.sem.gpu_va().map_or(0, |va| va.get())
     }
 
     /// How many bits of a value this channel's engine releases (32 on a copy channel).

@@ -23,7 +23,7 @@ use std::{
     },
 };
 
-use rig_proto::v1 as pb;
+use rig_proto::{convert::WireEnum, v1 as pb};
 use rig_sys::mman::DeviceMapping;
 
 use crate::session::{Reply, Request, Session, SessionError};
@@ -76,16 +76,11 @@ impl LeaseErrorKind {
     }
 }
 
-/// How the device was lent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseMode {
-    /// One descriptor, the VFIO device fd: every region at its offset, VFIO ioctls
-    /// (interrupts, reset) on it.
-    Vfio,
-    /// One `resourceN` file per memory BAR, each region at offset 0; no config access
-    /// (rigd turned bus mastering on for the lease).
-    Sysfs,
-}
+/// How the device was lent: the mode rig holds it in (the shared vocabulary's). Vfio:
+/// one descriptor, the VFIO device fd, every region at its offset, VFIO ioctls
+/// (interrupts, reset) on it. Sysfs: one `resourceN` file per memory BAR, each region
+/// at offset 0; no config access (rigd turned bus mastering on for the lease).
+pub use rig_model::take::Mode as LeaseMode;
 
 /// One region of the device, in one of the lease's descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,10 +300,8 @@ impl DeviceLease {
                 return Err(protocol("a device lease must be answered `device_leased`"));
             }
         };
-        let mode = match pb::DeviceLeaseMode::try_from(d.mode) {
-            Ok(pb::DeviceLeaseMode::Vfio) => LeaseMode::Vfio,
-            Ok(pb::DeviceLeaseMode::Sysfs) => LeaseMode::Sysfs,
-            _ => return Err(protocol("a device lease's mode")),
+        let Some(mode) = LeaseMode::from_wire(d.mode) else {
+            return Err(protocol("a device lease's mode"));
         };
         if fds.len() != d.fds as usize || fds.is_empty() {
             return Err(protocol("a device lease carries the descriptors it counts"));

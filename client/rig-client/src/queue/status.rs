@@ -4,6 +4,7 @@
 //!
 //! Not here: a queue of this process's own (`lent`).
 
+use rig_model::addr::Iova;
 use rig_proto::v1::{self as pb, queues_client::QueuesClient};
 
 use crate::{Client, ClientError};
@@ -37,8 +38,9 @@ pub struct QueueInfo {
     pub pid: i32,
     pub depth: u32,
     pub entries: u32,
-    pub sq_address: u64,
-    pub cq_address: u64,
+    /// Where the device reaches the rings: IOVAs (queues are lent in vfio mode only).
+    pub sq_address: Iova,
+    pub cq_address: Iova,
     pub sq_doorbell: u64,
     pub page_isolated: bool,
     pub stuck: bool,
@@ -60,8 +62,8 @@ impl From<pb::QueueInfo> for QueueInfo {
             pid: q.pid,
             depth: q.depth,
             entries: q.entries,
-            sq_address: q.sq_address,
-            cq_address: q.cq_address,
+            sq_address: Iova(q.sq_address),
+            cq_address: Iova(q.cq_address),
             sq_doorbell: q.sq_doorbell,
             page_isolated: q.page_isolated,
             stuck: q.stuck,

@@ -22,19 +22,19 @@ use rig_sys::{
     mman::{Fill, Mapping},
 };
 
-use super::{Inner, Reply, Request, Session, SessionError, SessionErrorKind, arena::Arena};
-
-/// A lease's handle, valid in the session that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct LeaseId(pub u64);
+use super::{
+    DeviceAddr, Inner, LeaseId, Reply, Request, Session, SessionError, SessionErrorKind,
+    arena::Arena,
+};
 
 /// A lease as this process sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LeaseInfo {
     pub id: LeaseId,
     pub bytes: u64,
-    /// Where the device reaches its first byte; `None` in host mode.
-    pub device_address: Option<u64>,
+    /// Where the device reaches its first byte, of the session's kind (an IOVA, a
+    /// physical address or a GPU VA); `None` in host mode.
+    pub device_address: Option<DeviceAddr>,
     /// Where it is mapped here.
     pub host_address: usize,
 }
@@ -84,7 +84,7 @@ pub struct Buffer {
     lease: LeaseId,
     offset: u64,
     size: u64,
-    device: Option<u64>,
+    device: Option<DeviceAddr>,
     returned: bool,
 }
 
@@ -95,9 +95,18 @@ impl Buffer {
         (self.region.addr() + usize::try_from(self.offset).unwrap_or(usize::MAX)) as *mut u8
     }
 
-    /// Its first byte for the device; `None` in host mode.
-    pub fn device_address(&self) -> Option<u64> {
-        self.device.map(|d| d + self.offset)
+    /// Its first byte for the device, of the session's kind: an IOVA (vfio mode), a
+    /// physical address (sysfs mode) or a GPU VA (an RM-served GPU); `None` in host
+    /// mode.
+    pub fn device_address(&self) -> Option<DeviceAddr> {
+        self.device.and_then(|d| d.checked_add(self.offset))
+    }
+
+    /// Its first byte in the session's GPU address space: `None` unless the session's
+    /// device is an RM-served GPU. What a GPU method, a cubin relocation or a QMD
+    /// field takes.
+    pub fn gpu_va(&self) -> Option<GpuVa> {
+        self.device_address().and_then(DeviceAddr::gpu_va)
     }
 
     /// Its first byte in the session's GPU address space, on an RM-served GPU (gpu
@@ -382,10 +391,13 @@ impl Session {
             ));
         }
         let region = map_blocks(&fds, block).map_err(SessionError::Map)?;
+        let device_address =
+            rig_proto::convert::dma::device_addr(self.inner.addressing, l.device_address)
+                .map_err(|_| SessionError::Protocol("a device address in host mode"))?;
         let info = LeaseInfo {
             id: LeaseId(l.lease),
             bytes: l.bytes,
-            device_address: l.device_address,
+            device_address,
             host_address: region.addr(),
         };
         self.inner.ledger().leases.push(LocalLease {

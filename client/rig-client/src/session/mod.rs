@@ -52,11 +52,12 @@ use std::{
 
 use hyper_util::rt::TokioIo;
 use rig_proto::v1::{self as pb, dma_client::DmaClient};
-use serde::{Deserialize, Serialize};
 use tonic::{Code, transport::Channel};
 
 pub use gpu::SessionGpu;
-pub use ledger::{Buffer, LeaseId, LeaseInfo};
+pub use ledger::{Buffer, LeaseInfo};
+/// A session's number and a lease's handle: the shared vocabulary's.
+pub use rig_model::dma::{LeaseId, SessionId};
 /// The body of rigd's reply on the side socket.
 pub use rig_proto::v1::session_reply::Body as Reply;
 /// The body of a request on the side socket: one variant per kind of request, each
@@ -66,30 +67,9 @@ pub use rig_sys::memfd::MemfdError;
 
 use crate::ClientError;
 
-/// How the session's device reaches its memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Addressing {
-    /// Host mode: no device; buffers have no device address.
-    None,
-    /// Sysfs mode: physical addresses (no IOMMU).
-    Physical,
-    /// Vfio mode: IOVA through the IOMMU.
-    Iova,
-    /// Gpu mode (an RM-served GPU): GPU VA in the session's own GPU address space.
-    GpuVa,
-}
-
-impl Addressing {
-    pub(crate) fn from_wire(v: i32) -> Self {
-        match pb::DmaAddressing::try_from(v) {
-            Ok(pb::DmaAddressing::Physical) => Self::Physical,
-            Ok(pb::DmaAddressing::Iova) => Self::Iova,
-            Ok(pb::DmaAddressing::GpuVa) => Self::GpuVa,
-            _ => Self::None,
-        }
-    }
-}
+/// How the session's device reaches its memory, which kind of address its buffers'
+/// device addresses are ([`DeviceAddr`]): the shared vocabulary's.
+pub use rig_model::{addr::DeviceAddr, dma::Addressing};
 
 /// Why rigd (or this library, before asking) refused a request of the session: the
 /// side socket's own refusal, which every kind of request may get. Queues and device
@@ -218,7 +198,7 @@ impl SessionError {
 
 #[derive(Debug)]
 struct Inner {
-    id: u64,
+    id: SessionId,
     /// The function whose pool this session leases from, as the caller named it.
     device: String,
     block: u64,
@@ -278,11 +258,11 @@ impl Session {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                id: o.session,
+                id: SessionId(o.session),
                 device: device.to_owned(),
                 block: o.block_bytes,
                 max_lease_blocks: o.max_lease_blocks,
-                addressing: Addressing::from_wire(o.addressing),
+                addressing: rig_proto::convert::dma::addressing(o.addressing),
                 quota: o.quota_bytes,
                 side: tokio::sync::Mutex::new(side),
                 ledger: Mutex::new(ledger::Ledger::new()),
@@ -293,7 +273,7 @@ impl Session {
     }
 
     /// The session's number (as `rigctl dma` shows it).
-    pub fn id(&self) -> u64 {
+    pub fn id(&self) -> SessionId {
         self.inner.id
     }
 

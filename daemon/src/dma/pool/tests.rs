@@ -36,7 +36,7 @@ fn a_new_pool_fills_to_its_size_in_the_background() {
         (5, 0, 0)
     );
     assert!(s.pin_gib_per_s.is_some_and(|r| r > 0.0));
-    assert_eq!(s.mode, "host");
+    assert_eq!(PoolMode::name_of(s.addressing), "host");
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn a_gpu_lease_maps_into_the_sessions_space_and_only_with_one() {
     let space = Arc::new(Space::default());
     let map: Arc<dyn DeviceMap> = space.clone();
     let l = p.lease_into(LeaseId(2), 3, Some(&map)).expect("lease");
-    assert_eq!(l.addr, Some(DeviceAddr::GpuVa(G)));
+    assert_eq!(l.addr, Some(DeviceAddr::GpuVa(GpuVa(G))));
     assert_eq!(*space.mapped.lock().expect("lock"), [G, 2 * G, 3 * G]);
     p.release(LeaseId(2)).expect("release");
     assert!(

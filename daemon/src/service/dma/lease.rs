@@ -16,7 +16,6 @@ use crate::{
     error::Classify,
     rig::{Rig, RigError},
     service::status::{self, error_line},
-    take::Mode,
 };
 
 pub(super) async fn lease(
@@ -39,11 +38,7 @@ pub(super) async fn lease(
         Ok(lent) => {
             let leased = pb::DeviceLeased {
                 device: lent.bdf.to_string(),
-                mode: match lent.mode {
-                    Mode::Vfio => pb::DeviceLeaseMode::Vfio,
-                    Mode::Sysfs => pb::DeviceLeaseMode::Sysfs,
-                }
-                .into(),
+                mode: pb::DeviceLeaseMode::from(lent.mode).into(),
                 regions: lent
                     .regions
                     .iter()

@@ -369,7 +369,7 @@ async fn route(
                     let leased = pb::DmaLeased {
                         lease: g.lease.0,
                         bytes: g.bytes,
-                        device_address: g.addr.map(dma::DeviceAddr::raw),
+                        device_address: g.addr.map(dma::DeviceAddr::get),
                         blocks: u32::try_from(g.fds.len()).unwrap_or(u32::MAX),
                     };
                     // Checked again after: a whole-device lease taken meanwhile saw this

@@ -17,24 +17,8 @@ use serde::{Deserialize, Serialize};
 use super::super::ResetMethod;
 use crate::pci::{Bdf, BdfError};
 
-/// How a device is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Bound to vfio-pci; DMA confined by the IOMMU.
-    Vfio,
-    /// Left driverless and driven through sysfs `resourceN`; DMA is unconfined.
-    Sysfs,
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Vfio => "vfio",
-            Self::Sysfs => "sysfs",
-        })
-    }
-}
+/// How a device is held: the shared vocabulary's, written as "vfio" or "sysfs".
+pub use rig_model::take::Mode;
 
 /// A step of a detach, written before it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,16 +260,6 @@ impl FromStr for ReclaimStep {
     }
 }
 
-/// A reset method's name in the journal: "auto", "flr", "pm", "bus".
-fn reset_name(m: ResetMethod) -> &'static str {
-    match m {
-        ResetMethod::Auto => "auto",
-        ResetMethod::Flr => "flr",
-        ResetMethod::Pm => "pm",
-        ResetMethod::Bus => "bus",
-    }
-}
-
 impl Phase {
     /// The phase's name and its step, as the journal spells them.
     fn parts(&self) -> (&'static str, Option<String>) {
@@ -293,7 +267,8 @@ impl Phase {
             Self::Detaching(s) => ("detaching", Some(s.to_string())),
             Self::Held => ("held", None),
             Self::Resizing(s) => ("resizing", Some(s.to_string())),
-            Self::Resetting(m) => ("resetting", Some(reset_name(*m).to_owned())),
+            // "auto", "flr", "pm", "bus".
+            Self::Resetting(m) => ("resetting", Some(m.as_str().to_owned())),
             Self::Attaching(s) => ("attaching", Some(s.to_string())),
             Self::Leased => ("leased", None),
             Self::Reclaiming(s) => ("reclaiming", Some(s.to_string())),
@@ -314,13 +289,9 @@ impl Phase {
             "resizing" => Self::Resizing(step_of()?.parse().map_err(|()| bad_step())?),
             "attaching" => Self::Attaching(step_of()?.parse().map_err(|()| bad_step())?),
             "reclaiming" => Self::Reclaiming(step_of()?.parse().map_err(|()| bad_step())?),
-            "resetting" => Self::Resetting(match step_of()? {
-                "auto" => ResetMethod::Auto,
-                "flr" => ResetMethod::Flr,
-                "pm" => ResetMethod::Pm,
-                "bus" => ResetMethod::Bus,
-                _ => return Err(bad_step()),
-            }),
+            "resetting" => {
+                Self::Resetting(step_of()?.parse::<ResetMethod>().map_err(|_| bad_step())?)
+            }
             _ => {
                 return Err(RecordError::Phase {
                     phase: phase.to_owned(),
