@@ -79,7 +79,7 @@ fn land(f: &Fixture, s: &Session, ch: &Channel, bytes: &[u8]) {
         .leases()
         .into_iter()
         .find_map(|l| {
-            let d = l.device_address?;
+            let d = l.device_address?.get();
             (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
         })
         .expect("the semaphore is in a lease");
@@ -259,7 +259,7 @@ async fn an_arena_beside_the_pushbuffer_takes_aligned_words_inside_it() {
         .leases()
         .into_iter()
         .find_map(|l| {
-            let d = l.device_address?;
+            let d = l.device_address?.get();
             (d..d + l.bytes)
                 .contains(&va.get())
                 .then(|| (l.id, va.get() - d))

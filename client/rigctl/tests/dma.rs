@@ -104,7 +104,7 @@ async fn rigctl_dma_shows_each_clients_gpu_memory_and_each_gpus_total() {
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let me = &v["clients"][0];
-    assert_eq!(me["session"], session.id());
+    assert_eq!(me["session"], session.id().0);
     assert_eq!(me["gpu_memory_allocations"], 2);
     assert_eq!(me["gpu_memory_bytes"], 4 * BLOCK);
     let g = &v["gpu_memory"][0];

@@ -6,9 +6,8 @@
 //! Flow: a caller hands [`Span`]s of [`Memory`] to `copy` (checked here, then copied
 //! on the copy engine or by the copy kernel), and an [`Alloc`] to `load` and `compute`
 //! (module images, the SLM buffer). Implemented for the session's host leases
-//! ([`rig_client::session::Buffer`], [`HostAlloc`]); GPU memory implements the same two
-//! traits in a few lines (its VA, its length, [`Place::Gpu`], a look-up in the ledger
-//! of the session's GPU memory).
+//! ([`rig_client::session::Buffer`], [`HostAlloc`]) and for the GPU memory rigd lends
+//! the session ([`rig_client::gpumem::GpuBuffer`], [`GpuAlloc`]).
 //!
 //! Not here: what a kernel's parameters point at. A GPU address passed as a parameter
 //! cannot be checked (the kernel computes its addresses); one outside the session's
@@ -17,7 +16,10 @@
 
 use std::{fmt, future::Future};
 
-use rig_client::session::{Buffer, Session, SessionError};
+use rig_client::{
+    gpumem::{GpuBuffer, GpuMemory},
+    session::{Buffer, Session, SessionError},
+};
 use rig_model::addr::GpuVa;
 
 /// Where memory's bytes are.
@@ -48,7 +50,9 @@ pub trait Memory: fmt::Debug + Send + Sync {
 
 impl Memory for Buffer {
     fn va(&self) -> GpuVa {
-        GpuVa(self.device_address().unwrap_or_default())
+        // Only a served GPU's session gives GPU VAs; any other buffer is not held by
+        // such a session (`held_by`), so nothing is ever submitted at this zero.
+        self.gpu_va().unwrap_or(GpuVa(0))
     }
 
     fn len(&self) -> u64 {
@@ -61,7 +65,7 @@ impl Memory for Buffer {
 
     fn held_by(&self, session: &Session) -> bool {
         let (lease, offset) = self.lease();
-        let Some(va) = self.device_address() else {
+        let Some(va) = self.device_address().filter(|d| d.gpu_va().is_some()) else {
             return false;
         };
         // The lease's handle, its mapping in this process and its GPU address all
@@ -75,6 +79,33 @@ impl Memory for Buffer {
                 && l.device_address.and_then(|d| d.checked_add(offset)) == Some(va)
                 && offset
                     .checked_add(Buffer::len(self))
+                    .is_some_and(|end| end <= l.bytes)
+        })
+    }
+}
+
+impl Memory for GpuBuffer {
+    fn va(&self) -> GpuVa {
+        GpuBuffer::va(self)
+    }
+
+    fn len(&self) -> u64 {
+        GpuBuffer::len(self)
+    }
+
+    fn place(&self) -> Place {
+        Place::Gpu
+    }
+
+    fn held_by(&self, session: &Session) -> bool {
+        let (lease, offset) = self.lease();
+        // The lease's id and its VA both match, and the buffer lies inside it: ids are
+        // rigd's per GPU, and two sessions give the same VAs.
+        GpuMemory::leases(session).iter().any(|l| {
+            l.id == lease
+                && l.va.checked_add(offset) == Some(GpuBuffer::va(self))
+                && offset
+                    .checked_add(GpuBuffer::len(self))
                     .is_some_and(|end| end <= l.bytes)
         })
     }
@@ -244,6 +275,34 @@ impl Alloc for HostAlloc {
             .map_err(|e: SessionError| MemoryError::Alloc {
                 bytes,
                 place: Place::Host,
+                source: Box::new(e),
+            })
+    }
+}
+
+/// The GPU memory rigd lends the session ([`GpuMemory::alloc_aligned`]): where module
+/// images and local memory run fastest.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpuAlloc;
+
+impl Alloc for GpuAlloc {
+    type Memory = GpuBuffer;
+
+    fn place(&self) -> Place {
+        Place::Gpu
+    }
+
+    async fn alloc(
+        &self,
+        session: &Session,
+        bytes: u64,
+        align: u64,
+    ) -> Result<GpuBuffer, MemoryError> {
+        GpuMemory::alloc_aligned(session, bytes, align)
+            .await
+            .map_err(|e: SessionError| MemoryError::Alloc {
+                bytes,
+                place: Place::Gpu,
                 source: Box::new(e),
             })
     }

@@ -392,8 +392,8 @@ async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine(
     let v = copies.copy(&s, Span::all(&a), Span::all(&b)).expect("copy");
     let sem = copies.channel().semaphore_va();
     let words = method::copy::copy_released(
-        a.device_address().expect("va"),
-        b.device_address().expect("va"),
+        a.gpu_va().expect("va").get(),
+        b.gpu_va().expect("va").get(),
         MIB,
         Semaphore {
             addr: sem,

@@ -287,12 +287,12 @@ fn host_layout(
     }
     let m = Mapping::shared(&ring_file, Fill::Populate).map_err(map_err(id, "its ring"))?;
     let no_va = ChannelError::Protocol("a channel's session has no GPU addresses");
-    let pb_va = pb_lease.device_address().ok_or(no_va)?;
-    let pb = Pushbuffer::new(pb_va, o.pushbuffer / 4)?;
+    let pb_va = pb_lease.gpu_va().ok_or(no_va)?;
+    let pb = Pushbuffer::new(pb_va.get(), o.pushbuffer / 4)?;
     let arena_va = match &arena {
-        Some(a) => Some(GpuVa(a.device_address().ok_or(ChannelError::Protocol(
+        Some(a) => Some(a.gpu_va().ok_or(ChannelError::Protocol(
             "a channel's session has no GPU addresses",
-        ))?)),
+        ))?),
         None => None,
     };
     Ok(Layout {

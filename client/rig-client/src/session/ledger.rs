@@ -109,14 +109,6 @@ impl Buffer {
         self.device_address().and_then(DeviceAddr::gpu_va)
     }
 
-    /// Its first byte in the session's GPU address space, on an RM-served GPU (gpu
-    /// mode); `None` on any other device.
-    pub fn gpu_va(&self) -> Option<GpuVa> {
-        (self.inner.addressing == super::Addressing::GpuVa)
-            .then(|| self.device_address().map(GpuVa))
-            .flatten()
-    }
-
     /// Bytes asked for.
     pub fn len(&self) -> u64 {
         self.size

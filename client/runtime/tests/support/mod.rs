@@ -59,7 +59,7 @@ fn lease_of(s: &Session, va: u64) -> (rig_client::session::LeaseId, u64) {
     s.leases()
         .into_iter()
         .find_map(|l| {
-            let d = l.device_address?;
+            let d = l.device_address?.get();
             (d..d + l.bytes).contains(&va).then(|| (l.id, va - d))
         })
         .expect("the address is in one of the session's leases")
