@@ -100,24 +100,18 @@ impl Default for Limits {
     }
 }
 
-/// Where a lent channel's ring, USERD and pushbuffer live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Rings {
-    /// Host memory: the ring and USERD in a sealed memfd rigd pins, the pushbuffer in
-    /// the client's own leases. The GPU fetches all three across PCIe, one after the
-    /// other; the client's stores are cached ones (the least host time).
-    #[default]
-    Host,
-    /// GPU memory, written by the client through BAR1 (write-combined): ring, USERD
-    /// and pushbuffer in one window rigd allocates. The GPU fetches locally (the
-    /// shortest round trip); the client fences before and after GP_PUT. The client's
-    /// CPU mapping of BAR1 outlives rigd's free (docs/hardware/nvidia-rm.md, "Handing
-    /// mappings to another process"), so a window, once lent, is kept by rigd and
-    /// reused only for the same uid, who could reach it anyway; a client that outlives
-    /// rigd keeps its mapping, which is why rigd lends windows only to whom
-    /// `[channels] gpu_rings_group` names.
-    Gpu,
-}
+/// Where a lent channel's ring, USERD and pushbuffer live: the shared vocabulary's.
+/// Host: the ring and USERD in a sealed memfd rigd pins, the pushbuffer in the client's
+/// own leases; the GPU fetches all three across PCIe, one after the other, and the
+/// client's stores are cached ones (the least host time). Gpu: written by the client
+/// through BAR1 (write-combined), ring, USERD and pushbuffer in one window rigd
+/// allocates; the GPU fetches locally (the shortest round trip) and the client fences
+/// before and after GP_PUT. The client's CPU mapping of BAR1 outlives rigd's free
+/// (docs/hardware/nvidia-rm.md, "Handing mappings to another process"), so a window,
+/// once lent, is kept by rigd and reused only for the same uid, who could reach it
+/// anyway; a client that outlives rigd keeps its mapping, which is why rigd lends
+/// windows only to whom `[channels] gpu_rings_group` names.
+pub use rig_model::nv::Rings;
 
 /// What a client asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,24 +57,13 @@ pub enum GroupEngine {
     Copy(u8),
 }
 
-/// The class a channel's engine object is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// HOPPER_DMA_COPY_A.
-    Copy,
-    /// HOPPER_COMPUTE_A.
-    Compute,
-}
-
-impl Engine {
-    /// The class id.
-    pub fn class(self) -> u32 {
-        match self {
-            Self::Copy => r580::HOPPER_DMA_COPY_A,
-            Self::Compute => r580::HOPPER_COMPUTE_A,
-        }
-    }
-}
+/// The class a channel's engine object is (`Engine::class`): the shared vocabulary's,
+/// whose class ids are the ones the RM is asked for.
+pub use rig_model::nv::Engine;
+const _: () = assert!(
+    Engine::Copy.class() == r580::HOPPER_DMA_COPY_A
+        && Engine::Compute.class() == r580::HOPPER_COMPUTE_A
+);
 
 /// A channel group (TSG) and its subcontext in one address space.
 #[derive(Debug)]
@@ -243,16 +232,9 @@ fn clear_userd<W: Window>(w: &W, offset: u64) -> std::io::Result<()> {
     w.read_u32(base + USERD_GP_PUT).map(drop)
 }
 
-/// What the RM wrote into a channel's error notifier (`NvNotification`, nvos.h).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ChannelFault {
-    /// `timeStamp`, ns.
-    pub time_ns: u64,
-    /// `info32`: the RM's error code (ROBUST_CHANNEL_*, e.g. 31 MMU fault, 32 PBDMA).
-    pub info32: u32,
-    pub info16: u16,
-    pub status: u16,
-}
+/// What the RM wrote into a channel's error notifier (`NvNotification`, nvos.h): the
+/// shared vocabulary's.
+pub use rig_model::nv::ChannelFault;
 
 /// Where a channel's ring and USERD live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,11 +2,15 @@
 //! carry the ring, notifier and usermode descriptors), `Dma.Channels` for `rigctl
 //! channels`, and the error-notifier watch's task. The bookkeeping is `channels`'; the
 //! side socket's framing is `dma::side`'s; the codes of channel errors are
-//! `status`'s.
+//! `status`'s; engines, rings and faults are `rig_model::nv`'s, converted by
+//! `rig-proto`.
 
 use std::{os::fd::OwnedFd, sync::Arc, time::UNIX_EPOCH};
 
-use rig_proto::v1::{self as pb, session_reply::Body as Reply};
+use rig_proto::{
+    convert::WireEnum,
+    v1::{self as pb, session_reply::Body as Reply},
+};
 
 use super::{
     status::{self, error_line},
@@ -22,36 +26,6 @@ use crate::{
 
 /// How often rigd reads its channels' error notifiers (a few loads per channel).
 pub const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(10);
-
-fn engine_of(e: i32) -> Option<Engine> {
-    match pb::DmaEngine::try_from(e) {
-        Ok(pb::DmaEngine::Copy) => Some(Engine::Copy),
-        Ok(pb::DmaEngine::Compute) => Some(Engine::Compute),
-        _ => None,
-    }
-}
-
-fn rings_of(r: i32) -> Option<Rings> {
-    match pb::DmaRings::try_from(r) {
-        Ok(pb::DmaRings::Host) => Some(Rings::Host),
-        Ok(pb::DmaRings::Gpu) => Some(Rings::Gpu),
-        Err(_) => None,
-    }
-}
-
-fn wire_rings(r: Rings) -> pb::DmaRings {
-    match r {
-        Rings::Host => pb::DmaRings::Host,
-        Rings::Gpu => pb::DmaRings::Gpu,
-    }
-}
-
-fn wire_engine(e: Engine) -> pb::DmaEngine {
-    match e {
-        Engine::Copy => pb::DmaEngine::Copy,
-        Engine::Compute => pb::DmaEngine::Compute,
-    }
-}
 
 fn failure(e: &RigError) -> (pb::SessionReply, Vec<OwnedFd>) {
     let body = Reply::Error(pb::SessionError {
@@ -74,10 +48,10 @@ pub async fn open(
         });
         (pb::SessionReply { body: Some(body) }, Vec::new())
     };
-    let Some(engine) = engine_of(req.engine) else {
+    let Some(engine) = Engine::from_wire(req.engine) else {
         return protocol("a channel needs an engine: copy or compute");
     };
-    let Some(rings) = rings_of(req.rings) else {
+    let Some(rings) = Rings::from_wire(req.rings) else {
         return protocol("a channel's rings live in host or GPU memory: no other place");
     };
     let ask = ChannelRequest {
@@ -98,7 +72,7 @@ pub async fn open(
         Ok(o) => {
             let body = Reply::ChannelOpened(pb::ChannelOpened {
                 channel: o.id.0,
-                engine: wire_engine(o.engine).into(),
+                engine: o.engine.wire().into(),
                 entries: o.entries,
                 token: o.token,
                 ring_gpu_va: o.ring_gpu_va,
@@ -107,7 +81,7 @@ pub async fn open(
                 notifier_bytes: o.notifier_bytes,
                 usermode_bytes: o.usermode_bytes,
                 doorbell_offset: DOORBELL_OFFSET,
-                rings: wire_rings(o.rings).into(),
+                rings: o.rings.wire().into(),
                 pushbuffer_offset: o.pushbuffer_offset,
                 pushbuffer_gpu_va: o.pushbuffer_gpu_va,
                 pushbuffer_bytes: o.pushbuffer_bytes,
@@ -167,18 +141,12 @@ pub fn status_reply(views: Vec<ChannelView>) -> pb::DmaChannelsReply {
                 session: v.session.0,
                 uid: v.uid,
                 pid: v.pid,
-                engine: wire_engine(v.engine).into(),
+                engine: v.engine.wire().into(),
                 entries: v.entries,
-                rings: wire_rings(v.rings).into(),
+                rings: v.rings.wire().into(),
                 gp_get: v.gp_get,
                 gp_put: v.gp_put,
-                fault: v.fault.map(|f| pb::DmaChannelFault {
-                    info32: f.info32,
-                    info16: u32::from(f.info16),
-                    status: u32::from(f.status),
-                    time_ns: f.time_ns,
-                    reason: rig_model::nv::robust_channel_reason(f.info32).to_owned(),
-                }),
+                fault: v.fault.as_ref().map(pb::DmaChannelFault::from),
                 opened_unix_ms: v
                     .opened
                     .duration_since(UNIX_EPOCH)

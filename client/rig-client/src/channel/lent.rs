@@ -43,7 +43,7 @@ use std::{
 };
 
 use rig_model::addr::GpuVa;
-use rig_proto::v1 as pb;
+
 use rig_sys::mman::{self, DeviceMapping, ReadMapping};
 
 use super::{
@@ -79,33 +79,18 @@ pub const EMPTY_RELEASE: method::Release = method::Release {
 /// The pushbuffer a channel gets unless told otherwise: 64 KiB, 16,384 words.
 pub const DEFAULT_PUSHBUFFER: u64 = 64 << 10;
 
-/// The engine a channel drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Engine {
-    /// HOPPER_DMA_COPY_A: copies, on subchannel 4.
-    Copy,
-    /// HOPPER_COMPUTE_A, on subchannel 1.
-    Compute,
+/// The engine a channel drives: the shared vocabulary's, put on and read from the
+/// wire by `rig-proto`.
+pub use rig_model::nv::Engine;
+
+/// The SET_OBJECT that binds an engine's class to its subchannel: copy on 4, compute
+/// on 1.
+pub(super) trait SetObject {
+    fn set_object(self) -> [u32; 2];
 }
 
-impl Engine {
-    pub(super) fn wire(self) -> pb::DmaEngine {
-        match self {
-            Self::Copy => pb::DmaEngine::Copy,
-            Self::Compute => pb::DmaEngine::Compute,
-        }
-    }
-
-    pub(crate) fn from_wire(v: i32) -> Option<Self> {
-        match pb::DmaEngine::try_from(v) {
-            Ok(pb::DmaEngine::Copy) => Some(Self::Copy),
-            Ok(pb::DmaEngine::Compute) => Some(Self::Compute),
-            _ => None,
-        }
-    }
-
-    pub(super) fn set_object(self) -> [u32; 2] {
+impl SetObject for Engine {
+    fn set_object(self) -> [u32; 2] {
         match self {
             Self::Copy => method::set_object(SUBCH_COPY, HOPPER_DMA_COPY_A),
             Self::Compute => method::set_object(SUBCH_COMPUTE, HOPPER_COMPUTE_A),
@@ -123,23 +108,9 @@ pub(super) fn payload_of(engine: Engine) -> Payload {
     }
 }
 
-/// The error the RM posted in a channel's notifier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fault {
-    /// `info32`: a ROBUST_CHANNEL_* code (31: MMU fault; 32: PBDMA error).
-    pub info32: u32,
-    pub info16: u16,
-    pub status: u16,
-    /// The RM's timestamp, ns.
-    pub time_ns: u64,
-}
-
-impl Fault {
-    /// The code's name and meaning (`nverror.h`).
-    pub fn reason(&self) -> &'static str {
-        rig_model::nv::robust_channel_reason(self.info32)
-    }
-}
+/// The error the RM posted in a channel's notifier (its `reason()` names the
+/// ROBUST_CHANNEL_* code): the shared vocabulary's.
+pub use rig_model::nv::ChannelFault as Fault;
 
 /// What a lent channel's calls can fail with.
 #[derive(Debug, thiserror::Error)]

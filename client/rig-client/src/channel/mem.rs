@@ -14,39 +14,15 @@
 
 use std::io;
 
-use rig_proto::v1 as pb;
+
 use rig_sys::mman::{DeviceMapping, Mapping};
 
 use crate::session::{Buffer, SessionError};
 
-/// Where a channel's ring, USERD and pushbuffer live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Rings {
-    /// Host memory: the least host time per submission.
-    #[default]
-    Host,
-    /// GPU memory through BAR1: the shortest round trip. rigd lends it to root and
-    /// the members of its `[channels] gpu_rings_group` only.
-    Gpu,
-}
-
-impl Rings {
-    pub(super) fn wire(self) -> pb::DmaRings {
-        match self {
-            Self::Host => pb::DmaRings::Host,
-            Self::Gpu => pb::DmaRings::Gpu,
-        }
-    }
-
-    pub(crate) fn from_wire(v: i32) -> Option<Self> {
-        match pb::DmaRings::try_from(v) {
-            Ok(pb::DmaRings::Host) => Some(Self::Host),
-            Ok(pb::DmaRings::Gpu) => Some(Self::Gpu),
-            Err(_) => None,
-        }
-    }
-}
+/// Where a channel's ring, USERD and pushbuffer live ([`Rings::Host`]: the least host
+/// time per submission; [`Rings::Gpu`]: the shortest round trip, lent to root and the
+/// members of rigd's `[channels] gpu_rings_group` only): the shared vocabulary's.
+pub use rig_model::nv::Rings;
 
 /// A channel's ring and USERD as this process maps them.
 #[derive(Debug)]

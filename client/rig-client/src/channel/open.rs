@@ -17,7 +17,7 @@ use std::{
 };
 
 use rig_model::addr::GpuVa;
-use rig_proto::v1 as pb;
+use rig_proto::{convert::WireEnum, v1 as pb};
 use rig_sys::{
     memfd::SealedMemfd,
     mman::{DeviceMapping, Fill, Mapping, ReadMapping},
@@ -25,7 +25,7 @@ use rig_sys::{
 
 use super::{
     Pushbuffer,
-    lent::{Channel, ChannelError, DEFAULT_PUSHBUFFER, Engine, map_err, payload_of},
+    lent::{Channel, ChannelError, DEFAULT_PUSHBUFFER, Engine, SetObject, map_err, payload_of},
     mem::{Beside, RingView, Rings},
     ring::Ring,
     timeline::Timeline,

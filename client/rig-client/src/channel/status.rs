@@ -4,7 +4,10 @@
 //!
 //! Not here: a channel of this process's own (`lent`).
 
-use rig_proto::v1::{self as pb, dma_client::DmaClient};
+use rig_proto::{
+    convert::WireEnum,
+    v1::{self as pb, dma_client::DmaClient},
+};
 use serde::{Deserialize, Serialize};
 
 use super::{Engine, Rings};
