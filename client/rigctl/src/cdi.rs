@@ -146,7 +146,7 @@ async fn run_inner(
                 sysfs: sysfs_dir,
             };
             let specs = cdi::held_specs(client, &resources, &host).await?;
-            let mut out = std::io::stdout().lock();
+            let mut out = crate::out::stdout();
             if stdout && json {
                 // One document: the specs as an array.
                 serde_json::to_writer_pretty(&mut out, &specs)?;
@@ -188,7 +188,7 @@ async fn run_inner(
                 return Ok(());
             }
             if specs.is_empty() {
-                eprintln!("rigctl: rigd holds no device a rule names: no spec written");
+                crate::out::errln!("rigctl: rigd holds no device a rule names: no spec written");
             }
             Ok(())
         }
@@ -207,10 +207,11 @@ async fn run_inner(
                 return Err(CliError::new(Exit::Busy, &bdf, m).into());
             }
             if json {
-                println!(
+                writeln!(
+                    crate::out::stdout(),
                     "{}",
                     serde_json::json!({ "bdf": bdf, "held": true, "leased": false })
-                );
+                )?;
             }
             Ok(())
         }
@@ -222,23 +223,23 @@ async fn run_inner(
                 let status = client.status().await?;
                 let waited_s = t0.elapsed().as_secs_f64();
                 let Some(h) = status.devices.iter().find(|d| d.bdf == bdf) else {
-                    eprintln!("rigctl: {bdf}: rig no longer holds it{who}");
+                    crate::out::errln!("rigctl: {bdf}: rig no longer holds it{who}");
                     if json {
                         let v =
                             serde_json::json!({ "bdf": bdf, "held": false, "waited_s": waited_s });
-                        println!("{v}");
+                        writeln!(crate::out::stdout(), "{v}")?;
                     }
                     return Ok(());
                 };
                 if h.state == HeldState::Held && h.lease.is_none() {
                     let line = format!("{bdf}: held and free again{who} ({waited_s:.2} s)");
-                    eprintln!("rigctl: {line}");
+                    crate::out::errln!("rigctl: {line}");
                     // LOG_INFO
                     to_journal(6, &format!("cdi hook: {line}"));
                     if json {
                         let v =
                             serde_json::json!({ "bdf": bdf, "held": true, "waited_s": waited_s });
-                        println!("{v}");
+                        writeln!(crate::out::stdout(), "{v}")?;
                     }
                     return Ok(());
                 }

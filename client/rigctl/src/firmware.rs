@@ -55,20 +55,7 @@ pub enum FirmwareCmd {
 /// Bad arguments (unknown chip, malformed --ip, unreadable --device), a missing firmware
 /// directory, or a failure to write to stdout.
 pub fn run(cmd: FirmwareCmd, json: bool) -> Result<ExitCode, BoxError> {
-    match run_inner(cmd, json) {
-        // A reader that stops early (`| head`) is not a failure of ours.
-        Err(e)
-            if e.downcast_ref::<std::io::Error>().map(std::io::Error::kind)
-                == Some(std::io::ErrorKind::BrokenPipe) =>
-        {
-            Ok(ExitCode::SUCCESS)
-        }
-        other => other,
-    }
-}
-
-fn run_inner(cmd: FirmwareCmd, json: bool) -> Result<ExitCode, BoxError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match cmd {
         FirmwareCmd::Inspect { files } => inspect(&mut out, &files, json),
         FirmwareCmd::Plan {
@@ -105,7 +92,7 @@ fn inspect(out: &mut impl Write, files: &[PathBuf], json: bool) -> Result<ExitCo
             Err(e) => {
                 failed = true;
                 let msg = rig_client::error_line(&e);
-                eprintln!("rigctl: {msg}");
+                crate::out::errln!("rigctl: {msg}");
                 if json {
                     values.push(
                         serde_json::json!({ "path": path.display().to_string(), "error": msg }),

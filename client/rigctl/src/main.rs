@@ -6,20 +6,25 @@
 //! `--json` is global: every subcommand prints its result as one JSON document on
 //! stdout (docs/rigctl-json.md), and an error as `{"error": …}` there too. The exit
 //! status is `exit::Exit`'s table whatever the output; take-over steps are drawn by
-//! `progress`.
+//! `progress`. Everything written to stdout and stderr goes through `out`, where a
+//! reader that left early (`| head`) ends rigctl as it ends lspci.
 
 mod cdi;
 mod dma;
 mod docs;
 mod exit;
+mod filter;
 mod firmware;
 mod fmt;
 mod list;
 mod metrics;
+mod out;
 mod progress;
 mod queues;
 mod regs;
 mod show;
+#[expect(unsafe_code, reason = "resetting SIGPIPE to its default to end as lspci does")]
+mod sys;
 mod take;
 mod topo;
 
@@ -45,12 +50,10 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Every PCI function, GPUs first: a table, or --json.
-    List {
-        /// Only GPUs and accelerators (class 0x03xx, 0x12xx).
-        #[arg(long)]
-        gpus: bool,
-    },
+    /// Every PCI function, GPUs first: one line each as `lspci -D -nn` prints it, then
+    /// `driver=NAME rig=STATE` (STATE: - held:vfio held:sysfs, `:leased` added, busy
+    /// served); or --table, or --json. -s and -d select as lspci's do.
+    List(list::ListArgs),
     /// The full decode of one function.
     Show {
         /// Address: 0000:03:00.0 or 03:00.0.
@@ -133,11 +136,11 @@ fn print_json_error(e: &(dyn Error + 'static)) {
 
 /// Prints an error and its causes: one line, or numbered lines when it has causes.
 fn print_chain(e: &(dyn Error + 'static)) {
-    eprintln!("rigctl: {e}");
+    out::errln!("rigctl: {e}");
     let mut cause = e.source();
     let mut n = 1;
     while let Some(c) = cause {
-        eprintln!("  {n}: {c}");
+        out::errln!("  {n}: {c}");
         n += 1;
         cause = c.source();
     }
@@ -150,7 +153,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         Cmd::Metrics { from } => {
             use std::io::Write;
             let text = crate::metrics::scrape(&from)?;
-            let mut out = std::io::stdout().lock();
+            let mut out = out::stdout();
             if json {
                 let samples = crate::metrics::parse(&text)?;
                 serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "samples": samples }))?;
@@ -163,7 +166,7 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         Cmd::GenerateDocs { dir } => {
             let written = docs::write(&<Args as clap::CommandFactory>::command(), &dir)?;
             if json {
-                let mut out = std::io::stdout().lock();
+                let mut out = out::stdout();
                 serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "written": written }))?;
                 use std::io::Write;
                 writeln!(out)?;
@@ -177,12 +180,9 @@ fn run(args: Args) -> Result<ExitCode, BoxError> {
         .build()?;
     runtime.block_on(async move {
         let mut client = Client::connect(&args.socket).await?;
-        let mut out = std::io::stdout().lock();
+        let mut out = out::stdout();
         match args.cmd {
-            Cmd::List { gpus } => {
-                let listing = client.list_devices(gpus).await?;
-                list::print(&mut out, &listing, json)?;
-            }
+            Cmd::List(list) => list::run(&mut client, list, json, &mut out).await?,
             Cmd::Show { bdf, hex } => {
                 let device = client.device(&bdf).await?;
                 show::print(&mut out, &device, json, hex)?;

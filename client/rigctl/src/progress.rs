@@ -117,7 +117,7 @@ impl Progress {
     pub fn step(&self, s: &Step) {
         match self.style {
             Style::Quiet => {}
-            Style::Plain => eprintln!("{}", plain_line(s)),
+            Style::Plain => crate::out::errln!("{}", plain_line(s)),
             Style::Live => {
                 let mut st = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();

@@ -63,7 +63,7 @@ struct Read<'a> {
 }
 
 pub async fn mmio(client: &mut Client, cmd: MmioCmd, json: bool) -> Result<(), BoxError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     match cmd {
         MmioCmd::Read {
             bdf,
@@ -120,7 +120,7 @@ pub async fn mmio(client: &mut Client, cmd: MmioCmd, json: bool) -> Result<(), B
 /// `rigctl master BDF on|off`.
 pub async fn master(client: &mut Client, bdf: &str, on: bool, json: bool) -> Result<(), BoxError> {
     let was_on = client.set_bus_master(bdf, on).await?;
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         writeln!(
             out,

@@ -3,7 +3,7 @@
 //! stdout, under `--json` with `"outcome": "ok"` (the audit line's word) and each
 //! step's duration.
 
-use std::io::{self, Write};
+use std::io::Write;
 
 use clap::Subcommand;
 use rig_client::{BarSize, Client, DetachRequest, Mode, Outcome, ResetMethod, Status, Step};
@@ -105,7 +105,7 @@ pub async fn run(client: &mut Client, cmd: TakeCmd, json: bool) -> Result<(), Bo
 }
 
 fn print_outcome(o: &Outcome, action: &str, json: bool) -> Result<(), BoxError> {
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         // The Outcome as the library has it, named: what was done and how it ended
         // (`ok`, the audit line's RIG_OUTCOME; a failure is `{"error": …}`).
@@ -146,7 +146,7 @@ fn print_outcome(o: &Outcome, action: &str, json: bool) -> Result<(), BoxError> 
 }
 
 fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     if json {
         serde_json::to_writer_pretty(&mut out, s)?;
         writeln!(out)?;

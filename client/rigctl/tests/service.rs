@@ -170,8 +170,8 @@ async fn eight_gpus_behind_switches_are_listed_with_numa_placement_and_shared_up
             g.link.contended_gbytes_per_s
         );
     }
-    // rigctl says it in words.
-    let (status, text) = rigctl(&server.socket, &["list", "--gpus"]).await;
+    // rigctl says it in words, in the table.
+    let (status, text) = rigctl(&server.socket, &["list", "--gpus", "--table"]).await;
     assert!(status.success());
     assert!(
         text.contains("shares 0000:16:00.0 with 0000:19:00.0: 31.51 GB/s when all copy"),
