@@ -277,7 +277,7 @@ mod tests {
             uid: 1000,
             pid: 42,
             since_unix: 0,
-            session: 1,
+            session: rig_client::session::SessionId(1),
         };
         let status = Status {
             devices: vec![
@@ -309,6 +309,7 @@ mod tests {
             clients: Vec::new(),
             quota_per_uid_bytes: 0,
             quota_per_device_bytes: 0,
+            gpu_memory: Vec::new(),
         };
         let m = states(&status, &dma);
         let want = [
