@@ -309,6 +309,14 @@ impl FakeSysfs {
                 .fold(0u32, |a, b| a << 8 | u32::from(*b));
             fs::write(dir.join(name), format!("0x{v:04x}\n"))?;
         }
+        // class and irq as the kernel writes them: lspci's sysfs back end requires both,
+        // so rigctl's tests can read the same tree with it.
+        let class = d.config[9..12]
+            .iter()
+            .rev()
+            .fold(0u32, |a, b| a << 8 | u32::from(*b));
+        fs::write(dir.join("class"), format!("0x{class:06x}\n"))?;
+        fs::write(dir.join("irq"), "0\n")?;
         for (name, value) in &d.attrs {
             fs::write(dir.join(name), format!("{value}\n"))?;
         }

@@ -150,7 +150,8 @@ impl Host {
     fn lspci(&self, args: &[&str]) -> Option<Vec<String>> {
         let run = Command::new("lspci")
             .args(["-A", "linux-sysfs", "-O"])
-            .arg(format!("sysfs.path={}", self.sysfs.display()))
+            // lspci's sysfs.path is the bus directory, not sysfs's root.
+            .arg(format!("sysfs.path={}", self.sysfs.join("bus/pci").display()))
             .arg("-i")
             .arg(&self.pci_ids)
             .args(["-D", "-nn"])
@@ -438,7 +439,7 @@ async fn every_subcommand_ends_by_sigpipe_and_silently_when_its_reader_left_as_l
     // lspci, for the record: the same end.
     let lspci = Path::new("/usr/bin/lspci");
     if lspci.exists() {
-        let sysfs = format!("sysfs.path={}", h.sysfs.display());
+        let sysfs = format!("sysfs.path={}", h.sysfs.join("bus/pci").display());
         let out = into_closed_pipe(lspci, &["-A", "linux-sysfs", "-O", &sysfs], false);
         assert_eq!(out.status.signal(), Some(nix::libc::SIGPIPE), "{:?}", out.status);
         assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
