@@ -29,9 +29,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_client::{channel::Rings, session::Session};
+use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
 use rig_runtime::{
-    Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, Kernel, Memory, MemoryError, Module,
+    Alloc, Arg, ComputeError, GpuAlloc, ComputeOptions, CopyOptions, Kernel, Memory, MemoryError, Module,
     Place, Runtime, RuntimeError, RuntimeOptions, Span,
 };
 
@@ -48,16 +48,9 @@ const USAGE: &str = "usage: rig-compute-probe SOCKET GPU [CUBIN]   (or RIG_CUBIN
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
   prints `rig NAME median X p99 Y UNIT (n N)` and `check NAME ok ...` lines";
 
-/// Where the probe's device buffers, module images and local memory come from.
-///
-/// This is the one place to finish when rig-client's `gpumem` is in the tree: `alloc`
-/// becomes `Ok(Box::new(GpuMemory::alloc(session, bytes).await.map_err(..)?))` and
-/// `place` [`Place::Gpu`], with `impl Memory for GpuBuffer` in rig-runtime's
-/// `memory.rs` (its VA, its length, `Place::Gpu`, a look-up in the session's ledger of
-/// GPU memory). Until then the session's host leases stand in, so every figure below
-/// that names the device measures host memory across PCIe, and rigd's pool must hold
-/// what the run takes: 2.5 GiB of buffers and 440 MiB of local memory (local_array's
-/// 1600 bytes per thread for GH100's 72 TPC slots).
+/// Where the probe's device buffers, module images and local memory come from: the
+/// GPU memory rigd lends the session ([`GpuAlloc`]), boxed so that one type serves
+/// every call.
 #[derive(Debug, Clone, Copy)]
 struct Device;
 
@@ -65,7 +58,7 @@ impl Alloc for Device {
     type Memory = Box<dyn Memory>;
 
     fn place(&self) -> Place {
-        Place::Host
+        Place::Gpu
     }
 
     async fn alloc(
@@ -74,24 +67,18 @@ impl Alloc for Device {
         bytes: u64,
         align: u64,
     ) -> Result<Box<dyn Memory>, MemoryError> {
-        let b = session
-            .alloc(bytes, align.min(2 * MIB))
-            .await
-            .map_err(|e| MemoryError::Alloc {
-                bytes,
-                place: Place::Host,
-                source: Box::new(e),
-            })?;
-        Ok(Box::new(b))
+        Ok(Box::new(GpuAlloc.alloc(session, bytes, align.min(2 * MIB)).await?))
     }
 }
 
 /// Allocates and frees 2 MiB of device memory once; returns the time it took.
 async fn alloc_free_2mib(session: &Session) -> Res<Duration> {
     let t = Instant::now();
-    let b = Device.alloc(session, 2 * MIB, 2 * MIB).await?;
-    drop(b);
-    session.trim().await?;
+    // A lease of one 2 MiB page and its release: two round trips to rigd, as
+    // cuMemAlloc and cuMemFree are two calls into the driver.
+    let b = GpuMemory::alloc_aligned(session, 2 * MIB, 2 * MIB).await?;
+    GpuMemory::free(session, b).await?;
+    GpuMemory::trim(session).await?;
     Ok(t.elapsed())
 }
 
