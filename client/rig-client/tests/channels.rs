@@ -13,6 +13,7 @@ use std::{sync::Arc, time::Duration};
 use dma_support::{Server, wait_until};
 use rig_client::{
     Client,
+    addr::GpuVa,
     channel::{Channel, ChannelError, Engine, Rings, TimelineError},
     session::{Addressing, Session, SessionErrorKind},
 };
@@ -83,7 +84,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         .await
         .expect("channel");
     assert_eq!((ch.engine(), ch.entries()), (Engine::Copy, 256));
-    ch.copy(va, b.gpu_va().expect("GPU VA").get(), MIB)
+    ch.copy(GpuVa(va), b.gpu_va().expect("GPU VA"), MIB)
         .expect("copy");
     let v = ch.release().expect("release");
     assert_eq!(v, 1);
@@ -131,7 +132,7 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     );
     assert_eq!(ch.rekicks(), 0, "host rings never ring again");
     // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
-    let sem = ch.semaphore_va();
+    let sem = ch.semaphore_va().get();
     let (lease, off) = session
         .leases()
         .into_iter()
@@ -346,7 +347,7 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
     let f = serve().await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
-    let sem = ch.semaphore_va();
+    let sem = ch.semaphore_va().get();
     ch.release().expect("release");
     ch.submit().expect("submit"); // the fake GPU never completes it
     drop(ch);
@@ -362,7 +363,7 @@ async fn a_dropped_channel_with_work_in_flight_keeps_its_memory_out_of_use() {
     }
     // A channel closed through rigd (stopped and drained there) gives its memory back.
     let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
-    let sem = ch.semaphore_va();
+    let sem = ch.semaphore_va().get();
     ch.release().expect("release");
     ch.submit().expect("submit");
     ch.close(&s).await.expect("close");

@@ -11,6 +11,7 @@ use std::{sync::Arc, time::Duration};
 
 use dma_support::Server;
 use rig_client::{
+    addr::GpuVa,
     channel::{
         ARENA_ALIGN, Channel, ChannelError, Engine, Options, Payload, Rings, TimelineError, method,
         method::copy::{MAX_COPY, Semaphore},
@@ -74,7 +75,7 @@ fn pushed(s: &Session, words: &[u32]) -> bool {
 /// What the GPU would do: writes `bytes` at the channel's semaphore, through rigd's
 /// own view of the lease.
 fn land(f: &Fixture, s: &Session, ch: &Channel, bytes: &[u8]) {
-    let sem = ch.semaphore_va();
+    let sem = ch.semaphore_va().get();
     let (lease, off) = s
         .leases()
         .into_iter()
@@ -102,7 +103,7 @@ async fn a_copy_is_released_by_the_copy_engine_in_its_own_launch_dma() {
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
     assert_eq!(ch.payload(), Payload::Word32);
-    let (a, b) = (0x40_0000_0000u64, 0x40_1000_0000u64);
+    let (a, b) = (GpuVa(0x40_0000_0000), GpuVa(0x40_1000_0000));
 
     let v = ch.copy(a, b, MIB).expect("copy");
     assert_eq!(ch.release().expect("release"), v, "the copy's own release");
@@ -138,22 +139,34 @@ async fn a_copy_over_4_gib_goes_in_lines_and_only_the_last_releases() {
     let f = serve().await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
-    let (a, b) = (0x40_0000_0000u64, 0x48_0000_0000u64);
+    let (a, b) = (GpuVa(0x40_0000_0000), GpuVa(0x48_0000_0000));
     let bytes = 2 * MAX_COPY + 10;
     let v = ch.copy(a, b, bytes).expect("copy");
     ch.submit().expect("submit");
     for i in 0..2 {
-        let line =
-            method::copy_flushed(a + i * MAX_COPY, b + i * MAX_COPY, MAX_COPY).expect("words");
+        let line = method::copy_flushed(
+            GpuVa(a.get() + i * MAX_COPY),
+            GpuVa(b.get() + i * MAX_COPY),
+            MAX_COPY,
+        )
+        .expect("words");
         assert!(pushed(&s, &line), "line {i}");
     }
-    let last = method::copy::copy_released(a + 2 * MAX_COPY, b + 2 * MAX_COPY, 10, sem(&ch, v))
-        .expect("words");
+    let last = method::copy::copy_released(
+        GpuVa(a.get() + 2 * MAX_COPY),
+        GpuVa(b.get() + 2 * MAX_COPY),
+        10,
+        sem(&ch, v),
+    )
+    .expect("words");
     assert!(pushed(&s, &last));
     // Refused before anything is written: 0 bytes, an address past 2^57.
     let mark = ch.last_value();
     assert!(matches!(ch.copy(a, b, 0), Err(ChannelError::Copy(_))));
-    assert!(matches!(ch.copy(a, 1 << 57, 8), Err(ChannelError::Copy(_))));
+    assert!(matches!(
+        ch.copy(a, GpuVa(1 << 57), 8),
+        Err(ChannelError::Copy(_))
+    ));
     assert!(matches!(ch.fill(b, 0, 6), Err(ChannelError::Copy(_))));
     assert_eq!(ch.last_value(), mark, "nothing promised");
     f.server.stop().await;
@@ -169,7 +182,9 @@ async fn a_32_bit_copy_release_is_read_as_its_value_across_2_to_the_32() {
     ch.submit().expect("submit");
     land(&f, &s, &ch, &before.to_le_bytes());
     ch.wait(before, SHORT).expect("landed");
-    let v = ch.copy(0x40_0000_0000, 0x40_1000_0000, 64).expect("copy");
+    let v = ch
+        .copy(GpuVa(0x40_0000_0000), GpuVa(0x40_1000_0000), 64)
+        .expect("copy");
     assert_eq!(v, 1 << 32);
     ch.submit().expect("submit");
     // The copy engine writes the low word only: the high word still says 0.
@@ -197,7 +212,7 @@ async fn a_compute_channel_releases_launches_through_their_own_words_only() {
     assert!(matches!(e, ChannelError::Unreleased { .. }), "{e}");
     assert_eq!(ch.last_value(), 1);
     assert!(matches!(
-        ch.copy(0x1000, 0x2000, 4),
+        ch.copy(GpuVa(0x1000), GpuVa(0x2000), 4),
         Err(ChannelError::WrongEngine {
             engine: Engine::Compute,
             needs: Engine::Copy,
@@ -207,7 +222,7 @@ async fn a_compute_channel_releases_launches_through_their_own_words_only() {
     // A launch's words with its release inside: release() is that value.
     let next = ch.next_value().expect("next");
     let words = method::compute::send_pcas(
-        0x10_0000,
+        GpuVa(0x10_0000),
         method::compute::PcasAction::InvalidateCopySchedule,
     )
     .expect("words");

@@ -265,7 +265,10 @@ async fn a_sessions_end_takes_its_gpu_memory_after_its_channels_and_another_keep
     assert!(!f.gpu.boosted(), "no channel left: clocks back");
     let status = f.server.rig.gpu_memory_status(None);
     assert_eq!(status.0.len(), 1);
-    assert_eq!((status.0[0].session.0, status.0[0].bytes), (bob.id().0, PAGE));
+    assert_eq!(
+        (status.0[0].session.0, status.0[0].bytes),
+        (bob.id().0, PAGE)
+    );
     GpuMemory::free(&bob, b).await.expect("bob's still his");
     f.server.stop().await;
 }

@@ -27,6 +27,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use rig_client::addr::GpuVa;
 use rig_client::channel::{
     Pushbuffer, Ring, Segment, Timeline, method,
     method::{HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, SUBCH_COMPUTE, SUBCH_COPY},
@@ -84,7 +85,7 @@ impl<'c> Submitter<'c> {
             name,
             ch,
             cmd,
-            pb: Pushbuffer::new(cmd.gpu_va() + pb_off as u64, PB_WORDS)?,
+            pb: Pushbuffer::new(GpuVa(cmd.gpu_va() + pb_off as u64), PB_WORDS)?,
             pb_off,
             ring: Ring::new(u64::from(ch.entries()))?,
             sem,
@@ -152,7 +153,7 @@ impl<'c> Submitter<'c> {
 
     fn release_with(&mut self, how: method::Release) -> Res<u64> {
         let v = self.timeline.advance()?;
-        self.push(&method::release_with(self.sem_va(), v, how)?)?;
+        self.push(&method::release_with(GpuVa(self.sem_va()), v, how)?)?;
         Ok(v)
     }
 
@@ -296,7 +297,7 @@ fn run() -> Res<()> {
 
     let mut cs = Submitter::new("copy", &copy, &cmd, COPY_PB, COPY_SEM)?;
     cs.push(&method::set_object(SUBCH_COPY, HOPPER_DMA_COPY_A))?;
-    cs.push(&method::copy_flushed(a, b, MIB)?)?;
+    cs.push(&method::copy_flushed(GpuVa(a), GpuVa(b), MIB)?)?;
     let v1 = cs.release()?;
     let t = Instant::now();
     cs.submit()?;
@@ -437,7 +438,7 @@ fn second_client(gpu: &Arc<Gpu<SysRm>>, foreign: u64) -> Res<()> {
     // is bounded and ends at the first posted error.
     let v = s.timeline.advance()?;
     s.push(&method::release_with(
-        foreign,
+        GpuVa(foreign),
         v,
         method::Release::default(),
     )?)?;

@@ -64,7 +64,7 @@ fn copy(ch: &mut Channel, src: GpuVa, dst: GpuVa, bytes: u64, chunk: u64) -> Res
     let mut copies = 0u32;
     while done < bytes {
         let n = chunk.min(bytes - done);
-        ch.copy(src.get() + done, dst.get() + done, n)?;
+        ch.copy(GpuVa(src.get() + done), GpuVa(dst.get() + done), n)?;
         done += n;
         copies += 1;
         if copies.is_multiple_of(64) {

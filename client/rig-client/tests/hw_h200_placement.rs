@@ -29,6 +29,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use rig_client::addr::GpuVa;
 use rig_client::channel::{
     Pushbuffer, Ring, Segment, Timeline, method,
     method::{HOPPER_DMA_COPY_A, SUBCH_COPY},
@@ -226,7 +227,7 @@ impl Lane {
             v,
             ch,
             pb_mem,
-            pb: Pushbuffer::new(pb_va, PB_WORDS)?,
+            pb: Pushbuffer::new(GpuVa(pb_va), PB_WORDS)?,
             ring: Ring::new(ENTRIES)?,
             timeline: Timeline::new(),
             sem,
@@ -331,7 +332,7 @@ impl Lane {
 
     fn release(&mut self) -> Res<u64> {
         let v = self.timeline.advance()?;
-        self.push(&method::release_with(self.sem_va, v, EMPTY)?)?;
+        self.push(&method::release_with(GpuVa(self.sem_va), v, EMPTY)?)?;
         Ok(v)
     }
 

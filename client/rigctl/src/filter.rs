@@ -152,9 +152,7 @@ impl Ids {
         let prog_if = d.class_code & 0xff;
         self.vendor.is_none_or(|v| v == u32::from(d.vendor_id))
             && self.device.is_none_or(|v| v == u32::from(d.device_id))
-            && self
-                .class
-                .is_none_or(|(v, mask)| (v ^ class16) & mask == 0)
+            && self.class.is_none_or(|(v, mask)| (v ^ class16) & mask == 0)
             && self.prog_if.is_none_or(|v| v == prog_if)
     }
 }

@@ -19,9 +19,7 @@ use std::{
 };
 
 use comfy_table::{ContentArrangement, Table, presets};
-use rig_client::{
-    Client, Device, HeldState, Listing, Status, dma::DmaStatus, session::Addressing,
-};
+use rig_client::{Client, Device, HeldState, Listing, Status, dma::DmaStatus, session::Addressing};
 
 use crate::{
     BoxError,
@@ -282,7 +280,12 @@ mod tests {
         let status = Status {
             devices: vec![
                 held("0000:03:00.0", HeldState::Held, Some(Mode::Vfio), None),
-                held("0000:04:00.0", HeldState::Held, Some(Mode::Sysfs), Some(lease)),
+                held(
+                    "0000:04:00.0",
+                    HeldState::Held,
+                    Some(Mode::Sysfs),
+                    Some(lease),
+                ),
                 held("0000:05:00.0", HeldState::Busy, None, None),
             ],
             recovered: Vec::new(),

@@ -23,7 +23,10 @@ mod progress;
 mod queues;
 mod regs;
 mod show;
-#[expect(unsafe_code, reason = "resetting SIGPIPE to its default to end as lspci does")]
+#[expect(
+    unsafe_code,
+    reason = "resetting SIGPIPE to its default to end as lspci does"
+)]
 mod sys;
 mod take;
 mod topo;

@@ -151,7 +151,10 @@ impl Host {
         let run = Command::new("lspci")
             .args(["-A", "linux-sysfs", "-O"])
             // lspci's sysfs.path is the bus directory, not sysfs's root.
-            .arg(format!("sysfs.path={}", self.sysfs.join("bus/pci").display()))
+            .arg(format!(
+                "sysfs.path={}",
+                self.sysfs.join("bus/pci").display()
+            ))
             .arg("-i")
             .arg(&self.pci_ids)
             .args(["-D", "-nn"])
@@ -188,7 +191,10 @@ fn lspci_part(line: &str) -> String {
     let mut fields: Vec<&str> = line.split(' ').collect();
     let rig = fields.pop().expect("rig=");
     let driver = fields.pop().expect("driver=");
-    assert!(rig.starts_with("rig=") && driver.starts_with("driver="), "{line}");
+    assert!(
+        rig.starts_with("rig=") && driver.starts_with("driver="),
+        "{line}"
+    );
     fields.join(" ")
 }
 
@@ -214,7 +220,11 @@ async fn list_prints_one_lspci_line_per_function_then_driver_and_rig_state() {
         "0000:19:00.0 3D controller [0302]: NVIDIA Corporation GH100 [H200 SXM 141GB] \
          [10de:2335] (rev a1) driver=nvidia rig=served"
     );
-    assert!(line(ALONE).ends_with(" driver=nvidia rig=-"), "{}", line(ALONE));
+    assert!(
+        line(ALONE).ends_with(" driver=nvidia rig=-"),
+        "{}",
+        line(ALONE)
+    );
     assert_eq!(
         line("0000:1a:00.0"),
         "0000:1a:00.0 Infiniband controller [0207]: Mellanox Technologies Device \
@@ -226,7 +236,10 @@ async fn list_prints_one_lspci_line_per_function_then_driver_and_rig_state() {
          driver=pcieport rig=-"
     );
     // GPUs first, as rigd lists them; then grep and awk read it as they read lspci.
-    assert!(lines[..8].iter().all(|l| l.contains("[0302]")), "{lines:#?}");
+    assert!(
+        lines[..8].iter().all(|l| l.contains("[0302]")),
+        "{lines:#?}"
+    );
     let held: Vec<&String> = lines.iter().filter(|l| l.contains(" rig=held")).collect();
     assert_eq!(held.len(), 1, "{held:?}");
     for l in &lines {
@@ -256,7 +269,10 @@ async fn slot_selects_as_lspci_s_with_empty_and_star_parts_matching_any() {
         ("18:00.0", vec![HELD]),
         ("0000:19:00.0", vec![SERVED]),
         ("45:", vec!["0000:45:01.0"]),
-        ("*:c7:*.*", vec!["0000:c7:00.0", "0000:c7:01.0", "0000:c7:02.0"]),
+        (
+            "*:c7:*.*",
+            vec!["0000:c7:00.0", "0000:c7:01.0", "0000:c7:02.0"],
+        ),
         ("1.0", {
             let mut v: Vec<&str> = all
                 .iter()
@@ -293,7 +309,11 @@ async fn id_selects_as_lspci_d_by_vendor_device_class_with_x_digits_and_prog_if(
     assert_eq!(count("10de:"), 8);
     assert_eq!(count("10de:2335"), 8);
     assert_eq!(count(":1021"), 4);
-    assert_eq!(count("*:c030"), 16, "4 upstream and 12 downstream switch ports");
+    assert_eq!(
+        count("*:c030"),
+        16,
+        "4 upstream and 12 downstream switch ports"
+    );
     assert_eq!(count("::0604"), 20);
     assert_eq!(count("::06xx"), 20);
     assert_eq!(count("::xx02"), 8);
@@ -339,7 +359,10 @@ async fn a_malformed_selection_is_a_usage_error_in_lspcis_words() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{a:?}: {stderr}");
             assert!(stderr.contains(words), "{a:?}: {stderr}");
-            assert!(out.stdout.is_empty(), "{a:?}: clap's usage error stays on stderr");
+            assert!(
+                out.stdout.is_empty(),
+                "{a:?}: clap's usage error stays on stderr"
+            );
         }
     }
     h.stop().await;
@@ -395,10 +418,7 @@ async fn every_subcommand_ends_by_sigpipe_and_silently_when_its_reader_left_as_l
     let fw = h.dir.path().join("firmware");
     std::fs::create_dir_all(&fw).expect("firmware dir");
     let docs = h.dir.path().join("docs");
-    let (fw, docs) = (
-        fw.to_str().expect("utf-8"),
-        docs.to_str().expect("utf-8"),
-    );
+    let (fw, docs) = (fw.to_str().expect("utf-8"), docs.to_str().expect("utf-8"));
     let runs: Vec<Vec<&str>> = vec![
         vec!["list"],
         vec!["list", "--table"],
@@ -434,15 +454,29 @@ async fn every_subcommand_ends_by_sigpipe_and_silently_when_its_reader_left_as_l
     }
     // An error meant for a closed stderr ends the same way (eprintln! would panic).
     let out = into_closed_pipe(rigctl, &["--socket", socket, "show", "0000:09:00.0"], true);
-    assert_eq!(out.status.signal(), Some(nix::libc::SIGPIPE), "{:?}", out.status);
+    assert_eq!(
+        out.status.signal(),
+        Some(nix::libc::SIGPIPE),
+        "{:?}",
+        out.status
+    );
     assert!(out.stdout.is_empty());
     // lspci, for the record: the same end.
     let lspci = Path::new("/usr/bin/lspci");
     if lspci.exists() {
         let sysfs = format!("sysfs.path={}", h.sysfs.join("bus/pci").display());
         let out = into_closed_pipe(lspci, &["-A", "linux-sysfs", "-O", &sysfs], false);
-        assert_eq!(out.status.signal(), Some(nix::libc::SIGPIPE), "{:?}", out.status);
-        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.signal(),
+            Some(nix::libc::SIGPIPE),
+            "{:?}",
+            out.status
+        );
+        assert!(
+            out.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     h.stop().await;
 }

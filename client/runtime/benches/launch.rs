@@ -113,7 +113,7 @@ impl Bench<'_> {
                 gpu_writes(
                     self.f,
                     self.s,
-                    self.floor.semaphore_va(),
+                    self.floor.semaphore_va().get(),
                     &last.to_le_bytes(),
                 );
                 let t = Instant::now();
@@ -149,7 +149,7 @@ fn main() {
         let mut copies = CopyChannel::open(&s, CopyOptions::default())
             .await
             .expect("copy channel");
-        let sem = copies.channel().semaphore_va();
+        let sem = copies.channel().semaphore_va().get();
         gpu_writes(&f, &s, sem, &2u64.to_le_bytes());
         // TIMEOUT: the upload's values were landed by hand above.
         let module = load::load(&s, &mut copies, &HostAlloc, KERNELS, Duration::from_secs(1))
@@ -176,7 +176,7 @@ fn main() {
             sem: 0,
             floor,
         };
-        b.sem = b.c.channel().semaphore_va();
+        b.sem = b.c.channel().semaphore_va().get();
         let empty = module.kernel("empty").expect("empty");
         b.run("launch_host_empty", &empty, 1, 1, &[]);
         let saxpy = module.kernel("saxpy").expect("saxpy");

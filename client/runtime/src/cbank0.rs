@@ -140,8 +140,16 @@ pub fn build(
     for (i, v) in [g.x, g.y, g.z].into_iter().enumerate() {
         put(&mut bytes, GRID_DIM + 4 * i, &v.to_le_bytes());
     }
-    put(&mut bytes, SHARED_WINDOW, &windows.shared().to_le_bytes());
-    put(&mut bytes, LOCAL_WINDOW, &windows.local().to_le_bytes());
+    put(
+        &mut bytes,
+        SHARED_WINDOW,
+        &windows.shared().get().to_le_bytes(),
+    );
+    put(
+        &mut bytes,
+        LOCAL_WINDOW,
+        &windows.local().get().to_le_bytes(),
+    );
     // Written for every kernel, as CUDA does: each one loads it first thing, and one
     // without a stack never dereferences it.
     put(&mut bytes, STACK_POINTER, &STACK_TOP.to_le_bytes());
@@ -160,6 +168,8 @@ pub fn build(
 
 #[cfg(test)]
 mod tests {
+    use rig_model::addr::GpuVa;
+
     use super::*;
     use crate::testing::kernels;
 
@@ -176,7 +186,8 @@ mod tests {
         let m = kernels();
         let k = m.kernel("grid_fill").expect("grid_fill");
         let shape = Shape::new(k, (3, 5, 7), (32, 2, 1), 4096).expect("fits");
-        let windows = Windows::new(0x7f0e_0000_0000, 0x7f0d_d100_0000).expect("CUDA's bases");
+        let windows =
+            Windows::new(GpuVa(0x7f0e_0000_0000), GpuVa(0x7f0d_d100_0000)).expect("CUDA's bases");
         let out = 0x1234_5678_9abc_def0u64.to_le_bytes();
         let b = build(k, &shape, &windows, &[&out]).expect("one pointer");
         assert_eq!([word(&b, 0x0), word(&b, 0x4), word(&b, 0x8)], [32, 2, 1]);
@@ -196,7 +207,7 @@ mod tests {
         let m = kernels();
         let k = m.kernel("mixed_params").expect("mixed_params");
         let shape = Shape::new(k, 1, 1, 0).expect("fits");
-        let windows = Windows::new(1 << 32, 0xff00_0000).expect("NVK's bases");
+        let windows = Windows::new(GpuVa(1 << 32), GpuVa(0xff00_0000)).expect("NVK's bases");
         let mixed: Vec<u8> = (1..=32).collect();
         let args: [&[u8]; 5] = [
             &[0xe1],
@@ -219,7 +230,7 @@ mod tests {
         let m = kernels();
         let k = m.kernel("saxpy").expect("saxpy");
         let shape = Shape::new(k, 1, 256, 0).expect("fits");
-        let windows = Windows::new(1 << 32, 0xff00_0000).expect("NVK's bases");
+        let windows = Windows::new(GpuVa(1 << 32), GpuVa(0xff00_0000)).expect("NVK's bases");
         let p = [0u8; 8];
         assert_eq!(
             build(k, &shape, &windows, &[&[0; 4], &p, &p]),

@@ -249,7 +249,7 @@ impl ComputeChannel {
             }
         };
         let setup = (|| -> Result<Windows, ComputeError> {
-            let windows = Windows::new(SHARED_WINDOW.get(), LOCAL_WINDOW.get())?;
+            let windows = Windows::new(SHARED_WINDOW, LOCAL_WINDOW)?;
             ch.push(&words::set_shared_memory_window(windows.shared())?)?;
             ch.push(&words::set_local_memory_window(windows.local())?)?;
             ch.push(&words::invalidate_sked_caches())?;
@@ -334,7 +334,7 @@ impl ComputeChannel {
         // Kernels in flight may use the old buffer: they finish first.
         self.drain()?;
         self.ch.push(&words::set_local_memory(LocalMemory {
-            addr: mem.va().get(),
+            addr: mem.va(),
             per_tpc: slm.per_tpc,
             non_throttled_c: NON_THROTTLED_C_DEFAULT,
         })?)?;
@@ -531,7 +531,7 @@ impl ComputeChannel {
         };
         let spec = Spec {
             arena_va: self.arena_va,
-            semaphore: GpuVa(self.ch.semaphore_va()),
+            semaphore: self.ch.semaphore_va(),
             windows: self.windows,
             local_capacity: self.local_capacity,
         };

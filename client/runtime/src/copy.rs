@@ -133,7 +133,7 @@ impl CopyChannel {
         dst: Span<'_>,
     ) -> Result<u64, CopyError> {
         check(session, &src, &dst)?;
-        let v = self.ch.copy(src.va().get(), dst.va().get(), src.len())?;
+        let v = self.ch.copy(src.va(), dst.va(), src.len())?;
         self.ch.submit()?;
         Ok(v)
     }
@@ -149,7 +149,7 @@ impl CopyChannel {
             return Err(CopyError::Empty);
         }
         dst.check(session)?;
-        let v = self.ch.fill(dst.va().get(), value, dst.len())?;
+        let v = self.ch.fill(dst.va(), value, dst.len())?;
         self.ch.submit()?;
         Ok(v)
     }

@@ -230,9 +230,9 @@ impl Template {
             }
             return Ok(slot.pcas);
         }
-        let qmd_va = self.arena_va.get() + at;
+        let qmd_va = GpuVa(self.arena_va.get() + at);
         let mut q = self.qmd.clone();
-        q.set_bank_address(0, qmd_va + QMD_BYTES)?;
+        q.set_bank_address(0, GpuVa(qmd_va.get() + QMD_BYTES))?;
         q.set_release_payload(value)?;
         arena.words(at, &q.to_u64s())?;
         let mut bank0 = self.bank0.clone();

@@ -18,6 +18,7 @@
 //! 0x8000), in all round_up(per TPC × TPCs, 0x20000).
 
 use rig_cubin::Kernel;
+use rig_model::addr::GpuVa;
 
 /// Width of the shared memory window (4 GiB).
 pub const SHARED_WINDOW_SIZE: u64 = 1 << 32;
@@ -90,7 +91,8 @@ impl Windows {
     ///
     /// # Errors
     /// [`WindowError::Shared`], [`WindowError::Local`] or [`WindowError::Overlap`].
-    pub fn new(shared: u64, local: u64) -> Result<Windows, WindowError> {
+    pub fn new(shared: GpuVa, local: GpuVa) -> Result<Windows, WindowError> {
+        let (shared, local) = (shared.get(), local.get());
         if shared == 0
             || !shared.is_multiple_of(SHARED_WINDOW_SIZE)
             || shared > WINDOW_LIMIT - SHARED_WINDOW_SIZE
@@ -107,20 +109,20 @@ impl Windows {
     }
 
     /// The shared window's base.
-    pub fn shared(&self) -> u64 {
-        self.shared
+    pub fn shared(&self) -> GpuVa {
+        GpuVa(self.shared)
     }
 
     /// The local window's base.
-    pub fn local(&self) -> u64 {
-        self.local
+    pub fn local(&self) -> GpuVa {
+        GpuVa(self.local)
     }
 
     /// The GPU virtual ranges both windows take; no mapping may overlap them.
-    pub fn reserved(&self) -> [std::ops::Range<u64>; 2] {
+    pub fn reserved(&self) -> [std::ops::Range<GpuVa>; 2] {
         [
-            self.shared..self.shared + SHARED_WINDOW_SIZE,
-            self.local..self.local + LOCAL_WINDOW_SIZE,
+            GpuVa(self.shared)..GpuVa(self.shared + SHARED_WINDOW_SIZE),
+            GpuVa(self.local)..GpuVa(self.local + LOCAL_WINDOW_SIZE),
         ]
     }
 }
@@ -213,27 +215,30 @@ mod tests {
 
     #[test]
     fn windows_need_their_alignment_and_must_not_overlap() {
-        let w = Windows::new(1 << 32, 0xff00_0000).expect("NVK's bases");
+        let w = Windows::new(GpuVa(1 << 32), GpuVa(0xff00_0000)).expect("NVK's bases");
         assert_eq!(
             w.reserved(),
-            [(1 << 32)..(2 << 32), 0xff00_0000..0x1_0000_0000]
+            [
+                GpuVa(1 << 32)..GpuVa(2 << 32),
+                GpuVa(0xff00_0000)..GpuVa(0x1_0000_0000)
+            ]
         );
         assert_eq!(
-            Windows::new(0, 0xff00_0000),
+            Windows::new(GpuVa(0), GpuVa(0xff00_0000)),
             Err(WindowError::Shared { base: 0 })
         );
         assert_eq!(
-            Windows::new((1 << 32) + 4096, 0),
+            Windows::new(GpuVa((1 << 32) + 4096), GpuVa(0)),
             Err(WindowError::Shared {
                 base: (1 << 32) + 4096
             })
         );
         assert_eq!(
-            Windows::new(1 << 32, 0xff00_1000),
+            Windows::new(GpuVa(1 << 32), GpuVa(0xff00_1000)),
             Err(WindowError::Local { base: 0xff00_1000 })
         );
         assert_eq!(
-            Windows::new(1 << 32, (1 << 32) + (16 << 20)),
+            Windows::new(GpuVa(1 << 32), GpuVa((1 << 32) + (16 << 20))),
             Err(WindowError::Overlap {
                 shared: 1 << 32,
                 local: (1 << 32) + (16 << 20)
@@ -242,13 +247,14 @@ mod tests {
         // The highest bases that still end by 2^49, and one step past them.
         let top_shared = WINDOW_LIMIT - SHARED_WINDOW_SIZE;
         let top_local = WINDOW_LIMIT - LOCAL_WINDOW_SIZE;
-        Windows::new(top_shared, top_local - SHARED_WINDOW_SIZE).expect("within the limits");
+        Windows::new(GpuVa(top_shared), GpuVa(top_local - SHARED_WINDOW_SIZE))
+            .expect("within the limits");
         assert_eq!(
-            Windows::new(WINDOW_LIMIT, 0),
+            Windows::new(GpuVa(WINDOW_LIMIT), GpuVa(0)),
             Err(WindowError::Shared { base: WINDOW_LIMIT })
         );
         assert_eq!(
-            Windows::new(1 << 32, WINDOW_LIMIT),
+            Windows::new(GpuVa(1 << 32), GpuVa(WINDOW_LIMIT)),
             Err(WindowError::Local { base: WINDOW_LIMIT })
         );
     }

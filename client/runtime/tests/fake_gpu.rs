@@ -41,7 +41,7 @@ async fn loaded(f: &Fixture, s: &Session) -> (CopyChannel, Module) {
     let mut copies = CopyChannel::open(s, CopyOptions::default())
         .await
         .expect("copy channel");
-    let sem = copies.channel().semaphore_va();
+    let sem = copies.channel().semaphore_va().get();
     gpu_writes(f, s, sem, &2u64.to_le_bytes());
     let module = load::load(s, &mut copies, &HostAlloc, KERNELS, SHORT)
         .await
@@ -73,13 +73,13 @@ async fn a_module_loads_through_the_copy_engine_and_names_its_kernels_and_global
     let counter = module.variable("counter").expect("a __device__ global");
     assert!((base..base + module.memory().len()).contains(&counter.get()));
     // The zero-initialised global is cleared by the copy engine, which releases 2.
-    let sem = copies.channel().semaphore_va();
+    let sem = copies.channel().semaphore_va().get();
     let clear = method::copy::memset(
-        counter.get(),
+        counter,
         0,
         8,
         Some(Semaphore {
-            addr: sem,
+            addr: GpuVa(sem),
             payload: 2,
             timestamp: false,
         }),
@@ -114,11 +114,11 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
     let v = c.launch(&k, 4, 256, 0, &args(2.0, 1024)).expect("launch");
     assert_eq!(v, 1);
     let arena = c.channel().arena_va().expect("arena").get();
-    let sem = c.channel().semaphore_va();
+    let sem = c.channel().semaphore_va().get();
 
     // The QMD and bank 0, as built from scratch for this launch.
     let shape = Shape::new(k.info(), 4, 256, 0).expect("fits");
-    let windows = Windows::new(SHARED_WINDOW.get(), LOCAL_WINDOW.get()).expect("windows");
+    let windows = Windows::new(SHARED_WINDOW, LOCAL_WINDOW).expect("windows");
     let a: Vec<Vec<u8>> = vec![
         2.0f32.to_le_bytes().to_vec(),
         0x40_0000_0000u64.to_le_bytes().to_vec(),
@@ -159,7 +159,8 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
     assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
     let mut launch_words = method::compute::invalidate_shader_caches(Invalidate::ALL).to_vec();
     launch_words.extend(
-        method::compute::send_pcas(arena, PcasAction::InvalidateCopySchedule).expect("words"),
+        method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidateCopySchedule)
+            .expect("words"),
     );
     assert!(pushed(&s, &launch_words));
 
@@ -390,13 +391,13 @@ async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine(
     let a = s.alloc(MIB, 4096).await.expect("a");
     let b = s.alloc(MIB, 4096).await.expect("b");
     let v = copies.copy(&s, Span::all(&a), Span::all(&b)).expect("copy");
-    let sem = copies.channel().semaphore_va();
+    let sem = copies.channel().semaphore_va().get();
     let words = method::copy::copy_released(
-        a.gpu_va().expect("va").get(),
-        b.gpu_va().expect("va").get(),
+        a.gpu_va().expect("va"),
+        b.gpu_va().expect("va"),
         MIB,
         Semaphore {
-            addr: sem,
+            addr: GpuVa(sem),
             payload: 1,
             timestamp: false,
         },

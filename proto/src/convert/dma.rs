@@ -224,8 +224,8 @@ mod tests {
             any::<(u32, u64, bool)>(),
             any::<(u32, u64)>(),
         )
-            .prop_map(|((session, uid, pid), device, (leases, bytes, claimed), g)| {
-                m::ClientUse {
+            .prop_map(
+                |((session, uid, pid), device, (leases, bytes, claimed), g)| m::ClientUse {
                     session: m::SessionId(session),
                     uid,
                     pid,
@@ -235,8 +235,8 @@ mod tests {
                     claimed,
                     gpu_memory_allocations: g.0,
                     gpu_memory_bytes: g.1,
-                }
-            })
+                },
+            )
     }
 
     fn gpu_memory() -> impl Strategy<Value = m::GpuMemoryStatus> {

@@ -35,6 +35,7 @@ use rig_client::{
     channel::{Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, Rings, method},
     session::{Buffer, Session},
 };
+use rig_model::addr::GpuVa;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
@@ -210,7 +211,7 @@ async fn basic(socket: &str, gpu: &str) -> Res<()> {
     copy.submit()?;
     copy.wait(v, LONG)?;
     println!(
-        "opened session_and_copy_channel_ms={:.2} channel={} entries={} ring_va={:#x} rings={:?}",
+        "opened session_and_copy_channel_ms={:.2} channel={} entries={} ring_va={} rings={:?}",
         t.elapsed().as_secs_f64() * 1e3,
         copy.id(),
         copy.entries(),
@@ -272,8 +273,8 @@ async fn copy_bandwidth(session: &Session, copy: &mut Channel, n: usize) -> Res<
     let b = session.alloc(COPY_BYTES, 2 * MIB).await?;
     fill(&a)?;
     let (src, dst) = (
-        a.gpu_va().ok_or("no GPU VA")?.get(),
-        b.gpu_va().ok_or("no GPU VA")?.get(),
+        a.gpu_va().ok_or("no GPU VA")?,
+        b.gpu_va().ok_or("no GPU VA")?,
     );
     let mut times = Vec::new();
     for _ in 0..n {
@@ -323,12 +324,12 @@ async fn spin(socket: &str, gpu: &str) -> Res<()> {
     let session = Session::open(socket, gpu).await?;
     let mut ch = open_one(&session, Engine::Copy, 1024).await?;
     let buf = session.alloc(64 * MIB, 2 * MIB).await?;
-    let va = buf.gpu_va().ok_or("no GPU VA")?.get();
+    let va = buf.gpu_va().ok_or("no GPU VA")?;
     println!("ready channel={} pid={}", ch.id(), std::process::id());
     // Copies and releases in flight when the kill comes: several 32 MiB copies queued.
     loop {
         for _ in 0..4 {
-            ch.copy(va, va + 32 * MIB, 32 * MIB)?;
+            ch.copy(va, GpuVa(va.get() + 32 * MIB), 32 * MIB)?;
         }
         let v = ch.release()?;
         ch.submit()?;
@@ -343,7 +344,7 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
     ch.submit()?;
     ch.wait(v, LONG)?;
     // Nothing of any client is mapped this high: the window's last 2 MiB.
-    let bad = (1u64 << 40) - (2 << 20);
+    let bad = GpuVa((1u64 << 40) - (2 << 20));
     ch.push(&method::release(bad, 7)?)?;
     // A host release: raw words on a compute channel have no engine release.
     let v = ch.release_with(method::Release {

@@ -31,8 +31,8 @@ use std::{
 
 use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
 use rig_runtime::{
-    Alloc, Arg, ComputeError, GpuAlloc, ComputeOptions, CopyOptions, Kernel, Memory, MemoryError, Module,
-    Place, Runtime, RuntimeError, RuntimeOptions, Span,
+    Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel, Memory, MemoryError,
+    Module, Place, Runtime, RuntimeError, RuntimeOptions, Span,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -67,7 +67,9 @@ impl Alloc for Device {
         bytes: u64,
         align: u64,
     ) -> Result<Box<dyn Memory>, MemoryError> {
-        Ok(Box::new(GpuAlloc.alloc(session, bytes, align.min(2 * MIB)).await?))
+        Ok(Box::new(
+            GpuAlloc.alloc(session, bytes, align.min(2 * MIB)).await?,
+        ))
     }
 }
 

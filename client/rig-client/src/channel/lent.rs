@@ -190,7 +190,7 @@ pub struct Channel {
     pub(super) engine: Engine,
     pub(super) token: u32,
     pub(super) doorbell_offset: usize,
-    pub(super) ring_gpu_va: u64,
+    pub(super) ring_gpu_va: GpuVa,
     pub(super) rings: Rings,
     // Field order: mappings go before the buffers their GPU addresses name.
     pub(super) gpfifo: RingView,
@@ -276,7 +276,7 @@ impl Channel {
     }
 
     /// The ring's GPU address (USERD follows it).
-    pub fn ring_gpu_va(&self) -> u64 {
+    pub fn ring_gpu_va(&self) -> GpuVa {
         self.ring_gpu_va
     }
 
@@ -292,8 +292,10 @@ impl Channel {
     }
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
-    pub fn semaphore_va(&self) -> u64 {
-        self.sem.gpu_va().map_or(0, |va| va.get())
+    pub fn semaphore_va(&self) -> GpuVa {
+        // A channel opens on a served GPU's session only (`open`), whose leases all
+        // have GPU VAs.
+        self.sem.gpu_va().unwrap_or(GpuVa(0))
     }
 
     /// How many bits of a value this channel's engine releases (32 on a copy channel).

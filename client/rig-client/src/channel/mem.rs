@@ -14,7 +14,6 @@
 
 use std::io;
 
-
 use rig_sys::mman::{DeviceMapping, Mapping};
 
 use crate::session::{Buffer, SessionError};

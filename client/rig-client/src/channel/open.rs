@@ -221,7 +221,7 @@ impl Channel {
             engine,
             token: r.token,
             doorbell_offset,
-            ring_gpu_va: r.ring_gpu_va,
+            ring_gpu_va: GpuVa(r.ring_gpu_va),
             rings: o.rings,
             gpfifo: layout.gpfifo,
             userd,
@@ -288,7 +288,7 @@ fn host_layout(
     let m = Mapping::shared(&ring_file, Fill::Populate).map_err(map_err(id, "its ring"))?;
     let no_va = ChannelError::Protocol("a channel's session has no GPU addresses");
     let pb_va = pb_lease.gpu_va().ok_or(no_va)?;
-    let pb = Pushbuffer::new(pb_va.get(), o.pushbuffer / 4)?;
+    let pb = Pushbuffer::new(pb_va, o.pushbuffer / 4)?;
     let arena_va = match &arena {
         Some(a) => Some(a.gpu_va().ok_or(ChannelError::Protocol(
             "a channel's session has no GPU addresses",
@@ -331,7 +331,7 @@ fn window_layout(
         ))?;
     let m = DeviceMapping::map(ring_fd.as_fd(), len)
         .map_err(map_err(id, "its window in GPU memory"))?;
-    let pb = Pushbuffer::new(r.pushbuffer_gpu_va, o.pushbuffer / 4)?;
+    let pb = Pushbuffer::new(GpuVa(r.pushbuffer_gpu_va), o.pushbuffer / 4)?;
     let (arena, arena_va) = match o.arena {
         0 => (Beside::None, None),
         bytes => {

@@ -14,13 +14,15 @@
 //! flight; the caller says when the GPU is done with them ([`Pushbuffer::retire`],
 //! after a timeline value released behind them has landed); the rest are free.
 
+use rig_model::addr::GpuVa;
+
 use super::ring::{MAX_SEGMENT_WORDS, SEGMENT_VA_LIMIT};
 
 /// A closed segment: what one ring entry fetches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// GPU virtual address of its first word.
-    pub va: u64,
+    pub va: GpuVa,
     /// Its length in words.
     pub words: u32,
     /// The position just past it, for [`Pushbuffer::retire`].
@@ -72,7 +74,8 @@ impl Pushbuffer {
     /// # Errors
     /// [`PushbufError::Layout`] for an empty or misaligned buffer, or one that reaches
     /// past 2^40 (where ring entries cannot point).
-    pub fn new(va: u64, words: u64) -> Result<Self, PushbufError> {
+    pub fn new(va: GpuVa, words: u64) -> Result<Self, PushbufError> {
+        let va = va.get();
         let end = words.checked_mul(4).and_then(|b| va.checked_add(b));
         let size = u32::try_from(words)
             .ok()
@@ -156,7 +159,7 @@ impl Pushbuffer {
             return None;
         }
         let words = u32::try_from(self.head - self.open).expect("a segment is below 2^21 words");
-        let va = self.va + 4 * u64::from(self.index(self.open));
+        let va = GpuVa(self.va + 4 * u64::from(self.index(self.open)));
         self.open = self.head;
         Some(Segment {
             va,
@@ -197,7 +200,7 @@ mod tests {
 
     #[test]
     fn a_command_that_would_cross_the_end_closes_the_segment_and_starts_at_zero() {
-        let mut p = Pushbuffer::new(VA, 16).expect("buffer");
+        let mut p = Pushbuffer::new(GpuVa(VA), 16).expect("buffer");
         assert_eq!(
             p.reserve(6),
             Ok(Reserved {
@@ -219,7 +222,7 @@ mod tests {
         assert_eq!(
             r.closed,
             Some(Segment {
-                va: VA,
+                va: GpuVa(VA),
                 words: 12,
                 end: 12
             })
@@ -227,7 +230,7 @@ mod tests {
         assert_eq!(
             p.close(),
             Some(Segment {
-                va: VA,
+                va: GpuVa(VA),
                 words: 6,
                 end: 22
             })
@@ -236,14 +239,14 @@ mod tests {
 
     #[test]
     fn a_command_ending_exactly_at_the_end_closes_the_segment_there() {
-        let mut p = Pushbuffer::new(VA, 12).expect("buffer");
+        let mut p = Pushbuffer::new(GpuVa(VA), 12).expect("buffer");
         p.reserve(6).expect("first");
         p.reserve(6).expect("second ends at the end");
         assert!(p.must_close());
         assert_eq!(
             p.close(),
             Some(Segment {
-                va: VA,
+                va: GpuVa(VA),
                 words: 12,
                 end: 12
             })
@@ -261,7 +264,7 @@ mod tests {
 
     #[test]
     fn a_full_buffer_refuses_and_changes_nothing() {
-        let mut p = Pushbuffer::new(VA, 16).expect("buffer");
+        let mut p = Pushbuffer::new(GpuVa(VA), 16).expect("buffer");
         p.reserve(10).expect("first");
         let before = p.clone();
         // 6 free at the end, 0 at the start: 6 skipped + 6 needed > 6.
@@ -283,14 +286,19 @@ mod tests {
 
     #[test]
     fn layouts_and_sizes_are_checked() {
-        let layout =
-            |va, words| Pushbuffer::new(va, words) == Err(PushbufError::Layout { va, words });
-        assert!(layout(VA, 0));
-        assert!(layout(VA + 2, 16));
-        assert!(layout(VA, (1 << 31) + 1));
-        assert!(layout(SEGMENT_VA_LIMIT - 64, 17), "past 2^40");
-        assert!(!layout(SEGMENT_VA_LIMIT - 64, 16), "up to 2^40");
-        let mut p = Pushbuffer::new(VA, 8).expect("buffer");
+        let layout = |va: GpuVa, words| {
+            Pushbuffer::new(va, words)
+                == Err(PushbufError::Layout {
+                    va: va.get(),
+                    words,
+                })
+        };
+        assert!(layout(GpuVa(VA), 0));
+        assert!(layout(GpuVa(VA + 2), 16));
+        assert!(layout(GpuVa(VA), (1 << 31) + 1));
+        assert!(layout(GpuVa(SEGMENT_VA_LIMIT - 64), 17), "past 2^40");
+        assert!(!layout(GpuVa(SEGMENT_VA_LIMIT - 64), 16), "up to 2^40");
+        let mut p = Pushbuffer::new(GpuVa(VA), 8).expect("buffer");
         assert_eq!(
             p.reserve(9),
             Err(PushbufError::TooLarge { words: 9, size: 8 })
@@ -311,13 +319,13 @@ mod tests {
             size in 1u32..64,
             ops in proptest::collection::vec((0u8..4, 1u32..20), 1..300),
         ) {
-            let mut p = Pushbuffer::new(VA, u64::from(size)).expect("buffer");
+            let mut p = Pushbuffer::new(GpuVa(VA), u64::from(size)).expect("buffer");
             // Model: the live words by position, and the ends of closed segments.
             let mut live: std::collections::VecDeque<u64> = Default::default();
             let mut ends: Vec<u64> = Vec::new();
             let mut last_end = 0u64;
             let check = |s: &Segment, last_end: &mut u64| -> Result<(), TestCaseError> {
-                let idx = (s.va - VA) / 4;
+                let idx = (s.va.get() - VA) / 4;
                 prop_assert!(idx + u64::from(s.words) <= u64::from(size), "{s:?} past the end");
                 prop_assert!(s.end >= *last_end + u64::from(s.words));
                 prop_assert!(s.end - u64::from(s.words) == *last_end

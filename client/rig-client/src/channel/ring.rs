@@ -12,6 +12,8 @@
 //! entries, at most 2^31 (LIMIT2 is a 5-bit log2: docs/hardware/nvidia-channels.md,
 //! "Ring limits").
 
+use rig_model::addr::GpuVa;
+
 /// The most entries a ring may have (LIMIT2 is 5 bits: docs/hardware/nvidia-channels.md,
 /// "Ring limits").
 pub const MAX_ENTRIES: u32 = 1 << 31;
@@ -53,7 +55,8 @@ pub enum RingError {
 /// # Errors
 /// [`RingError::Segment`]: a misaligned or empty segment, one over the length field, or
 /// one that reaches 2^40.
-pub fn entry(va: u64, words: u32) -> Result<u64, RingError> {
+pub fn entry(va: GpuVa, words: u32) -> Result<u64, RingError> {
+    let va = va.get();
     let end = va.checked_add(4 * u64::from(words));
     let ok = va.is_multiple_of(4)
         && (1..=MAX_SEGMENT_WORDS).contains(&words)
@@ -164,10 +167,10 @@ mod tests {
     fn entries_encode_as_tinygrad_writes_them_but_at_main_level() {
         // tinygrad: (va & ~3) | (len << 42) | (1 << 41); rig leaves LEVEL (bit 41) 0.
         let va = 0x12_3456_7000u64;
-        assert_eq!(entry(va, 6), Ok((va & !3) | (6 << 42)));
+        assert_eq!(entry(GpuVa(va), 6), Ok((va & !3) | (6 << 42)));
         assert_eq!(
             entry(
-                SEGMENT_VA_LIMIT - 4 * u64::from(MAX_SEGMENT_WORDS),
+                GpuVa(SEGMENT_VA_LIMIT - 4 * u64::from(MAX_SEGMENT_WORDS)),
                 MAX_SEGMENT_WORDS
             )
             .map(|e| e >> 42),
@@ -177,13 +180,19 @@ mod tests {
 
     #[test]
     fn segments_past_2_40_misaligned_empty_or_too_long_are_refused() {
-        let bad = |va, words| entry(va, words) == Err(RingError::Segment { va, words });
-        assert!(bad(SEGMENT_VA_LIMIT - 4, 2), "ends past 2^40");
-        assert!(!bad(SEGMENT_VA_LIMIT - 8, 2), "ends exactly at 2^40");
-        assert!(bad(0x1002, 1));
-        assert!(bad(0x1000, 0));
-        assert!(bad(0x1000, MAX_SEGMENT_WORDS + 1));
-        assert!(bad(u64::MAX - 3, 1), "no overflow");
+        let bad = |va: GpuVa, words| {
+            entry(va, words)
+                == Err(RingError::Segment {
+                    va: va.get(),
+                    words,
+                })
+        };
+        assert!(bad(GpuVa(SEGMENT_VA_LIMIT - 4), 2), "ends past 2^40");
+        assert!(!bad(GpuVa(SEGMENT_VA_LIMIT - 8), 2), "ends exactly at 2^40");
+        assert!(bad(GpuVa(0x1002), 1));
+        assert!(bad(GpuVa(0x1000), 0));
+        assert!(bad(GpuVa(0x1000), MAX_SEGMENT_WORDS + 1));
+        assert!(bad(GpuVa(u64::MAX - 3), 1), "no overflow");
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Channel {
     /// 0 bytes or an address past 2^57 (checked before anything is written); as
     /// [`Channel::push`] (a pushbuffer that fills midway leaves the lines before in
     /// it, unreleased).
-    pub fn copy(&mut self, src: u64, dst: u64, bytes: u64) -> Result<u64, ChannelError> {
+    pub fn copy(&mut self, src: GpuVa, dst: GpuVa, bytes: u64) -> Result<u64, ChannelError> {
         self.needs(Engine::Copy)?;
         let v = self.next_value()?;
         // Every line's words are checked before the first is written.
@@ -187,7 +187,7 @@ impl Channel {
     /// # Errors
     /// As [`Channel::copy`]; [`ChannelError::Copy`] for a misaligned address or a
     /// length that is 0 or no multiple of 4.
-    pub fn fill(&mut self, dst: u64, value: u32, bytes: u64) -> Result<u64, ChannelError> {
+    pub fn fill(&mut self, dst: GpuVa, value: u32, bytes: u64) -> Result<u64, ChannelError> {
         self.needs(Engine::Copy)?;
         let v = self.next_value()?;
         if bytes == 0 {
@@ -277,10 +277,10 @@ impl Channel {
 }
 
 /// `base + at`, or the copy engine's refusal of an address past the end.
-fn offset(base: u64, at: u64) -> Result<u64, ce::CopyError> {
+fn offset(base: GpuVa, at: u64) -> Result<GpuVa, ce::CopyError> {
     base.checked_add(at).ok_or(ce::CopyError::Address {
         what: "a line",
-        addr: base,
+        addr: base.get(),
         align: 1,
     })
 }

@@ -19,6 +19,7 @@ mod v04;
 pub use v04::Field;
 
 use rig_cubin::Kernel;
+use rig_model::addr::GpuVa;
 
 use crate::launch::{MAX_BLOCKS_PER_SM, MAX_SHARED_PER_SM, MAX_THREADS_PER_SM, Shape};
 use crate::window::local_bytes;
@@ -180,7 +181,8 @@ impl Qmd {
     /// # Errors
     /// [`QmdError::Bank`] for an index above 7 or an address that is misaligned or
     /// past 2^57.
-    pub fn set_bank_address(&mut self, index: u8, addr: u64) -> Result<(), QmdError> {
+    pub fn set_bank_address(&mut self, index: u8, addr: GpuVa) -> Result<(), QmdError> {
+        let addr = addr.get();
         let err = |reason| QmdError::Bank {
             index,
             addr,

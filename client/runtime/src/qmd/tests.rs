@@ -639,7 +639,8 @@ fn a_template_moves_its_bank_and_release_payload_in_place() {
         QmdVersion::V04.build(&launch).expect("valid")
     };
     let mut q = build(BANK0, 0);
-    q.set_bank_address(0, 0x12_3456_7840).expect("aligned");
+    q.set_bank_address(0, GpuVa(0x12_3456_7840))
+        .expect("aligned");
     q.set_release_payload(0x1_0000_0007).expect("fits");
     assert_eq!(q, build(0x12_3456_7840, 0x1_0000_0007));
     // The payload's 64-bit word, as a store patches it.
@@ -650,11 +651,11 @@ fn a_template_moves_its_bank_and_release_payload_in_place() {
     assert_eq!(q.to_u64s()[q.release_payload_word()], 0x1_0000_0007);
     assert_eq!(q.to_u64s().len() * 8, QmdVersion::V04.size());
     assert!(matches!(
-        q.set_bank_address(0, 0x1020),
+        q.set_bank_address(0, GpuVa(0x1020)),
         Err(QmdError::Bank { .. })
     ));
     assert!(matches!(
-        q.set_bank_address(8, 0x1040),
+        q.set_bank_address(8, GpuVa(0x1040)),
         Err(QmdError::Bank { .. })
     ));
 }

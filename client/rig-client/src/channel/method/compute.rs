@@ -20,6 +20,8 @@
 //! libcuda-free Hopper launcher, and what ran on the H200). Not here: the header
 //! encoding (this module's parent), the QMD (rig-runtime builds it per QMD version).
 
+use rig_model::addr::GpuVa;
+
 use super::{Subchannel, inc};
 
 /// HOPPER_COMPUTE_A (clcbc0.h).
@@ -124,7 +126,8 @@ pub fn set_object() -> [u32; 2] {
 /// # Errors
 /// [`ComputeError::Address`] unless `base` is 4 GiB aligned and below 2^49 (the method's
 /// fields; `window::Windows` checks the rest).
-pub fn set_shared_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
+pub fn set_shared_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
+    let base = base.get();
     check("the shared window", base, 1 << 32, 1 << 49)?;
     let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
     Ok([header(NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2), hi, lo])
@@ -134,7 +137,8 @@ pub fn set_shared_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
 ///
 /// # Errors
 /// [`ComputeError::Address`] unless `base` is 16 MiB aligned and below 2^49.
-pub fn set_local_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
+pub fn set_local_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
+    let base = base.get();
     check("the local window", base, 16 << 20, 1 << 49)?;
     let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
     Ok([header(NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2), hi, lo])
@@ -144,7 +148,7 @@ pub fn set_local_memory_window(base: u64) -> Result<[u32; 3], ComputeError> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalMemory {
     /// The buffer's GPU address.
-    pub addr: u64,
+    pub addr: GpuVa,
     /// Bytes per TPC (`window::Slm::per_tpc`).
     pub per_tpc: u64,
     /// SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C: MAX_SM_COUNT (8:0),
@@ -167,14 +171,14 @@ pub const LOCAL_MEMORY_ALIGN: u64 = 0x2_0000;
 pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
     check(
         "the local memory buffer",
-        m.addr,
+        m.addr.get(),
         LOCAL_MEMORY_ALIGN,
         1 << 57,
     )?;
     if m.per_tpc >> 40 != 0 {
         return Err(ComputeError::LocalSize { bytes: m.per_tpc });
     }
-    let (hi, lo) = halves(m.addr, UPPER25_MASK);
+    let (hi, lo) = halves(m.addr.get(), UPPER25_MASK);
     let (size_hi, size_lo) = halves(m.per_tpc, 0xff);
     Ok([
         header(NVCBC0_SET_SHADER_LOCAL_MEMORY_A, 2),
@@ -252,7 +256,8 @@ pub enum PcasAction {
 ///
 /// # Errors
 /// [`ComputeError::Address`] unless `qmd` is 256-byte aligned and below 2^40.
-pub fn send_pcas(qmd: u64, action: PcasAction) -> Result<[u32; 4], ComputeError> {
+pub fn send_pcas(qmd: GpuVa, action: PcasAction) -> Result<[u32; 4], ComputeError> {
+    let qmd = qmd.get();
     check("a QMD", qmd, QMD_ALIGN, QMD_ADDRESS_LIMIT)?;
     let shifted = u32::try_from(qmd >> 8).expect("below 2^40");
     Ok([
@@ -273,10 +278,11 @@ pub fn send_pcas(qmd: u64, action: PcasAction) -> Result<[u32; 4], ComputeError>
 /// [`ComputeError::Address`] unless `addr` is aligned (4 bytes; 16 with a timestamp)
 /// and below 2^57.
 pub fn report_semaphore(
-    addr: u64,
+    addr: GpuVa,
     payload: u32,
     timestamp: bool,
 ) -> Result<[u32; 5], ComputeError> {
+    let addr = addr.get();
     let align = if timestamp { 16 } else { 4 };
     check("a report semaphore", addr, align, 1 << 57)?;
     let (hi, lo) = halves(addr, UPPER25_MASK);
@@ -472,31 +478,34 @@ mod tests {
     #[test]
     fn windows_split_their_base_into_upper_and_lower_words() {
         assert_eq!(
-            set_shared_memory_window(0x7f0e_0000_0000),
+            set_shared_memory_window(GpuVa(0x7f0e_0000_0000)),
             Ok([0x2002_20a8, 0x7f0e, 0])
         );
         assert_eq!(
-            set_local_memory_window(0x7f0d_d100_0000),
+            set_local_memory_window(GpuVa(0x7f0d_d100_0000)),
             Ok([0x2002_21ec, 0x7f0d, 0xd100_0000])
         );
         assert_eq!(
-            set_local_memory_window(0xff00_0000),
+            set_local_memory_window(GpuVa(0xff00_0000)),
             Ok([0x2002_21ec, 0, 0xff00_0000])
         );
         let top = (1u64 << 49) - (1 << 32);
-        assert_eq!(set_shared_memory_window(top).map(|w| w[1]), Ok(0x1_ffff));
+        assert_eq!(
+            set_shared_memory_window(GpuVa(top)).map(|w| w[1]),
+            Ok(0x1_ffff)
+        );
         for bad in [1 << 49, (1 << 32) + (16 << 20)] {
             assert!(matches!(
-                set_shared_memory_window(bad),
+                set_shared_memory_window(GpuVa(bad)),
                 Err(ComputeError::Address { .. })
             ));
         }
         assert!(matches!(
-            set_local_memory_window(0xff00_1000),
+            set_local_memory_window(GpuVa(0xff00_1000)),
             Err(ComputeError::Address { .. })
         ));
         assert!(matches!(
-            set_local_memory_window(1 << 49),
+            set_local_memory_window(GpuVa(1 << 49)),
             Err(ComputeError::Address { .. })
         ));
     }
@@ -504,7 +513,7 @@ mod tests {
     #[test]
     fn local_memory_carries_the_buffer_and_its_size_per_tpc() {
         let m = LocalMemory {
-            addr: 0x12_3456_0000,
+            addr: GpuVa(0x12_3456_0000),
             per_tpc: 0x1_2345_8000,
             non_throttled_c: NON_THROTTLED_C_DEFAULT,
         };
@@ -524,7 +533,10 @@ mod tests {
         })
         .expect("within the limits");
         assert!(matches!(
-            set_local_memory(LocalMemory { addr: 0x1000, ..m }),
+            set_local_memory(LocalMemory {
+                addr: GpuVa(0x1000),
+                ..m
+            }),
             Err(ComputeError::Address {
                 align: 0x2_0000,
                 ..
@@ -535,15 +547,15 @@ mod tests {
     #[test]
     fn a_launch_sends_the_qmd_address_in_256_byte_units() {
         assert_eq!(
-            send_pcas(0xff_ffff_ff00, PcasAction::InvalidateCopySchedule),
+            send_pcas(GpuVa(0xff_ffff_ff00), PcasAction::InvalidateCopySchedule),
             Ok([0x2001_20ad, 0xffff_ffff, 0x2001_20b0, 3])
         );
         assert_eq!(
-            send_pcas(0x1000, PcasAction::InvalidatePrefetchCopySchedule).map(|w| w[3]),
+            send_pcas(GpuVa(0x1000), PcasAction::InvalidatePrefetchCopySchedule).map(|w| w[3]),
             Ok(0xa)
         );
         for bad in [1 << 40, 0x1080, 0] {
-            let r = send_pcas(bad, PcasAction::InvalidateCopySchedule);
+            let r = send_pcas(GpuVa(bad), PcasAction::InvalidateCopySchedule);
             assert_eq!(r.is_ok(), bad == 0, "{bad:#x}");
         }
     }
@@ -577,16 +589,19 @@ mod tests {
         );
         assert_eq!(set_object(), [0x2001_2000, 0xcbc0]);
         assert_eq!(
-            report_semaphore(0x12_3456_7894, 7, false),
+            report_semaphore(GpuVa(0x12_3456_7894), 7, false),
             Ok([0x2004_26c0, 0x12, 0x3456_7894, 7, 0x1000_0000])
         );
-        assert_eq!(report_semaphore(0x1010, 7, true).map(|w| w[4]), Ok(0));
+        assert_eq!(
+            report_semaphore(GpuVa(0x1010), 7, true).map(|w| w[4]),
+            Ok(0)
+        );
         assert!(matches!(
-            report_semaphore(0x1004, 7, true),
+            report_semaphore(GpuVa(0x1004), 7, true),
             Err(ComputeError::Address { align: 16, .. })
         ));
         assert!(matches!(
-            report_semaphore(1 << 57, 7, false),
+            report_semaphore(GpuVa(1 << 57), 7, false),
             Err(ComputeError::Address { .. })
         ));
     }

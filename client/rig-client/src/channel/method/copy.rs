@@ -18,6 +18,8 @@
 //! `uvm_hal_hopper_ce_memset_4`), which release and memset this way. Not here: the header
 //! encoding (this module's parent).
 
+use rig_model::addr::GpuVa;
+
 use super::{Subchannel, inc};
 
 /// HOPPER_DMA_COPY_A (clc8b5.h).
@@ -68,7 +70,7 @@ const ADDRESS_LIMIT: u64 = 1 << 57;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Semaphore {
     /// Its GPU address: 4-byte aligned, 16 with a timestamp.
-    pub addr: u64,
+    pub addr: GpuVa,
     /// The value written (32 bits: clc8b5.h of 580.142 has the one-word payload only).
     pub payload: u32,
     /// Whether the timestamp follows.
@@ -118,8 +120,9 @@ fn header(method: u16, count: u32) -> u32 {
 
 /// SET_SEMAPHORE_A/B/PAYLOAD for `s` (4 words) and its LAUNCH_DMA bits.
 fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
-    check("a semaphore", s.addr, if s.timestamp { 16 } else { 4 })?;
-    let (hi, lo) = halves(s.addr);
+    let addr = s.addr.get();
+    check("a semaphore", addr, if s.timestamp { 16 } else { 4 })?;
+    let (hi, lo) = halves(addr);
     let kind = if s.timestamp {
         SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP
     } else {
@@ -149,7 +152,8 @@ fn line_length(bytes: u64) -> Result<u32, CopyError> {
 /// # Errors
 /// [`CopyError::Address`] for an address past 2^57; [`CopyError::Length`] for 0 bytes
 /// or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
-pub fn copy(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyError> {
+pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
+    let (src, dst) = (src.get(), dst.get());
     check("the source", src, 1)?;
     check("the destination", dst, 1)?;
     let len = line_length(bytes)?;
@@ -174,7 +178,7 @@ pub fn copy(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyError> {
 ///
 /// # Errors
 /// As [`copy`].
-pub fn copy_flushed(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyError> {
+pub fn copy_flushed(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
     let mut w = copy(src, dst, bytes)?;
     w[8] |= FLUSH_ENABLE_TRUE;
     Ok(w)
@@ -187,11 +191,12 @@ pub fn copy_flushed(src: u64, dst: u64, bytes: u64) -> Result<[u32; 9], CopyErro
 /// [`CopyError::Address`] for an address past 2^57 or a misaligned semaphore;
 /// [`CopyError::Length`] for 0 bytes or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
 pub fn copy_released(
-    src: u64,
-    dst: u64,
+    src: GpuVa,
+    dst: GpuVa,
     bytes: u64,
     done: Semaphore,
 ) -> Result<[u32; 13], CopyError> {
+    let (src, dst) = (src.get(), dst.get());
     check("the source", src, 1)?;
     check("the destination", dst, 1)?;
     let len = line_length(bytes)?;
@@ -245,11 +250,12 @@ pub fn release(done: Semaphore) -> Result<[u32; 6], CopyError> {
 /// aligned); [`CopyError::Length`] unless `bytes` is a non-zero multiple of 4 below
 /// 16 GiB (LINE_LENGTH_IN counts 32-bit elements in 32 bits).
 pub fn memset(
-    dst: u64,
+    dst: GpuVa,
     value: u32,
     bytes: u64,
     done: Option<Semaphore>,
 ) -> Result<Vec<u32>, CopyError> {
+    let dst = dst.get();
     check("the destination", dst, 4)?;
     let max = MAX_MEMSET;
     let elements = Some(bytes)
@@ -405,25 +411,26 @@ mod tests {
     }
 
     const SEM: Semaphore = Semaphore {
-        addr: 0x12_0000_1000,
+        addr: GpuVa(0x12_0000_1000),
         payload: 9,
         timestamp: false,
     };
 
     #[test]
     fn a_released_copy_launches_the_transfer_and_the_semaphore_together() {
-        let w = copy_released(0x1_0000_1000, 0x2_0000_2000, 256 << 20, SEM).expect("valid");
+        let w = copy_released(GpuVa(0x1_0000_1000), GpuVa(0x2_0000_2000), 256 << 20, SEM)
+            .expect("valid");
         assert_eq!(&w[..4], &[0x2003_8090, 0x12, 0x1000, 9]);
         assert_eq!(&w[4..9], &[0x2004_8100, 1, 0x1000, 2, 0x2000]);
         assert_eq!((w[9], w[10]), (0x2001_8106, 256 << 20));
         // NON_PIPELINED | FLUSH | NO_TIMESTAMP release | pitch in and out.
         assert_eq!((w[11], w[12]), (0x2001_80c0, 0x18e));
         let ts = copy_released(
-            0,
-            0,
+            GpuVa(0),
+            GpuVa(0),
             1,
             Semaphore {
-                addr: 0x1010,
+                addr: GpuVa(0x1010),
                 timestamp: true,
                 ..SEM
             },
@@ -431,29 +438,29 @@ mod tests {
         .expect("valid");
         assert_eq!(ts[12], 0x196);
         assert_eq!(
-            copy_released(0, 0, 0, SEM),
+            copy_released(GpuVa(0), GpuVa(0), 0, SEM),
             Err(CopyError::Length {
                 bytes: 0,
                 unit: 1,
                 max: u32::MAX.into()
             })
         );
-        copy_released(0, 0, u32::MAX.into(), SEM).expect("within the limits");
+        copy_released(GpuVa(0), GpuVa(0), u32::MAX.into(), SEM).expect("within the limits");
         assert!(matches!(
-            copy_released(0, 0, 1 << 32, SEM),
+            copy_released(GpuVa(0), GpuVa(0), 1 << 32, SEM),
             Err(CopyError::Length { .. })
         ));
         assert!(matches!(
-            copy_released(1 << 57, 0, 1, SEM),
+            copy_released(GpuVa(1 << 57), GpuVa(0), 1, SEM),
             Err(CopyError::Address { .. })
         ));
         assert!(matches!(
             copy_released(
-                0,
-                0,
+                GpuVa(0),
+                GpuVa(0),
                 1,
                 Semaphore {
-                    addr: 0x1004,
+                    addr: GpuVa(0x1004),
                     timestamp: true,
                     ..SEM
                 }
@@ -464,18 +471,19 @@ mod tests {
 
     #[test]
     fn copies_name_both_addresses_and_the_length() {
-        let c = copy(0x1_0000_1000, 0x2_0000_2000, 256 << 20).expect("copy");
+        let c = copy(GpuVa(0x1_0000_1000), GpuVa(0x2_0000_2000), 256 << 20).expect("copy");
         assert_eq!(c[0], 0x2004_8100);
         assert_eq!(&c[1..5], &[1, 0x1000, 2, 0x2000]);
         assert_eq!((c[5], c[6]), (0x2001_8106, 256 << 20));
         assert_eq!((c[7], c[8]), (0x2001_80c0, 0x182));
-        let flushed = copy_flushed(0x1_0000_1000, 0x2_0000_2000, 256 << 20).expect("copy");
+        let flushed =
+            copy_flushed(GpuVa(0x1_0000_1000), GpuVa(0x2_0000_2000), 256 << 20).expect("copy");
         assert_eq!(flushed[..8], c[..8]);
         assert_eq!(flushed[8], 0x186, "only FLUSH_ENABLE added");
-        copy(0, 0, MAX_COPY).expect("within the limits");
+        copy(GpuVa(0), GpuVa(0), MAX_COPY).expect("within the limits");
         for bad in [0, MAX_COPY + 1] {
             assert_eq!(
-                copy(0, 0, bad),
+                copy(GpuVa(0), GpuVa(0), bad),
                 Err(CopyError::Length {
                     bytes: bad,
                     unit: 1,
@@ -484,7 +492,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            copy(0, 1 << 57, 1),
+            copy(GpuVa(0), GpuVa(1 << 57), 1),
             Err(CopyError::Address { .. })
         ));
     }
@@ -495,7 +503,7 @@ mod tests {
         assert_eq!(&w[4..], &[0x2001_80c0, 0xc]);
         assert!(matches!(
             release(Semaphore {
-                addr: 0x1002,
+                addr: GpuVa(0x1002),
                 ..SEM
             }),
             Err(CopyError::Address { align: 4, .. })
@@ -504,7 +512,7 @@ mod tests {
 
     #[test]
     fn memset_writes_constant_b_in_32_bit_elements() {
-        let w = memset(0x3_0000_0000, 0xdead_beef, 4096, None).expect("valid");
+        let w = memset(GpuVa(0x3_0000_0000), 0xdead_beef, 4096, None).expect("valid");
         assert_eq!(
             w,
             [
@@ -520,14 +528,14 @@ mod tests {
                 0x582, // NON_PIPELINED | pitch | REMAP_ENABLE
             ]
         );
-        let r = memset(0x3_0000_0000, 0, 4, Some(SEM)).expect("valid");
+        let r = memset(GpuVa(0x3_0000_0000), 0, 4, Some(SEM)).expect("valid");
         assert_eq!(r.len(), 14);
         assert_eq!(r[13], 0x58e, "with FLUSH and the release");
         let max = u64::from(u32::MAX) * 4;
-        memset(0, 0, max, None).expect("within the limits");
+        memset(GpuVa(0), 0, max, None).expect("within the limits");
         for bad in [0, 2, max + 4] {
             assert_eq!(
-                memset(0, 0, bad, None),
+                memset(GpuVa(0), 0, bad, None),
                 Err(CopyError::Length {
                     bytes: bad,
                     unit: 4,
@@ -536,7 +544,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            memset(2, 0, 4, None),
+            memset(GpuVa(2), 0, 4, None),
             Err(CopyError::Address { align: 4, .. })
         ));
     }

@@ -8,6 +8,8 @@
 //! clc86f.h` (NVC86F_*, NVC86F_SEM_EXECUTE's fields). Not here: the header encoding
 //! (this module's parent), the engines' own classes (`copy`, `compute`).
 
+use rig_model::addr::GpuVa;
+
 use super::{MethodError, Subchannel, check_addr, inc, split};
 
 /// HOPPER_CHANNEL_GPFIFO_A (clc86f.h).
@@ -47,7 +49,7 @@ pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
 ///
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 16-byte aligned and below 2^57.
-pub fn release(addr: u64, value: u64) -> Result<[u32; 6], MethodError> {
+pub fn release(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
     release_with(addr, value, Release::default())
 }
 
@@ -76,7 +78,8 @@ impl Default for Release {
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is aligned (16 bytes with a timestamp, 8
 /// without) and below 2^57.
-pub fn release_with(addr: u64, value: u64, how: Release) -> Result<[u32; 6], MethodError> {
+pub fn release_with(addr: GpuVa, value: u64, how: Release) -> Result<[u32; 6], MethodError> {
+    let addr = addr.get();
     check_addr(addr, if how.timestamp { 16 } else { 8 })?;
     let mut execute = SEM_EXECUTE_OPERATION_RELEASE | SEM_EXECUTE_PAYLOAD_SIZE_64BIT;
     if how.wait_idle {
@@ -93,7 +96,8 @@ pub fn release_with(addr: u64, value: u64, how: Release) -> Result<[u32; 6], Met
 ///
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 8-byte aligned and below 2^57.
-pub fn acquire(addr: u64, value: u64) -> Result<[u32; 6], MethodError> {
+pub fn acquire(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
+    let addr = addr.get();
     check_addr(addr, 8)?;
     Ok(semaphore(
         addr,
@@ -123,9 +127,9 @@ mod tests {
 
     #[test]
     fn release_and_acquire_carry_the_address_and_64_bit_value() {
-        let r = release(0x12_3456_7890, 0x1_0000_0002).expect("aligned");
+        let r = release(GpuVa(0x12_3456_7890), 0x1_0000_0002).expect("aligned");
         assert_eq!(r, [0x2005_0017, 0x3456_7890, 0x12, 2, 1, 0x0310_0001]);
-        let a = acquire(0x12_3456_7898, 7).expect("aligned");
+        let a = acquire(GpuVa(0x12_3456_7898), 7).expect("aligned");
         assert_eq!(a[5], 0x0100_1003);
         assert_eq!((a[1], a[2], a[3], a[4]), (0x3456_7898, 0x12, 7, 0));
     }
@@ -137,7 +141,7 @@ mod tests {
             timestamp: false,
         };
         assert_eq!(
-            release_with(0x1008, 3, plain).map(|r| r[5]),
+            release_with(GpuVa(0x1008), 3, plain).map(|r| r[5]),
             Ok(0x0100_0001)
         );
         let no_wfi = Release {
@@ -145,16 +149,16 @@ mod tests {
             timestamp: true,
         };
         assert_eq!(
-            release_with(0x1010, 3, no_wfi).map(|r| r[5]),
+            release_with(GpuVa(0x1010), 3, no_wfi).map(|r| r[5]),
             Ok(0x0300_0001)
         );
         assert!(matches!(
-            release_with(0x1008, 3, no_wfi),
+            release_with(GpuVa(0x1008), 3, no_wfi),
             Err(MethodError::Address { .. })
         ));
         assert_eq!(
-            release_with(0x1010, 3, Release::default()),
-            release(0x1010, 3)
+            release_with(GpuVa(0x1010), 3, Release::default()),
+            release(GpuVa(0x1010), 3)
         );
     }
 }

@@ -129,6 +129,8 @@ fn check_addr(addr: u64, align: u64) -> Result<(), MethodError> {
 
 #[cfg(test)]
 mod tests {
+    use rig_model::addr::GpuVa;
+
     use super::*;
 
     #[test]
@@ -166,11 +168,11 @@ mod tests {
         );
         assert_eq!(Subchannel::new(8), None);
         assert!(matches!(
-            release(0x1008, 1),
+            release(GpuVa(0x1008), 1),
             Err(MethodError::Address { .. })
         ));
         assert!(matches!(
-            acquire(1 << 57, 1),
+            acquire(GpuVa(1 << 57), 1),
             Err(MethodError::Address { .. })
         ));
     }
