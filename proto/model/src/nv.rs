@@ -89,7 +89,7 @@ pub struct ComputeGeometry {
     pub max_tpcs_per_gpc: u32,
     /// `LITTER_NUM_SM_PER_TPC`.
     pub sms_per_tpc: u32,
-    /// `SHADER_PIPE_COUNT`: the TPCs enabled on this part.
+    /// `SHADER_PIPE_SUB_COUNT`: the TPCs enabled on this part.
     pub tpcs: u32,
     /// `MAX_WARPS_PER_SM`.
     pub max_warps_per_sm: u32,

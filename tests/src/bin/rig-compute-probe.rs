@@ -75,12 +75,20 @@ impl Alloc for Device {
 
 /// Allocates and frees 2 MiB of device memory once; returns the time it took.
 async fn alloc_free_2mib(session: &Session) -> Res<Duration> {
+    // A buffer carved from the session's pages and returned to them: after the first,
+    // no round trip (the library keeps up to 32 MiB of emptied pages).
     let t = Instant::now();
-    // A lease of one 2 MiB page and its release: two round trips to rigd, as
-    // cuMemAlloc and cuMemFree are two calls into the driver.
     let b = GpuMemory::alloc_aligned(session, 2 * MIB, 2 * MIB).await?;
     GpuMemory::free(session, b).await?;
-    GpuMemory::trim(session).await?;
+    Ok(t.elapsed())
+}
+
+/// Leases one 2 MiB page of GPU memory from rigd and gives it back: two round trips,
+/// each with the RM's allocation and mapping (or unmapping and free) behind it.
+async fn lease_release_2mib(session: &Session) -> Res<Duration> {
+    let t = Instant::now();
+    let l = GpuMemory::lease(session, 2 * MIB).await?;
+    GpuMemory::release(session, l.id).await?;
     Ok(t.elapsed())
 }
 
@@ -211,17 +219,21 @@ impl Probe {
         Ok(t.elapsed())
     }
 
-    /// `len` bytes of `src` at `off` → host, through the staging lease.
-    fn get(&mut self, src: &dyn Memory, off: u64, len: u64) -> Res<Vec<u8>> {
+    /// `len` bytes of `src` at `off` → host, through the staging lease and the copy
+    /// engine; returns them and the copy's time alone (as CUDA's anchor times its
+    /// cuMemcpyDtoH into pinned memory, without reading it afterwards).
+    fn get(&mut self, src: &dyn Memory, off: u64, len: u64) -> Res<(Vec<u8>, Duration)> {
+        let t = Instant::now();
         let done = self.rt.copy(
             &self.s,
             Span::new(src, off, len)?,
             Span::new(&self.host, 0, len)?,
         )?;
         self.rt.wait(done, LONG)?;
+        let took = t.elapsed();
         let mut b = vec![0u8; usize::try_from(len)?];
         self.host.read(0, &mut b)?;
-        Ok(b)
+        Ok((b, took))
     }
 
     fn run(
@@ -280,6 +292,11 @@ async fn probe(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         al.push(us(alloc_free_2mib(&p.s).await?));
     }
     report("alloc_free_2MiB_us", al, "us");
+    let mut lr = Vec::new();
+    for _ in 0..1000 {
+        lr.push(us(lease_release_2mib(&p.s).await?));
+    }
+    report("lease_release_2MiB_us", lr, "us");
 
     fault(socket, gpu, cubin).await?;
     // The first session was not disturbed by the other's fault.
@@ -349,9 +366,8 @@ async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
     report("saxpy_2e28_us", sax, "us");
     let (mut wrong, mut d2h) = (0u64, Vec::new());
     for at in (0..n).step_by(usize::try_from(piece)?) {
-        let t = Instant::now();
-        let b = p.get(y.as_ref(), at * 4, STAGE)?;
-        d2h.push(STAGE as f64 / t.elapsed().as_secs_f64() / 1e9);
+        let (b, t) = p.get(y.as_ref(), at * 4, STAGE)?;
+        d2h.push(STAGE as f64 / t.as_secs_f64() / 1e9);
         for (j, w) in words(&b).enumerate() {
             let i = at + j as u64;
             let want = 1.0 + 63.0 * (i & 0xfff) as f32;
@@ -369,7 +385,7 @@ async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
         d2d.push((n * 4) as f64 / t.elapsed().as_secs_f64() / 1e9);
     }
     report("d2d_1GiB_GBps", d2d, "GB/s");
-    let b = p.get(y.as_ref(), (n - piece) * 4, STAGE)?;
+    let b = p.get(y.as_ref(), (n - piece) * 4, STAGE)?.0;
     let wrong = words(&b)
         .enumerate()
         .filter(|&(j, w)| f32::from_bits(w) != ((n - piece + j as u64) & 0xfff) as f32)
@@ -384,7 +400,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
         let count = 4096u32 * 256;
         p.put(out.as_ref(), 0, &vec![0u8; count as usize * 4])?;
         p.run("grid_fill", grid, block, 0, &[o])?;
-        let b = p.get(out.as_ref(), 0, u64::from(count) * 4)?;
+        let b = p.get(out.as_ref(), 0, u64::from(count) * 4)?.0;
         let threads = grid.0 * grid.1 * grid.2 * block.0 * block.1 * block.2;
         let wrong = words(&b)
             .zip(0..threads)
@@ -411,6 +427,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
     )?;
     let got = u64::from_le_bytes(
         p.get(out.as_ref(), 8 * MIB, 8)?
+            .0
             .try_into()
             .map_err(|_| "8 bytes")?,
     );
@@ -430,7 +447,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
         0,
         &[o, res, Arg::U32(nl)],
     )?;
-    let b = p.get(out.as_ref(), 16 * MIB, u64::from(nl) * 4)?;
+    let b = p.get(out.as_ref(), 16 * MIB, u64::from(nl) * 4)?.0;
     let wrong = words(&b)
         .zip(0u32..)
         .filter(|&(w, i)| w != i.wrapping_mul(31) + (i.wrapping_mul(7) & 255))
@@ -448,7 +465,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
     let counter_at = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 24 * MIB));
     p.run("read_counter", (1, 1, 1), (1, 1, 1), 0, &[counter_at])?;
     let table = [3u32, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3];
-    let b = p.get(out.as_ref(), 0, u64::from(nn) * 4)?;
+    let b = p.get(out.as_ref(), 0, u64::from(nn) * 4)?.0;
     let wrong = words(&b)
         .enumerate()
         .filter(|&(t, w)| w != table[t & 15] + 0x0100_0000)
@@ -456,6 +473,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
     check("const_global", wrong as u64, nn.into())?;
     let counter = u64::from_le_bytes(
         p.get(out.as_ref(), 24 * MIB, 8)?
+            .0
             .try_into()
             .map_err(|_| "8 bytes")?,
     );

@@ -97,8 +97,10 @@ pub const NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
 pub const NV2080_CTRL_GR_INFO_INDEX_SM_VERSION: u32 = 0x0C;
 /// `MAX_WARPS_PER_SM`.
 pub const NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM: u32 = 0x0D;
-/// `SHADER_PIPE_COUNT`: the TPCs that are enabled.
-pub const NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT: u32 = 0x07;
+/// `SHADER_PIPE_SUB_COUNT`: the TPCs that are enabled, as UVM reads them
+/// (docs/hardware/nvidia-compute.md, "Once per channel"; `SHADER_PIPE_COUNT`, 0x07, is
+/// not: it said 8 on the H200).
+pub const NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT: u32 = 0x09;
 /// `LITTER_NUM_GPCS`: the chip's GPCs.
 pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS: u32 = 0x14;
 /// `LITTER_NUM_TPC_PER_GPC`: the most TPCs one GPC has.
