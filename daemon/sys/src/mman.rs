@@ -154,30 +154,59 @@ impl Mapping {
         false
     }
 
-    /// Copies `buf.len()` bytes from `offset` into `buf`, one volatile read each.
+    /// Copies `buf.len()` bytes from `offset` into `buf` in volatile reads: single bytes
+    /// up to the first 8-byte boundary and after the last, aligned `u64`s between
+    /// (eight times fewer accesses than byte by byte, and never a torn word).
     ///
     /// # Errors
     /// `InvalidInput` when the range is outside the mapping.
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         let base = self.at(offset, buf.len())?;
-        for (i, b) in buf.iter_mut().enumerate() {
+        let (head, words) = split_aligned(base as usize, buf.len());
+        let (first, rest) = buf.split_at_mut(head);
+        let (middle, last) = rest.split_at_mut(words * 8);
+        for (i, b) in first.iter_mut().enumerate() {
             // SAFETY: `at` checked that `offset + buf.len()` lies inside the mapping,
             // which stays mapped while `self` lives; u8 has no alignment or validity
             // requirement, and a volatile read tolerates concurrent writers.
             *b = unsafe { base.add(i).read_volatile() };
         }
+        for (i, chunk) in middle.chunks_exact_mut(8).enumerate() {
+            // SAFETY: as above; `split_aligned` put `base + head` on an 8-byte boundary,
+            // so each u64 here is aligned and inside the checked range.
+            let w = unsafe { base.add(head + 8 * i).cast::<u64>().read_volatile() };
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        let at = head + words * 8;
+        for (i, b) in last.iter_mut().enumerate() {
+            // SAFETY: as for the first bytes.
+            *b = unsafe { base.add(at + i).read_volatile() };
+        }
         Ok(())
     }
 
-    /// Copies `data` to `offset`, one volatile write per byte.
+    /// Copies `data` to `offset` in volatile writes, split as [`Mapping::read`] splits.
     ///
     /// # Errors
     /// `InvalidInput` when the range is outside the mapping.
     pub fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         let base = self.at(offset, data.len())?;
-        for (i, b) in data.iter().enumerate() {
+        let (head, words) = split_aligned(base as usize, data.len());
+        let (first, rest) = data.split_at(head);
+        let (middle, last) = rest.split_at(words * 8);
+        for (i, b) in first.iter().enumerate() {
             // SAFETY: as in `read`; the mapping is PROT_WRITE.
             unsafe { base.add(i).write_volatile(*b) };
+        }
+        for (i, chunk) in middle.chunks_exact(8).enumerate() {
+            let w = u64::from_ne_bytes(chunk.try_into().expect("chunks of 8"));
+            // SAFETY: as in `read`'s words; the mapping is PROT_WRITE.
+            unsafe { base.add(head + 8 * i).cast::<u64>().write_volatile(w) };
+        }
+        let at = head + words * 8;
+        for (i, b) in last.iter().enumerate() {
+            // SAFETY: as in `read`; the mapping is PROT_WRITE.
+            unsafe { base.add(at + i).write_volatile(*b) };
         }
         Ok(())
     }
@@ -295,6 +324,14 @@ fn reserve(total: NonZeroUsize, align: usize) -> io::Result<NonNull<libc::c_void
     NonNull::new(start as *mut libc::c_void).ok_or_else(|| io::ErrorKind::InvalidInput.into())
 }
 
+/// How a copy of `len` bytes at address `addr` splits for 8-byte volatile accesses: the
+/// bytes before the first 8-byte boundary (all of them when the range never reaches
+/// one), then how many whole `u64`s follow; the rest are single bytes.
+fn split_aligned(addr: usize, len: usize) -> (usize, usize) {
+    let head = addr.next_multiple_of(8).saturating_sub(addr).min(len);
+    (head, (len - head) / 8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +347,30 @@ mod tests {
         let mut got = [0u8; 5];
         b.read(4000, &mut got).expect("read");
         assert_eq!(&got, b"hello");
+    }
+
+    #[test]
+    fn copies_at_every_alignment_and_length_move_exactly_their_bytes() {
+        let fd = sealed(4096);
+        let m = Mapping::shared(&fd, Fill::Populate).expect("map");
+        let pattern: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(37) ^ 0x5a).collect();
+        for offset in 0..17 {
+            for len in 0..41 {
+                m.write(0, &[0xee; 128]).expect("clear");
+                m.write(offset, &pattern[..len]).expect("write");
+                let mut all = [0u8; 128];
+                m.read(0, &mut all).expect("read all");
+                assert!(all[..offset].iter().all(|&b| b == 0xee), "{offset}+{len}: before");
+                assert_eq!(&all[offset..offset + len], &pattern[..len], "{offset}+{len}");
+                assert!(all[offset + len..].iter().all(|&b| b == 0xee), "{offset}+{len}: after");
+                let mut back = vec![0u8; len];
+                m.read(offset, &mut back).expect("read back");
+                assert_eq!(back, &pattern[..len], "{offset}+{len}: read at the offset");
+            }
+        }
+        assert_eq!(split_aligned(0x1003, 3), (3, 0));
+        assert_eq!(split_aligned(0x1003, 20), (5, 1));
+        assert_eq!(split_aligned(0x1000, 16), (0, 2));
     }
 
     #[test]
