@@ -18,8 +18,8 @@
 # on it, or the run compiles again.
 #
 # The same goes for the optimisation level: the fuzz profile is cargo's release one at
-# opt-level 1 (RIG_FUZZ_OPT_LEVEL), which compiles in about two thirds of the time of 3
-# for 10-second runs that find what they find by coverage, not by speed.
+# opt-level 1 (RIG_FUZZ_OPT_LEVEL): the fuzz build is the test command's largest
+# compile, and 10-second runs find what they find by coverage more than by speed.
 #
 # Usage: scripts/fuzz.sh [--build|--run] DIR SECONDS   e.g. scripts/fuzz.sh daemon/fuzz 10
 #        --build only builds the targets; --run only runs them (built before).
