@@ -360,9 +360,19 @@ mod tests {
                 m.write(offset, &pattern[..len]).expect("write");
                 let mut all = [0u8; 128];
                 m.read(0, &mut all).expect("read all");
-                assert!(all[..offset].iter().all(|&b| b == 0xee), "{offset}+{len}: before");
-                assert_eq!(&all[offset..offset + len], &pattern[..len], "{offset}+{len}");
-                assert!(all[offset + len..].iter().all(|&b| b == 0xee), "{offset}+{len}: after");
+                assert!(
+                    all[..offset].iter().all(|&b| b == 0xee),
+                    "{offset}+{len}: before"
+                );
+                assert_eq!(
+                    &all[offset..offset + len],
+                    &pattern[..len],
+                    "{offset}+{len}"
+                );
+                assert!(
+                    all[offset + len..].iter().all(|&b| b == 0xee),
+                    "{offset}+{len}: after"
+                );
                 let mut back = vec![0u8; len];
                 m.read(offset, &mut back).expect("read back");
                 assert_eq!(back, &pattern[..len], "{offset}+{len}: read at the offset");
