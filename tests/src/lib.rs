@@ -4,9 +4,11 @@
 //! devices, runs scenarios inside it and returns structured results; the tests in
 //! `tests/vm_*.rs` assert on them. See docs/vm.md. `kill_clients` is the clients-killed
 //! campaign (docs/RELIABILITY.md), run over the fake kernel (`tests/clients_killed.rs`)
-//! and in the disposable machine (`rig-kill-clients`).
+//! and in the disposable machine (`rig-kill-clients`). `probe` holds what the probe
+//! binaries share.
 #![deny(unsafe_code)]
 
 pub mod kill_clients;
 pub mod parity;
+pub mod probe;
 pub mod vm;

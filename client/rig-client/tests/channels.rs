@@ -18,9 +18,9 @@ use rig_client::{
     session::{Addressing, Session, SessionErrorKind},
 };
 use rigd::{
-    channels::{ChannelHost, ChannelId, Limits, Served},
-    dma::{Backing, PoolMode, PoolSpec},
-    nvrm::{Call, FAKE_TOKEN, FakeRm, Gpu, LEASE_BASE, VA_END, layout::r580},
+    channels::{ChannelId, Limits, Served},
+    dma::PoolMode,
+    nvrm::{Call, FAKE_TOKEN, FakeRm, LEASE_BASE, VA_END, layout::r580},
 };
 
 const MIB: u64 = 1 << 20;
@@ -36,27 +36,16 @@ struct Fixture {
 async fn serve() -> Fixture {
     let server = Server::start(64 * MIB).await;
     let rm = FakeRm::new();
-    let gpu = Arc::new(Served::new(
-        Gpu::open(rm.clone(), Some(GPU)).expect("fake GPU"),
+    let gpu = server.serve_fake_gpu(
+        GPU,
+        rm.clone(),
         Limits {
             channels_per_session: 2,
             max_ring_entries: 4096,
             ..Limits::default()
         },
-    ));
-    let pool = server
-        .rig
-        .serve_gpu_with(
-            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
-            PoolSpec {
-                mode: PoolMode::Host,
-                blocks: 8,
-                backing: Backing::Shmem,
-                pin_threads: 2,
-            },
-        )
-        .expect("serve the fake GPU");
-    assert!(pool.wait_pinned(Duration::from_secs(20)));
+        8,
+    );
     Fixture { server, rm, gpu }
 }
 

@@ -19,9 +19,8 @@ use rig_client::{
     session::Session,
 };
 use rigd::{
-    channels::{ChannelHost, ChannelId, Limits, Served},
-    dma::{Backing, PoolMode, PoolSpec},
-    nvrm::{FakeRm, Gpu},
+    channels::{ChannelId, Limits, Served},
+    nvrm::FakeRm,
 };
 
 const MIB: u64 = 1 << 20;
@@ -35,27 +34,16 @@ struct Fixture {
 
 async fn serve() -> Fixture {
     let server = Server::start(64 * MIB).await;
-    let gpu = Arc::new(Served::new(
-        Gpu::open(FakeRm::new(), Some(GPU)).expect("fake GPU"),
+    let gpu = server.serve_fake_gpu(
+        GPU,
+        FakeRm::new(),
         Limits {
             channels_per_session: 4,
             max_ring_entries: 4096,
             ..Limits::default()
         },
-    ));
-    let pool = server
-        .rig
-        .serve_gpu_with(
-            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
-            PoolSpec {
-                mode: PoolMode::Host,
-                blocks: 8,
-                backing: Backing::Shmem,
-                pin_threads: 2,
-            },
-        )
-        .expect("serve the fake GPU");
-    assert!(pool.wait_pinned(Duration::from_secs(20)));
+        8,
+    );
     Fixture { server, gpu }
 }
 

@@ -17,10 +17,10 @@ use rig_client::{
 };
 use rig_model::addr::{GpuVa, layout};
 use rigd::{
-    channels::{ChannelHost, Limits, Served},
-    dma::{Backing, PoolMode, PoolSpec},
+    channels::{Limits, Served},
+    dma::PoolMode,
     gpumem::Quota,
-    nvrm::{Call, FakeRm, Gpu, layout::r580},
+    nvrm::{Call, FakeRm, layout::r580},
 };
 
 const MIB: u64 = 1 << 20;
@@ -38,8 +38,9 @@ struct Fixture {
 async fn serve(per_uid: u64, per_gpu: u64) -> Fixture {
     let server = Server::start(64 * MIB).await;
     let rm = FakeRm::new();
-    let gpu = Arc::new(Served::new(
-        Gpu::open(rm.clone(), Some(GPU)).expect("fake GPU"),
+    let gpu = server.serve_fake_gpu(
+        GPU,
+        rm.clone(),
         Limits {
             gpu_memory: Quota {
                 per_uid_bytes: per_uid * PAGE,
@@ -47,20 +48,8 @@ async fn serve(per_uid: u64, per_gpu: u64) -> Fixture {
             },
             ..Limits::default()
         },
-    ));
-    let pool = server
-        .rig
-        .serve_gpu_with(
-            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
-            PoolSpec {
-                mode: PoolMode::Host,
-                blocks: 4,
-                backing: Backing::Shmem,
-                pin_threads: 2,
-            },
-        )
-        .expect("serve the fake GPU");
-    assert!(pool.wait_pinned(Duration::from_secs(20)));
+        4,
+    );
     Fixture { server, rm, gpu }
 }
 

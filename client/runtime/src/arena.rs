@@ -6,28 +6,27 @@
 //! (kernel, shape); when the arena is full it gives back a template whose launches have
 //! all landed, and asks again.
 
-use std::collections::BTreeMap;
+use rig_client::session::arena::Arena as FirstFit;
 
 /// Alignment and granularity of every range (a QMD's alignment).
 pub const GRANULE: u64 = 256;
 
-/// Free space in an arena of `len` bytes.
+/// Free space in an arena of `len` bytes: rig-client's first-fit carving (the one its
+/// sessions carve leases with), at the QMD's granule.
 #[derive(Debug, Clone)]
 pub struct Arena {
     len: u64,
-    /// offset → length of each free range.
-    free: BTreeMap<u64, u64>,
+    ranges: FirstFit,
 }
 
 impl Arena {
     /// All of `[0, len)` free (`len` rounded down to the granule).
     pub fn new(len: u64) -> Self {
         let len = len / GRANULE * GRANULE;
-        let mut free = BTreeMap::new();
-        if len > 0 {
-            free.insert(0, len);
+        Self {
+            len,
+            ranges: FirstFit::new(len),
         }
-        Self { len, free }
     }
 
     /// Its size.
@@ -39,40 +38,23 @@ impl Arena {
     /// is that large.
     pub fn alloc(&mut self, size: u64) -> Option<u64> {
         let size = size.checked_next_multiple_of(GRANULE)?.max(GRANULE);
-        let (&start, &len) = self.free.iter().find(|&(_, &len)| len >= size)?;
-        self.free.remove(&start);
-        if len > size {
-            self.free.insert(start + size, len - size);
-        }
-        Some(start)
+        self.ranges.alloc(size, GRANULE)
     }
 
     /// Gives back `[offset, offset + size)`, as `alloc` handed it out.
     pub fn free(&mut self, offset: u64, size: u64) {
-        let Some(size) = size
+        if let Some(size) = size
             .checked_next_multiple_of(GRANULE)
             .map(|s| s.max(GRANULE))
-        else {
-            return;
-        };
-        let (mut start, mut len) = (offset, size);
-        if let Some((&ps, &pl)) = self.free.range(..start).next_back()
-            && ps + pl == start
         {
-            self.free.remove(&ps);
-            start = ps;
-            len += pl;
+            self.ranges.free(offset, size);
         }
-        if let Some(nl) = self.free.remove(&(offset + size)) {
-            len += nl;
-        }
-        self.free.insert(start, len);
     }
 
     /// Bytes free in all.
     #[cfg(test)]
     pub fn free_bytes(&self) -> u64 {
-        self.free.values().sum()
+        self.len - self.ranges.used()
     }
 }
 

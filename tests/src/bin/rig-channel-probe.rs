@@ -60,7 +60,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = drop_privileges() {
+    if let Err(e) = rig_tests::probe::drop_privileges() {
         eprintln!("rig-channel-probe: {e}");
         return ExitCode::FAILURE;
     }
@@ -99,21 +99,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn drop_privileges() -> Res<()> {
-    let Ok(uid) = std::env::var("RIG_PROBE_UID") else {
-        return Ok(());
-    };
-    let id: u32 = uid.parse()?;
-    let gid: u32 = match std::env::var("RIG_PROBE_GID") {
-        Ok(g) => g.parse()?,
-        Err(_) => id,
-    };
-    nix::unistd::setgroups(&[])?;
-    nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))?;
-    nix::unistd::setuid(nix::unistd::Uid::from_raw(id))?;
-    Ok(())
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {

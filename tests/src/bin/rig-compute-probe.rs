@@ -109,7 +109,7 @@ fn main() -> ExitCode {
     };
     let run = || -> Res<()> {
         let bytes = std::fs::read(&cubin).map_err(|e| format!("{cubin}: {e}"))?;
-        drop_privileges()?;
+        rig_tests::probe::drop_privileges()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -122,21 +122,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn drop_privileges() -> Res<()> {
-    let Ok(uid) = std::env::var("RIG_PROBE_UID") else {
-        return Ok(());
-    };
-    let id: u32 = uid.parse()?;
-    let gid: u32 = match std::env::var("RIG_PROBE_GID") {
-        Ok(g) => g.parse()?,
-        Err(_) => id,
-    };
-    nix::unistd::setgroups(&[])?;
-    nix::unistd::setgid(nix::unistd::Gid::from_raw(gid))?;
-    nix::unistd::setuid(nix::unistd::Uid::from_raw(id))?;
-    Ok(())
 }
 
 fn options() -> RuntimeOptions {

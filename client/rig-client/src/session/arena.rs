@@ -3,7 +3,8 @@
 //! First fit over a free list of byte ranges, sizes rounded up to 64 bytes (a cache
 //! line, so two buffers never share one), alignments up to the block size. Freed
 //! ranges merge with their neighbours. Pure logic: no I/O, no unsafe. The session's
-//! ledger carves host buffers with it, and `gpumem` GPU buffers out of lent pages.
+//! ledger carves host buffers with it, `gpumem` GPU buffers out of lent pages, and
+//! rig-runtime a compute channel's arena into launch slots.
 
 use std::collections::BTreeMap;
 
@@ -81,7 +82,6 @@ impl Arena {
     }
 
     /// Bytes in use.
-    #[cfg(test)]
     pub fn used(&self) -> u64 {
         self.used
     }

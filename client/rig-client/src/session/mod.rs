@@ -36,7 +36,7 @@
 //! mappings (`rig_sys::mman`); rigd's reports of pools (`dma`), channels and queues;
 //! connecting for unary calls (`Client`, which reconnects: a session never does).
 
-pub(crate) mod arena;
+pub mod arena;
 mod gpu;
 mod ledger;
 mod side;

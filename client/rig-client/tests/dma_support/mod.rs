@@ -12,11 +12,13 @@ use std::{
 };
 
 use rigd::{
+    channels::{ChannelHost, Limits, Served},
     config::Config,
     dma::{
         Backing, PoolMode, PoolSpec,
         hugepages::{Hugepages, Reservation},
     },
+    nvrm::{FakeRm, Gpu},
     rig::Rig,
     testing::Serving,
 };
@@ -67,6 +69,36 @@ impl Server {
         };
         let pool = self.rig.dma().create(name, spec).expect("create pool");
         assert!(pool.wait_pinned(Duration::from_secs(20)), "pool pinned");
+    }
+
+    /// Serves `rm`'s fake GPU at `bdf` with `limits`, its pool `blocks` of shmem, and
+    /// waits until the pool is pinned: what channels, GPU memory and the runtime are
+    /// tested against.
+    pub fn serve_fake_gpu(
+        &self,
+        bdf: &str,
+        rm: FakeRm,
+        limits: Limits,
+        blocks: u32,
+    ) -> Arc<Served<FakeRm>> {
+        let gpu = Arc::new(Served::new(
+            Gpu::open(rm, Some(bdf)).expect("fake GPU"),
+            limits,
+        ));
+        let pool = self
+            .rig
+            .serve_gpu_with(
+                Arc::clone(&gpu) as Arc<dyn ChannelHost>,
+                PoolSpec {
+                    mode: PoolMode::Host,
+                    blocks,
+                    backing: Backing::Shmem,
+                    pin_threads: 2,
+                },
+            )
+            .expect("serve the fake GPU");
+        assert!(pool.wait_pinned(Duration::from_secs(30)), "pool pinned");
+        gpu
     }
 
     /// Stops the server; it must stop even with DMA sessions open.

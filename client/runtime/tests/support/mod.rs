@@ -8,14 +8,13 @@
 #[path = "../../../rig-client/tests/dma_support/mod.rs"]
 pub mod dma_support;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use dma_support::Server;
 use rig_client::session::Session;
 use rigd::{
-    channels::{ChannelHost, Limits, Served},
-    dma::{Backing, PoolMode, PoolSpec},
-    nvrm::{FakeRm, Gpu},
+    channels::{Limits, Served},
+    nvrm::FakeRm,
 };
 
 pub const MIB: u64 = 1 << 20;
@@ -30,27 +29,16 @@ pub struct Fixture {
 /// rigd serving a fake GPU whose pool holds `blocks` blocks of 2 MiB.
 pub async fn serve(blocks: u32) -> Fixture {
     let server = Server::start(u64::from(blocks) * 2 * MIB).await;
-    let gpu = Arc::new(Served::new(
-        Gpu::open(FakeRm::new(), Some(GPU)).expect("fake GPU"),
+    let gpu = server.serve_fake_gpu(
+        GPU,
+        FakeRm::new(),
         Limits {
             channels_per_session: 8,
             max_ring_entries: 1 << 20,
             ..Limits::default()
         },
-    ));
-    let pool = server
-        .rig
-        .serve_gpu_with(
-            Arc::clone(&gpu) as Arc<dyn ChannelHost>,
-            PoolSpec {
-                mode: PoolMode::Host,
-                blocks,
-                backing: Backing::Shmem,
-                pin_threads: 2,
-            },
-        )
-        .expect("serve the fake GPU");
-    assert!(pool.wait_pinned(Duration::from_secs(30)));
+        blocks,
+    );
     Fixture { server, gpu }
 }
 
