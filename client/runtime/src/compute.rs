@@ -90,6 +90,12 @@ pub struct ComputeOptions {
     pub invalidate_each_launch: bool,
     /// Slots per template.
     pub slots: usize,
+    /// A host WFI ahead of every launch, so that a channel's grids run one after another
+    /// and release in order (true: a value that landed then means every launch before
+    /// it is done, and a slot is rewritten only after its QMD retired). False lets grids
+    /// overlap; then a wait's value no longer covers the launches before it
+    /// (docs/compute.md, "Completion").
+    pub ordered: bool,
 }
 
 impl Default for ComputeOptions {
@@ -104,6 +110,7 @@ impl Default for ComputeOptions {
             // of seconds are the caller's to wait for with a longer timeout first.
             timeout: Duration::from_secs(10),
             invalidate_each_launch: true,
+            ordered: true,
             slots: SLOTS,
         }
     }
@@ -207,6 +214,7 @@ pub struct ComputeChannel {
     generation: u64,
     timeout: Duration,
     invalidate_each_launch: bool,
+    ordered: bool,
     slots: usize,
 }
 
@@ -276,6 +284,7 @@ impl ComputeChannel {
             generation: 0,
             timeout: o.timeout,
             invalidate_each_launch: o.invalidate_each_launch,
+            ordered: o.ordered,
             slots: o.slots.max(1),
         })
     }
@@ -396,16 +405,19 @@ impl ComputeChannel {
         }
         let value = self.ch.next_value()?;
         let pcas = t.write_slot(value, &self.ch)?;
-        let mut w = [0u32; 6];
-        let n = if self.invalidate_each_launch || self.generation != load::generation() {
+        let mut w = [0u32; 8];
+        let mut n = 0;
+        if self.ordered {
+            w[..2].copy_from_slice(&rig_client::channel::method::wfi());
+            n = 2;
+        }
+        if self.invalidate_each_launch || self.generation != load::generation() {
             self.generation = load::generation();
-            w[..2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
-            w[2..].copy_from_slice(&pcas);
-            6
-        } else {
-            w[..4].copy_from_slice(&pcas);
-            4
-        };
+            w[n..n + 2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
+            n += 2;
+        }
+        w[n..n + 4].copy_from_slice(&pcas);
+        n += 4;
         match self.ch.push_released(&w[..n], value) {
             Err(ChannelError::PushbufferFull { .. }) => {
                 // Earlier launches hold the pushbuffer: once they are done, it is free.

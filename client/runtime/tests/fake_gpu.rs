@@ -157,7 +157,9 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("QMD");
     assert_eq!(read(&s, arena, 384), qmd.to_bytes());
     assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
-    let mut launch_words = method::compute::invalidate_shader_caches(Invalidate::ALL).to_vec();
+    // A host WFI first: the channel's grids run, and release, in order.
+    let mut launch_words = method::wfi().to_vec();
+    launch_words.extend(method::compute::invalidate_shader_caches(Invalidate::ALL));
     launch_words.extend(
         method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidateCopySchedule)
             .expect("words"),

@@ -340,6 +340,14 @@ impl<R: Rm> Client<R> {
     /// engine whose group the RM refuses is logged and left: copy channels then join
     /// GR0's group, which every GPU has.
     fn group(&mut self, engine: Engine, gpu: &str) -> Result<&Arc<ChannelGroup<R>>, NvrmError> {
+        // A group whose last channel went is spent: the RM refuses new channels in it.
+        // Dropping it frees it (no channel holds it any more).
+        if self.copy.as_ref().is_some_and(|g| g.is_retired()) {
+            self.copy = None;
+        }
+        if self.graphics.as_ref().is_some_and(|g| g.is_retired()) {
+            self.graphics = None;
+        }
         if engine == Engine::Copy
             && let Some(ce) = self.copy_engine
         {

@@ -244,6 +244,46 @@ fn a_failing_rm_call_names_the_gpu_and_the_step_and_leaves_the_session_usable() 
 }
 
 #[test]
+fn a_channel_after_the_last_one_closed_goes_in_a_new_group_and_the_old_is_freed() {
+    // On the H200 the RM answered NV_ERR_INVALID_STATE to a channel in a group whose
+    // last channel had gone and descheduled it (docs/hardware/nvidia-channels.md,
+    // "Channel groups").
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(1000, 10)).expect("a");
+    let first = s.open(a, host(Engine::Copy, 64)).expect("first");
+    let second = s
+        .open(a, host(Engine::Compute, 64))
+        .expect("second, same group");
+    assert_eq!(count(&rm.calls(), r580::KEPLER_CHANNEL_GROUP_A), 1);
+    s.close(a, first.id)
+        .expect("close one: the group still runs the other");
+    let mark = rm.calls().len();
+    let third = s.open(a, host(Engine::Copy, 64)).expect("third");
+    assert_eq!(
+        count(&rm.calls()[mark..], r580::KEPLER_CHANNEL_GROUP_A),
+        0,
+        "joins"
+    );
+    s.close(a, second.id).expect("close");
+    s.close(a, third.id).expect("close the last");
+    let mark = rm.calls().len();
+    s.open(a, host(Engine::Copy, 64))
+        .expect("a channel after the last closed");
+    let after = &rm.calls()[mark..];
+    assert_eq!(
+        count(after, r580::KEPLER_CHANNEL_GROUP_A),
+        1,
+        "a new group: {after:#?}"
+    );
+    assert!(
+        after.iter().any(|x| matches!(x, Call::Free { .. })),
+        "the spent group is freed: {after:#?}"
+    );
+    assert_eq!(s.status(None).len(), 1);
+}
+
+#[test]
 fn copy_channels_spread_over_the_configured_copy_engines_and_fall_back_to_gr0() {
     let (rm, s) = served(Limits {
         copy_engines: vec![2, 3],

@@ -77,6 +77,10 @@ pub struct ChannelGroup<R: Rm> {
     channels: AtomicU32,
     /// Whether GPFIFO_SCHEDULE enabled it: with its first channel, until its last goes.
     scheduled: AtomicBool,
+    /// Its last channel went and descheduled it: the RM then refuses a new channel in it
+    /// (docs/hardware/nvidia-channels.md, "Channel groups"), so the next channel goes in
+    /// a new group.
+    retired: AtomicBool,
 }
 
 impl<R: Rm> ChannelGroup<R> {
@@ -101,6 +105,7 @@ impl<R: Rm> ChannelGroup<R> {
             h_ctxshare: 0,
             channels: AtomicU32::new(0),
             scheduled: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
         };
         let mut p = r580::NvChannelGroupAllocationParameters {
             engine_type,
@@ -135,6 +140,11 @@ impl<R: Rm> ChannelGroup<R> {
             object: g.h_ctxshare,
         });
         Ok(g)
+    }
+
+    /// Whether its last channel went (and descheduled it): no channel may join it again.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
     }
 
     /// The group's handle.
@@ -552,9 +562,11 @@ impl<R: Rm> Channel<R> {
         if std::mem::take(&mut self.counted)
             && self.group.channels.fetch_sub(1, Ordering::AcqRel) == 1
             && self.group.scheduled.swap(false, Ordering::AcqRel)
-            && let Err(e) = self.group.schedule(false)
         {
-            failed.push(e);
+            self.group.retired.store(true, Ordering::Release);
+            if let Err(e) = self.group.schedule(false) {
+                failed.push(e);
+            }
         }
         if self.h_channel != 0
             && !self.undo.is_empty()

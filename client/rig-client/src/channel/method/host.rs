@@ -44,6 +44,17 @@ pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
     ]
 }
 
+/// WFI with SCOPE CURRENT_VEID (2 words): the methods after it wait until the engine
+/// has finished everything before it. Ahead of a kernel launch it keeps a channel's
+/// grids in order, so that their releases land in order (docs/compute.md,
+/// "Completion").
+pub fn wfi() -> [u32; 2] {
+    [
+        inc(Subchannel(0), NVC86F_WFI, 1).expect("NVC86F_WFI is a valid one-word method"),
+        0,
+    ]
+}
+
 /// A semaphore release of 64-bit `value` and the GPU's timestamp at the 16 bytes at
 /// `addr`, after every earlier method of the channel has finished (WFI) (6 words).
 ///

@@ -33,7 +33,7 @@ pub use copy::{
 pub use host::{
     HOPPER_CHANNEL_GPFIFO_A, NVC86F_NON_STALL_INTERRUPT, NVC86F_SEM_ADDR_HI, NVC86F_SEM_ADDR_LO,
     NVC86F_SEM_EXECUTE, NVC86F_SEM_PAYLOAD_HI, NVC86F_SEM_PAYLOAD_LO, NVC86F_SET_OBJECT,
-    NVC86F_WFI, Release, acquire, release, release_with, set_object,
+    NVC86F_WFI, Release, acquire, release, release_with, set_object, wfi,
 };
 
 // Header fields, NVC56F_DMA_* (clc56f.h).
