@@ -6,7 +6,6 @@
 
 use std::{os::fd::OwnedFd, sync::Arc};
 
-use rig_model::addr::layout;
 use rig_proto::v1::{self as pb, session_reply::Body as Reply};
 
 use super::status::{self, error_line};
@@ -87,28 +86,13 @@ pub async fn free(
     }
 }
 
-/// What a claim's reply says of the session's GPU: the layout of its address space,
-/// its quota and the GPU's geometry.
+/// What a claim's reply says of the session's GPU: the layout of its address space
+/// (every session's, `rig_model::addr::layout`), its quota and the GPU's geometry.
 pub fn session_gpu(g: SessionGpu) -> pb::SessionGpu {
-    pb::SessionGpu {
-        page_bytes: layout::GPU_PAGE,
-        gpu_memory_base: layout::GPU_MEMORY_BASE.get(),
-        gpu_memory_end: layout::VA_END.get(),
-        gpu_memory_quota_bytes: g.gpu_memory_left,
-        shared_window: layout::SHARED_WINDOW.get(),
-        shared_window_bytes: layout::SHARED_WINDOW_BYTES,
-        local_window: layout::LOCAL_WINDOW.get(),
-        local_window_bytes: layout::LOCAL_WINDOW_BYTES,
-        geometry: g.geometry.map(|c| pb::GpuComputeGeometry {
-            sm_version: c.sm_version,
-            gpcs: c.gpcs,
-            max_tpcs_per_gpc: c.max_tpcs_per_gpc,
-            sms_per_tpc: c.sms_per_tpc,
-            tpcs: c.tpcs,
-            max_warps_per_sm: c.max_warps_per_sm,
-        }),
-        va_end: layout::VA_END.get(),
-    }
+    pb::SessionGpu::from(&rig_model::nv::SessionGpu::in_layout(
+        g.gpu_memory_left,
+        g.geometry,
+    ))
 }
 
 /// One GPU's line of `Dma.Status`.

@@ -14,10 +14,15 @@
 //! `nvrm::layout`. Not here: the RM's objects and calls (rigd's `nvrm`), methods and
 //! pushbuffers (rig-client's `channel`, the runtime).
 //!
-//! Beside them, the compute geometry rigd reads once per GPU and hands each session
-//! ([`ComputeGeometry`]).
+//! Beside them, the compute geometry rigd reads once per GPU ([`ComputeGeometry`]) and
+//! what a session on a served GPU is told of it when it claims ([`SessionGpu`]: the
+//! layout of its GPU address space, its GPU-memory quota, the geometry).
+
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
+
+use crate::addr::{GpuVa, layout};
 
 /// `HOPPER_DMA_COPY_A` (`class/clc8b5.h`).
 pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
@@ -105,6 +110,48 @@ impl ComputeGeometry {
     /// sized for, so that any TPC finds its slice.
     pub const fn max_tpcs(&self) -> u32 {
         self.gpcs.saturating_mul(self.max_tpcs_per_gpc)
+    }
+}
+
+/// What a session on an RM-served GPU learns of its GPU when it claims: the layout of
+/// its own GPU address space (the range its GPU memory is lent in, the compute windows
+/// nothing is mapped in), what its uid may still hold there, and the graphics engine's
+/// geometry. A runtime programs its windows and sizes local memory from it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionGpu {
+    /// GPU memory is lent in pages of this size (2 MiB), at VAs aligned to it.
+    pub page_bytes: u64,
+    /// Where the session's GPU memory lies in its address space.
+    pub gpu_memory: Range<GpuVa>,
+    /// What the session's uid could still hold on the GPU at the claim.
+    pub gpu_memory_quota_bytes: u64,
+    /// The compute shared-memory window (4 GiB), never mapped.
+    pub shared_window: GpuVa,
+    pub shared_window_bytes: u64,
+    /// The compute local-memory window (16 MiB), never mapped.
+    pub local_window: GpuVa,
+    pub local_window_bytes: u64,
+    /// The graphics engine's geometry; `None` when the RM would not tell rigd.
+    pub geometry: Option<ComputeGeometry>,
+    /// Nothing the session reaches lies at or above it (2^40).
+    pub va_end: GpuVa,
+}
+
+impl SessionGpu {
+    /// The session's GPU as rigd lays out every session's space ([`layout`]), with
+    /// what its uid may still hold and the GPU's geometry.
+    pub const fn in_layout(gpu_memory_quota_bytes: u64, geometry: Option<ComputeGeometry>) -> Self {
+        Self {
+            page_bytes: layout::GPU_PAGE,
+            gpu_memory: layout::GPU_MEMORY_BASE..layout::VA_END,
+            gpu_memory_quota_bytes,
+            shared_window: layout::SHARED_WINDOW,
+            shared_window_bytes: layout::SHARED_WINDOW_BYTES,
+            local_window: layout::LOCAL_WINDOW,
+            local_window_bytes: layout::LOCAL_WINDOW_BYTES,
+            geometry,
+            va_end: layout::VA_END,
+        }
     }
 }
 

@@ -250,7 +250,7 @@ impl Session {
             token: o.token,
         };
         let gpu = match side.call(Request::Claim(claim)).await? {
-            (Reply::Claimed(c), _) => c.gpu.map(SessionGpu::from_wire),
+            (Reply::Claimed(c), _) => c.gpu.map(SessionGpu::from),
             (Reply::Error(e), _) => return Err(refusal(&e)),
             _ => {
                 return Err(SessionError::Protocol("a claim must be answered `claimed`"));
