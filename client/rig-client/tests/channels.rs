@@ -121,18 +121,8 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     );
     assert_eq!(ch.rekicks(), 0, "host rings never ring again");
     // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
-    let sem = ch.semaphore_va().get();
-    let (lease, off) = session
-        .leases()
-        .into_iter()
-        .find_map(|l| {
-            let d = l.device_address?.get();
-            (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
-        })
-        .expect("the semaphore is in a lease");
-    let pool = f.server.rig.dma().pool(GPU).expect("pool");
-    pool.write(rigd::dma::LeaseId(lease.0), off, &1u64.to_le_bytes())
-        .expect("release");
+    f.server
+        .gpu_writes(&session, GPU, ch.semaphore_va().get(), &1u64.to_le_bytes());
     ch.wait(v, SHORT).expect("landed");
     assert_eq!(ch.completed().expect("read"), 1);
 

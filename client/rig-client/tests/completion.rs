@@ -63,18 +63,7 @@ fn pushed(s: &Session, words: &[u32]) -> bool {
 /// What the GPU would do: writes `bytes` at the channel's semaphore, through rigd's
 /// own view of the lease.
 fn land(f: &Fixture, s: &Session, ch: &Channel, bytes: &[u8]) {
-    let sem = ch.semaphore_va().get();
-    let (lease, off) = s
-        .leases()
-        .into_iter()
-        .find_map(|l| {
-            let d = l.device_address?.get();
-            (d..d + l.bytes).contains(&sem).then(|| (l.id, sem - d))
-        })
-        .expect("the semaphore is in a lease");
-    let pool = f.server.rig.dma().pool(GPU).expect("pool");
-    pool.write(rigd::dma::LeaseId(lease.0), off, bytes)
-        .expect("release");
+    f.server.gpu_writes(s, GPU, ch.semaphore_va().get(), bytes);
 }
 
 fn sem(ch: &Channel, value: u64) -> Semaphore {
@@ -258,16 +247,7 @@ async fn an_arena_beside_the_pushbuffer_takes_aligned_words_inside_it() {
     assert_eq!(ch.arena_len(), 16 * ARENA_ALIGN);
     ch.write_arena(8, &[0x1122_3344_5566_7788, 9])
         .expect("write");
-    let (lease, off) = s
-        .leases()
-        .into_iter()
-        .find_map(|l| {
-            let d = l.device_address?.get();
-            (d..d + l.bytes)
-                .contains(&va.get())
-                .then(|| (l.id, va.get() - d))
-        })
-        .expect("the arena is in a lease");
+    let (lease, off) = dma_support::lease_of(&s, va.get());
     let mut back = [0u8; 16];
     s.read_lease(lease, off + 8, &mut back).expect("read");
     assert_eq!(back[..8], 0x1122_3344_5566_7788u64.to_le_bytes());

@@ -11,6 +11,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use rig_client::session::{LeaseId, Session};
 use rigd::{
     channels::{ChannelHost, Limits, Served},
     config::Config,
@@ -101,6 +102,15 @@ impl Server {
         gpu
     }
 
+    /// What a GPU would do: writes `bytes` at device address `va` of `s`'s memory in
+    /// pool `pool`, through rigd's own view of the lease.
+    pub fn gpu_writes(&self, s: &Session, pool: &str, va: u64, bytes: &[u8]) {
+        let (lease, off) = lease_of(s, va);
+        let pool = self.rig.dma().pool(pool).expect("pool");
+        pool.write(rigd::dma::LeaseId(lease.0), off, bytes)
+            .expect("write through rigd's view");
+    }
+
     /// Stops the server; it must stop even with DMA sessions open.
     pub async fn stop(self) {
         self.serving
@@ -115,6 +125,17 @@ impl Server {
 }
 
 /// Polls `f` every 200 µs until it holds or `limit` passes; returns the time it took.
+/// The lease of `s` holding device address `va`, and the offset there.
+pub fn lease_of(s: &Session, va: u64) -> (LeaseId, u64) {
+    s.leases()
+        .into_iter()
+        .find_map(|l| {
+            let d = l.device_address?.get();
+            (d..d + l.bytes).contains(&va).then(|| (l.id, va - d))
+        })
+        .expect("the address is in one of the session's leases")
+}
+
 pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
     loop {

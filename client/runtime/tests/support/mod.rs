@@ -42,29 +42,15 @@ pub async fn serve(blocks: u32) -> Fixture {
     Fixture { server, gpu }
 }
 
-/// The lease holding GPU address `va`, and the offset there.
-fn lease_of(s: &Session, va: u64) -> (rig_client::session::LeaseId, u64) {
-    s.leases()
-        .into_iter()
-        .find_map(|l| {
-            let d = l.device_address?.get();
-            (d..d + l.bytes).contains(&va).then(|| (l.id, va - d))
-        })
-        .expect("the address is in one of the session's leases")
-}
-
 /// What the GPU would do: writes `bytes` at `va` in the session's memory, through
 /// rigd's own view of the lease.
 pub fn gpu_writes(f: &Fixture, s: &Session, va: u64, bytes: &[u8]) {
-    let (lease, off) = lease_of(s, va);
-    let pool = f.server.rig.dma().pool(GPU).expect("pool");
-    pool.write(rigd::dma::LeaseId(lease.0), off, bytes)
-        .expect("write");
+    f.server.gpu_writes(s, GPU, va, bytes);
 }
 
 /// `len` bytes of the session's memory at `va`.
 pub fn read(s: &Session, va: u64, len: usize) -> Vec<u8> {
-    let (lease, off) = lease_of(s, va);
+    let (lease, off) = dma_support::lease_of(s, va);
     let mut b = vec![0u8; len];
     s.read_lease(lease, off, &mut b).expect("read");
     b
