@@ -5,7 +5,8 @@
 //! Only tests use this; it writes nowhere but under the root it is given. [`Serving`]
 //! (in `serve`) runs rigd's service for a test on a socket of its own; `hosts` builds
 //! whole machines (an 8-GPU host behind PCIe switches); [`FakeWorld`] (in `world`) is
-//! a tree, config, fake kernel and VFIO in a directory of the test's own.
+//! a tree, config, fake kernel and VFIO in a directory of the test's own;
+//! [`FakeJournal`] (in `journal`) collects what rigd sends the journal.
 
 use std::{
     fs, io,
@@ -16,8 +17,10 @@ use std::{
 use crate::pci::Bdf;
 
 pub mod hosts;
+mod journal;
 mod serve;
 mod world;
+pub use journal::{FakeJournal, JournalEntry};
 pub use serve::Serving;
 pub use world::FakeWorld;
 

@@ -7,19 +7,18 @@
 //! times when stderr is not a terminal.
 
 use std::{
-    collections::BTreeMap,
-    os::unix::{fs::PermissionsExt, net::UnixDatagram},
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::{Command, Output},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::Duration,
 };
 
 use rigd::{
     config::Config,
     rig::Rig,
-    sys::{journal, sysfs::FakeKernel},
-    testing::{FakeDevice, FakeSysfs, Serving},
+    sys::sysfs::FakeKernel,
+    testing::{FakeDevice, FakeJournal, FakeSysfs, JournalEntry, Serving},
 };
 use serde_json::Value;
 
@@ -28,14 +27,14 @@ const SOCK_GID: u32 = 4962;
 const CLIENT_GID: u32 = 4961;
 const ADMIN_GID: u32 = 4960;
 
-type Entry = BTreeMap<String, String>;
+type Entry = JournalEntry;
 
 struct World {
     dir: tempfile::TempDir,
     socket: PathBuf,
     rig: Arc<Rig>,
     kernel: FakeKernel,
-    journal: Arc<Mutex<Vec<Entry>>>,
+    journal: FakeJournal,
     serving: Serving,
 }
 
@@ -65,18 +64,7 @@ async fn start() -> World {
     )
     .expect("group file");
     let journal_path = dir.path().join("journal.socket");
-    let socket_j = UnixDatagram::bind(&journal_path).expect("fake journal");
-    let journal = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&journal);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = socket_j.recv(&mut buf) {
-            let fields = journal::decode(&buf[..n]).expect("a journal entry");
-            sink.lock()
-                .expect("lines")
-                .push(fields.into_iter().collect());
-        }
-    });
+    let journal = FakeJournal::bind(&journal_path).expect("fake journal");
     let mut config = Config::default();
     config.paths.sysfs = fake.root().to_owned();
     config.paths.pci_ids = dir.path().join("pci.ids");
@@ -130,7 +118,7 @@ impl World {
     /// The audit entries received since the last call.
     fn audit_lines(&self) -> Vec<Entry> {
         std::thread::sleep(Duration::from_millis(100));
-        std::mem::take(&mut *self.journal.lock().expect("lines"))
+        self.journal.take()
     }
 
     async fn stop(self) {

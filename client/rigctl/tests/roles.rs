@@ -9,7 +9,7 @@
 
 use std::{
     collections::BTreeMap,
-    os::unix::{fs::PermissionsExt, net::UnixDatagram},
+    os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::Command,
     sync::Arc,
@@ -19,8 +19,8 @@ use rig_proto::v1 as pb;
 use rigd::{
     config::Config,
     rig::Rig,
-    sys::{journal, sysfs::FakeKernel},
-    testing::{FakeDevice, FakeSysfs, Serving},
+    sys::sysfs::FakeKernel,
+    testing::{FakeDevice, FakeJournal, FakeSysfs, JournalEntry, Serving},
 };
 use tonic_types::StatusExt;
 
@@ -81,13 +81,13 @@ fn tree(root: &Path) -> FakeSysfs {
     fake
 }
 
-type Entry = BTreeMap<String, String>;
+type Entry = JournalEntry;
 
 struct World {
     dir: tempfile::TempDir,
     socket: PathBuf,
     /// What the fake journal received, read as it comes (its queue is short).
-    journal: Arc<std::sync::Mutex<Vec<Entry>>>,
+    journal: FakeJournal,
     serving: Serving,
 }
 
@@ -103,18 +103,7 @@ async fn start() -> World {
     )
     .expect("group file");
     let journal_path = dir.path().join("journal.socket");
-    let socket_j = UnixDatagram::bind(&journal_path).expect("fake journal");
-    let journal = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let sink = Arc::clone(&journal);
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = socket_j.recv(&mut buf) {
-            let fields = journal::decode(&buf[..n]).expect("a journal entry");
-            sink.lock()
-                .expect("lines")
-                .push(fields.into_iter().collect());
-        }
-    });
+    let journal = FakeJournal::bind(&journal_path).expect("fake journal");
     let mut config = Config::default();
     config.paths.sysfs = fake.root().to_owned();
     config.paths.pci_ids = dir.path().join("pci.ids");
@@ -177,7 +166,7 @@ impl World {
     /// the reader thread gets 100 ms to catch up).
     fn audit_lines(&self) -> Vec<Entry> {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        std::mem::take(&mut *self.journal.lock().expect("lines"))
+        self.journal.take()
     }
 
     async fn stop(self) {
