@@ -174,6 +174,10 @@ pub struct GpuMemory {
     pub per_uid_bytes: u64,
     /// By all sessions together, on one GPU.
     pub per_gpu_bytes: u64,
+    /// Fresh 2 MiB pages rigd keeps allocated ahead on each GPU, lent to no one until a
+    /// session leases one page: its lease is then one map, not an allocation and a map
+    /// (docs/compute.md, "Spare pages"). Not charged to anyone; read at start. 0: none.
+    pub spare_pages: u32,
 }
 
 impl Default for GpuMemory {
@@ -185,6 +189,7 @@ impl Default for GpuMemory {
         Self {
             per_uid_bytes: 64 << 30,
             per_gpu_bytes: 128 << 30,
+            spare_pages: 4,
         }
     }
 }

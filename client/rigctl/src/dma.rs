@@ -67,10 +67,11 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
     for g in &s.gpu_memory {
         writeln!(
             out,
-            "GPU memory on {}: {} lent, {} kept for CPU views; quota {} per uid, {} in all",
+            "GPU memory on {}: {} lent, {} kept for CPU views, {} spare; quota {} per uid, {} in all",
             g.gpu,
             fmt::size(g.lent_bytes),
             fmt::size(g.kept_bytes),
+            fmt::size(g.spare_bytes),
             fmt::size(g.per_uid_bytes),
             fmt::size(g.per_gpu_bytes)
         )?;

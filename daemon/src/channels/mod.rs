@@ -85,6 +85,8 @@ pub struct Limits {
     pub gpu_rings_per_uid: usize,
     /// What GPU memory sessions may hold on the GPU (`gpumem`).
     pub gpu_memory: gpumem::Quota,
+    /// Fresh 2 MiB pages kept ahead for leases (`gpumem::chores`).
+    pub spare_pages: u32,
 }
 
 impl Default for Limits {
@@ -96,6 +98,9 @@ impl Default for Limits {
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
             gpu_memory: gpumem::Quota::default(),
+            // None: what rigd runs with comes from the config (`config::GpuMemory`);
+            // without spares the RM sees each lease's own calls, in order.
+            spare_pages: 0,
         }
     }
 }
@@ -447,7 +452,12 @@ impl<R: Rm> Served<R> {
         let name = gpu.card().bdf.clone();
         let gpu = Arc::new(gpu);
         Self {
-            memory: Lender::new(Arc::clone(&gpu), name.clone(), limits.gpu_memory),
+            memory: Lender::new(
+                Arc::clone(&gpu),
+                name.clone(),
+                limits.gpu_memory,
+                limits.spare_pages,
+            ),
             boost: boost::Boost::default(),
             gpu,
             name,

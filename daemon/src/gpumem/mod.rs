@@ -28,12 +28,19 @@
 //! it was lent to, and is lent again only to that uid, for a request of the same size.
 //! Who may ask for one is `rig`'s to decide ([`GpuMemError::CpuViewRefused`]).
 //!
+//! Off the request path (`chores`, the lender's own thread): spare pages made ahead,
+//! so that a lease of one page is one map; the unmap and free of released memory,
+//! after the release's reply.
+//!
 //! Not here: the address space itself (`channels`, `nvrm::space`), the wire
 //! (`service`), the order of a session's end (`rig::ledger`: after its channels stop,
 //! before its address space goes).
 
+mod chores;
 #[cfg(test)]
 mod tests;
+
+pub use chores::MAX_PENDING;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -126,6 +133,8 @@ pub struct GpuMemTotals {
     pub lent_bytes: u64,
     /// Kept for CPU views and idle (charged to their uids until rigd exits).
     pub kept_bytes: u64,
+    /// Spare pages made ahead for leases, lent to no one (charged to no one).
+    pub spare_bytes: u64,
     pub quota: Quota,
 }
 
@@ -301,6 +310,7 @@ pub struct Lender<R: Rm> {
     name: String,
     quota: RwLock<Quota>,
     state: Mutex<State<R>>,
+    chores: chores::Chores<R>,
 }
 
 /// What an allocation's RM calls need, decided under the state's lock.
@@ -312,9 +322,11 @@ enum Source<R: Rm> {
 }
 
 impl<R: Rm> Lender<R> {
-    /// Lends `gpu`'s memory under `name` (its PCI address), within `quota`.
-    pub fn new(gpu: Arc<Gpu<R>>, name: String, quota: Quota) -> Self {
+    /// Lends `gpu`'s memory under `name` (its PCI address), within `quota`, keeping
+    /// `spare_pages` fresh pages ahead (`chores`).
+    pub fn new(gpu: Arc<Gpu<R>>, name: String, quota: Quota, spare_pages: u32) -> Self {
         Self {
+            chores: chores::Chores::start(Arc::clone(&gpu), &name, spare_pages),
             gpu,
             name,
             quota: RwLock::new(quota),
@@ -443,7 +455,14 @@ impl<R: Rm> Lender<R> {
             Source::Kept(m) => m,
             Source::New => {
                 let caching = req.cpu_view.then_some(Caching::WriteCombined);
-                match DeviceMem::paged(&self.gpu, req.bytes, Pages::Huge, caching) {
+                let spare = (!req.cpu_view && req.bytes == GPU_PAGE)
+                    .then(|| self.chores.take_spare())
+                    .flatten();
+                let made = match spare {
+                    Some(m) => Ok(m),
+                    None => DeviceMem::paged(&self.gpu, req.bytes, Pages::Huge, caching),
+                };
+                match made {
                     Ok(m) => {
                         let m = Arc::new(m);
                         if req.cpu_view {
@@ -533,14 +552,31 @@ impl<R: Rm> Lender<R> {
             let lent = h.lent.remove(&id).ok_or(GpuMemError::UnknownId { id })?;
             (h.uid, lent)
         };
-        self.take_back(session, uid, id, lent);
-        tracing::debug!(gpu = %self.name, session = session.0, id = id.0, "GPU memory freed");
+        // Off the books now; unmapped and freed by the lender's thread after the reply
+        // (`chores`), or here when it holds enough already.
+        if !lent.cpu_view {
+            self.lock().refund(uid, lent.bytes);
+        }
+        let Lent { view, bytes, .. } = lent;
+        if let Err(view) = self.chores.release(view, bytes) {
+            if let Err(e) = view.close() {
+                tracing::warn!(gpu = %self.name, session = session.0, id = id.0, error = &e as &dyn std::error::Error, "unmapping lent GPU memory");
+            }
+        }
+        tracing::debug!(gpu = %self.name, session = session.0, id = id.0, "GPU memory released");
         Ok(())
+    }
+
+    /// Returns once every release before is unmapped and freed.
+    pub fn settle(&self) {
+        self.chores.settle();
     }
 
     /// Ends `session`'s GPU memory: every allocation unmapped from its space and freed.
     /// Returns how many.
     pub fn end(&self, session: SessionId) -> usize {
+        // What it released before goes first: nothing of it is mapped when its space goes.
+        self.chores.settle();
         let Some(h) = self.lock().sessions.remove(&session) else {
             return 0;
         };
@@ -584,6 +620,7 @@ impl<R: Rm> Lender<R> {
             gpu: self.name.clone(),
             lent_bytes,
             kept_bytes,
+            spare_bytes: self.chores.spare_bytes(),
             quota,
         };
         (uses, totals)

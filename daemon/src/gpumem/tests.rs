@@ -21,7 +21,7 @@ struct Fixture {
 fn fixture(quota: Quota) -> Fixture {
     let rm = FakeRm::new();
     let gpu = Arc::new(Gpu::open(rm.clone(), None).expect("fake GPU"));
-    let lender = Lender::new(Arc::clone(&gpu), "0000:00:06.0".into(), quota);
+    let lender = Lender::new(Arc::clone(&gpu), "0000:00:06.0".into(), quota, 0);
     Fixture { rm, lender, gpu }
 }
 
@@ -135,6 +135,7 @@ fn quotas_hold_per_uid_and_per_gpu_and_a_free_gives_its_bytes_back() {
     assert_eq!(f.lender.left_for(1000), 0);
 
     f.lender.free(a, first.id).expect("free");
+    f.lender.settle();
 
     assert_eq!(f.lender.left_for(1000), 4 * PAGE);
     f.lender
@@ -161,6 +162,7 @@ fn an_id_is_known_only_in_its_own_session() {
     f.lender.free(SessionId(1), m.id).expect("its own");
     let e = f.lender.free(SessionId(1), m.id).expect_err("twice");
     assert!(matches!(e, GpuMemError::UnknownId { .. }));
+    f.lender.settle();
     assert_eq!(f.rm.vidmem_in_use(), 0);
 }
 
@@ -277,4 +279,135 @@ fn cpu_view_memory_is_kept_charged_and_lent_again_to_its_uid_only() {
     assert_eq!(f.lender.left_for(1000), 3 * PAGE, "at no new charge");
     assert_eq!(f.lender.status(None).1.kept_bytes, 0);
     drop((other, again));
+}
+
+fn with_spares(quota: Quota, spares: u32) -> Fixture {
+    let rm = FakeRm::new();
+    let gpu = Arc::new(Gpu::open(rm.clone(), None).expect("fake GPU"));
+    let lender = Lender::new(Arc::clone(&gpu), "0000:00:06.0".into(), quota, spares);
+    lender.settle();
+    Fixture { rm, lender, gpu }
+}
+
+/// The handles of NV01_MEMORY_LOCAL_USER allocations among `calls`.
+fn vidmem_handles(calls: &[Call]) -> Vec<u32> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Alloc {
+                class: r580::NV01_MEMORY_LOCAL_USER,
+                handle,
+                ..
+            } => Some(*handle),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_one_page_lease_is_a_spare_mapped_and_the_spares_are_made_again() {
+    let f = with_spares(quota(8, 8), 2);
+    assert_eq!(f.rm.vidmem_in_use(), 2 * PAGE, "two spares made at start");
+    assert_eq!(f.lender.status(None).1.spare_bytes, 2 * PAGE);
+    let (uses, _) = f.lender.status(None);
+    assert!(uses.is_empty(), "spares are no one's");
+    assert_eq!(f.lender.left_for(1000), 8 * PAGE, "and charged to no one");
+    let spares = vidmem_handles(&f.rm.calls());
+    let sp = space(&f);
+    let before = f.rm.calls().len();
+
+    let m = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(PAGE))
+        .expect("alloc");
+
+    // The map is the lease's own call; a refill may run beside it on the lender's thread.
+    let c = f.rm.calls()[before..].to_vec();
+    let mapped = c.iter().find_map(|c| match c {
+        Call::MapDma {
+            h_memory,
+            dma_offset,
+            ..
+        } => Some((*h_memory, *dma_offset)),
+        _ => None,
+    });
+    assert!(
+        matches!(mapped, Some((h, va)) if spares.contains(&h) && va == m.gpu_va.get()),
+        "a spare mapped at the lent VA: {c:#?}"
+    );
+    assert_eq!(f.lender.left_for(1000), 7 * PAGE, "charged once lent");
+    f.lender.settle();
+    assert_eq!(f.lender.status(None).1.spare_bytes, 2 * PAGE, "made again");
+    assert_eq!(f.rm.vidmem_in_use(), 3 * PAGE);
+
+    // Larger leases and CPU views allocate their own.
+    let before = f.rm.calls().len();
+    f.lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(2 * PAGE))
+        .expect("two pages");
+    let own = vidmem_handles(&f.rm.calls()[before..]);
+    assert_eq!(own.len(), 1, "its own allocation");
+    assert_eq!(f.lender.status(None).1.spare_bytes, 2 * PAGE);
+
+    drop(sp);
+    let rm = f.rm.clone();
+    f.lender.end(SessionId(1));
+    drop(f);
+    assert_eq!(rm.vidmem_in_use(), 0, "spares freed with the lender");
+    assert_eq!(rm.live_maps(), 0);
+}
+
+#[test]
+fn a_release_is_off_the_books_at_once_and_unmapped_then_freed_behind_it() {
+    let f = with_spares(quota(2, 8), 0);
+    let sp = space(&f);
+    let a = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(2 * PAGE))
+        .expect("the uid's whole quota");
+    let before = f.rm.calls().len();
+
+    f.lender.free(SessionId(1), a.id).expect("release");
+
+    assert!(
+        f.lender.status(None).0.iter().all(|u| u.bytes == 0),
+        "no longer the session's"
+    );
+    f.lender
+        .alloc(SessionId(1), peer(1000), &sp, plain(2 * PAGE))
+        .expect("the quota is free again at once");
+    f.lender.settle();
+    let c = &f.rm.calls()[before..];
+    let unmap = c
+        .iter()
+        .position(|c| matches!(c, Call::UnmapDma { dma_offset, .. } if *dma_offset == a.gpu_va.get()));
+    let free = c.iter().position(|c| matches!(c, Call::Free { .. }));
+    assert!(
+        matches!((unmap, free), (Some(u), Some(f)) if u < f),
+        "unmapped, then freed: {c:#?}"
+    );
+    assert_eq!(f.rm.vidmem_in_use(), 2 * PAGE, "only the new lease");
+    assert_eq!(f.rm.live_maps(), 1);
+}
+
+#[test]
+fn a_sessions_end_waits_for_what_it_released_before() {
+    let f = with_spares(quota(8, 8), 0);
+    let sp = space(&f);
+    let ids: Vec<GpuMemId> = (0..4)
+        .map(|_| {
+            f.lender
+                .alloc(SessionId(1), peer(1000), &sp, plain(PAGE))
+                .expect("alloc")
+                .id
+        })
+        .collect();
+    for id in &ids[..3] {
+        f.lender.free(SessionId(1), *id).expect("release");
+    }
+
+    assert_eq!(f.lender.end(SessionId(1)), 1);
+
+    assert_eq!(f.rm.vidmem_in_use(), 0, "released and held alike, before it returns");
+    assert_eq!(f.rm.live_maps(), 0);
 }

@@ -119,7 +119,7 @@ pub trait Window: fmt::Debug + Send + Sync {
     clippy::missing_errors_doc,
     reason = "every call fails with its CallError"
 )]
-pub trait Rm: fmt::Debug + Send + Sync {
+pub trait Rm: fmt::Debug + Send + Sync + 'static {
     /// The usermode page's mapping.
     type Usermode: Doorbell;
     /// A CPU view of GPU memory.

@@ -83,6 +83,7 @@ impl Rig {
             gpu_ring_bytes: c.gpu_ring_bytes,
             gpu_rings_per_uid: c.gpu_rings_per_uid,
             gpu_memory: (&running.gpu_memory).into(),
+            spare_pages: running.gpu_memory.spare_pages,
         }
     }
 
@@ -260,6 +261,8 @@ mod tests {
         config.paths.pci_ids = dir.path().join("none");
         config.paths.sysfs = dir.path().join("sys");
         config.paths.proc = dir.path().join("proc");
+        // No spare pages: the RM's calls are this session's alone.
+        config.gpu_memory.spare_pages = 0;
         let (rig, _) = Rig::new(&config);
         let rm = FakeRm::new();
         let gpu = nvrm::Gpu::open(rm.clone(), None).expect("fake GPU");

@@ -101,6 +101,7 @@ pub fn totals(t: GpuMemTotals) -> rig_model::dma::GpuMemoryStatus {
         gpu: t.gpu,
         lent_bytes: t.lent_bytes,
         kept_bytes: t.kept_bytes,
+        spare_bytes: t.spare_bytes,
         per_uid_bytes: t.quota.per_uid_bytes,
         per_gpu_bytes: t.quota.per_gpu_bytes,
     }

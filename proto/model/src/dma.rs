@@ -81,6 +81,9 @@ pub struct GpuMemoryStatus {
     pub lent_bytes: u64,
     /// Memory lent with a CPU view, kept for its uid and idle now.
     pub kept_bytes: u64,
+    /// Spare pages rigd made ahead for leases, lent to no one.
+    #[serde(default)]
+    pub spare_bytes: u64,
     /// The quotas in force: one uid's sessions together, and all of them.
     pub per_uid_bytes: u64,
     pub per_gpu_bytes: u64,

@@ -159,6 +159,7 @@ impl From<&m::GpuMemoryStatus> for pb::DmaGpuMemory {
             gpu: g.gpu.clone(),
             lent_bytes: g.lent_bytes,
             kept_bytes: g.kept_bytes,
+            spare_bytes: g.spare_bytes,
             per_uid_bytes: g.per_uid_bytes,
             per_gpu_bytes: g.per_gpu_bytes,
         }
@@ -171,6 +172,7 @@ impl From<pb::DmaGpuMemory> for m::GpuMemoryStatus {
             gpu: g.gpu,
             lent_bytes: g.lent_bytes,
             kept_bytes: g.kept_bytes,
+            spare_bytes: g.spare_bytes,
             per_uid_bytes: g.per_uid_bytes,
             per_gpu_bytes: g.per_gpu_bytes,
         }
@@ -240,12 +242,15 @@ mod tests {
     }
 
     fn gpu_memory() -> impl Strategy<Value = m::GpuMemoryStatus> {
-        ("\\PC{0,12}", any::<(u64, u64, u64, u64)>()).prop_map(|(gpu, b)| m::GpuMemoryStatus {
-            gpu,
-            lent_bytes: b.0,
-            kept_bytes: b.1,
-            per_uid_bytes: b.2,
-            per_gpu_bytes: b.3,
+        ("\\PC{0,12}", any::<(u64, u64, u64, u64, u64)>()).prop_map(|(gpu, b)| {
+            m::GpuMemoryStatus {
+                gpu,
+                lent_bytes: b.0,
+                kept_bytes: b.1,
+                spare_bytes: b.4,
+                per_uid_bytes: b.2,
+                per_gpu_bytes: b.3,
+            }
         })
     }
 
