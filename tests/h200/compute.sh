@@ -5,12 +5,17 @@
 # memory lent to its session, launches every fixture kernel and checks each result,
 # copies in every direction, and ends with a deliberate out-of-bounds store in a
 # session of its own (one Xid 31). CUDA's anchor runs the same cubin in the same call,
-# so the figures compare side by side. rigd stops at the end, which frees everything it
-# made; what the RM holds before and after is printed.
+# so the figures compare side by side. Then 64 clients, each a process of its own uid,
+# launch and check their own results at once for 10 s, then 15 (one per free CPU), and
+# CUDA's processes the same (`swarm`; SWARM="64 15" sets the counts), and a client killed
+# with SIGKILL in the middle of a 10-second kernel is reclaimed and followed by a new
+# client whose kernels must be right (`kill`). rigd stops at the end, which frees
+# everything it made; what the RM holds before and after is printed.
 #
 #     tests/h200/compute.sh .dev [CUBIN]   # .dev holds static rigd, rigctl, rig-compute-probe
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
+#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill (default all)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels, CUDA).
 set -u
@@ -39,7 +44,7 @@ group = "nogroup"
 [paths]
 state_dir = "$RUN/state"
 [dma]
-pool_bytes = $((1024 << 20))
+pool_bytes = $((2048 << 20))
 reserve_hugepages = true
 [dma.quota]
 per_uid_bytes = $((1024 << 20))
@@ -49,6 +54,35 @@ serve = ["$GPU"]
 per_session = 4
 gpu_rings_group = "nogroup"
 EOF
+want() { case " ${PHASES:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
+ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
+rss() { awk '/VmRSS/ { print $2 " kB" }' "/proc/$RIGD/status"; }
+# What rigd's books still hold: channels, and GPU memory lent (bytes).
+held() {
+  echo "$(ctl channels --json | grep -c '"channel"') channels, $(ctl dma --json | tr ',' '\n' | awk -F: '/"lent_bytes"/ { s += $2 } END { print s + 0 }') B GPU memory lent"
+}
+# CUDA's anchor, compiled once (nvcc is on the device machine).
+cuda_anchor() {
+  [ -x /tmp/cuda_compute_anchor ] ||
+    nvcc -O2 -o /tmp/cuda_compute_anchor tests/h200/cuda_compute_anchor.c -lcuda 2> "$RUN/nvcc.log"
+}
+# Clients' launch + completion medians (field 4) and p99s (field 6) from `PREFIX
+# swarm_launch_sync_us` lines of FILES: the spread, the median of medians, the worst p99.
+spread() { # prefix files...
+  p=$1
+  shift
+  lines=$(cat "$@" | grep "^$p swarm_launch_sync_us")
+  meds=$(echo "$lines" | awk '{ print $4 }' | sort -n)
+  n=$(echo "$meds" | grep -c .)
+  echo "$n clients reported; launch + completion, per client's median: $(echo "$meds" | head -n1) .. $(echo "$meds" | tail -n1) us, median of medians $(echo "$meds" | sed -n "$(((n + 1) / 2))p") us; worst p99 $(echo "$lines" | awk '{ print $6 }' | sort -n | tail -n1) us"
+}
+# Call only in a subshell (`&`): it execs, so that `$!` is the probe itself.
+client() { # uid cpu args...
+  uid=$1 cpu=$2
+  shift 2
+  exec env RIG_PROBE_UID="$uid" RIG_PROBE_GID=$NOBODY taskset -c "$cpu" \
+    "$BIN/rig-compute-probe" "$@"
+}
 [ -n "${RINGS:-}" ] && export RIG_PROBE_RINGS="$RINGS"
 
 pgrep -x rigd > /dev/null && { say "a rigd is running already"; exit 1; }
@@ -62,14 +96,89 @@ sleep 1
 say "rigd $RIGD up after $((i * 100)) ms"
 
 FAIL=0
-say "rig-compute-probe (uid $NOBODY), cubin $(basename "$CUBIN")"
-taskset -c 2 sh -c "RIG_PROBE_UID=$NOBODY $BIN/rig-compute-probe $RUN/rigd.sock $GPU $CUBIN" || FAIL=1
-say "rigctl dma after the probe"
-"$BIN/rigctl" --socket "$RUN/rigd.sock" dma 2>&1 | head -20
+if want probe; then
+  say "rig-compute-probe (uid $NOBODY), cubin $(basename "$CUBIN")"
+  taskset -c 2 sh -c "RIG_PROBE_UID=$NOBODY $BIN/rig-compute-probe $RUN/rigd.sock $GPU $CUBIN" || FAIL=1
+  say "rigctl dma after the probe"
+  ctl dma 2>&1 | head -20
+fi
 
-if [ -z "${SKIP_CUDA:-}" ]; then
+if want swarm; then
+for N in ${SWARM:-64 15}; do
+  rm -f "$RUN"/swarm-*.out "$RUN"/cuda-swarm-*.out
+  say "swarm: $N clients (uids 60000..), launching and checking their own results for 10 s"
+  before="$(smi) | rigd $(rss) | $(held)"
+  PIDS=
+  k=0
+  while [ $k -lt "$N" ]; do
+    client $((60000 + k)) $((1 + k % 15)) swarm 10 "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/swarm-$k.out" 2>&1 &
+    PIDS="$PIDS $!"
+    k=$((k + 1))
+  done
+  peak=0
+  for t in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    sleep 1
+    r=$(awk '/VmRSS/ { print $2 }' "/proc/$RIGD/status")
+    [ "$r" -gt "$peak" ] && peak=$r
+  done
+  bad=0
+  k=0
+  for p in $PIDS; do
+    wait "$p" || { bad=$((bad + 1)); say "swarm client $k failed:"; tail -3 "$RUN/swarm-$k.out"; }
+    k=$((k + 1))
+  done
+  [ $bad = 0 ] || FAIL=1
+  say "swarm: $(spread rig "$RUN"/swarm-*.out)"
+  say "swarm: $(cat "$RUN"/swarm-*.out | awk '/^swarm pid/ { l += $5; s += $7 } /^check .* ok/ { ok++ } END { print l " launches and " s " saxpys, " ok " checks passed" }')"
+  sleep 1
+  say "swarm: before $before"
+  say "swarm: rigd peak RSS during it $peak kB"
+  say "swarm: after  $(smi) | rigd $(rss) | $(held)"
+  case "$(held)" in "0 channels, 0 B GPU memory lent") ;; *) say "swarm: not all reclaimed"; FAIL=1 ;; esac
+  if [ -z "${SKIP_CUDA:-}" ] && cuda_anchor; then
+    say "swarm: CUDA, $N processes on the same CPUs, the same 10 s"
+    PIDS=
+    k=0
+    while [ $k -lt "$N" ]; do
+      taskset -c $((1 + k % 15)) /tmp/cuda_compute_anchor "$CUBIN" swarm 10 > "$RUN/cuda-swarm-$k.out" 2>&1 &
+      PIDS="$PIDS $!"
+      k=$((k + 1))
+    done
+    for p in $PIDS; do wait "$p" || FAIL=1; done
+    say "swarm: CUDA: $(spread anchor "$RUN"/cuda-swarm-*.out)"
+    say "swarm: CUDA: $(cat "$RUN"/cuda-swarm-*.out | awk '/^anchor swarm pid/ { l += $6; w += $8 } END { print l " launches, " w " wrong values" }')"
+  fi
+done
+fi
+
+if want kill; then
+  say "kill: SIGKILL in the middle of a 10-second kernel, then a new client"
+  before="$(smi) | $(held)"
+  client 60100 3 spin "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/spin.out" 2>&1 &
+  SPIN=$!
+  j=0
+  while ! grep -q spinning "$RUN/spin.out" && [ $j -lt 300 ]; do sleep 0.1; j=$((j + 1)); done
+  cat "$RUN/spin.out"
+  say "kill: while it spins: $(smi) | $(held)"
+  sleep 1
+  t0=$(date +%s%N)
+  kill -9 $SPIN
+  wait $SPIN 2> /dev/null
+  j=0
+  while [ "$(held)" != "0 channels, 0 B GPU memory lent" ] && [ $j -lt 3000 ]; do sleep 0.01; j=$((j + 1)); done
+  say "kill: reclaimed in $((($(date +%s%N) - t0) / 1000000)) ms: $(held)"
+  [ "$(held)" = "0 channels, 0 B GPU memory lent" ] || FAIL=1
+  t0=$(date +%s%N)
+  (client 60101 4 swarm 2 "$RUN/rigd.sock" "$GPU" "$CUBIN") > "$RUN/after-kill.out" 2>&1 || { FAIL=1; say "kill: the new client failed"; }
+  cat "$RUN/after-kill.out"
+  say "kill: the new client ran in $((($(date +%s%N) - t0) / 1000000)) ms"
+  say "kill: before $before"
+  say "kill: after  $(smi) | $(held)"
+fi
+
+if want cuda && [ -z "${SKIP_CUDA:-}" ]; then
   say "CUDA in the same run, same cubin"
-  if nvcc -O2 -o /tmp/cuda_compute_anchor tests/h200/cuda_compute_anchor.c -lcuda 2> "$RUN/nvcc.log"; then
+  if cuda_anchor; then
     taskset -c 2 /tmp/cuda_compute_anchor "$CUBIN" 10000 || FAIL=1
   else
     cat "$RUN/nvcc.log"; FAIL=1

@@ -5,6 +5,11 @@
  *
  *     nvcc -O2 -o /tmp/cuda_compute_anchor tests/h200/cuda_compute_anchor.c -lcuda
  *     /tmp/cuda_compute_anchor kernels.sm_90.cubin [launches]
+ *     /tmp/cuda_compute_anchor kernels.sm_90.cubin swarm SECONDS
+ *
+ * `swarm` is one of many processes at once, as rig-compute-probe's `swarm`: store_at
+ * launched and synchronised one at a time for SECONDS, storing this launch's own value
+ * into pinned, mapped host memory that is read back after each.
  *
  * Prints one line per figure: `anchor <name> median <x> p99 <y> <unit> (n <count>)`.
  * Uses the GPU only through CUDA (spin scheduling, as a latency-minded runtime would);
@@ -16,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHECK(x)                                                               \
     do {                                                                       \
@@ -57,8 +63,54 @@ static void *read_file(const char *path) {
     return b;
 }
 
+static int swarm(const void *image, double seconds) {
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream s;
+    CUmodule mod;
+    CUfunction store;
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuCtxCreate(&ctx, NULL, CU_CTX_SCHED_SPIN, dev));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuModuleLoadData(&mod, image));
+    CHECK(cuModuleGetFunction(&store, mod, "store_at"));
+    unsigned *host;
+    CUdeviceptr dhost;
+    CHECK(cuMemHostAlloc((void **)&host, 4096 * 4, CU_MEMHOSTALLOC_DEVICEMAP));
+    CHECK(cuMemHostGetDevicePointer(&dhost, host, 0));
+    unsigned tag = (unsigned)getpid() & 0xfff;
+    int cap = 4 << 20, n = 0;
+    long wrong = 0;
+    double *lat = malloc(cap * sizeof *lat), end = now_us() + seconds * 1e6;
+    while (now_us() < end && n < cap) {
+        unsigned at = n % 4096, value = (tag << 20) | (n & 0xfffff);
+        CUdeviceptr p = dhost + at * 4;
+        void *args[] = {&p, &value};
+        double t0 = now_us();
+        CHECK(cuLaunchKernel(store, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
+        CHECK(cuStreamSynchronize(s));
+        lat[n++] = now_us() - t0;
+        wrong += ((volatile unsigned *)host)[at] != value;
+    }
+    report("swarm_launch_sync_us", lat, n, "us");
+    printf("anchor swarm pid %d launches %d wrong %ld\n", (int)getpid(), n, wrong);
+    CHECK(cuMemFreeHost(host));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuCtxDestroy(ctx));
+    free(lat);
+    return wrong != 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s CUBIN [launches]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s CUBIN [launches | swarm SECONDS]\n", argv[0]); return 2; }
+    if (argc > 3 && strcmp(argv[2], "swarm") == 0) {
+        void *image = read_file(argv[1]);
+        CHECK(cuInit(0));
+        int rc = swarm(image, atof(argv[3]));
+        free(image);
+        return rc;
+    }
     int n = argc > 2 ? atoi(argv[2]) : 10000;
     void *image = read_file(argv[1]);
     CHECK(cuInit(0));

@@ -9,9 +9,10 @@
 //! What it does, in order, each step printed: starts rigd in this process serving every
 //! GPU the RM drives (`[channels] serve = ["all"]`, a 64 MiB hugepage pool, quotas of
 //! 128 GiB) on a socket of its own; a client (root) checks what the claim says of the
-//! GPU (sm_90, 132 SMs, the layout); a client of uid 65534 fills 64 MiB and then 1 GiB
-//! of GPU memory with 0xa5 on the copy engine and exits; a root client then gets GPU
-//! memory of the same sizes and reads every word of it back through the copy engine:
+//! GPU (sm_90, 132 SMs, the layout); a client of uid 65534 fills 16 leases of 2 MiB
+//! (rigd's spare pages and those made again after), then 64 MiB, then 1 GiB of GPU
+//! memory with 0xa5 on the copy engine and exits; a root client then gets GPU memory
+//! of the same sizes and reads every word of it back through the copy engine:
 //! all must be zero (rigd does not clear what it lends: the RM hands it out cleared).
 //! Then the figures: a lease and release of 2 MiB through rigd, a cached alloc and free,
 //! and a 1 GiB device-to-device copy on one copy engine with the clocks boosted
@@ -89,18 +90,24 @@ async fn child(args: &str) -> Res<()> {
     let s = Session::open(socket, gpu).await?;
     match mode {
         "fill" => {
+            // COUNT leases of BYTES each (2 MiB ones come from rigd's spare pages).
             let bytes: u64 = it.next().ok_or("bytes")?.parse()?;
-            let g = GpuMemory::alloc(&s, bytes).await?;
+            let count: u64 = it.next().ok_or("count")?.parse()?;
             let h = s.alloc(STAGE, 4096).await?;
             h.write(0, &vec![0xa5u8; usize::try_from(STAGE)?])?;
             let mut ch = Channel::open(&s, Engine::Copy, 1024).await?;
             let hva = h.gpu_va().ok_or("a served GPU's buffer")?;
-            let mut at = 0;
-            while at < bytes {
-                copy(&mut ch, hva, GpuVa(g.va().get() + at), STAGE, STAGE)?;
-                at += STAGE;
+            let mut held = Vec::new();
+            for _ in 0..count {
+                let g = GpuMemory::lease(&s, bytes).await?;
+                let mut at = 0;
+                while at < bytes {
+                    copy(&mut ch, hva, GpuVa(g.va.get() + at), STAGE, STAGE)?;
+                    at += STAGE;
+                }
+                held.push(g);
             }
-            println!("filled {bytes} bytes at {}", g.va());
+            println!("filled {count} x {bytes} bytes");
         }
         "hold" => {
             let _g = GpuMemory::lease(&s, GIB).await?;
@@ -209,8 +216,10 @@ async fn run() -> Res<()> {
     let geometry_ok = geo.sm_version == 0x900 && geo.sms() == 132;
 
     // Another uid's data never reaches this one.
-    for bytes in [64 * MIB, GIB] {
-        let mut c = spawn(&format!("fill {sock} {gpu} {bytes}"))?;
+    // 16 pages of 2 MiB, each its own lease: the first four are rigd's spare pages made
+    // before the filler freed, the rest made again after it, from what the RM freed.
+    for (bytes, count) in [(2 * MIB, 16), (64 * MIB, 1), (GIB, 1)] {
+        let mut c = spawn(&format!("fill {sock} {gpu} {bytes} {count}"))?;
         wait_for(&mut c, "filled")?;
         c.wait()?;
         let t = Instant::now();
@@ -225,30 +234,36 @@ async fn run() -> Res<()> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let m = GpuMemory::lease(&s, bytes).await?;
         let h = s.alloc(STAGE, 4096).await?;
         let hva = h.gpu_va().ok_or("GPU VA")?;
         let mut ch = Channel::open(&s, Engine::Copy, 1024).await?;
         let mut buf = vec![0u8; usize::try_from(STAGE)?];
         let (mut stale, mut nonzero) = (0u64, 0u64);
-        let mut at = 0;
-        while at < bytes {
-            h.write(0, &vec![0x5au8; buf.len()])?;
-            copy(&mut ch, GpuVa(m.va.get() + at), hva, STAGE, STAGE)?;
-            h.read(0, &mut buf)?;
-            for w in buf.chunks_exact(4) {
-                let w = u32::from_ne_bytes(w.try_into()?);
-                stale += u64::from(w == 0xa5a5_a5a5);
-                nonzero += u64::from(w != 0);
+        let mut lent = Vec::new();
+        for _ in 0..count {
+            let m = GpuMemory::lease(&s, bytes).await?;
+            let mut at = 0;
+            while at < bytes {
+                h.write(0, &vec![0x5au8; buf.len()])?;
+                copy(&mut ch, GpuVa(m.va.get() + at), hva, STAGE, STAGE)?;
+                h.read(0, &mut buf)?;
+                for w in buf.chunks_exact(4) {
+                    let w = u32::from_ne_bytes(w.try_into()?);
+                    stale += u64::from(w == 0xa5a5_a5a5);
+                    nonzero += u64::from(w != 0);
+                }
+                at += STAGE;
             }
-            at += STAGE;
+            lent.push(m.id);
         }
         println!(
-            "{} MiB lent after uid {NOBODY} filled and freed as much: {stale} stale words, {nonzero} nonzero",
+            "{count} x {} MiB lent after uid {NOBODY} filled and freed as much: {stale} stale words, {nonzero} nonzero",
             bytes / MIB
         );
         ch.close(&s).await?;
-        GpuMemory::release(&s, m.id).await?;
+        for id in lent {
+            GpuMemory::release(&s, id).await?;
+        }
         if stale + nonzero > 0 {
             return Err("memory lent to a session held another uid's data".into());
         }

@@ -3,11 +3,18 @@
 //! (tests/h200/cuda_compute_anchor.c) measures on the same cubin. Not an interface for
 //! people.
 //!
-//! `rig-compute-probe SOCKET GPU [CUBIN]` (the cubin also from `RIG_CUBIN`; the
-//! fixtures are in client/cubin/tests/data/). With `RIG_PROBE_UID=N` a root start drops
+//! `rig-compute-probe [ROLE] SOCKET GPU [CUBIN]` (the cubin also from `RIG_CUBIN`; the
+//! fixtures are in client/cubin/tests/data/). ROLE is `all` (the default: everything
+//! below), `swarm SECONDS` (one of many clients at once: `store_at` launched one at a
+//! time for SECONDS, each launch's own value read back from host memory, and a saxpy
+//! with this client's own factor every 500 launches, checked whole at the end) or
+//! `spin` (a kernel that runs for about 10 s, then `spinning` on stdout; the process
+//! waits to be killed). With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
-//! and the launch arena in GPU memory (rigd must allow the uid).
+//! and the launch arena in GPU memory (rigd must allow the uid); with
+//! `RIG_PROBE_INVALIDATE_EACH=1` every launch pushes INVALIDATE_SHADER_CACHES, not only
+//! the first after a module load (`ComputeOptions::invalidate_each_launch`).
 //!
 //! In order: opening (session, channels, the copy kernel, the cubin, a first `empty`
 //! kernel; five times); `empty` launches one at a time and 10,000 back to back; saxpy
@@ -43,9 +50,10 @@ const STAGE: u64 = 256 * MIB;
 // an H200, a channel's first work well under a second; 10 s says something is wrong.
 const LONG: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: rig-compute-probe SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
+       RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
   prints `rig NAME median X p99 Y UNIT (n N)` and `check NAME ok ...` lines";
 
 /// Where the probe's device buffers, module images and local memory come from: the
@@ -98,12 +106,21 @@ fn main() -> ExitCode {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
-    let (socket, gpu, cubin) = match args.as_slice() {
-        [_, s, g] => (s.clone(), g.clone(), std::env::var("RIG_CUBIN").ok()),
-        [_, s, g, c] => (s.clone(), g.clone(), Some(c.clone())),
+    let (role, rest) = match args.get(1).map(String::as_str) {
+        Some("all") => (Role::All, &args[2..]),
+        Some("spin") => (Role::Spin, &args[2..]),
+        Some("swarm") => match args.get(2).and_then(|n| n.parse().ok()) {
+            Some(n) => (Role::Swarm(n), &args[3..]),
+            None => (Role::Usage, &args[..0]),
+        },
+        _ => (Role::All, args.get(1..).unwrap_or_default()),
+    };
+    let (socket, gpu, cubin) = match rest {
+        [s, g] => (s.clone(), g.clone(), std::env::var("RIG_CUBIN").ok()),
+        [s, g, c] => (s.clone(), g.clone(), Some(c.clone())),
         _ => (String::new(), String::new(), None),
     };
-    let Some(cubin) = cubin.filter(|_| !socket.is_empty()) else {
+    let Some(cubin) = cubin.filter(|_| !socket.is_empty() && role != Role::Usage) else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
@@ -113,7 +130,13 @@ fn main() -> ExitCode {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(probe(&socket, &gpu, &bytes))
+        rt.block_on(async {
+            match role {
+                Role::Swarm(seconds) => swarm(&socket, &gpu, &bytes, seconds).await,
+                Role::Spin => spin(&socket, &gpu, &bytes).await,
+                Role::All | Role::Usage => probe(&socket, &gpu, &bytes).await,
+            }
+        })
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,
@@ -122,6 +145,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    All,
+    Swarm(u64),
+    Spin,
+    Usage,
 }
 
 fn options() -> RuntimeOptions {
@@ -133,6 +164,8 @@ fn options() -> RuntimeOptions {
         compute: ComputeOptions {
             rings,
             timeout: LONG,
+            invalidate_each_launch: std::env::var("RIG_PROBE_INVALIDATE_EACH").as_deref()
+                == Ok("1"),
             ..ComputeOptions::default()
         },
         copy: CopyOptions {
@@ -180,13 +213,18 @@ struct Probe {
 
 impl Probe {
     async fn open(socket: &str, gpu: &str, cubin: &[u8]) -> Res<(Self, Kernel)> {
+        Self::open_staged(socket, gpu, cubin, STAGE).await
+    }
+
+    /// As [`Probe::open`], with `stage` bytes of staging.
+    async fn open_staged(socket: &str, gpu: &str, cubin: &[u8], stage: u64) -> Res<(Self, Kernel)> {
         let s = Session::open(socket, gpu).await?;
         let mut rt = Runtime::open(&s, &Device, options()).await?;
         let m = rt.load(&s, &Device, cubin).await?;
         let empty = m.kernel("empty")?;
         let v = rt.compute().launch(&empty, 1, 1, 0, &[])?;
         rt.compute().wait(v, LONG)?;
-        let host = s.alloc(STAGE, 2 * MIB).await?;
+        let host = s.alloc(stage, 2 * MIB).await?;
         Ok((Self { s, rt, m, host }, empty))
     }
 
@@ -282,6 +320,19 @@ async fn probe(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         lr.push(us(lease_release_2mib(&p.s).await?));
     }
     report("lease_release_2MiB_us", lr, "us");
+    // The two round trips apart: the lease (a spare page mapped, or an allocation and a
+    // map) and the release (off the books; the unmap and free come after the reply).
+    let (mut lease, mut release) = (Vec::new(), Vec::new());
+    for _ in 0..1000 {
+        let t = Instant::now();
+        let l = GpuMemory::lease(&p.s, 2 * MIB).await?;
+        let t1 = Instant::now();
+        GpuMemory::release(&p.s, l.id).await?;
+        lease.push(us(t1 - t));
+        release.push(us(t1.elapsed()));
+    }
+    report("lease_2MiB_us", lease, "us");
+    report("release_2MiB_us", release, "us");
 
     fault(socket, gpu, cubin).await?;
     // The first session was not disturbed by the other's fault.
@@ -305,6 +356,26 @@ fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
     }
     report("empty_launch_sync_us", rtt, "us");
     report("empty_launch_host_us", host, "us");
+    // Where the host time goes: the launch written (enqueue), then the doorbell
+    // (submit); and what two clock reads alone cost, which every sample includes.
+    let (mut enq, mut sub, mut clock) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..10_100 {
+        let t0 = Instant::now();
+        let v = p.rt.compute().enqueue(empty, 1, 1, 0, &[])?;
+        let t1 = Instant::now();
+        p.rt.compute().submit()?;
+        let t2 = Instant::now();
+        p.rt.compute().wait(v, LONG)?;
+        let t3 = Instant::now();
+        if i >= 100 {
+            enq.push(us(t1 - t0));
+            sub.push(us(t2 - t1));
+            clock.push(us(Instant::now() - t3));
+        }
+    }
+    report("empty_enqueue_host_us", enq, "us");
+    report("empty_submit_host_us", sub, "us");
+    report("clock_pair_us", clock, "us");
     let n = 10_000;
     let t = Instant::now();
     let mut v = 0;
@@ -491,4 +562,83 @@ async fn fault(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         println!("closing the faulted session: {e}");
     }
     Ok(())
+}
+
+/// Staging for the clients of `swarm` and `spin`: 64 of them share rigd's host pool.
+const SMALL_STAGE: u64 = 4 * MIB;
+
+/// `swarm SECONDS`: one of many clients launching at once. `store_at` stores this
+/// launch's own value (the pid's low 12 bits and the launch's number) into a host lease,
+/// launched and waited for one at a time and read back after each; every 500 launches a
+/// saxpy adds this client's own factor to 2^20 floats in its GPU memory, all checked at
+/// the end. A value of another client's, or a lost store, fails the check.
+async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
+    let (mut p, _) = Probe::open_staged(socket, gpu, cubin, SMALL_STAGE).await?;
+    let me = std::process::id();
+    let tag = me & 0xfff;
+    let store = p.m.kernel("store_at")?;
+    let results = p.s.alloc(2 * MIB, 2 * MIB).await?;
+    let n: u64 = 1 << 20;
+    let (x, y) = (p.buffer(n * 4).await?, p.buffer(n * 4).await?);
+    let ones: Vec<u8> = (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    p.put(x.as_ref(), 0, &ones)?;
+    p.put(y.as_ref(), 0, &vec![0u8; usize::try_from(n * 4)?])?;
+    let a = f32::from(u16::try_from(tag % 1000 + 1)?);
+    let sax = [Arg::F32(a), Arg::Ptr(x.va()), Arg::Ptr(y.va()), Arg::U64(n)];
+    let grid = u32::try_from(n / 256)?;
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let (mut lat, mut wrong, mut saxpys) = (Vec::new(), 0u64, 0u32);
+    let mut i = 0u32;
+    while Instant::now() < deadline {
+        let at = u64::from(i % 4096) * 4;
+        let value = (tag << 20) | (i & 0xf_ffff);
+        let ptr = rig_model::addr::GpuVa(results.va().get() + at);
+        let t = Instant::now();
+        let v =
+            p.rt.compute()
+                .launch(&store, 1, 1, 0, &[Arg::Ptr(ptr), Arg::U32(value)])?;
+        p.rt.compute().wait(v, LONG)?;
+        lat.push(us(t.elapsed()));
+        let mut got = [0u8; 4];
+        results.read(at, &mut got)?;
+        wrong += u64::from(u32::from_le_bytes(got) != value);
+        i += 1;
+        if i % 500 == 0 {
+            p.run("saxpy", (grid, 1, 1), (256, 1, 1), 0, &sax)?;
+            saxpys += 1;
+        }
+    }
+    report("swarm_launch_sync_us", lat, "us");
+    check("swarm_store_at_own_value", wrong, i.into())?;
+    let want = a * f32::from(u16::try_from(saxpys)?);
+    let b = p.get(y.as_ref(), 0, n * 4)?.0;
+    let wrong = words(&b).filter(|&w| f32::from_bits(w) != want).count();
+    check("swarm_saxpy_own_factor", wrong as u64, n)?;
+    println!("swarm pid {me} launches {i} saxpys {saxpys}");
+    p.rt.close(&p.s).await?;
+    Ok(())
+}
+
+/// `spin`: a kernel on every SM that runs for about 10 s (2 * 10^10 clocks at the
+/// H200's 1.98 GHz), then `spinning`; waits to be killed (60 s at most).
+async fn spin(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    let (mut p, _) = Probe::open_staged(socket, gpu, cubin, SMALL_STAGE).await?;
+    let done = p.buffer(2 * MIB).await?;
+    p.put(done.as_ref(), 0, &[0u8; 4])?;
+    let k = p.m.kernel("spin")?;
+    let v = p.rt.compute().launch(
+        &k,
+        132,
+        32,
+        0,
+        &[Arg::U64(20_000_000_000), Arg::Ptr(done.va())],
+    )?;
+    std::thread::sleep(Duration::from_millis(200));
+    if p.rt.compute().channel().completed()? >= v {
+        return Err("spin FAILED: the kernel ended within 200 ms".into());
+    }
+    println!("spinning (value {v} in flight)");
+    std::io::Write::flush(&mut std::io::stdout())?;
+    std::thread::sleep(Duration::from_secs(60));
+    Err("spin: not killed within 60 s".into())
 }
