@@ -169,17 +169,25 @@ if [ "$FLAVOUR" = full ]; then
 fi
 printf '%q ' "$QEMU" "${QEMU_ARGS[@]}" > "$OUT/qemu.cmd"; echo >> "$OUT/qemu.cmd"
 
-# One machine at a time: two TCG guests on 2 cores would slow both past their limits.
-# RIG_VM_SHARED=1 opts out, for a long boot (scripts/soak.sh's hour) that must not starve
-# everyone else's: no boot.lock (callers skip /tmp/rig-vm.lock too) and QEMU at nice 19
-# (RIG_VM_NICE), so the other boots keep their speed and this one runs on what is left.
+# RIG_VM_SLOTS machines at a time (default 1; run-tier.sh sets one per CPU):
+# each TCG guest keeps a core to itself, and more than that would slow them past their
+# limits. RIG_VM_SHARED=1 opts out, for a long boot (scripts/soak.sh's hour) that must
+# not starve everyone else's: no boot lock (callers skip /tmp/rig-vm.lock too) and QEMU
+# at nice 19 (RIG_VM_NICE), so the other boots keep their speed and this one runs on
+# what is left.
 NICE=()
 if [ "${RIG_VM_SHARED:-0}" = 1 ]; then
   NICE=(nice -n "${RIG_VM_NICE:-19}")
-  say "RIG_VM_SHARED=1: not taking boot.lock; QEMU runs under ${NICE[*]}"
+  say "RIG_VM_SHARED=1: not taking a boot lock; QEMU runs under ${NICE[*]}"
 else
-  exec 9> "$RIG_VM_CACHE/boot.lock"
-  flock 9
+  slots=${RIG_VM_SLOTS:-1}
+  slot=0
+  while :; do
+    exec 9> "$RIG_VM_CACHE/boot.lock.$slot"
+    flock -n 9 && break
+    slot=$(((slot + 1) % slots))
+    [ "$slot" = 0 ] && sleep 0.5
+  done
 fi
 say "boot $FLAVOUR/$PROFILE: ${SCENARIOS[*]} (limit ${LIMIT}s, QEMU $QEMU_VERSION, Linux $KVER)"
 t=$(date +%s.%N)
