@@ -11,9 +11,9 @@
 //!   given back at once; the unmap from the session's space and the RM's free run here,
 //!   in the order they were released. The VA range stays the session's until its unmap,
 //!   so no other lease is mapped over it meanwhile, and until then only that session's
-//!   own work can reach the memory. What waits here is bounded ([`MAX_PENDING`]); past
-//!   it a release does its own unmap and free, so a client that releases faster than
-//!   the RM frees cannot hold more GPU memory than its quota by more than that.
+//!   own work can reach the memory. A release never waits here; a lease waits for the
+//!   releases before it when more than [`MAX_PENDING`] is pending, so a client that
+//!   releases faster than the RM frees holds at most that beyond its quota.
 //! - **A session's end** does its own unmaps and frees (in the ledger's order, before
 //!   its address space goes) after [`Chores::settle`]: whatever it released earlier is
 //!   gone first.
@@ -95,7 +95,11 @@ impl<R: Rm> Chores<R> {
         let (tx, thread) = match thread {
             Ok(t) => (Some(tx), Some(t)),
             Err(e) => {
-                tracing::warn!(gpu = name, error = &e as &dyn std::error::Error, "no GPU memory thread: leases and releases do all their RM calls");
+                tracing::warn!(
+                    gpu = name,
+                    error = &e as &dyn std::error::Error,
+                    "no GPU memory thread: leases and releases do all their RM calls"
+                );
                 (None, None)
             }
         };
@@ -120,19 +124,22 @@ impl<R: Rm> Chores<R> {
         Some(m)
     }
 
+    /// Bytes released and not yet unmapped and freed.
+    pub fn pending(&self) -> u64 {
+        self.shared.pending.load(Ordering::Acquire)
+    }
+
     /// Bytes of spare pages ready now.
     pub fn spare_bytes(&self) -> u64 {
         self.shared.spares().len() as u64 * GPU_PAGE
     }
 
     /// Hands `view` (a released allocation of `bytes`) to the thread to unmap and free;
-    /// gives it back when the thread already holds [`MAX_PENDING`] or there is none.
+    /// gives it back only when there is no thread. Never waits: what is pending is
+    /// bounded by the leases, which wait past [`MAX_PENDING`] (`Lender::alloc`).
     pub fn release(&self, view: DeviceView<R>, bytes: u64) -> Result<(), DeviceView<R>> {
         let pending = &self.shared.pending;
-        if pending.fetch_add(bytes, Ordering::AcqRel) + bytes > MAX_PENDING {
-            pending.fetch_sub(bytes, Ordering::AcqRel);
-            return Err(view);
-        }
+        pending.fetch_add(bytes, Ordering::AcqRel);
         match self.send(Chore::Release { view, bytes }) {
             None => Ok(()),
             Some(Chore::Release { view, bytes }) => {
@@ -172,7 +179,11 @@ fn run<R: Rm>(gpu: &Arc<Gpu<R>>, name: &str, shared: &Shared<R>, rx: &mpsc::Rece
         match chore {
             Chore::Release { view, bytes } => {
                 if let Err(e) = view.close() {
-                    tracing::warn!(gpu = name, error = &e as &dyn std::error::Error, "unmapping released GPU memory");
+                    tracing::warn!(
+                        gpu = name,
+                        error = &e as &dyn std::error::Error,
+                        "unmapping released GPU memory"
+                    );
                 }
                 shared.pending.fetch_sub(bytes, Ordering::AcqRel);
             }
@@ -192,7 +203,11 @@ fn refill<R: Rm>(gpu: &Arc<Gpu<R>>, name: &str, shared: &Shared<R>) {
         match DeviceMem::paged(gpu, GPU_PAGE, Pages::Huge, None) {
             Ok(m) => shared.spares().push(m),
             Err(e) => {
-                tracing::debug!(gpu = name, error = &e as &dyn std::error::Error, "no spare GPU memory page now");
+                tracing::debug!(
+                    gpu = name,
+                    error = &e as &dyn std::error::Error,
+                    "no spare GPU memory page now"
+                );
                 return;
             }
         }

@@ -444,6 +444,12 @@ impl<R: Rm> Lender<R> {
         space: &Arc<AddressSpace<R>>,
         req: GpuMemRequest,
     ) -> Result<LentGpuMem, GpuMemError> {
+        let start = std::time::Instant::now();
+        // Releases waiting on the lender's thread are memory still held: past the
+        // bound, a lease waits for them first (`chores::MAX_PENDING`).
+        if self.chores.pending() > MAX_PENDING {
+            self.chores.settle();
+        }
         let uid = peer.uid;
         let (id, source) = self.reserve(uid, req)?;
         let refund = |this: &Self| {
@@ -517,7 +523,8 @@ impl<R: Rm> Lender<R> {
             })
             .lent
             .insert(id, lent);
-        tracing::debug!(gpu = %self.name, session = session.0, id = id.0, %gpu_va, bytes = req.bytes, cpu_view = req.cpu_view, "GPU memory lent");
+        let took_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        tracing::debug!(gpu = %self.name, session = session.0, id = id.0, %gpu_va, bytes = req.bytes, cpu_view = req.cpu_view, took_us, "GPU memory lent");
         Ok(LentGpuMem {
             id,
             gpu_va,

@@ -378,9 +378,9 @@ fn a_release_is_off_the_books_at_once_and_unmapped_then_freed_behind_it() {
         .expect("the quota is free again at once");
     f.lender.settle();
     let c = &f.rm.calls()[before..];
-    let unmap = c
-        .iter()
-        .position(|c| matches!(c, Call::UnmapDma { dma_offset, .. } if *dma_offset == a.gpu_va.get()));
+    let unmap = c.iter().position(
+        |c| matches!(c, Call::UnmapDma { dma_offset, .. } if *dma_offset == a.gpu_va.get()),
+    );
     let free = c.iter().position(|c| matches!(c, Call::Free { .. }));
     assert!(
         matches!((unmap, free), (Some(u), Some(f)) if u < f),
@@ -408,6 +408,10 @@ fn a_sessions_end_waits_for_what_it_released_before() {
 
     assert_eq!(f.lender.end(SessionId(1)), 1);
 
-    assert_eq!(f.rm.vidmem_in_use(), 0, "released and held alike, before it returns");
+    assert_eq!(
+        f.rm.vidmem_in_use(),
+        0,
+        "released and held alike, before it returns"
+    );
     assert_eq!(f.rm.live_maps(), 0);
 }

@@ -24,8 +24,8 @@ fn failure(e: &RigError) -> (pb::SessionReply, Vec<OwnedFd>) {
     (pb::SessionReply { body: Some(body) }, Vec::new())
 }
 
-/// Lends GPU memory (an allocation and a map, and a BAR1 mapping for a CPU view: on a
-/// blocking thread).
+/// Lends GPU memory (a spare page's map, or an allocation and a map, and a BAR1
+/// mapping for a CPU view: RM calls, in place on this worker, `watchdog::in_place`).
 pub async fn alloc(
     rig: &Arc<Rig>,
     session: SessionId,
@@ -36,7 +36,7 @@ pub async fn alloc(
         cpu_view: req.cpu_view,
     };
     let rig = Arc::clone(rig);
-    let lent = super::watchdog::off_runtime(
+    let lent = super::watchdog::in_place(
         "side.gpu_mem_alloc",
         super::watchdog::SIDE_LIMIT,
         move || rig.alloc_gpu_memory(session, ask),
@@ -60,22 +60,14 @@ pub async fn alloc(
     }
 }
 
-/// Takes GPU memory back (an unmap and a free: on a blocking thread).
-pub async fn free(
-    rig: &Arc<Rig>,
+/// Takes GPU memory back: off the books here, with no RM call (the unmap and the free
+/// are the lender's thread's, after this reply: `gpumem`).
+pub fn free(
+    rig: &Rig,
     session: SessionId,
-    req: pb::GpuMemFree,
+    req: &pb::GpuMemFree,
 ) -> (pb::SessionReply, Vec<OwnedFd>) {
-    let rig = Arc::clone(rig);
-    let id = GpuMemId(req.id);
-    let freed = super::watchdog::off_runtime(
-        "side.gpu_mem_free",
-        super::watchdog::SIDE_LIMIT,
-        move || rig.free_gpu_memory(session, id),
-    )
-    .await
-    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    match freed {
+    match rig.free_gpu_memory(session, GpuMemId(req.id)) {
         Ok(()) => (
             pb::SessionReply {
                 body: Some(Reply::GpuMemFreed(pb::GpuMemFreed { id: req.id })),

@@ -109,6 +109,31 @@ pub async fn off_runtime<R: Send + 'static>(
     .await
 }
 
+/// Runs `f` here, registered as [`off_runtime`] registers it: on a multi-threaded
+/// runtime through `block_in_place` (the worker's other tasks move to another thread;
+/// this request's reply needs no wake-up of a pool thread and none back, each tens of
+/// microseconds on a VM's idle CPUs: docs/compute.md, "Spare pages"), elsewhere (a test's
+/// current-thread runtime) on the blocking pool. For one short blocking call on a
+/// request's own path, such as an RM map.
+///
+/// # Errors
+/// As [`off_runtime`].
+pub async fn in_place<R: Send + 'static>(
+    what: &'static str,
+    limit: Duration,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<R, tokio::task::JoinError> {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if !multi {
+        return off_runtime(what, limit, f).await;
+    }
+    let working = HEALTH.try_with(|h| h.begin(what, limit)).ok();
+    let r = tokio::task::block_in_place(f);
+    drop(working);
+    Ok(r)
+}
+
 /// A worker outside any request, asked at each check: the name of its oldest step
 /// under way and how long it has run, if any.
 pub type Probe = Arc<dyn Fn(Instant) -> Option<(String, Duration)> + Send + Sync>;
@@ -709,5 +734,46 @@ mod tests {
             Ok(()),
             "unregistered when done"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn in_place_work_runs_on_the_requests_thread_and_is_registered() {
+        let h = Health::new();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let task = tokio::spawn(HEALTH.scope(h.clone(), async move {
+            let here = std::thread::current().id();
+            in_place("side.gpu_mem_alloc", Duration::ZERO, move || {
+                rx.recv().expect("unblocked");
+                std::thread::current().id() == here
+            })
+            .await
+            .expect("ran")
+        }));
+        let mut stuck = None;
+        for _ in 0..100 {
+            h.beat();
+            if let Err(e) = h.check(Instant::now(), STALE) {
+                stuck = Some(e);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            matches!(&stuck, Some(Unhealthy::Stuck { what, .. }) if what == "side.gpu_mem_alloc"),
+            "{stuck:?}"
+        );
+        tx.send(()).expect("unblock");
+        assert!(task.await.expect("task"), "no hand-off to another thread");
+    }
+
+    #[tokio::test]
+    async fn in_place_work_on_a_current_thread_runtime_goes_to_the_pool() {
+        let here = std::thread::current().id();
+        let there = in_place("side.gpu_mem_alloc", Duration::from_secs(1), move || {
+            std::thread::current().id()
+        })
+        .await
+        .expect("ran");
+        assert_ne!(there, here, "block_in_place would panic here");
     }
 }

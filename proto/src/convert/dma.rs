@@ -242,15 +242,13 @@ mod tests {
     }
 
     fn gpu_memory() -> impl Strategy<Value = m::GpuMemoryStatus> {
-        ("\\PC{0,12}", any::<(u64, u64, u64, u64, u64)>()).prop_map(|(gpu, b)| {
-            m::GpuMemoryStatus {
-                gpu,
-                lent_bytes: b.0,
-                kept_bytes: b.1,
-                spare_bytes: b.4,
-                per_uid_bytes: b.2,
-                per_gpu_bytes: b.3,
-            }
+        ("\\PC{0,12}", any::<(u64, u64, u64, u64, u64)>()).prop_map(|(gpu, b)| m::GpuMemoryStatus {
+            gpu,
+            lent_bytes: b.0,
+            kept_bytes: b.1,
+            spare_bytes: b.4,
+            per_uid_bytes: b.2,
+            per_gpu_bytes: b.3,
         })
     }
 

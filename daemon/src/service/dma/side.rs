@@ -405,7 +405,7 @@ async fn route(
         Some(Request::LeaseDevice(d)) => super::lease::lease(rig, id, peer, d).await,
         Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, peer, d).await,
         Some(Request::GpuMemAlloc(m)) => super::super::gpumem::alloc(rig, id, m).await,
-        Some(Request::GpuMemFree(m)) => super::super::gpumem::free(rig, id, m).await,
+        Some(Request::GpuMemFree(m)) => super::super::gpumem::free(rig, id, &m),
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }
