@@ -4,8 +4,10 @@
 
 use std::{
     ffi::OsString,
+    io,
     os::fd::OwnedFd,
     path::{Path, PathBuf},
+    time::{Duration, Instant},
 };
 
 use prost::Message;
@@ -17,6 +19,12 @@ use super::{Reply, Request, SessionError};
 
 /// Replies are a few dozen bytes.
 const MAX_REPLY: usize = 512;
+
+/// How long a call looks for its reply without sleeping before it waits for the socket
+/// to become readable: a lease or a release of GPU memory is answered within tens of
+/// microseconds, and on a VM's idle CPUs the wake-up after a sleep costs about as much
+/// again (docs/compute.md, "Spare pages"). A call answered later costs this much CPU.
+pub const REPLY_SPIN: Duration = Duration::from_micros(100);
 
 /// `<socket>.fd`: where rigd binds the side socket beside its main one.
 pub fn path_beside(socket: &Path) -> PathBuf {
@@ -63,15 +71,29 @@ impl Side {
                 _ => io(e),
             })?;
         let mut buf = [0u8; MAX_REPLY];
+        let deadline = Instant::now() + REPLY_SPIN;
+        let early = loop {
+            match scm::recv(self.fd.get_ref(), &mut buf) {
+                Ok(p) => break Some(p),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                    std::hint::spin_loop();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
+                Err(e) => return Err(io(e)),
+            }
+        };
         let scm::Packet {
             len,
             truncated,
             fds,
-        } = self
-            .fd
-            .async_io(Interest::READABLE, |s| scm::recv(s, &mut buf))
-            .await
-            .map_err(io)?;
+        } = match early {
+            Some(p) => p,
+            None => self
+                .fd
+                .async_io(Interest::READABLE, |s| scm::recv(s, &mut buf))
+                .await
+                .map_err(io)?,
+        };
         if len == 0 {
             return Err(SessionError::Ended);
         }
