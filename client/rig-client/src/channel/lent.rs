@@ -27,7 +27,8 @@
 //! fence, GP_PUT in USERD, (a store fence, for BAR1), the doorbell — loads and stores
 //! only, no syscall, no lock shared with anyone. GP_GET is read only when the ring
 //! looks full; the semaphore and the notifier only while waiting ([`Channel::wait`]),
-//! the notifier every [`FAULT_CHECK_SPINS`] spins and once when the value lands.
+//! the notifier every [`FAULT_CHECK_SPINS`] spins and once when the value lands; past
+//! [`YIELD_AFTER`], each of those checks also yields the CPU.
 //!
 //! Not here: opening and closing (`open`: requests on the session's side socket, the
 //! pushbuffer, arena and semaphore from the session's ledger), copies and releases
@@ -60,6 +61,12 @@ use crate::session::{Buffer, SessionError};
 
 /// How many spins of a wait go between reads of the error notifier.
 pub const FAULT_CHECK_SPINS: u32 = 256;
+
+/// How long a wait spins alone before it also yields the CPU at each notifier check:
+/// past a few round trips the GPU is busy elsewhere (another client's context, a long
+/// kernel), and a process sharing this CPU may be the one whose work has landed. On a
+/// CPU of its own, `sched_yield` returns at once (docs/channels.md, "Waiting").
+pub const YIELD_AFTER: Duration = Duration::from_micros(50);
 /// With rings in GPU memory: how long a wait lets the GPU go without the value
 /// landing before it looks whether the GPU fetched what was submitted, and if not
 /// rings the doorbell again; the interval then doubles, up to [`REKICK_MAX`]. A
@@ -475,6 +482,9 @@ impl Channel {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(FAULT_CHECK_SPINS) {
+                if start.elapsed() >= YIELD_AFTER {
+                    std::thread::yield_now();
+                }
                 if self.rings == Rings::Gpu && Instant::now() >= kick {
                     self.rekick()?;
                     every = (every * 2).min(REKICK_MAX);
