@@ -8,7 +8,8 @@
 //! built once: shape checked against sm_90 and the kernel (`launch::Shape`), bank 0 and
 //! the QMD built (`cbank0`, `qmd`), slots taken in the arena (`arena`) → the arguments
 //! checked and laid out (`params`) → the next slot patched in place (`template`) →
-//! INVALIDATE_SHADER_CACHES_NO_WFI and SEND_PCAS pushed with the launch's value
+//! a host WFI, INVALIDATE_SHADER_CACHES_NO_WFI after a module load, and SEND_PCAS
+//! pushed with the launch's value
 //! (`Channel::push_released`) → submit. Every refusal comes before the first word is
 //! written. The hot path allocates nothing, makes no syscall and takes no lock: a
 //! compare of the last template's key, the arguments laid into a buffer the template
@@ -33,7 +34,7 @@ use rig_client::{
         Channel, ChannelError, Engine, Options, Rings,
         method::compute::{
             self as words, ComputeError as WordError, Invalidate, LOCAL_MEMORY_ALIGN, LocalMemory,
-            NON_THROTTLED_C_DEFAULT,
+            NON_THROTTLED_C_DEFAULT, PcasAction,
         },
     },
     session::Session,
@@ -85,11 +86,19 @@ pub struct ComputeOptions {
     /// How long a launch may wait for a slot or room in the pushbuffer (a launch waits
     /// only when that many of its launches are still in flight).
     pub timeout: Duration,
-    /// Invalidate the instruction, global data and constant caches before every launch
-    /// (what ran on the H200), not only after a module was loaded.
+    /// Push INVALIDATE_SHADER_CACHES (instruction, global data and constant caches)
+    /// before every launch, not only after a module was loaded. Off by default: each
+    /// QMD invalidates the data caches and its constant banks itself, and the H200 ran
+    /// every fixture kernel right without it, with a launch's round trip 0.16 µs
+    /// shorter (docs/hardware/nvidia-compute.md, "What the H200 ran").
     pub invalidate_each_launch: bool,
     /// Slots per template.
     pub slots: usize,
+    /// SEND_SIGNALING_PCAS2_B's action: INVALIDATE_PREFETCH_COPY_SCHEDULE (libcuda's,
+    /// the default: 10,000 launches back to back took 1.79 µs each on the H200 against
+    /// 1.93 µs, every fixture kernel right with either) or INVALIDATE_COPY_SCHEDULE
+    /// (Mesa NVK's) (docs/hardware/nvidia-compute.md, "What the H200 ran").
+    pub pcas: PcasAction,
     /// A host WFI ahead of every launch, so that a channel's grids run one after another
     /// and release in order (true: a value that landed then means every launch before
     /// it is done, and a slot is rewritten only after its QMD retired). False lets grids
@@ -109,8 +118,9 @@ impl Default for ComputeOptions {
             // TIMEOUT: a launch waits for one that went 64 launches before it; kernels
             // of seconds are the caller's to wait for with a longer timeout first.
             timeout: Duration::from_secs(10),
-            invalidate_each_launch: true,
+            invalidate_each_launch: false,
             ordered: true,
+            pcas: PcasAction::InvalidatePrefetchCopySchedule,
             slots: SLOTS,
         }
     }
@@ -215,6 +225,7 @@ pub struct ComputeChannel {
     timeout: Duration,
     invalidate_each_launch: bool,
     ordered: bool,
+    pcas: PcasAction,
     slots: usize,
 }
 
@@ -285,6 +296,7 @@ impl ComputeChannel {
             timeout: o.timeout,
             invalidate_each_launch: o.invalidate_each_launch,
             ordered: o.ordered,
+            pcas: o.pcas,
             slots: o.slots.max(1),
         })
     }
@@ -407,7 +419,9 @@ impl ComputeChannel {
         let pcas = t.write_slot(value, &self.ch)?;
         let mut w = [0u32; 8];
         let mut n = 0;
-        if self.ordered {
+        // Only behind work not yet seen done: with nothing in flight, no grid can run
+        // beside this one, and a WFI would only cost the GPU its time.
+        if self.ordered && self.ch.last_value() > self.completed {
             w[..2].copy_from_slice(&rig_client::channel::method::wfi());
             n = 2;
         }
@@ -546,6 +560,7 @@ impl ComputeChannel {
             semaphore: self.ch.semaphore_va(),
             windows: self.windows,
             local_capacity: self.local_capacity,
+            pcas: self.pcas,
         };
         match Template::build(spec, kernel, shape, region, slots) {
             Ok(t) => {

@@ -53,5 +53,7 @@ pub use load::{Kernel, LoadError, Module};
 pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span};
 pub use params::Arg;
 pub use qmd::{ConstantBuffer, Launch, Qmd, QmdError, QmdVersion, Release, ReleaseKind};
+/// A launch's SEND_SIGNALING_PCAS2_B action ([`ComputeOptions::pcas`]).
+pub use rig_client::channel::method::compute::PcasAction;
 pub use runtime::{Done, Runtime, RuntimeError, RuntimeOptions};
 pub use window::{Geometry, Slm, WindowError, Windows};

@@ -47,6 +47,8 @@ pub(crate) struct Spec {
     pub semaphore: GpuVa,
     pub windows: Windows,
     pub local_capacity: u64,
+    /// SEND_SIGNALING_PCAS2_B's action.
+    pub pcas: PcasAction,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +69,7 @@ pub(crate) struct Template {
     _kernel: Kernel,
     params: Vec<rig_cubin::Param>,
     arena_va: GpuVa,
+    pcas: PcasAction,
     qmd: Qmd,
     bank0: Vec<u64>,
     /// The first word of bank 0 that holds parameter bytes, and how many do.
@@ -157,6 +160,7 @@ impl Template {
             _kernel: kernel.clone(),
             params: info.params().to_vec(),
             arena_va: spec.arena_va,
+            pcas: spec.pcas,
             qmd,
             bank0,
             params_word,
@@ -239,7 +243,7 @@ impl Template {
         let params = to_u64s(&self.scratch);
         bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
         arena.words(at + QMD_BYTES, &bank0)?;
-        let w = send_pcas(qmd_va, PcasAction::InvalidateCopySchedule)?;
+        let w = send_pcas(qmd_va, self.pcas)?;
         slot.pcas = w;
         slot.written = true;
         Ok(w)

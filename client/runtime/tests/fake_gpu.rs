@@ -157,14 +157,18 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("QMD");
     assert_eq!(read(&s, arena, 384), qmd.to_bytes());
     assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
-    // A host WFI first: the channel's grids run, and release, in order.
-    let mut launch_words = method::wfi().to_vec();
-    launch_words.extend(method::compute::invalidate_shader_caches(Invalidate::ALL));
+    // The caches invalidated after the module's load, then the launch; no WFI, since
+    // nothing was in flight on the channel.
+    let mut launch_words = method::compute::invalidate_shader_caches(Invalidate::ALL).to_vec();
     launch_words.extend(
-        method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidateCopySchedule)
+        method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidatePrefetchCopySchedule)
             .expect("words"),
     );
     assert!(pushed(&s, &launch_words));
+    assert!(
+        !pushed(&s, &method::wfi()),
+        "no WFI before the first launch"
+    );
 
     // Its QMD released 1: the slot is reused, patched in place.
     gpu_writes(&f, &s, sem, &1u64.to_le_bytes());
@@ -178,6 +182,29 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
     assert_eq!(b[..4], 3.0f32.to_le_bytes());
     assert_eq!(b[24..32], 7u64.to_le_bytes());
     c.wait(1, SHORT).expect("the first landed");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launch_behind_one_in_flight_waits_for_it_on_the_gpu_and_only_then() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (_copies, module) = loaded(&f, &s).await;
+    let mut c = compute(&s, 4).await;
+    let empty = module.kernel("empty").expect("empty");
+    let arena = c.channel().arena_va().expect("arena");
+    let pcas = method::compute::send_pcas(arena, PcasAction::InvalidatePrefetchCopySchedule)
+        .expect("words")[0];
+    let wfi_then_launch: Vec<u32> = method::wfi().into_iter().chain([pcas]).collect();
+
+    c.launch(&empty, 1, 1, 0, &[]).expect("first");
+    assert!(!pushed(&s, &wfi_then_launch), "nothing was in flight");
+    c.launch(&empty, 1, 1, 0, &[]).expect("second");
+
+    assert!(
+        pushed(&s, &wfi_then_launch),
+        "the first has not been seen done: a WFI first, so the grids run in order"
+    );
     f.server.stop().await;
 }
 

@@ -39,7 +39,7 @@ use std::{
 use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
 use rig_runtime::{
     Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel, Memory, MemoryError,
-    Module, Place, Runtime, RuntimeError, RuntimeOptions, Span,
+    Module, PcasAction, Place, Runtime, RuntimeError, RuntimeOptions, Span,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -54,6 +54,7 @@ const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin] SOCKE
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
        RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
+       RIG_PROBE_PCAS=copy                INVALIDATE_COPY_SCHEDULE (Mesa's), not libcuda's
   prints `rig NAME median X p99 Y UNIT (n N)` and `check NAME ok ...` lines";
 
 /// Where the probe's device buffers, module images and local memory come from: the
@@ -166,6 +167,11 @@ fn options() -> RuntimeOptions {
             timeout: LONG,
             invalidate_each_launch: std::env::var("RIG_PROBE_INVALIDATE_EACH").as_deref()
                 == Ok("1"),
+            pcas: if std::env::var("RIG_PROBE_PCAS").as_deref() == Ok("copy") {
+                PcasAction::InvalidateCopySchedule
+            } else {
+                PcasAction::InvalidatePrefetchCopySchedule
+            },
             ..ComputeOptions::default()
         },
         copy: CopyOptions {
