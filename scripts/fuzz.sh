@@ -18,8 +18,9 @@
 # on it, or the run compiles again.
 #
 # The same goes for the optimisation level: the fuzz profile is cargo's release one at
-# opt-level 1 (RIG_FUZZ_OPT_LEVEL): the fuzz build is the test command's largest
-# compile, and 10-second runs find what they find by coverage more than by speed.
+# opt-level 1 (RIG_FUZZ_OPT_LEVEL) with line tables only (RIG_FUZZ_DEBUG): the fuzz
+# build is the test command's largest compile, and 10-second runs find what they find
+# by coverage more than by speed.
 #
 # Usage: scripts/fuzz.sh [--build|--run] DIR SECONDS   e.g. scripts/fuzz.sh daemon/fuzz 10
 #        --build only builds the targets; --run only runs them (built before).
@@ -38,6 +39,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${RIG_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/fuzz}
 BUILD_FLAGS=(-O --target-dir "$TARGET_DIR" --codegen-units "${RIG_FUZZ_CODEGEN_UNITS:-16}")
 export CARGO_PROFILE_RELEASE_OPT_LEVEL=${RIG_FUZZ_OPT_LEVEL:-1}
+# Line tables only (file:line in a crash's backtrace), not the fuzz crates' `debug = 1`
+# for every dependency: less to compile and link in the test command's largest build.
+export CARGO_PROFILE_RELEASE_DEBUG=${RIG_FUZZ_DEBUG:-line-tables-only}
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz: no nightly toolchain (cargo +nightly); skipped the fuzz targets of $1"
