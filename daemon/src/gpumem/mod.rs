@@ -565,10 +565,10 @@ impl<R: Rm> Lender<R> {
             self.lock().refund(uid, lent.bytes);
         }
         let Lent { view, bytes, .. } = lent;
-        if let Err(view) = self.chores.release(view, bytes) {
-            if let Err(e) = view.close() {
-                tracing::warn!(gpu = %self.name, session = session.0, id = id.0, error = &e as &dyn std::error::Error, "unmapping lent GPU memory");
-            }
+        if let Err(view) = self.chores.release(view, bytes)
+            && let Err(e) = view.close()
+        {
+            tracing::warn!(gpu = %self.name, session = session.0, id = id.0, error = &e as &dyn std::error::Error, "unmapping lent GPU memory");
         }
         tracing::debug!(gpu = %self.name, session = session.0, id = id.0, "GPU memory released");
         Ok(())

@@ -609,7 +609,7 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
         results.read(at, &mut got)?;
         wrong += u64::from(u32::from_le_bytes(got) != value);
         i += 1;
-        if i % 500 == 0 {
+        if i.is_multiple_of(500) {
             p.run("saxpy", (grid, 1, 1), (256, 1, 1), 0, &sax)?;
             saxpys += 1;
         }
