@@ -19,7 +19,9 @@ BUSYBOX=$(command -v busybox) || die "busybox missing: run setup.sh"
 # guest is, so these are the guest's own.
 RUST_LIBS=()
 for l in libgcc_s.so.1 libm.so.6; do
-  p=$(/sbin/ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
+  # awk reads to the end: an early `exit` let ldconfig die of SIGPIPE on its long
+  # listing, and pipefail then ended this script without a word (boot.sh: exit 5).
+  p=$(/sbin/ldconfig -p | awk -v l="$l" '$1 == l && /x86-64/ && !p {p = $NF} END {print p}')
   [ -n "$p" ] || die "no $l on this machine"
   RUST_LIBS+=("$p")
 done

@@ -65,7 +65,7 @@ say "apt install: $(since "$t") s (QEMU $QEMU_VERSION from $QEMU_SUITE)"
 # Guest kernel: the image package that linux-image-amd64 names in the chosen suite.
 kernel_pkg() {
   apt-cache -o "Dir::Etc::sourcelist=$APT_DIR/sources.list" show "linux-image-amd64/$1" 2>/dev/null |
-    awk -F'[ ,(]+' '/^Depends:/{for(i=2;i<=NF;i++) if ($i ~ /^linux-image-[0-9]/) {print $i; exit}}'
+    awk -F'[ ,(]+' '/^Depends:/ && !k {for(i=2;i<=NF;i++) if ($i ~ /^linux-image-[0-9]/) {k = $i; break}} END {print k}'
 }
 t=$(date +%s.%N)
 KERNEL_SUITE=$SUITE

@@ -560,7 +560,7 @@ impl<R: Rm> Lender<R> {
             (h.uid, lent)
         };
         // Off the books now; unmapped and freed by the lender's thread after the reply
-        // (`chores`), or here when it holds enough already.
+        // (`chores`), or here when there is no such thread.
         if !lent.cpu_view {
             self.lock().refund(uid, lent.bytes);
         }

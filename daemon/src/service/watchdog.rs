@@ -703,6 +703,18 @@ mod tests {
         ));
     }
 
+    /// The first failed check within a second, the runtime beating meanwhile.
+    async fn first_unhealthy(h: &Health) -> Option<Unhealthy> {
+        for _ in 0..100 {
+            h.beat();
+            if let Err(e) = h.check(Instant::now(), STALE) {
+                return Some(e);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn side_work_off_the_runtime_is_registered_while_it_runs() {
         let h = Health::new();
@@ -713,15 +725,7 @@ mod tests {
                 .expect("joined")
         }));
         // The work blocks on the channel: past its zero limit, it is stuck.
-        let mut stuck = None;
-        for _ in 0..100 {
-            h.beat();
-            if let Err(e) = h.check(Instant::now(), STALE) {
-                stuck = Some(e);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let stuck = first_unhealthy(&h).await;
         assert!(
             matches!(&stuck, Some(Unhealthy::Stuck { what, .. }) if what == "side.open_queue"),
             "{stuck:?}"
@@ -749,15 +753,7 @@ mod tests {
             .await
             .expect("ran")
         }));
-        let mut stuck = None;
-        for _ in 0..100 {
-            h.beat();
-            if let Err(e) = h.check(Instant::now(), STALE) {
-                stuck = Some(e);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let stuck = first_unhealthy(&h).await;
         assert!(
             matches!(&stuck, Some(Unhealthy::Stuck { what, .. }) if what == "side.gpu_mem_alloc"),
             "{stuck:?}"
