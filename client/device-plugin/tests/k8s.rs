@@ -157,6 +157,25 @@ fn plugin_args(socket: &Path, kubelet: &Path, cdi: &Path, dev: &Path, sys: &Path
 }
 
 /// Waits up to `secs` for `file` to contain `text`.
+/// Whether rigd on `socket` says `bdf` is held and free again (a dropped lease's
+/// reclaim done, which rigd does after the session's connection closes) within 2 s,
+/// asked every millisecond.
+async fn held_and_free(socket: &Path, bdf: &str) -> bool {
+    let mut c = rig_client::Client::connect(socket).await.expect("client");
+    for _ in 0..2000 {
+        let st = c.status().await.expect("status");
+        if st
+            .devices
+            .iter()
+            .any(|d| d.bdf == bdf && d.state == rig_client::HeldState::Held && d.lease.is_none())
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    false
+}
+
 fn wait_for_line(file: &Path, text: &str, secs: u64) -> bool {
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(secs) {
@@ -357,21 +376,7 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
             }
             "unlease" => {
                 drop(leases.remove(&bdf));
-                // Ended when rigd says the device is held and free again (its reclaim
-                // done), asked every millisecond.
-                let mut c = rig_client::Client::connect(&socket).await.expect("client");
-                let mut freed = false;
-                for _ in 0..2000 {
-                    let st = c.status().await.expect("status");
-                    if st.devices.iter().any(|d| {
-                        d.bdf == bdf && d.state == rig_client::HeldState::Held && d.lease.is_none()
-                    }) {
-                        freed = true;
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                if freed {
+                if held_and_free(&socket, &bdf).await {
                     Ok(())
                 } else {
                     Err("the lease did not end in 2 s".to_owned())
@@ -558,6 +563,11 @@ async fn the_device_plugin_serves_a_python_kubelet_through_restarts_and_its_spec
     );
     drop(l);
     drop(s);
+    // rigd ends the session when it sees the connection close: the hook asks after.
+    assert!(
+        held_and_free(&socket, OUTSIDER).await,
+        "the dropped lease ended"
+    );
     let (ok, err) = hook("poststop", OUTSIDER, &[]);
     assert!(
         ok && err.contains("held and free again"),
