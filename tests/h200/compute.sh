@@ -56,7 +56,7 @@ gpu_rings_group = "nogroup"
 EOF
 want() { case " ${PHASES:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
-rss() { awk '/VmRSS/ { print $2 " kB" }' "/proc/$RIGD/status"; }
+rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$RIGD/status"; }
 # What rigd's books still hold: channels, and GPU memory lent (bytes).
 held() {
   echo "$(ctl channels --json | grep -c '"channel"') channels, $(ctl dma --json | tr ',' '\n' | awk -F: '/"lent_bytes"/ { s += $2 } END { print s + 0 }') B GPU memory lent"
@@ -107,7 +107,7 @@ if want swarm; then
 for N in ${SWARM:-64 15}; do
   rm -f "$RUN"/swarm-*.out "$RUN"/cuda-swarm-*.out
   say "swarm: $N clients (uids 60000..), launching and checking their own results for 10 s"
-  before="$(smi) | rigd $(rss) | $(held)"
+  before="$(smi) | rigd $(rss_kb) kB | $(held)"
   PIDS=
   k=0
   while [ $k -lt "$N" ]; do
@@ -118,7 +118,7 @@ for N in ${SWARM:-64 15}; do
   peak=0
   for t in 1 2 3 4 5 6 7 8 9 10 11 12; do
     sleep 1
-    r=$(awk '/VmRSS/ { print $2 }' "/proc/$RIGD/status")
+    r=$(rss_kb)
     [ "$r" -gt "$peak" ] && peak=$r
   done
   bad=0
@@ -133,7 +133,7 @@ for N in ${SWARM:-64 15}; do
   sleep 1
   say "swarm: before $before"
   say "swarm: rigd peak RSS during it $peak kB"
-  say "swarm: after  $(smi) | rigd $(rss) | $(held)"
+  say "swarm: after  $(smi) | rigd $(rss_kb) kB | $(held)"
   case "$(held)" in "0 channels, 0 B GPU memory lent") ;; *) say "swarm: not all reclaimed"; FAIL=1 ;; esac
   if [ -z "${SKIP_CUDA:-}" ] && cuda_anchor; then
     say "swarm: CUDA, $N processes on the same CPUs, the same 10 s"

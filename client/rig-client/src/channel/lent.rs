@@ -482,13 +482,16 @@ impl Channel {
             }
             spins = spins.wrapping_add(1);
             if spins.is_multiple_of(FAULT_CHECK_SPINS) {
-                if start.elapsed() >= YIELD_AFTER {
+                // One clock read serves the yield, the rekick and the timeout.
+                let now = Instant::now();
+                let waited = now - start;
+                if waited >= YIELD_AFTER {
                     std::thread::yield_now();
                 }
-                if self.rings == Rings::Gpu && Instant::now() >= kick {
+                if self.rings == Rings::Gpu && now >= kick {
                     self.rekick()?;
                     every = (every * 2).min(REKICK_MAX);
-                    kick = Instant::now() + every;
+                    kick = now + every;
                 }
                 if let Some(fault) = self.fault() {
                     return Err(ChannelError::Fault {
@@ -496,7 +499,7 @@ impl Channel {
                         fault,
                     });
                 }
-                if start.elapsed() > timeout {
+                if waited > timeout {
                     let userd = |o| self.gpfifo.read_u32(self.userd + o).unwrap_or(u32::MAX);
                     return Err(ChannelError::Timeout {
                         channel: self.id,
