@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target of one fuzz crate for SECONDS each and prints executions
-# per second; a target that crashes fails the run (its log's tail is printed). Needs a
+# Runs every fuzz target of one fuzz crate for SECONDS each and prints executions per
+# second; a target that crashes fails the run (its log's tail is printed). Needs a
 # nightly toolchain (cargo +nightly: -Zsanitizer and libFuzzer's coverage passes are
 # nightly-only); without one it says so and exits 77, which scripts/test reports as
-# "skipped". Installs cargo-fuzz (cargo install cargo-fuzz --locked) when missing.
-# Corpora live in DIR/corpus/<target> (not committed); DIR/seeds/<target>, when
-# present, seeds them.
+# "skipped". Corpora live in DIR/corpus/<target> (not committed); DIR/seeds/<target>,
+# when present, seeds them.
+#
+# The crates are cargo-fuzz's layout (libfuzzer-sys, a [[bin]] per target), so
+# `cargo fuzz run TARGET` works in them by hand; this script builds them itself with the
+# flags cargo-fuzz 0.13 passes by default (address sanitizer, libFuzzer's coverage
+# counters, comparison tracing, `--cfg fuzzing`), which spares a fresh CI machine
+# compiling cargo-fuzz (47 s of its two cores, docs/BENCHMARKS.md "The test command")
+# and keeps build and run from disagreeing: a run executes the built binary.
 #
 # Every fuzz crate builds into one target folder, $RIG_FUZZ_TARGET_DIR (default
 # fuzz/ under the workspace's target folder): what the crates share (libFuzzer's C++,
@@ -14,13 +20,11 @@
 # cargo-fuzz builds with one codegen unit unless told otherwise, which leaves one of a
 # CI machine's two cores idle through the long optimised compile of rigd and its
 # dependencies; RIG_FUZZ_CODEGEN_UNITS (default 16) trades a little of the fuzzers'
-# speed for that (docs/BENCHMARKS.md, "The test command"). Build and run must agree
-# on it, or the run compiles again.
-#
-# The same goes for the optimisation level: the fuzz profile is cargo's release one at
-# opt-level 1 (RIG_FUZZ_OPT_LEVEL) with line tables only (RIG_FUZZ_DEBUG): the fuzz
-# build is the test command's largest compile, and 10-second runs find what they find
-# by coverage more than by speed.
+# speed for that. The fuzz profile is cargo's release one at opt-level 1
+# (RIG_FUZZ_OPT_LEVEL) with line tables only (file:line in a crash's backtrace): the
+# fuzz build is the test command's largest compile, and 10-second runs find what they
+# find by coverage more than by speed. A fuzz crate's own Cargo.toml may lower its
+# dependencies' level (daemon/fuzz does, and says why).
 #
 # Usage: scripts/fuzz.sh [--build|--run] DIR SECONDS   e.g. scripts/fuzz.sh daemon/fuzz 10
 #        --build only builds the targets; --run only runs them (built before).
@@ -37,21 +41,13 @@ FUZZ=$(cd "$1" && pwd)
 SECONDS_EACH=$2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${RIG_FUZZ_TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}/fuzz}
-BUILD_FLAGS=(-O --target-dir "$TARGET_DIR" --codegen-units "${RIG_FUZZ_CODEGEN_UNITS:-16}")
-export CARGO_PROFILE_RELEASE_OPT_LEVEL=${RIG_FUZZ_OPT_LEVEL:-1}
-# Line tables only (file:line in a crash's backtrace), not the fuzz crates' `debug = 1`
-# for every dependency: less to compile and link in the test command's largest build.
-export CARGO_PROFILE_RELEASE_DEBUG=${RIG_FUZZ_DEBUG:-line-tables-only}
+TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
+BIN_DIR=$TARGET_DIR/$TRIPLE/release
 
 if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz: no nightly toolchain (cargo +nightly); skipped the fuzz targets of $1"
     exit 77
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    echo "fuzz: installing cargo-fuzz"
-    cargo install cargo-fuzz --locked
-fi
-
 cd "$FUZZ"
 TARGETS=${FUZZ_TARGETS:-$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | tail -n +2)}
 CORPUS=$FUZZ/corpus
@@ -59,8 +55,21 @@ CORPUS=$FUZZ/corpus
 unset CARGO_TARGET_DIR
 if [[ $PHASE != run ]]; then
     echo "fuzz: building the targets of $1 (into $TARGET_DIR)"
+    # cargo-fuzz 0.13's defaults (src/project.rs, `cargo fuzz build -O`); --target keeps
+    # these flags off build scripts and proc macros.
+    flags="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4"
+    flags+=" -Cllvm-args=-sanitizer-coverage-inline-8bit-counters"
+    flags+=" -Cllvm-args=-sanitizer-coverage-pc-table"
+    flags+=" -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
+    flags+=" -Cllvm-args=-simplifycfg-branch-fold-threshold=0 -Zsanitizer=address"
+    flags+=" -Cllvm-args=-sanitizer-coverage-stack-depth"
+    flags+=" -Ccodegen-units=${RIG_FUZZ_CODEGEN_UNITS:-16}"
     build_log=$(mktemp)
-    if ! cargo +nightly fuzz build "${BUILD_FLAGS[@]}" >"$build_log" 2>&1; then
+    if ! RUSTFLAGS="$flags${RUSTFLAGS:+ $RUSTFLAGS}" \
+        CARGO_PROFILE_RELEASE_OPT_LEVEL=${RIG_FUZZ_OPT_LEVEL:-1} \
+        CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+        cargo +nightly build --release --locked --bins --target "$TRIPLE" \
+            --target-dir "$TARGET_DIR" >"$build_log" 2>&1; then
         cat "$build_log" >&2
         exit 1
     fi
@@ -78,8 +87,9 @@ for t in $TARGETS; do
     if [[ -d $FUZZ/seeds/$t ]]; then
         cp -n "$FUZZ/seeds/$t"/* "$CORPUS/$t/" 2>/dev/null || true
     fi
-    if ! cargo +nightly fuzz run "${BUILD_FLAGS[@]}" "$t" "$CORPUS/$t" -- -max_total_time="$SECONDS_EACH" -max_len=65536 \
-        -print_final_stats=1 >"$log" 2>&1; then
+    # ASAN_OPTIONS as cargo-fuzz runs its targets.
+    if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_odr_violation=0} "$BIN_DIR/$t" -max_total_time="$SECONDS_EACH" \
+        -max_len=65536 -print_final_stats=1 "$CORPUS/$t" >"$log" 2>&1; then
         echo "fuzz: target $t failed; its log:" >&2
         tail -40 "$log" >&2
         status=1

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs every cargo-fuzz target of rig-firmware for SECONDS each and prints executions per
+# Runs every fuzz target of rig-firmware for SECONDS each and prints executions per
 # second. Needs a nightly toolchain (cargo +nightly); without one it says so and exits
-# 77 ("skipped" in scripts/test). Installs cargo-fuzz (cargo install cargo-fuzz
-# --locked) when missing. ../../scripts/fuzz.sh does the work.
+# 77 ("skipped" in scripts/test). ../../scripts/fuzz.sh does the work (cargo-fuzz's
+# flags, without cargo-fuzz).
 #
 # Usage: firmware/scripts/fuzz.sh [--build|--run] SECONDS
 # Env:   RIG_FIRMWARE_ROOT  seeds the corpora with small real files as well as the fixtures.
