@@ -3,8 +3,12 @@
 # .deb is made of: one compilation serves the package users install, the guest's
 # programs, and `scripts/test` and `scripts/demo` alike (both use the workspace's target
 # folder, so whichever runs second finds it built).
-#   1. every binary of the workspace, release (cargo's default target: dynamic, glibc;
-#      the fast flavour's initramfs carries the libraries, build-fast.sh);
+#   1. the binaries the .deb ships and the guest runs, release (cargo's default target:
+#      dynamic, glibc; the fast flavour's initramfs carries the libraries,
+#      build-fast.sh); not the H200's probes (tests/h200 builds those static), whose
+#      optimised compile is a minute of a cold CI machine's two cores; and the
+#      workspace's libraries, among them the Python extension module that
+#      client/python/pack-wheel.py makes the `rig-client` wheel of;
 #   2. rig's .deb from them (packaging/deb/build.sh, as shipped), into $GUEST_DEB_DIR:
 #      the full flavour installs it, scripts/deb-lint.sh checks it;
 #   3. rigd once more with feature crash-points (only rigd recompiles: the take-crash
@@ -15,7 +19,11 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
 RELEASE=$RIG_TARGET_DIR/release
-cargo build --release --locked --workspace --bins
+# --workspace with --bin: every package selected, so the same features as every other
+# build here; only the named binaries linked.
+BIN_ARGS=()
+for b in "${GUEST_BINS[@]}" rig-device-plugin; do BIN_ARGS+=(--bin "$b"); done
+cargo build --release --locked --workspace --lib "${BIN_ARGS[@]}"
 # The .deb again only when what it is made of changed (the binaries, packaging/, systemd/).
 deb=$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1 || true)
 if [ -z "$deb" ] || [ -n "$(find "$RELEASE/rigd" "$RELEASE/rigctl" "$RELEASE/rig-device-plugin" \
