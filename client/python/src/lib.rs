@@ -1,0 +1,46 @@
+//! rig from Python: the extension module `rig._rig`, which the `rig` package
+//! (`python/rig/__init__.py`) re-exports. It wraps the lean client library and the
+//! runtime above it; it adds no protocol and no GPU knowledge of its own.
+//!
+//! Flow: a [`session::Session`] opens rigd's session on a device (`Session::open`);
+//! from it come host memory ([`session::HostBuffer`], readable and writable from Python
+//! through the buffer protocol: [`buffer`]), GPU memory ([`session::GpuBuffer`]) and a
+//! [`runtime::Runtime`] (a compute and a copy channel), which loads cubins
+//! ([`module::Module`]), launches their kernels and copies, each returning a
+//! [`runtime::Done`] to wait on. [`module::inspect`] reads a cubin without a GPU.
+//!
+//! Calls are synchronous for Python: each runs on one tokio runtime of the extension
+//! ([`block`]) with the GIL released, so other Python threads run while a call waits
+//! for rigd or the GPU. Errors become the exceptions of [`errors`], each carrying the
+//! whole chain of causes as its message and rigd's reason or the GPU's fault as
+//! attributes.
+//!
+//! Not here: what the objects mean (rig-client, rig-runtime, docs/python.md); the
+//! wheel's packing (pyproject.toml, pack-wheel.py).
+
+mod block;
+pub(crate) mod buffer;
+mod errors;
+mod module;
+mod runtime;
+mod session;
+
+use pyo3::prelude::*;
+
+/// The extension module.
+#[pymodule]
+fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add("DEFAULT_SOCKET", rig_client::DEFAULT_SOCKET)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<session::Session>()?;
+    m.add_class::<buffer::HostBuffer>()?;
+    m.add_class::<session::GpuBuffer>()?;
+    m.add_class::<runtime::Runtime>()?;
+    m.add_class::<runtime::Done>()?;
+    m.add_class::<module::Module>()?;
+    m.add_class::<module::Kernel>()?;
+    m.add_class::<module::KernelInfo>()?;
+    m.add_function(wrap_pyfunction!(module::inspect, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,388 @@
+//! GPU work for Python: `rig.Runtime` (a session's compute channel, copy channel and
+//! copy kernel: rig-runtime's `Runtime`), and `rig.Done` (what a launch or a copy
+//! returns, to wait on).
+//!
+//! Flow: `Session.runtime()` opens the channels → `load(cubin)` puts a module in the
+//! session's GPU memory → `launch(kernel, grid, block, args)` checks the shape and each
+//! argument against the kernel's parameters (sizes from the cubin; Python values
+//! converted here: [`arg`]) and submits → `copy(src, dst)` between host and GPU memory
+//! → `wait(done)` returns when the engine that did the work released its value, or
+//! raises `rig.Fault` with the GPU's error, or `rig.Timeout`. Waits run with the GIL
+//! released.
+//!
+//! Not here: what is checked and how a launch is built (rig-runtime), memory
+//! (`session`, `buffer`).
+
+use std::{
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use pyo3::{
+    exceptions::{PyTypeError, PyValueError},
+    prelude::*,
+    types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt},
+};
+use rig_client::{
+    channel::{Engine, Rings},
+    session::Session as RSession,
+};
+use rig_runtime::{Arg, ComputeOptions, CopyOptions, GpuAlloc, Memory, RuntimeOptions, Span};
+
+use crate::{
+    block::{block, detached},
+    buffer::HostBuffer,
+    errors::{IntoPy, closed},
+    module::{Kernel, Module},
+    session::GpuBuffer,
+};
+
+/// What a launch or a copy returns: the engine that releases its value, and the value.
+#[pyclass(module = "rig._rig", frozen, get_all, from_py_object)]
+#[derive(Debug, Clone, Copy)]
+pub struct Done {
+    /// `"compute"` or `"copy"`.
+    pub engine: &'static str,
+    /// The value its engine releases when the work is done.
+    pub value: u64,
+}
+
+#[pymethods]
+impl Done {
+    fn __repr__(&self) -> String {
+        format!("<rig.Done {} {}>", self.engine, self.value)
+    }
+}
+
+impl From<rig_runtime::Done> for Done {
+    fn from(d: rig_runtime::Done) -> Self {
+        Self {
+            engine: match d.engine {
+                Engine::Compute => "compute",
+                _ => "copy",
+            },
+            value: d.value,
+        }
+    }
+}
+
+impl Done {
+    fn to_rust(self) -> rig_runtime::Done {
+        rig_runtime::Done {
+            engine: if self.engine == "compute" {
+                Engine::Compute
+            } else {
+                Engine::Copy
+            },
+            value: self.value,
+        }
+    }
+}
+
+/// A session's compute and copy channels.
+#[pyclass(module = "rig._rig", frozen)]
+#[derive(Debug)]
+pub struct Runtime {
+    session: Arc<RSession>,
+    inner: Mutex<Option<rig_runtime::Runtime>>,
+    timeout: Duration,
+}
+
+fn seconds(s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err(format!("{s} is not a timeout in seconds")))
+}
+
+impl Runtime {
+    /// Opens the channels in `session`, module images in GPU memory.
+    pub fn open(
+        py: Python<'_>,
+        session: Arc<RSession>,
+        timeout: f64,
+        gpu_rings: bool,
+    ) -> PyResult<Self> {
+        let timeout = seconds(timeout)?;
+        let rings = if gpu_rings { Rings::Gpu } else { Rings::Host };
+        let o = RuntimeOptions {
+            compute: ComputeOptions {
+                rings,
+                timeout,
+                ..ComputeOptions::default()
+            },
+            copy: CopyOptions {
+                rings,
+                ..CopyOptions::default()
+            },
+        };
+        let rt = block(py, rig_runtime::Runtime::open(&session, &GpuAlloc, o))?.py()?;
+        Ok(Self {
+            session,
+            inner: Mutex::new(Some(rt)),
+            timeout,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<rig_runtime::Runtime>> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Memory a copy takes: a host or a GPU buffer, borrowed for the call.
+enum Held<'py> {
+    Host(PyRef<'py, HostBuffer>),
+    Gpu(PyRef<'py, GpuBuffer>),
+}
+
+impl<'py> Held<'py> {
+    fn of(o: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Ok(h) = o.cast::<HostBuffer>() {
+            return Ok(Self::Host(h.borrow()));
+        }
+        if let Ok(g) = o.cast::<GpuBuffer>() {
+            return Ok(Self::Gpu(g.borrow()));
+        }
+        Err(PyTypeError::new_err(format!(
+            "Expected a rig.HostBuffer or rig.GpuBuffer, got {}",
+            o.get_type()
+                .name()
+                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+        )))
+    }
+
+    fn memory(&self) -> PyResult<&dyn Memory> {
+        Ok(match self {
+            Self::Host(h) => h.get()?,
+            Self::Gpu(g) => g.get()?,
+        })
+    }
+
+    fn session(&self) -> &Arc<RSession> {
+        match self {
+            Self::Host(h) => h.session(),
+            Self::Gpu(g) => g.session(),
+        }
+    }
+}
+
+/// Argument `i` of a launch, for a parameter of `size` bytes: a buffer passes its GPU
+/// address; an int fits the size (negative ones signed); a float is a `float` (4) or a
+/// `double` (8); bytes pass as they are (a struct by value).
+fn arg<'a>(
+    o: &'a Bound<'_, PyAny>,
+    size: u32,
+    i: usize,
+    bytes: &'a mut Vec<u8>,
+) -> PyResult<Arg<'a>> {
+    let bad = |what: &str| {
+        PyValueError::new_err(format!(
+            "Argument {i}: {what} does not fit a parameter of {size} bytes"
+        ))
+    };
+    if let Ok(h) = o.cast::<HostBuffer>() {
+        let va = h
+            .borrow()
+            .get()?
+            .gpu_va()
+            .ok_or_else(|| bad("a host buffer with no GPU address"))?;
+        return Ok(Arg::Ptr(va));
+    }
+    if let Ok(g) = o.cast::<GpuBuffer>() {
+        return Ok(Arg::Ptr(g.borrow().get()?.va()));
+    }
+    if o.is_instance_of::<PyBool>() || o.is_instance_of::<PyInt>() {
+        let v: i128 = o.extract()?;
+        return match size {
+            1 => u8::try_from(v)
+                .map(Arg::U8)
+                .or_else(|_| i8::try_from(v).map(|x| Arg::U8(x.cast_unsigned())))
+                .map_err(|_| bad(&v.to_string())),
+            2 => u16::try_from(v)
+                .map(Arg::U16)
+                .or_else(|_| i16::try_from(v).map(|x| Arg::U16(x.cast_unsigned())))
+                .map_err(|_| bad(&v.to_string())),
+            4 if v < 0 => i32::try_from(v)
+                .map(Arg::I32)
+                .map_err(|_| bad(&v.to_string())),
+            4 => u32::try_from(v)
+                .map(Arg::U32)
+                .map_err(|_| bad(&v.to_string())),
+            8 if v < 0 => i64::try_from(v)
+                .map(Arg::I64)
+                .map_err(|_| bad(&v.to_string())),
+            8 => u64::try_from(v)
+                .map(Arg::U64)
+                .map_err(|_| bad(&v.to_string())),
+            _ => Err(bad("an int")),
+        };
+    }
+    if o.is_instance_of::<PyFloat>() {
+        let v: f64 = o.extract()?;
+        return match size {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "a float parameter is 4 bytes"
+            )]
+            4 => Ok(Arg::F32(v as f32)),
+            8 => Ok(Arg::F64(v)),
+            _ => Err(bad("a float")),
+        };
+    }
+    if o.is_instance_of::<PyBytes>() || o.is_instance_of::<PyByteArray>() {
+        *bytes = o.extract()?;
+        return Ok(Arg::Bytes(bytes));
+    }
+    Err(PyTypeError::new_err(format!(
+        "Argument {i}: a rig buffer, int, float or bytes, not {}",
+        o.get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+    )))
+}
+
+/// A grid or block extent: an int, or a tuple of one to three.
+fn dim3(o: &Bound<'_, PyAny>) -> PyResult<(u32, u32, u32)> {
+    if let Ok(x) = o.extract::<u32>() {
+        return Ok((x, 1, 1));
+    }
+    let v: Vec<u32> = o.extract().map_err(|_| {
+        PyTypeError::new_err("A grid or block is an int or a tuple of one to three ints")
+    })?;
+    match v.as_slice() {
+        [x] => Ok((*x, 1, 1)),
+        [x, y] => Ok((*x, *y, 1)),
+        [x, y, z] => Ok((*x, *y, *z)),
+        _ => Err(PyValueError::new_err(
+            "A grid or block has one to three extents",
+        )),
+    }
+}
+
+#[pymethods]
+impl Runtime {
+    /// Loads the sm_90 cubin `data` into the session's GPU memory.
+    fn load(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<Module> {
+        let mut g = self.lock();
+        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
+        let session = &self.session;
+        let m = block(py, rt.load(session, &GpuAlloc, &data))?.py()?;
+        Ok(Module { inner: m })
+    }
+
+    /// Launches `kernel` on `grid` blocks of `block` threads with `shared` bytes of
+    /// dynamic shared memory; `args` one per parameter, in order. Returns at once.
+    #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0))]
+    fn launch(
+        &self,
+        py: Python<'_>,
+        kernel: PyRef<'_, Kernel>,
+        grid: &Bound<'_, PyAny>,
+        block: &Bound<'_, PyAny>,
+        args: Vec<Bound<'_, PyAny>>,
+        shared: u32,
+    ) -> PyResult<Done> {
+        let sizes = kernel.param_sizes();
+        if args.len() != sizes.len() {
+            return Err(PyValueError::new_err(format!(
+                "{} takes {} arguments, {} given",
+                kernel.inner.name(),
+                sizes.len(),
+                args.len()
+            )));
+        }
+        let mut store: Vec<Vec<u8>> = vec![Vec::new(); args.len()];
+        let mut typed = Vec::with_capacity(args.len());
+        for (i, ((o, size), bytes)) in args.iter().zip(sizes).zip(store.iter_mut()).enumerate() {
+            typed.push(arg(o, *size, i, bytes)?);
+        }
+        let (grid, block) = (dim3(grid)?, dim3(block)?);
+        let mut g = self.lock();
+        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
+        let k = &kernel.inner;
+        let value = detached(py, || rt.compute().launch(k, grid, block, shared, &typed))?.py()?;
+        Ok(Done {
+            engine: "compute",
+            value,
+        })
+    }
+
+    /// Copies `size` bytes (all of `src` from `src_offset` by default) from `src` to
+    /// `dst` (host or GPU buffers of this session) on whichever engine does it fastest.
+    /// Returns at once.
+    #[pyo3(signature = (dst, src, size = None, dst_offset = 0, src_offset = 0))]
+    fn copy(
+        &self,
+        dst: &Bound<'_, PyAny>,
+        src: &Bound<'_, PyAny>,
+        size: Option<u64>,
+        dst_offset: u64,
+        src_offset: u64,
+    ) -> PyResult<Done> {
+        let (d, s) = (Held::of(dst)?, Held::of(src)?);
+        for h in [&d, &s] {
+            if !Arc::ptr_eq(h.session(), &self.session) {
+                return Err(PyValueError::new_err(
+                    "A buffer of another session: copies stay inside one session",
+                ));
+            }
+        }
+        let (dm, sm) = (d.memory()?, s.memory()?);
+        let size = size.unwrap_or_else(|| sm.len().saturating_sub(src_offset));
+        let src = Span::new(sm, src_offset, size).py()?;
+        let dst = Span::new(dm, dst_offset, size).py()?;
+        let mut g = self.lock();
+        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
+        Ok(rt.copy(&self.session, src, dst).py()?.into())
+    }
+
+    /// Fills `dst` (from `offset`, `size` bytes: all of it by default) with the 32-bit
+    /// `value` on the copy engine. Returns at once.
+    #[pyo3(signature = (dst, value = 0, size = None, offset = 0))]
+    fn fill(
+        &self,
+        dst: &Bound<'_, PyAny>,
+        value: u32,
+        size: Option<u64>,
+        offset: u64,
+    ) -> PyResult<Done> {
+        let d = Held::of(dst)?;
+        let dm = d.memory()?;
+        let size = size.unwrap_or_else(|| dm.len().saturating_sub(offset));
+        let span = Span::new(dm, offset, size).py()?;
+        let mut g = self.lock();
+        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
+        let v = rt.copies().fill(&self.session, span, value).py()?;
+        Ok(Done {
+            engine: "copy",
+            value: v,
+        })
+    }
+
+    /// Waits until `done`'s engine released its value: returns, or raises `rig.Fault`
+    /// (the GPU stopped the channel: its error) or `rig.Timeout`. `timeout` in seconds
+    /// (the runtime's by default).
+    #[pyo3(signature = (done, timeout = None))]
+    fn wait(&self, py: Python<'_>, done: Done, timeout: Option<f64>) -> PyResult<()> {
+        let t = timeout.map_or(Ok(self.timeout), seconds)?;
+        let mut g = self.lock();
+        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
+        detached(py, || rt.wait(done.to_rust(), t))?.py()
+    }
+
+    /// Closes both channels in rigd (work in flight is waited for first).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.lock().take();
+        let Some(rt) = taken else {
+            return Ok(());
+        };
+        block(py, rt.close(&self.session))?.py()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close(py)
+    }
+}

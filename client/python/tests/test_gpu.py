@@ -1,0 +1,104 @@
+"""GPU memory, cubins and the runtime against a GPU rigd serves through its fake RM:
+the bookkeeping is real (leases, quotas, reclaim), the GPU never runs anything."""
+
+import pytest
+
+import rig
+
+PAGE = 2 << 20
+
+
+def test_a_gpu_session_learns_its_gpu(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as s:
+        g = s.gpu
+        assert g is not None
+        assert g["page_bytes"] == PAGE
+        start, end = g["gpu_memory"]
+        assert 0 < start < end <= g["va_end"]
+        assert g["sms"] == 132
+
+
+def test_gpu_memory_is_leased_in_pages_and_given_back(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as s:
+        a = s.gpu_memory(3 * PAGE + 1)
+        assert len(a) == 3 * PAGE + 1
+        assert a.va % PAGE == 0
+        assert s.gpu_memory_leased == 4 * PAGE
+        small = s.gpu_memory(256)
+        assert small.va % 256 == 0
+        assert "GpuBuffer" in repr(small)
+        a.free()
+        small.free()
+        small.free()  # twice is nothing
+        with pytest.raises(rig.Closed):
+            _ = a.va
+        # The library keeps some emptied pages for the next allocation; keep=0 gives
+        # every one back.
+        assert s.trim(keep=0) >= 1
+        assert s.gpu_memory_leased == 0
+
+
+def test_gpu_memory_over_the_uids_quota_is_refused(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as s:
+        quota = s.gpu["gpu_memory_quota_bytes"]
+        held = [s.gpu_memory(PAGE) for _ in range(quota // PAGE)]
+        with pytest.raises(rig.Refused) as e:
+            s.gpu_memory(PAGE)
+        assert e.value.reason == "quota", e.value.reason
+        assert str(e.value), "the message says why"
+        # More than one lease may ever hold is another refusal.
+        with pytest.raises(rig.Refused) as e:
+            s.gpu_memory(1 << 40)
+        assert e.value.reason == "oversized", e.value.reason
+        # Freed, the quota serves again.
+        held.pop().free()
+        held.append(s.gpu_memory(PAGE))
+        # Everything back before the session ends (its end is reclaimed by rigd in the
+        # background; the uid's quota is the next test's too).
+        for b in held:
+            b.free()
+        s.trim(keep=0)
+        assert s.gpu_memory_leased == 0
+
+
+def test_a_host_pool_serves_no_gpu_memory(socket, host_device):
+    with rig.Session(host_device, socket=socket) as s:
+        with pytest.raises(rig.Refused) as e:
+            s.gpu_memory(4096)
+        assert e.value.reason == "not_served"
+
+
+def test_inspect_reads_a_cubins_kernels(cubin):
+    kernels = {k.name: k for k in rig.inspect(cubin)}
+    assert kernels, "the fixture has kernels"
+    for k in kernels.values():
+        assert k.registers > 0
+        assert all(p in (1, 2, 4, 8) or p % 4 == 0 for p in k.params)
+    assert "KernelInfo" in repr(next(iter(kernels.values())))
+
+
+def test_inspect_refuses_what_is_not_a_cubin(cubin):
+    with pytest.raises(rig.CubinError):
+        rig.inspect(b"\x7fELF" + b"\0" * 60)
+    with pytest.raises(rig.CubinError):
+        rig.inspect(b"")
+    # A truncated cubin is refused, never half read.
+    with pytest.raises(rig.CubinError):
+        rig.inspect(cubin[: len(cubin) // 2])
+
+
+def test_a_runtime_whose_gpu_never_answers_times_out_with_the_channels_state(socket, gpu_device):
+    # Opening a runtime uploads its copy kernel and waits for the copy engine; the fake
+    # GPU never releases, so the wait ends in rig.Timeout naming the semaphore's value.
+    with rig.Session(gpu_device, socket=socket) as s:
+        with pytest.raises(rig.Timeout) as e:
+            s.runtime(timeout=0.3)
+        assert "did not land" in str(e.value)
+        # Still serving: GPU memory works after it.
+        assert len(s.gpu_memory(4096)) == 4096
+
+
+def test_a_bad_timeout_is_a_value_error(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as s:
+        with pytest.raises(ValueError):
+            s.runtime(timeout=-1.0)
