@@ -38,12 +38,18 @@ where
     Ok(py.detach(|| rt.block_on(f)))
 }
 
-/// Runs `f` (blocking work: a wait on the GPU) with the GIL released, inside the
-/// runtime's context (rig-client's channels may reach their session from there).
-pub fn detached<T: Send>(py: Python<'_>, f: impl FnOnce() -> T + Send) -> PyResult<T> {
+/// Runs `f` (blocking work: a wait on the GPU, or a lock another call may hold across
+/// one) with the GIL released, inside the runtime's context; `f` gets the runtime to
+/// block on futures with. Whatever `f` locks is locked without the GIL: a thread that
+/// holds such a lock never waits for the GIL while another holds the GIL and waits for
+/// the lock.
+pub fn detached<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce(&tokio::runtime::Runtime) -> T + Send,
+) -> PyResult<T> {
     let rt = runtime()?;
     Ok(py.detach(|| {
         let _enter = rt.enter();
-        f()
+        f(rt)
     }))
 }

@@ -14,7 +14,7 @@
 //! (`session`, `buffer`).
 
 use std::{
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -122,8 +122,18 @@ impl Runtime {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<rig_runtime::Runtime>> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Runs `f` on the runtime, its lock taken with the GIL released (a wait holds the
+    /// lock for its length; `block::detached` says why the GIL must be let go first).
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut rig_runtime::Runtime, &tokio::runtime::Runtime) -> T + Send,
+    ) -> PyResult<T> {
+        detached(py, |io| {
+            let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            g.as_mut().map(|rt| f(rt, io))
+        })?
+        .ok_or_else(|| closed("runtime"))
     }
 }
 
@@ -261,10 +271,10 @@ fn dim3(o: &Bound<'_, PyAny>) -> PyResult<(u32, u32, u32)> {
 impl Runtime {
     /// Loads the sm_90 cubin `data` into the session's GPU memory.
     fn load(&self, py: Python<'_>, data: Vec<u8>) -> PyResult<Module> {
-        let mut g = self.lock();
-        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
         let session = &self.session;
-        let m = block(py, rt.load(session, &GpuAlloc, &data))?.py()?;
+        let m = self
+            .with(py, |rt, io| io.block_on(rt.load(session, &GpuAlloc, &data)))?
+            .py()?;
         Ok(Module { inner: m })
     }
 
@@ -295,10 +305,12 @@ impl Runtime {
             typed.push(arg(o, *size, i, bytes)?);
         }
         let (grid, block) = (dim3(grid)?, dim3(block)?);
-        let mut g = self.lock();
-        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
         let k = &kernel.inner;
-        let value = detached(py, || rt.compute().launch(k, grid, block, shared, &typed))?.py()?;
+        let value = self
+            .with(py, |rt, _| {
+                rt.compute().launch(k, grid, block, shared, &typed)
+            })?
+            .py()?;
         Ok(Done {
             engine: "compute",
             value,
@@ -311,6 +323,7 @@ impl Runtime {
     #[pyo3(signature = (dst, src, size = None, dst_offset = 0, src_offset = 0))]
     fn copy(
         &self,
+        py: Python<'_>,
         dst: &Bound<'_, PyAny>,
         src: &Bound<'_, PyAny>,
         size: Option<u64>,
@@ -329,9 +342,11 @@ impl Runtime {
         let size = size.unwrap_or_else(|| sm.len().saturating_sub(src_offset));
         let src = Span::new(sm, src_offset, size).py()?;
         let dst = Span::new(dm, dst_offset, size).py()?;
-        let mut g = self.lock();
-        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
-        Ok(rt.copy(&self.session, src, dst).py()?.into())
+        let session = &self.session;
+        Ok(self
+            .with(py, |rt, _| rt.copy(session, src, dst))?
+            .py()?
+            .into())
     }
 
     /// Fills `dst` (from `offset`, `size` bytes: all of it by default) with the 32-bit
@@ -339,6 +354,7 @@ impl Runtime {
     #[pyo3(signature = (dst, value = 0, size = None, offset = 0))]
     fn fill(
         &self,
+        py: Python<'_>,
         dst: &Bound<'_, PyAny>,
         value: u32,
         size: Option<u64>,
@@ -348,9 +364,10 @@ impl Runtime {
         let dm = d.memory()?;
         let size = size.unwrap_or_else(|| dm.len().saturating_sub(offset));
         let span = Span::new(dm, offset, size).py()?;
-        let mut g = self.lock();
-        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
-        let v = rt.copies().fill(&self.session, span, value).py()?;
+        let session = &self.session;
+        let v = self
+            .with(py, |rt, _| rt.copies().fill(session, span, value))?
+            .py()?;
         Ok(Done {
             engine: "copy",
             value: v,
@@ -363,14 +380,17 @@ impl Runtime {
     #[pyo3(signature = (done, timeout = None))]
     fn wait(&self, py: Python<'_>, done: Done, timeout: Option<f64>) -> PyResult<()> {
         let t = timeout.map_or(Ok(self.timeout), seconds)?;
-        let mut g = self.lock();
-        let rt = g.as_mut().ok_or_else(|| closed("runtime"))?;
-        detached(py, || rt.wait(done.to_rust(), t))?.py()
+        self.with(py, |rt, _| rt.wait(done.to_rust(), t))?.py()
     }
 
     /// Closes both channels in rigd (work in flight is waited for first).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self.lock().take();
+        let taken = detached(py, |_| {
+            self.inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        })?;
         let Some(rt) = taken else {
             return Ok(());
         };
