@@ -51,8 +51,9 @@ fi
 cd "$FUZZ"
 TARGETS=${FUZZ_TARGETS:-$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | tail -n +2)}
 CORPUS=$FUZZ/corpus
-# The fuzz crate is its own workspace, with its own flags: its own target folder.
-unset CARGO_TARGET_DIR
+# The fuzz crate is its own workspace, with its own flags: its own target folder; built by
+# nightly's rustc, never through scripts/test's clippy-driver.
+unset CARGO_TARGET_DIR RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 if [[ $PHASE != run ]]; then
     echo "fuzz: building the targets of $1 (into $TARGET_DIR)"
     # cargo-fuzz 0.13's defaults (src/project.rs, `cargo fuzz build -O`); --target keeps

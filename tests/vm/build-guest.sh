@@ -18,6 +18,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_DIR"
+# Plain rustc: scripts/test lints inside its debug build (clippy-driver as the workspace's
+# rustc), not here.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 RELEASE=$RIG_TARGET_DIR/release
 # --workspace with --bin: every package selected, so the same features as every other
 # build here; only the named binaries linked.
