@@ -9,13 +9,15 @@
 # launch and check their own results at once for 10 s, then 15 (one per free CPU), and
 # CUDA's processes the same (`swarm`; SWARM="64 15" sets the counts), and a client killed
 # with SIGKILL in the middle of a 10-second kernel is reclaimed and followed by a new
-# client whose kernels must be right (`kill`). rigd stops at the end, which frees
+# client whose kernels must be right (`kill`). `python`: the rig wheel (.dev/*.whl)
+# installed for the image's python3 and its H200 tests (tests/h200/python) run as uid
+# 65534, CuPy beside them for the figures. rigd stops at the end, which frees
 # everything it made; what the RM holds before and after is printed.
 #
 #     tests/h200/compute.sh .dev [CUBIN]   # .dev holds static rigd, rigctl, rig-compute-probe
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
-#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill (default all)
+#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python (default all)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels, CUDA).
 set -u
@@ -101,6 +103,27 @@ if want probe; then
   taskset -c 2 sh -c "RIG_PROBE_UID=$NOBODY $BIN/rig-compute-probe $RUN/rigd.sock $GPU $CUBIN" || FAIL=1
   say "rigctl dma after the probe"
   ctl dma 2>&1 | head -20
+fi
+
+if want python; then
+  WHEEL=$(ls "$BIN"/rig_client-*.whl 2> /dev/null | head -n1)
+  if [ -z "$WHEEL" ]; then
+    say "python: no rig wheel in $BIN"
+    FAIL=1
+  else
+    rm -rf /tmp/rig-site /tmp/rig-py-home
+    mkdir -p /tmp/rig-py-home && chown $NOBODY:$NOBODY /tmp/rig-py-home
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rig-site "$WHEEL" &&
+      chmod -R a+rX /tmp/rig-site
+    say "python: $(basename "$WHEEL") under $(python3 --version), its H200 tests as uid $NOBODY"
+    RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU RIG_CUBIN=$CUBIN HOME=/tmp/rig-py-home \
+      PYTHONPATH=/tmp/rig-site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 taskset -c 2 python3 -c '
+import os, sys
+os.setgroups([]); os.setgid(65534); os.setuid(65534)
+import pytest
+sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", "tests/h200/python"]))' || FAIL=1
+    say "python: after the tests: $(held)"
+  fi
 fi
 
 if want swarm; then

@@ -1,0 +1,253 @@
+"""rig from Python on the H200 (device machine): the `rig` wheel in a process of uid
+65534, against a rigd that serves the GPU through its driver (tests/h200/compute.sh,
+phase `python`, starts both). Kernels come from rig-cubin's fixture cubin; every result
+is checked with numpy; one session takes a deliberate fault. CuPy, in the same call,
+runs the same cubin for the side-by-side figures (`test_figures`, printed with -s)."""
+
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import rig
+
+SOCKET = os.environ["RIG_SOCKET"]
+GPU = os.environ["RIG_GPU"]
+CUBIN_PATH = os.environ["RIG_CUBIN"]
+with open(CUBIN_PATH, "rb") as f:
+    CUBIN = f.read()
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = rig.Session(GPU, socket=SOCKET)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def rt(session):
+    r = session.runtime()
+    yield r
+    r.close()
+
+
+@pytest.fixture(scope="module")
+def mod(rt):
+    return rt.load(CUBIN)
+
+
+def test_an_unprivileged_process(session):
+    assert os.getuid() == 65534 and os.geteuid() == 65534
+    g = session.gpu
+    assert g is not None and g["sms"] == 132, g
+
+
+def test_saxpy_over_a_million_elements(session, rt, mod):
+    n = 1 << 20
+    x = np.arange(n, dtype=np.float32)
+    y = np.full(n, 3.0, dtype=np.float32)
+    hx, hy = session.host(4 * n), session.host(4 * n)
+    np.frombuffer(hx, dtype=np.float32)[:] = x
+    np.frombuffer(hy, dtype=np.float32)[:] = y
+    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
+    rt.copy(gx, hx)
+    rt.wait(rt.copy(gy, hy))
+    rt.wait(rt.launch(mod["saxpy"], grid=(n + 255) // 256, block=256, args=[2.0, gx, gy, n]))
+    rt.wait(rt.copy(hy, gy))
+    got = np.frombuffer(hy, dtype=np.float32)
+    assert np.array_equal(got, 2.0 * x + y)
+    for b in (gx, gy):
+        b.free()
+
+
+def test_every_thread_of_a_3d_grid_writes_its_element(session, rt, mod):
+    grid, block = (37, 11, 3), (8, 4, 2)
+    n = 37 * 11 * 3 * 8 * 4 * 2
+    out = session.gpu_memory(4 * n)
+    rt.wait(rt.fill(out, 0))
+    rt.wait(rt.launch(mod["grid_fill"], grid=grid, block=block, args=[out]))
+    h = session.host(4 * n)
+    rt.wait(rt.copy(h, out))
+    i = np.arange(n, dtype=np.uint64)
+    want = ((i * 2654435761 + 1) & 0xFFFFFFFF).astype(np.uint32)
+    assert np.array_equal(np.frombuffer(h, dtype=np.uint32), want)
+    out.free()
+
+
+def test_a_reduction_with_dynamic_shared_memory(session, rt, mod):
+    n = 1 << 20
+    data = (np.arange(n, dtype=np.uint64) % 1000).astype(np.uint32)
+    h = session.host(4 * n)
+    np.frombuffer(h, dtype=np.uint32)[:] = data
+    g = session.gpu_memory(4 * n)
+    total = session.gpu_memory(8)
+    rt.copy(g, h)
+    rt.wait(rt.fill(total, 0))
+    rt.wait(rt.launch(mod["reduce_sum"], grid=n // 512, block=512, args=[g, total, n], shared=512 * 4))
+    out = session.host(8)
+    rt.wait(rt.copy(out, total))
+    assert int(np.frombuffer(out, dtype=np.uint64)[0]) == int(data.sum(dtype=np.uint64))
+
+
+def test_copies_in_every_direction_at_64_mib(session, rt):
+    n = 64 * MIB
+    src = session.host(n)
+    pattern = np.random.default_rng(7).integers(0, 255, n, dtype=np.uint8)
+    np.frombuffer(src, dtype=np.uint8)[:] = pattern
+    a, b = session.gpu_memory(n), session.gpu_memory(n)
+    rt.copy(a, src)
+    rt.wait(rt.copy(b, a))  # GPU to GPU: the copy kernel
+    dst = session.host(n)
+    rt.wait(rt.copy(dst, b))
+    assert np.array_equal(np.frombuffer(dst, dtype=np.uint8), pattern)
+    for x in (a, b):
+        x.free()
+
+
+def test_a_wait_past_its_timeout_raises_and_a_later_wait_succeeds(session, rt, mod):
+    done_flag = session.gpu_memory(4)
+    # About 1 s of SM clocks (the H200 boosts to 1.98 GHz).
+    d = rt.launch(mod["spin"], grid=1, block=32, args=[2_000_000_000, done_flag])
+    with pytest.raises(rig.Timeout):
+        rt.wait(d, timeout=0.05)
+    rt.wait(d, timeout=30)
+
+
+def test_a_wait_releases_the_gil(session, rt, mod):
+    flag = session.gpu_memory(4)
+    d = rt.launch(mod["spin"], grid=1, block=32, args=[1_000_000_000, flag])
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    t0 = time.monotonic()
+    rt.wait(d, timeout=30)
+    waited = time.monotonic() - t0
+    stop.set()
+    t.join()
+    assert waited > 0.2, waited
+    assert ticks > 100_000, f"{ticks} loop turns in {waited:.2f} s: the GIL was held"
+
+
+def test_bad_arguments_are_refused_before_anything_runs(rt, mod):
+    with pytest.raises(ValueError):
+        rt.launch(mod["saxpy"], grid=1, block=32, args=[1.0])
+    with pytest.raises(TypeError):
+        rt.launch(mod["saxpy"], grid=1, block=32, args=[1.0, "x", "y", 1])
+    with pytest.raises(rig.LaunchError):
+        rt.launch(mod["empty"], grid=1, block=4096)
+    with pytest.raises(KeyError):
+        mod.kernel("no_such_kernel")
+
+
+def test_a_fault_is_typed_and_stays_in_its_session():
+    # A session of its own: its channel group stops; the module's session goes on.
+    with rig.Session(GPU, socket=SOCKET) as s:
+        r = s.runtime()
+        m = r.load(CUBIN)
+        d = r.launch(m["store_at"], grid=1, block=1, args=[0x10, 7])
+        with pytest.raises(rig.Fault) as e:
+            r.wait(d, timeout=10)
+        assert e.value.fault, e.value
+        print(f"\nfault: {e.value}")
+
+
+CUPY = """
+import statistics, sys, time
+import cupy as cp
+m = cp.RawModule(path=sys.argv[1])
+f = m.get_function("empty")
+dev = cp.cuda.Device()
+for _ in range(200):
+    f((1,), (1,), ()); dev.synchronize()
+v = []
+for _ in range(5000):
+    t0 = time.perf_counter_ns(); f((1,), (1,), ()); dev.synchronize()
+    v.append((time.perf_counter_ns() - t0) / 1000)
+print("launch_sync_us", statistics.median(v))
+b = []
+for _ in range(20):
+    t0 = time.perf_counter_ns()
+    for _ in range(1000):
+        f((1,), (1,), ())
+    t1 = time.perf_counter_ns(); dev.synchronize()
+    b.append((t1 - t0) / 1000 / 1000)
+print("host_per_launch_us", statistics.median(b))
+n = 256 << 20
+host = cp.cuda.alloc_pinned_memory(n)
+g = cp.cuda.alloc(n)
+for name, dst, src, kind in (("h2d", g.ptr, host.ptr, 1), ("d2h", host.ptr, g.ptr, 2)):
+    t = []
+    for _ in range(7):
+        t0 = time.perf_counter_ns(); cp.cuda.runtime.memcpy(dst, src, n, kind); dev.synchronize()
+        t.append((time.perf_counter_ns() - t0) / 1e9)
+    print(name + "_gbs", n / statistics.median(t) / 1e9)
+"""
+
+
+def test_figures(session, rt, mod):
+    """From Python, side by side in one call: rig (this process) against CuPy over
+    libcuda (another process of the same uid, the same cubin and CPU): an empty kernel's
+    launch + completion, the host's time per launch in a batch, and 256 MiB copies
+    between pinned host memory and GPU memory each way."""
+    cupy = subprocess.run(
+        [sys.executable, "-c", CUPY, CUBIN_PATH], capture_output=True, text=True, timeout=300
+    )
+    cu = {}
+    if cupy.returncode == 0:
+        for line in cupy.stdout.splitlines():
+            k, v = line.split()
+            cu[k] = float(v)
+    else:
+        print(f"\nCuPy did not run: {cupy.stderr.strip()[-400:]}")
+    k = mod["empty"]
+    for _ in range(200):
+        rt.wait(rt.launch(k, 1, 1))
+    rig_us = []
+    for _ in range(5000):
+        t0 = time.perf_counter_ns()
+        rt.wait(rt.launch(k, 1, 1))
+        rig_us.append((time.perf_counter_ns() - t0) / 1000)
+    batch = []
+    for _ in range(20):
+        t0 = time.perf_counter_ns()
+        for _ in range(1000):
+            d = rt.launch(k, 1, 1)
+        t1 = time.perf_counter_ns()
+        rt.wait(d)
+        batch.append((t1 - t0) / 1000 / 1000)
+    n = 256 * MIB
+    h, g = session.host(n), session.gpu_memory(n)
+    gbs = {}
+    for name, dst, src in (("h2d", g, h), ("d2h", h, g)):
+        t = []
+        for _ in range(7):
+            t0 = time.perf_counter_ns()
+            rt.wait(rt.copy(dst, src))
+            t.append((time.perf_counter_ns() - t0) / 1e9)
+        gbs[name] = n / statistics.median(t) / 1e9
+    g.free()
+    h.free()
+
+    def row(what, mine, theirs, unit):
+        ratio = f"{mine / theirs:.2f}x" if theirs else "-"
+        print(f"{what:<44} rig {mine:9.2f} {unit:<5} CuPy {theirs or float('nan'):9.2f} {unit:<5} {ratio}")
+
+    print()
+    row("empty launch + wait (median of 5000)", statistics.median(rig_us), cu.get("launch_sync_us"), "us")
+    row("host time per launch (batches of 1000)", statistics.median(batch), cu.get("host_per_launch_us"), "us")
+    row("256 MiB host -> GPU (median of 7)", gbs["h2d"], cu.get("h2d_gbs"), "GB/s")
+    row("256 MiB GPU -> host (median of 7)", gbs["d2h"], cu.get("d2h_gbs"), "GB/s")
