@@ -118,3 +118,31 @@ def test_calls_release_the_gil(socket, host_device):
         t.join(timeout=60)
     assert not errors, errors
     assert not any(t.is_alive() for t in threads)
+
+
+def test_a_forked_child_is_told_not_left_hanging(socket, host_device):
+    import os
+
+    with rig.Session(host_device, socket=socket) as s:
+        s.host(64)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: every call raises at once
+            os.close(r)
+            code = b"?"
+            try:
+                s.host(64)
+                code = b"n"  # no error: wrong
+            except rig.RigError as e:
+                code = b"y" if "fork" in str(e) else b"m"
+            except BaseException:  # noqa: BLE001 - any other outcome is a failure
+                code = b"x"
+            os.write(w, code)
+            os._exit(0)
+        os.close(w)
+        got = os.read(r, 1)
+        os.waitpid(pid, 0)
+        os.close(r)
+        assert got == b"y", got
+        # The parent's session is unharmed.
+        assert len(s.host(64)) == 64
