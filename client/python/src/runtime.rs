@@ -383,6 +383,12 @@ impl Runtime {
         self.with(py, |rt, _| rt.wait(done.to_rust(), t))?.py()
     }
 
+    /// Whether `done`'s engine released its value, without waiting; raises `rig.Fault`
+    /// when the GPU stopped the channel (faulted work never reads as done).
+    fn done(&self, py: Python<'_>, done: Done) -> PyResult<bool> {
+        self.with(py, |rt, _| rt.poll(done.to_rust()))?.py()
+    }
+
     /// Closes both channels in rigd (work in flight is waited for first).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = detached(py, |_| {

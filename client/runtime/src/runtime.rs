@@ -13,7 +13,10 @@
 
 use std::time::Duration;
 
-use rig_client::{channel::Engine, session::Session};
+use rig_client::{
+    channel::{Channel, ChannelError, Engine},
+    session::Session,
+};
 
 use crate::{
     builtin,
@@ -176,6 +179,31 @@ impl Runtime {
             Engine::Copy => self.copies.wait(done.value, timeout)?,
         }
         Ok(())
+    }
+
+    /// Whether `done` has landed, without waiting: one read of the engine's semaphore
+    /// and of the channel's error notifier. A posted fault comes back typed, as from
+    /// `wait`, whether or not the value landed: faulted work never reads as done.
+    ///
+    /// # Errors
+    /// The channel's `Fault`.
+    pub fn poll(&mut self, done: Done) -> Result<bool, RuntimeError> {
+        let ch = match done.engine {
+            Engine::Compute => self.compute.channel(),
+            Engine::Copy => self.copies.channel(),
+        };
+        let fault = |ch: &Channel, fault| ChannelError::Fault {
+            channel: ch.id(),
+            fault,
+        };
+        let landed = match ch.fault() {
+            Some(f) => Err(fault(ch, f)),
+            None => ch.completed().map(|c| c >= done.value),
+        };
+        Ok(match done.engine {
+            Engine::Compute => landed.map_err(ComputeError::from)?,
+            Engine::Copy => landed.map_err(CopyError::from)?,
+        })
     }
 
     /// Closes both channels in rigd.
