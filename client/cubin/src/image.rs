@@ -56,6 +56,7 @@ pub struct Image {
     zeroed: (u64, u64),
     addrs: Vec<u64>,
     banks: Vec<Bank>,
+    kernel_banks: Vec<(String, Bank)>,
     variables: Vec<(String, u64)>,
 }
 
@@ -106,7 +107,7 @@ impl Module {
         let order = [Kind::Code, Kind::Bank(0), Kind::GlobalInit, Kind::Global];
         for (step, group) in order.iter().enumerate() {
             let in_group = |k: Kind| match (group, k) {
-                (Kind::Bank(_), Kind::Bank(_)) => true,
+                (Kind::Bank(_), Kind::Bank(_) | Kind::KernelBank(_)) => true,
                 (g, k) => *g == k,
             };
             for (i, s) in sections
@@ -115,7 +116,9 @@ impl Module {
                 .filter(|(_, s)| in_group(s.kind))
             {
                 let size = match s.kind {
-                    Kind::Bank(_) => align_up(s.size, 16).ok_or(ImageError::Overflow)?,
+                    Kind::Bank(_) | Kind::KernelBank(_) => {
+                        align_up(s.size, 16).ok_or(ImageError::Overflow)?
+                    }
                     _ => s.size,
                 };
                 at = align_up(at, s.align).ok_or(ImageError::Overflow)?;
@@ -222,6 +225,24 @@ impl Layout<'_> {
                     _ => None,
                 })
                 .collect(),
+            kernel_banks: sections
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match s.kind {
+                    Kind::KernelBank(index) => {
+                        let kernel = s.name.strip_prefix(&format!(".nv.constant{index}."))?;
+                        Some((
+                            kernel.to_owned(),
+                            Bank {
+                                index,
+                                addr: addr(i),
+                                size: align_up(s.size, 16).unwrap_or(s.size),
+                            },
+                        ))
+                    }
+                    _ => None,
+                })
+                .collect(),
             variables: self
                 .module
                 .variables()
@@ -261,6 +282,15 @@ impl Image {
     /// The module's constant banks (3, 4, …) at their addresses.
     pub fn banks(&self) -> &[Bank] {
         &self.banks
+    }
+
+    /// The banks of `kernel`'s own (`.nv.constant<N>.<kernel>`, N > 0), bound in its
+    /// launches besides the module's.
+    pub fn kernel_banks<'a>(&'a self, kernel: &'a str) -> impl Iterator<Item = Bank> + 'a {
+        self.kernel_banks
+            .iter()
+            .filter(move |(k, _)| k == kernel)
+            .map(|(_, b)| *b)
     }
 
     /// The address of the `__constant__` or `__device__` variable `name`.

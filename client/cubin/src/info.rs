@@ -127,6 +127,19 @@ pub const IGNORED: &[(Eiattr, &str)] = &[
         Eiattr::MERCURY_ISA_VERSION,
         "the ISA version the code was built for",
     ),
+    // These two as read in NVRTC 13.0's cubins of tinygrad's kernels
+    // (docs/hardware/nvidia-compute.md, "`.nv.info` records").
+    (
+        Eiattr::UNUSED_LOAD_BYTE_OFFSET,
+        "vector loads some of whose bytes the code never uses (offset, mask of the bytes \
+         used), for tools; each load is aligned to its size, so it reads nothing outside \
+         the aligned 16 bytes its used bytes lie in",
+    ),
+    (
+        Eiattr::ANNOTATIONS,
+        "instructions marked for tools (SpillRefill: register spills to local memory, \
+         which EIATTR_FRAME_SIZE sizes)",
+    ),
 ];
 
 /// Why the refused attributes that rig knows are refused.
@@ -207,10 +220,6 @@ const REFUSED: &[(Eiattr, &str)] = &[
         Eiattr::ATOM_SYS_INSTR_OFFSETS,
         "system-scope atomics the driver may patch",
     ),
-    (
-        Eiattr::INDIRECT_BRANCH_TARGETS,
-        "indirect branches rig has not checked",
-    ),
     (Eiattr::NUM_MBARRIERS, "mbarriers rig has not checked"),
     (
         Eiattr::MBARRIER_INSTR_OFFSETS,
@@ -221,7 +230,7 @@ const REFUSED: &[(Eiattr, &str)] = &[
 impl Eiattr {
     /// What rig does with this attribute.
     pub fn policy(self) -> Policy {
-        const READ: [Eiattr; 12] = [
+        const READ: [Eiattr; 13] = [
             Eiattr::REGCOUNT,
             Eiattr::FRAME_SIZE,
             Eiattr::MIN_STACK_SIZE,
@@ -234,6 +243,7 @@ impl Eiattr {
             Eiattr::MAX_THREADS,
             Eiattr::REQNTID,
             Eiattr::SW_WAR,
+            Eiattr::INDIRECT_BRANCH_TARGETS,
         ];
         if READ.contains(&self) {
             return Policy::Read;

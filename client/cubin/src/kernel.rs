@@ -192,6 +192,8 @@ pub enum KernelError {
 pub(crate) struct Found<'a> {
     pub name: &'a str,
     pub text: usize,
+    /// Bytes of its code section (`.text.<name>`).
+    pub code_size: u64,
     pub entry: u64,
     /// REGCOUNT, FRAME_SIZE, MIN_STACK_SIZE, MAX_STACK_SIZE from the symbol-keyed records.
     pub function: Function,
@@ -222,6 +224,46 @@ fn once<T>(slot: &mut Option<T>, attribute: crate::info::Eiattr, v: T) -> Result
 /// it is by CUDA and by libcuda-free launchers; another value asks for a workaround rig
 /// does not know.
 const SW_WAR_KNOWN: u32 = 8;
+
+/// Checks an EIATTR_INDIRECT_BRANCH_TARGETS record: a `BRX` at an offset of the
+/// kernel's code, and the offsets it may jump to, each inside that code. The jump
+/// table itself is a bank of the kernel's own (`.nv.constant2.<name>`), and the branch
+/// is relative to the kernel's start, so nothing is relocated (docs/hardware/
+/// nvidia-compute.md, "Constant banks"). Payload: u32 branch offset, u32 0, u32 count,
+/// then count u32 targets (as cuobjdump -elf prints them).
+fn indirect_branch(r: &crate::info::Record<'_>, code_size: u64) -> Result<(), KernelError> {
+    let shape = || {
+        KernelError::Info(crate::info::InfoError::Shape {
+            attribute: r.attribute,
+            at: r.at,
+            expected: "an SVAL of a branch, a count and that many targets",
+        })
+    };
+    let words: Vec<u32> = r
+        .payload
+        .chunks(4)
+        .map(|c| c.try_into().map(u32::from_le_bytes))
+        .collect::<Result<_, _>>()
+        .map_err(|_| shape())?;
+    let [branch, _, count, targets @ ..] = words.as_slice() else {
+        return Err(shape());
+    };
+    if usize::try_from(*count).ok() != Some(targets.len()) {
+        return Err(shape());
+    }
+    if let Some(off) = std::iter::once(branch)
+        .chain(targets)
+        .find(|&&o| u64::from(o) >= code_size)
+    {
+        return Err(KernelError::Inconsistent {
+            what: format!(
+                "an indirect branch or its target at {off:#x} lies outside its code \
+                 ({code_size:#x} bytes)"
+            ),
+        });
+    }
+    Ok(())
+}
 
 /// Reads a kernel's `.nv.info.<name>` records into a [`Kernel`].
 pub(crate) fn build(found: Found<'_>) -> Result<Kernel, KernelError> {
@@ -280,6 +322,7 @@ pub(crate) fn build(found: Found<'_>) -> Result<Kernel, KernelError> {
                     });
                 }
             }
+            Eiattr::INDIRECT_BRANCH_TARGETS => indirect_branch(r, found.code_size)?,
             Eiattr::SW_WAR => {
                 let [bits] = r.words::<1>("an SVAL of 4 bytes")?;
                 if bits != SW_WAR_KNOWN {

@@ -74,6 +74,10 @@ pub enum Kind {
     /// `.nv.constant<N>`: constant bank N (3: `__constant__` data; 4: the addresses of
     /// `__device__` data, filled by relocations).
     Bank(u8),
+    /// `.nv.constant<N>.<kernel>` for N other than 0: a bank of one kernel's own (2:
+    /// what ptxas puts there, such as a `switch`'s jump table), bound only in that
+    /// kernel's launches (docs/hardware/nvidia-compute.md, "Constant banks").
+    KernelBank(u8),
     /// `.nv.global.init`: initialised `__device__` data.
     GlobalInit,
     /// `.nv.global`: zero-initialised `__device__` data (no bytes in the file).
@@ -334,7 +338,10 @@ fn load(index: &ElfIndex, bytes: &[u8]) -> Result<(Vec<Loaded>, Vec<Option<usize
                 }
                 None => Some((Kind::Bank(n), 256)),
                 Some(_) if n == 0 => None, // a kernel's bank 0 template, read by `kernel`
-                Some(_) => return Err(section_err(s, "a per-kernel constant bank other than 0")),
+                Some(_) if n >= MAX_BANKS => {
+                    return Err(section_err(s, "the QMD binds constant banks 0 to 7"));
+                }
+                Some(_) => Some((Kind::KernelBank(n), 256)),
             }
         } else if s.name == ".nv.global" {
             if s.sh_type != SHT_NOBITS {
@@ -356,7 +363,7 @@ fn load(index: &ElfIndex, bytes: &[u8]) -> Result<(Vec<Loaded>, Vec<Option<usize
         let Some((kind, min_align)) = kind else {
             continue;
         };
-        if matches!(kind, Kind::Bank(_)) && s.size > MAX_BANK_BYTES {
+        if matches!(kind, Kind::Bank(_) | Kind::KernelBank(_)) && s.size > MAX_BANK_BYTES {
             return Err(section_err(s, "a constant bank larger than 64 KiB"));
         }
         if kind != Kind::Global && s.sh_type != SHT_PROGBITS {
@@ -635,9 +642,22 @@ fn kernels(
                 .map_err(|_| inconsistent("more than 4 GiB of shared memory".into()))?,
             None => 0,
         };
+        // A bank N of the kernel's own and a module-wide bank N cannot both be bound.
+        for s in &index.sections {
+            if let Some((n, Some(k))) = bank_name(&s.name)
+                && n != 0
+                && k == name
+                && index.section(&format!(".nv.constant{n}")).is_some()
+            {
+                return Err(inconsistent(format!(
+                    "constant bank {n} is both the module's and its own"
+                )));
+            }
+        }
         let found = Found {
             name,
             text,
+            code_size,
             entry: sym.value,
             function: functions.get(sym.index).copied().unwrap_or_default(),
             records,

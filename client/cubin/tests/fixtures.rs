@@ -72,7 +72,9 @@ fn elf_attributes(elf: &str, kernel: &str) -> Vec<(String, String)> {
     let head = format!("\n.nv.info.{kernel}\n");
     let start = elf.find(&head).unwrap_or_else(|| panic!("no {head:?}")) + head.len();
     let body = &elf[start..];
-    let body = &body[..body.find("\n\n").unwrap_or(body.len())];
+    // The block ends where the next section starts (an INDIRECT_BRANCH_TARGETS value
+    // has a blank line inside it).
+    let body = &body[..body.find("\n\n.").unwrap_or(body.len())];
     let mut out = Vec::new();
     let mut name = None;
     let mut value = String::new();
@@ -106,12 +108,13 @@ fn kv(value: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-const SM90: [&str; 5] = [
+const SM90: [&str; 6] = [
     "kernels.sm_90.cubin",
     "kernels.sm_90.lineinfo.cubin",
     "kernels.sm_90.ptxas.cubin",
     "kernels.sm_90.nvrtc.cubin",
     "triton_add.sm_90.cubin",
+    "tinygrad.sm_90.nvrtc.cubin",
 ];
 
 const LAUNCH_TESTS: [&str; 11] = [
@@ -155,6 +158,23 @@ fn every_kernel_matches_cuobjdump_res_usage() {
                 "{ctx}: CONSTANT[0]"
             );
             assert_eq!(r["LOCAL"], 0, "{ctx}: no kernel here uses .nv.local");
+            // Banks of the kernel's own (`.nv.constant<N>.<kernel>`, N > 0).
+            let own: BTreeMap<_, _> = module
+                .sections()
+                .iter()
+                .filter_map(|s| match s.kind {
+                    Kind::KernelBank(n) if s.name == format!(".nv.constant{n}.{}", k.name()) => {
+                        Some((format!("CONSTANT[{n}]"), s.size))
+                    }
+                    _ => None,
+                })
+                .collect();
+            let listed: BTreeMap<_, _> = r
+                .iter()
+                .filter(|(n, _)| n.starts_with("CONSTANT[") && n.as_str() != "CONSTANT[0]")
+                .map(|(n, v)| (n.clone(), *v))
+                .collect();
+            assert_eq!(own, listed, "{ctx}: the kernel's own constant banks");
         }
         // The module's common line: every constant bank and the global data.
         let mut banks = BTreeMap::new();
@@ -165,7 +185,7 @@ fn every_kernel_matches_cuobjdump_res_usage() {
                     banks.insert(format!("CONSTANT[{n}]"), s.size);
                 }
                 Kind::Global | Kind::GlobalInit => global += s.size,
-                Kind::Code => {}
+                Kind::Code | Kind::KernelBank(_) => {}
             }
         }
         assert_eq!(global, res.common["GLOBAL"], "{cubin}: GLOBAL");
@@ -221,12 +241,14 @@ fn parameters_barriers_and_thread_limits_match_cuobjdump_elf() {
             assert_eq!(u64::from(k.param_bytes()), size, "{ctx}: CBANK_PARAM_SIZE");
             let barriers = value("EIATTR_NUM_BARRIERS").map_or(0, |v| num(&v));
             assert_eq!(u64::from(k.barriers()), barriers, "{ctx}: NUM_BARRIERS");
-            match value("EIATTR_REQNTID") {
-                Some(v) => {
-                    let d: Vec<u32> = v.split_whitespace().map(|x| num(x) as u32).collect();
-                    assert_eq!(k.threads(), Threads::Required([d[0], d[1], d[2]]), "{ctx}");
-                }
-                None => assert_eq!(k.threads(), Threads::Any, "{ctx}"),
+            let dims = |v: String| -> [u32; 3] {
+                let d: Vec<u32> = v.split_whitespace().map(|x| num(x) as u32).collect();
+                [d[0], d[1], d[2]]
+            };
+            match (value("EIATTR_REQNTID"), value("EIATTR_MAX_THREADS")) {
+                (Some(v), _) => assert_eq!(k.threads(), Threads::Required(dims(v)), "{ctx}"),
+                (None, Some(v)) => assert_eq!(k.threads(), Threads::Max(dims(v)), "{ctx}"),
+                (None, None) => assert_eq!(k.threads(), Threads::Any, "{ctx}"),
             }
         }
     }
@@ -372,6 +394,50 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
     );
     assert_eq!(zero_at + zero_len, base + layout.size());
     assert_eq!(base + image.bytes().len() as u64, zero_at);
+}
+
+#[test]
+fn tinygrads_kernels_load_with_a_jump_table_in_their_own_bank_2() {
+    // NVRTC 13.0's cubin of three kernels tinygrad generated (tinygrad.cu): a jump table
+    // in .nv.constant2.<kernel> (EIATTR_INDIRECT_BRANCH_TARGETS), spill annotations and
+    // partly used vector loads.
+    let bytes = read("tinygrad.sm_90.nvrtc.cubin");
+    let module = Module::parse(&bytes).unwrap();
+    let elf = text("tinygrad.sm_90.nvrtc.cubin.elf.txt");
+    for attr in [
+        "EIATTR_INDIRECT_BRANCH_TARGETS",
+        "EIATTR_ANNOTATIONS",
+        "EIATTR_UNUSED_LOAD_BYTE_OFFSET",
+    ] {
+        assert!(elf.contains(attr), "the fixture carries {attr}");
+    }
+    let name = "r_2_2_2_3_3_3_6_7_6";
+    let table = module
+        .sections()
+        .iter()
+        .find(|s| s.name == format!(".nv.constant2.{name}"))
+        .unwrap();
+    assert_eq!(table.kind, Kind::KernelBank(2));
+    assert_eq!(table.size, 0x20, "eight 4-byte branch targets");
+    let layout = module.layout().unwrap();
+    let base = 0x7f00_0000_0000u64;
+    let image = layout.place(base).unwrap();
+    let own: Vec<_> = image.kernel_banks(name).collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    assert_eq!((own[0].index, own[0].size), (2, 0x20));
+    assert_eq!(own[0].addr % 256, 0);
+    let at = (own[0].addr - base) as usize;
+    assert_eq!(&image.bytes()[at..at + 0x20], table.data.as_slice());
+    // The table holds offsets into the kernel's code (the branch is relative).
+    let code = module
+        .code(module.kernels().iter().find(|k| k.name() == name).unwrap())
+        .unwrap();
+    for t in table.data.chunks(4) {
+        assert!((u32::from_le_bytes(t.try_into().unwrap()) as usize) < code.len());
+    }
+    // Other kernels bind no bank of their own; no bank 2 is the module's.
+    assert_eq!(image.kernel_banks("E_7").count(), 0);
+    assert!(image.banks().iter().all(|b| b.index != 2));
 }
 
 #[test]

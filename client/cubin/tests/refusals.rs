@@ -210,3 +210,29 @@ fn an_allocated_section_rig_does_not_place_is_refused_by_name() {
         "{err:?}"
     );
 }
+
+#[test]
+fn an_indirect_branch_to_outside_the_kernels_code_is_refused() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tinygrad.sm_90.nvrtc.cubin");
+    let mut bytes = std::fs::read(p).unwrap();
+    let name = ".nv.info.r_2_2_2_3_3_3_6_7_6";
+    Module::parse(&bytes).unwrap();
+    // The record's payload: branch, 0, count, targets; the first target moves past the
+    // end of the kernel's code.
+    let at = record_at(&bytes, name, Eiattr::INDIRECT_BRANCH_TARGETS) + 4 + 12;
+    bytes[at..at + 4].copy_from_slice(&0x00ff_0000u32.to_le_bytes());
+    let err = Module::parse(&bytes).unwrap_err();
+    assert!(
+        format!("{err:?}").contains("lies outside its code"),
+        "{err:?}"
+    );
+    // A count that does not match the targets is a malformed record.
+    let mut bytes = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tinygrad.sm_90.nvrtc.cubin"),
+    )
+    .unwrap();
+    let at = record_at(&bytes, name, Eiattr::INDIRECT_BRANCH_TARGETS) + 4 + 8;
+    bytes[at..at + 4].copy_from_slice(&9u32.to_le_bytes());
+    let err = Module::parse(&bytes).unwrap_err();
+    assert!(format!("{err:?}").contains("Shape"), "{err:?}");
+}

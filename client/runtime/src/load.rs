@@ -113,20 +113,47 @@ impl Prepared {
         self.align
     }
 
-    /// The image at `base` (relocations applied) and the banks the QMD binds.
+    /// The image at `base` (relocations applied) and the banks the QMD binds: the
+    /// module's, and each kernel's own (by kernel index).
     ///
     /// # Errors
     /// [`LoadError::Image`] for a misaligned base or a relocation that does not fit,
     /// [`LoadError::Bank`] for a bank over 64 KiB.
-    pub fn place(&self, base: GpuVa) -> Result<(Image, Vec<ConstantBuffer>), LoadError> {
+    pub fn place(&self, base: GpuVa) -> Result<Placed, LoadError> {
         let image = self.cubin.layout()?.place(base.get())?;
         let banks = image
             .banks()
             .iter()
             .map(|&b| ConstantBuffer::try_from(b))
             .collect::<Result<_, _>>()?;
-        Ok((image, banks))
+        let kernel_banks = self
+            .cubin
+            .kernels()
+            .iter()
+            .map(|k| {
+                image
+                    .kernel_banks(k.name())
+                    .map(ConstantBuffer::try_from)
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Placed {
+            image,
+            banks,
+            kernel_banks,
+        })
     }
+}
+
+/// A module placed at an address: its image and the banks its launches bind.
+#[derive(Debug)]
+pub struct Placed {
+    /// The bytes and addresses.
+    pub image: Image,
+    /// The module's banks (3, 4, …).
+    pub banks: Vec<ConstantBuffer>,
+    /// Each kernel's own banks (by the index of `rig_cubin::Module::kernels`).
+    pub kernel_banks: Vec<Vec<ConstantBuffer>>,
 }
 
 /// A module in a session's memory.
@@ -136,6 +163,7 @@ pub(crate) struct Loaded {
     pub(crate) cubin: rig_cubin::Module,
     pub(crate) image: Image,
     pub(crate) banks: Vec<ConstantBuffer>,
+    pub(crate) kernel_banks: Vec<Vec<ConstantBuffer>>,
     /// Its memory: kept while any kernel handle or launch template holds the module.
     memory: Box<dyn Memory>,
 }
@@ -246,7 +274,11 @@ pub async fn load<A: Alloc>(
     let memory = alloc
         .alloc(session, prepared.size(), prepared.align())
         .await?;
-    let (image, banks) = prepared.place(memory.va())?;
+    let Placed {
+        image,
+        banks,
+        kernel_banks,
+    } = prepared.place(memory.va())?;
     let (zero_at, zero_len) = image.zeroed();
     let zero_offset = zero_at - memory.va().get();
     // The copy engine's memset writes 4-byte words from a 4-aligned address; globals
@@ -291,6 +323,7 @@ pub async fn load<A: Alloc>(
             cubin: prepared.cubin,
             image,
             banks,
+            kernel_banks,
             memory: Box::new(memory),
         }),
     })
@@ -330,12 +363,44 @@ mod tests {
     fn a_placed_module_binds_banks_3_and_4_and_sizes_whole_words() {
         let p = prepare(KERNELS).expect("the fixture");
         assert_eq!(p.size() % 4, 0);
-        let (image, banks) = p.place(GpuVa(0x7f00_0000_0000)).expect("placed");
+        let Placed { image, banks, .. } = p.place(GpuVa(0x7f00_0000_0000)).expect("placed");
         assert_eq!(banks.iter().map(|b| b.index).collect::<Vec<_>>(), [3, 4]);
         assert!(image.variable("counter").is_some());
         assert!(matches!(
             p.place(GpuVa(0x7f00_0000_0010)),
             Err(LoadError::Image(ImageError::Base { .. }))
         ));
+    }
+
+    #[test]
+    fn a_kernels_own_bank_is_bound_for_that_kernel_alone() {
+        // tinygrad's kernels by NVRTC: r_2_2_2_3_3_3_6_7_6 jumps through a table in its
+        // own bank 2 (rig-cubin's tests/data/tinygrad.cu).
+        let p = prepare(include_bytes!(
+            "../../cubin/tests/data/tinygrad.sm_90.nvrtc.cubin"
+        ))
+        .expect("the fixture");
+        let Placed {
+            image,
+            banks,
+            kernel_banks,
+        } = p.place(GpuVa(0x7f00_0000_0000)).expect("placed");
+        assert!(banks.is_empty(), "{banks:?}");
+        let names: Vec<_> = p
+            .cubin
+            .kernels()
+            .iter()
+            .map(|k| k.name().to_owned())
+            .collect();
+        for (name, own) in names.iter().zip(&kernel_banks) {
+            if name == "r_2_2_2_3_3_3_6_7_6" {
+                assert_eq!(own.len(), 1, "{own:?}");
+                assert_eq!((own[0].index, own[0].size), (2, 0x20));
+                let bank = image.kernel_banks(name).next().expect("its bank");
+                assert_eq!(own[0].addr, bank.addr);
+            } else {
+                assert!(own.is_empty(), "{name}: {own:?}");
+            }
+        }
     }
 }

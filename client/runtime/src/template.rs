@@ -124,6 +124,9 @@ impl Template {
             size: bank0.size(),
         }];
         banks.extend(kernel.module.banks.iter().copied());
+        if let Some(own) = kernel.module.kernel_banks.get(kernel.index) {
+            banks.extend(own.iter().copied());
+        }
         let qmd = for_class(HOPPER_COMPUTE_A)?.build(&Launch {
             kernel: info,
             shape: &shape,

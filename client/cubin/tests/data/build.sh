@@ -24,6 +24,7 @@ cc printf.sm_90.cubin -arch=sm_90 -O3 printf.cu
 nvcc -ptx -arch=sm_90 -O3 -o "$O/kernels.sm_90.ptx" kernels.cu &&
   ptxas -arch=sm_90 -O3 -o "$O/kernels.sm_90.ptxas.cubin" "$O/kernels.sm_90.ptx"
 python3 nvrtc.py kernels.cu "$O/kernels.sm_90.nvrtc.cubin" >>"$O/versions.txt" 2>&1
+python3 nvrtc.py tinygrad.cu "$O/tinygrad.sm_90.nvrtc.cubin" --minimal >>"$O/versions.txt" 2>&1
 python3 triton_add.py "$O" >>"$O/versions.txt" 2>&1
 for c in "$O"/*.cubin; do
   cuobjdump -elf "$c" >"$c.elf.txt" 2>&1
