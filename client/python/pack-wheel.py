@@ -61,7 +61,10 @@ def main() -> None:
         f"Version: {v}\n"
         f"Summary: {summary.group(1) if summary else 'rig from Python'}\n"
         "License: MIT OR Apache-2.0\n"
-        "Requires-Python: >=3.11\n").encode()))
+        "Requires-Python: >=3.11\n"
+        # rig.tinygrad's pin (pyproject.toml's optional dependency).
+        "Provides-Extra: tinygrad\n"
+        'Requires-Dist: tinygrad==0.13.0; extra == "tinygrad"\n').encode()))
     files.append((f"{dist}/WHEEL", (
         "Wheel-Version: 1.0\n"
         "Generator: rig pack-wheel.py\n"

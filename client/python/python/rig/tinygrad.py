@@ -1,0 +1,746 @@
+"""tinygrad's device "RIG": tinygrad's hardware-command-queue layer (HCQ) on rig.
+
+Importing this module registers the device with tinygrad; then ``DEV=RIG`` (or
+``Tensor(..., device="RIG")``) runs tinygrad on a GPU that rigd lends, from an
+unprivileged process::
+
+    import rig.tinygrad  # registers RIG
+    from tinygrad import Tensor
+    x = Tensor.rand(4096, 4096, device="RIG")
+    print((x @ x).sum().item())
+
+How tinygrad's device maps onto rig (docs/tinygrad.md says more):
+
+- memory: GPU buffers are the session's GPU memory (``Session.gpu_memory``); host
+  buffers (staging, signals) are its host leases, which the process maps and the GPU
+  reaches across PCIe;
+- programs: tinygrad's CUDA renderer, compiled by NVRTC to sm_90 cubins (the device
+  is not "CUDA", so tinygrad asks NVRTC for a cubin, not PTX), loaded with
+  ``Runtime.load`` and launched with ``Runtime.launch``: rig builds the QMD and
+  constant bank 0 itself;
+- queues: a compute or copy queue records tinygrad's commands and replays them at
+  submit on rig's runtime (launches on its compute channel, copies on its copy
+  channel, or the copy kernel between two places in GPU memory);
+- signals: kept by the host, never written by the GPU: a signal a queue sets after GPU
+  work is set when rig's wait (or poll) on that work's value returns (the engine's own
+  release), so work that faulted never reads as done: the wait raises instead. A wait
+  between two commands on one channel costs nothing (the channel runs its work in
+  order); a wait on work of the other channel is kept by the host before it submits
+  more; a wait on a signal nothing queued sets parks the queue until the host sets it;
+- addresses: a host buffer's ``va_addr`` is its CPU address (tinygrad writes host
+  buffers through it); kernels are given its GPU address.
+
+Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is the
+n-th); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
+(default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30).
+
+Pinned to tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
+changes between releases; another version is refused at import unless
+``RIG_TINYGRAD_ANY=1``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import ctypes
+import functools
+import importlib.metadata
+import os
+import sys
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import rig
+
+TINYGRAD = "0.13.0"
+
+_have = importlib.metadata.version("tinygrad")
+if _have != TINYGRAD and os.environ.get("RIG_TINYGRAD_ANY") != "1":
+    raise ImportError(
+        f"rig.tinygrad is built for tinygrad {TINYGRAD}, and tinygrad {_have} is installed "
+        f"(pip install tinygrad=={TINYGRAD}, or RIG_TINYGRAD_ANY=1 to try it anyway)"
+    )
+
+from tinygrad.device import BufferSpec, Device  # noqa: E402
+from tinygrad.dtype import dtypes  # noqa: E402
+from tinygrad.helpers import ALLOW_TF32, PROFILE, getenv, mv_address  # noqa: E402
+from tinygrad.uop.ops import sym_infer  # noqa: E402
+from tinygrad.renderer.cstyle import CUDARenderer  # noqa: E402
+from tinygrad.runtime.support.hcq import (  # noqa: E402
+    HCQAllocator,
+    HCQArgsState,
+    HCQBuffer,
+    HCQCompiled,
+    HCQProgram,
+    HCQSignal,
+    HWQueue,
+    MMIOInterface,
+)
+
+# The only compute class rig's runtime builds QMDs for (HOPPER_COMPUTE_A, QMD V04).
+ARCH = "sm_90"
+
+
+class RigCUDARenderer(CUDARenderer):
+    """tinygrad's CUDA C renderer, for the RIG device (tinygrad names it "CUDA" here:
+    `DEV=RIG:CUDA`). tinygrad keeps TF32 tensor cores out of float32 matmuls unless
+    ALLOW_TF32=1, so that float32 stays float32's precision, but decides it by the
+    device's name (CUDA or NV); the RIG device keeps the same rule here. Without it,
+    tinygrad's own float32 gemm tests fail on RIG by TF32's error (seen on the H200,
+    docs/tinygrad.md)."""
+
+    @property  # type: ignore[override]
+    def tensor_cores(self):
+        return [tc for tc in self._tensor_cores if ALLOW_TF32 or tc.dtype_in != dtypes.float]
+
+    @tensor_cores.setter
+    def tensor_cores(self, tcs) -> None:
+        self._tensor_cores = tcs
+
+
+class Done(Protocol):
+    """What a backend's copy or launch returns (``rig.Done``)."""
+
+    engine: str
+    value: int
+
+
+class Backend(Protocol):
+    """What the device needs of rig: one session and its runtime. ``RigBackend`` is
+    rig itself; the package's tests put a fake in its place."""
+
+    def gpu(self, size: int) -> tuple[Any, int]: ...
+    def host(self, size: int) -> tuple[Any, int, int]: ...
+    def free(self, mem: Any) -> None: ...
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> Done: ...
+    def load(self, lib: bytes) -> Any: ...
+    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list) -> Done: ...
+    def poll(self, done: Done) -> bool: ...
+    def wait(self, done: Done, timeout: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class RigBackend:
+    """A rig session on one GPU and its runtime (a compute and a copy channel)."""
+
+    def __init__(self, gpu: str, socket: str, rings: str, timeout: float):
+        self.session = rig.Session(gpu, socket=socket)
+        try:
+            self.runtime = self.session.runtime(timeout=timeout, gpu_rings=rings == "gpu")
+        except BaseException:
+            self.session.close()
+            raise
+
+    def gpu(self, size: int) -> tuple[Any, int]:
+        b = self.session.gpu_memory(size, align=256)
+        return b, b.va
+
+    def host(self, size: int) -> tuple[Any, int, int]:
+        b = self.session.host(size, align=4096)
+        with memoryview(b) as mv:
+            # The address only: the view ends here, so free() is not refused later.
+            addr = mv_address(mv)
+        return b, b.va, addr
+
+    def free(self, mem: Any) -> None:
+        mem.free()
+
+    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> Done:
+        return self.runtime.copy(dst, src, size, dst_offset=dst_offset, src_offset=src_offset)
+
+    def load(self, lib: bytes) -> Any:
+        return self.runtime.load(lib)
+
+    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list) -> Done:
+        return self.runtime.launch(kernel, grid, block, args)
+
+    def poll(self, done: Done) -> bool:
+        return self.runtime.done(done)
+
+    def wait(self, done: Done, timeout: float) -> None:
+        self.runtime.wait(done, timeout=timeout)
+
+    def close(self) -> None:
+        try:
+            self.runtime.close()
+        finally:
+            self.session.close()
+
+
+@dataclass
+class _Pending:
+    """A signal's value once `done` lands (at once when `done` is None)."""
+
+    backend: Backend | None
+    done: Done | None
+    value: int
+
+
+def _device_error(e: rig.RigError) -> RuntimeError:
+    """A rig error as tinygrad expects a device's: a RuntimeError, which tinygrad's
+    synchronize keeps as the device's error state; the typed rig exception (its
+    `fault`, `reason`) is the cause."""
+    return RuntimeError(f"RIG: {type(e).__name__}: {e}")
+
+
+def _poll(backend: Backend, done: Done) -> bool:
+    try:
+        return backend.poll(done)
+    except rig.RigError as e:
+        raise _device_error(e) from e
+
+
+def _wait(backend: Backend, done: Done, timeout_s: float) -> None:
+    try:
+        backend.wait(done, timeout_s)
+    except rig.RigError as e:
+        raise _device_error(e) from e
+
+
+def _landed(p: _Pending) -> bool:
+    return p.done is None or p.backend is None or _poll(p.backend, p.done)
+
+
+# Signals by the address of their memory, for a queue that names a signal through a
+# symbolic address (tinygrad's `Variable`), resolved at submit.
+_SIGNALS: weakref.WeakValueDictionary[int, RigSignal] = weakref.WeakValueDictionary()
+# Every RigDevice opened: a signal the host sets may let their parked queues go on.
+_DEVICES: weakref.WeakSet[RigDevice] = weakref.WeakSet()
+
+
+def _resume_all() -> None:
+    for d in list(_DEVICES):
+        d.resume()
+
+
+class RigSignal(HCQSignal):
+    """A tinygrad signal. The GPU never writes it: its value is kept here and set
+    when the GPU work it follows has landed (as rig's wait or poll sees it), in the
+    order it was queued, or when the host sets it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self._v = 0
+        self._pending: collections.deque[_Pending] = collections.deque()
+        # (backend, done) whose landing is this signal's timestamp, or None.
+        self._stamp_after: tuple[Backend, Done] | None = None
+        self._stamp_ns = 0
+        super().__init__(*args, **kwargs)
+        if isinstance(self.base_buf.va_addr, int):
+            _SIGNALS[self.base_buf.va_addr] = self
+
+    def _settle(self) -> None:
+        while self._pending and _landed(self._pending[0]):
+            self._v = self._pending.popleft().value
+
+    @property
+    def value(self) -> int:
+        self._settle()
+        return self._v
+
+    @value.setter
+    def value(self, new_value: int) -> None:
+        self._pending.clear()
+        self._v = new_value
+        _resume_all()
+
+    def _set_after(self, backend: Backend, done: Done | None, value: int) -> None:
+        if done is None and not self._pending:
+            self._v = value
+        else:
+            self._pending.append(_Pending(backend, done, value))
+
+    def _covering(self, value: int) -> list[_Pending] | None:
+        """The pending entries up to the first that sets at least `value`; None when
+        none does."""
+        out = []
+        for p in self._pending:
+            out.append(p)
+            if p.value >= value:
+                return out
+        return None
+
+    def wait(self, value: int, timeout: int | None = None) -> None:
+        timeout_ms = timeout or getenv("HCQDEV_WAIT_TIMEOUT_MS", 30000)
+        deadline = time.perf_counter() + timeout_ms / 1000
+        while self._v < value:
+            if self._pending:
+                # rig's wait returns at once for work that landed already.
+                p = self._pending[0]
+                if p.done is not None and p.backend is not None:
+                    _wait(p.backend, p.done, max(deadline - time.perf_counter(), 0.0))
+                self._pending.popleft()
+                self._v = p.value
+                continue
+            # Nothing queued sets it yet: a queue parked on a signal the host sets
+            # may, or another thread may set it.
+            _resume_all()
+            if self._pending or self._v >= value:
+                continue
+            if time.perf_counter() >= deadline:
+                raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self._v})")
+            time.sleep(0.0002)
+
+    def _stamp(self, backend: Backend, done: Done | None) -> None:
+        if done is None or _poll(backend, done):
+            self._stamp_after, self._stamp_ns = None, time.perf_counter_ns()
+        else:
+            self._stamp_after = (backend, done)
+            _LATE_STAMPS.append(self)
+
+    def _resolve_stamp(self) -> None:
+        if self._stamp_after is not None:
+            backend, done = self._stamp_after
+            _wait(backend, done, getenv("HCQDEV_WAIT_TIMEOUT_MS", 30000) / 1000)
+            self._stamp_after, self._stamp_ns = None, time.perf_counter_ns()
+
+    @property
+    def timestamp(self):  # type: ignore[override]
+        """When the work before the timestamp command landed, in microseconds, as the
+        host saw it: at submission when nothing was in flight, else when it is first
+        asked for, after the wait for that work (rig's channels release values, not GPU
+        times). Timestamps queued earlier are taken first, so they never come later."""
+        if self._stamp_after is not None:
+            while _LATE_STAMPS:
+                s = _LATE_STAMPS.popleft()
+                s._resolve_stamp()
+                if s is self:
+                    break
+            self._resolve_stamp()
+        return self._stamp_ns / self.timestamp_divider
+
+
+# Signals whose timestamp waits for work still in flight, in the order queued.
+_LATE_STAMPS: collections.deque[RigSignal] = collections.deque()
+
+
+def _follow(sig: RigSignal, value: int, deps: list[tuple[Backend, Done]]) -> bool:
+    """A queue's wait for `sig` to reach `value`: the GPU work that sets it joins
+    `deps`, which later commands follow. False when no queued work sets it yet."""
+    if sig._v < value:
+        sig._settle()
+    if sig._v < value:
+        cover = sig._covering(value)
+        if cover is None:
+            return False
+        deps.extend((c.backend, c.done) for c in cover if c.done is not None and c.backend is not None)
+    return True
+
+
+def _issue(dev: RigDevice, deps: list[tuple[Backend, Done]], engine: str | None, issue: Any) -> Done:
+    """Issues a command on `engine` (None: either) after `deps`: it follows its own
+    channel's earlier work by itself; other work is waited for on the host before it
+    goes. Then it is the one thing later commands follow."""
+    be = dev.backend
+    for b, d in deps:
+        if b is not be or engine is None or d.engine != engine:
+            _wait(b, d, dev.timeout)
+    done = issue()
+    deps[:] = [(be, done)]
+    return done
+
+
+@dataclass
+class _Mem:
+    """What a tinygrad buffer of the device holds in `HCQBuffer.meta`: the rig memory
+    and its GPU address. A host buffer's `va_addr` is its CPU address (tinygrad writes
+    host and cpu_access buffers through it); a GPU buffer's is its GPU address."""
+
+    mem: Any
+    gpu_va: int
+    host: bool
+
+
+@dataclass(eq=False)
+class _Parked:
+    """A submitted queue waiting on a signal nothing queued sets yet: the rest of its
+    commands from `at`, and what they follow."""
+
+    queue: _Queue
+    at: int
+    deps: list
+    var_vals: dict | None
+
+
+class _Queue(HWQueue):
+    """tinygrad's commands, recorded; `_submit` replays them on the device's runtime.
+
+    Ordering: `deps` are the GPU work every later command must follow. A command on a
+    channel follows that channel's earlier work by itself; work of the other channel
+    is waited for on the host first. A signal is set when the last of `deps` lands. A
+    wait on a signal that no queued work sets parks the rest of the queue (and every
+    later submission) until the host sets it. Values, sizes, signals and buffers may be
+    symbolic (tinygrad's `Variable`s), resolved from `submit`'s `var_vals`.
+    """
+
+    kind = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ops: list[tuple] = []
+        self._var_vals: dict | None = None
+
+    def wait(self, signal: RigSignal, value):  # type: ignore[override]
+        self._ops.append(("wait", signal, value))
+        return self
+
+    def signal(self, signal: RigSignal, value):  # type: ignore[override]
+        self._ops.append(("signal", signal, value))
+        return self
+
+    def timestamp(self, signal: RigSignal):  # type: ignore[override]
+        self._ops.append(("timestamp", signal))
+        return self
+
+    def memory_barrier(self):
+        # Each launch's QMD invalidates the caches it reads and its release makes its
+        # writes visible; copies complete by the copy engine's own release.
+        return self
+
+    def submit(self, dev: RigDevice, var_vals: dict[str, int] | None = None):  # type: ignore[override]
+        self._var_vals = var_vals
+        self._submit(dev)
+        return self
+
+    def _submit(self, dev: RigDevice) -> None:
+        deps: list[tuple[Backend, Done]] = []
+        if (last := dev.last_done.get(self.kind)) is not None:
+            deps.append((dev.backend, last))
+        p = _Parked(self, 0, deps, self._var_vals)
+        if dev.parked or not self._run(dev, p):
+            dev.parked.append(p)
+            dev.resume()
+
+    def _val(self, x: Any, var_vals: dict | None) -> int:
+        return x if isinstance(x, int) else int(sym_infer(x, var_vals or {}))
+
+    def _sig(self, sig: RigSignal, var_vals: dict | None) -> RigSignal:
+        va = sig.base_buf.va_addr
+        if isinstance(va, int):
+            return sig
+        addr = self._val(va, var_vals)
+        if (real := _SIGNALS.get(addr)) is None:
+            raise RuntimeError(f"RIG: no signal at {addr:#x}")
+        return real
+
+    def _run(self, dev: RigDevice, p: _Parked) -> bool:
+        """Runs `p`'s commands from `p.at`; False when one parks it."""
+        be, deps, vv = dev.backend, p.deps, p.var_vals
+        ops = self._ops
+        while p.at < len(ops):
+            op = ops[p.at]
+            kind = op[0]
+            if kind == "wait":
+                if not _follow(self._sig(op[1], vv), self._val(op[2], vv), deps):
+                    return False  # parked: nothing queued sets it yet
+            elif kind == "signal":
+                sig, value = self._sig(op[1], vv), self._val(op[2], vv)
+                self._settle_deps(deps, dev)
+                sig._set_after(deps[0][0] if deps else be, deps[0][1] if deps else None, value)
+            elif kind == "timestamp":
+                sig = self._sig(op[1], vv)
+                self._settle_deps(deps, dev)
+                sig._stamp(deps[0][0] if deps else be, deps[0][1] if deps else None)
+            else:
+                _issue(dev, deps, *self._command(dev, op, vv))
+            p.at += 1
+        if deps and deps[-1][0] is be:
+            dev.last_done[self.kind] = deps[-1][1]
+        return True
+
+    def _command(self, dev: RigDevice, op: tuple, vv: dict | None) -> tuple[str | None, Any]:
+        raise NotImplementedError(op[0])
+
+    @staticmethod
+    def _settle_deps(deps: list[tuple[Backend, Done]], dev: RigDevice) -> None:
+        """Leaves at most one entry in `deps`: all but the last are waited for."""
+        for b, d in deps[:-1]:
+            _wait(b, d, dev.timeout)
+        del deps[:-1]
+
+
+class RigComputeQueue(_Queue):
+    kind = "compute"
+
+    def exec(self, prg: RigProgram, args_state: HCQArgsState, global_size, local_size):  # type: ignore[override]
+        bufs, vals = args_state.bufs, args_state.vals
+        fixed = all(isinstance(b.va_addr, int) for b in bufs) and all(
+            isinstance(x, int) for x in (*vals, *global_size, *local_size)
+        )
+        if fixed:  # the launch as rig takes it, made once
+            args = [prg.dev.gpu_va(b) for b in bufs] + list(vals)
+            self._ops.append(("exec", prg, None, args, tuple(global_size), tuple(local_size)))
+        else:
+            self._ops.append(("exec", prg, bufs, vals, global_size, local_size))
+        return self
+
+    def _command(self, dev, op, vv):
+        _, prg, bufs, vals, global_size, local_size = op
+        be, kernel = dev.backend, prg.kernel
+        if bufs is None:
+            return "compute", lambda: be.launch(kernel, global_size, local_size, vals)
+        args = [dev.gpu_va(b, vv) for b in bufs] + [self._val(v, vv) for v in vals]
+        grid = tuple(self._val(x, vv) for x in global_size)
+        block = tuple(self._val(x, vv) for x in local_size)
+        return "compute", lambda: be.launch(kernel, grid, block, args)
+
+
+class RigCopyQueue(_Queue):
+    kind = "copy"
+
+    def copy(self, dest: HCQBuffer, src: HCQBuffer, copy_size):  # type: ignore[override]
+        self._ops.append(("copy", dest, src, copy_size))
+        return self
+
+    def _command(self, dev, op, vv):
+        _, dest, src, size = op
+        (dm, do), (sm, so) = dev.place(dest, vv), dev.place(src, vv)
+        size, be = self._val(size, vv), dev.backend
+        # rig copies on the copy engine whenever an end is host memory (the copy kernel
+        # only between two places in GPU memory): then the engine is known.
+        engine = "copy" if dm.host or sm.host else None
+        return engine, lambda: be.copy(dm.mem, do, sm.mem, so, size)
+
+
+class RigProgram(HCQProgram):
+    """A kernel of an NVRTC cubin, loaded into the session's GPU memory by rig."""
+
+    def __init__(self, dev: RigDevice, name: str, lib: bytes, **kwargs: Any):
+        self.dev, self.name, self.lib = dev, name, lib
+        self.module = dev.backend.load(lib)
+        self.kernel = self.module.kernel(name)
+        super().__init__(HCQArgsState, dev, name, kernargs_alloc_size=0, lib=lib)
+
+    def fill_kernargs(self, bufs, vals=(), kernargs=None) -> HCQArgsState:
+        # rig lays the arguments into constant bank 0 at launch: no kernargs buffer.
+        return HCQArgsState(kernargs, self, bufs, vals=vals)
+
+    def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False, timeout=None):
+        """What HCQProgram queues (a wait for the timeline, the launch, the timeline's
+        next value), done in place without building a queue: the same commands, a few
+        microseconds less of Python per launch. Timed launches, profiling and a device
+        with parked queues take HCQ's own path."""
+        dev = self.dev
+        deps: list[tuple[Backend, Done]] = []
+        if (last := dev.last_done.get("compute")) is not None:
+            deps.append((dev.backend, last))
+        if wait or PROFILE or dev.parked or not _follow(dev.timeline_signal, dev.timeline_value - 1, deps):
+            return super().__call__(
+                *bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait, timeout=timeout
+            )
+        args = [dev.gpu_va(b) for b in bufs]
+        args.extend(vals)
+        be, kernel = dev.backend, self.kernel
+        done = _issue(dev, deps, "compute", lambda: be.launch(kernel, global_size, local_size, args))
+        dev.last_done["compute"] = done
+        dev.prof_exec_counter += 1
+        dev.timeline_signal._set_after(be, done, dev.next_timeline())
+        return None
+
+
+class RigAllocator(HCQAllocator):
+    def __init__(self, dev: RigDevice):
+        # 4 staging buffers of 16 MiB (64 MiB of host leases) rather than tinygrad's 32
+        # of 2 MiB: fewer, longer copies. No transfers between rig devices (each is its
+        # own session: another session's memory is refused) and no reads from disk into
+        # staging by io_uring: both go through the host.
+        super().__init__(dev, batch_size=16 << 20, batch_cnt=4, supports_transfer=False, supports_copy_from_disk=False)
+
+    def _copyin(self, dest: HCQBuffer, src: memoryview) -> None:
+        """tinygrad's staging loop (copies on the copy channel, each staging buffer
+        reused once its last copy landed), the bytes moved into staging by libc's
+        memcpy rather than a memoryview slice."""
+        src = src.cast("B")
+        if (src_addr := _address(src)) is None or PROFILE:
+            return super()._copyin(dest, src)
+        dev, size = self.dev, self.b[0].size
+        for i in range(0, src.nbytes, size):
+            self.b_next = (self.b_next + 1) % len(self.b)
+            dev.timeline_signal.wait(self.b_timeline[self.b_next])
+            lsize = min(size, src.nbytes - i)
+            ctypes.memmove(self.b[self.b_next].va_addr, src_addr + i, lsize)
+            dev.hw_copy_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1).copy(
+                dest.offset(i), self.b[self.b_next], lsize
+            ).signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
+            self.b_timeline[self.b_next] = dev.timeline_value - 1
+
+    def _copyout(self, dest: memoryview, src: HCQBuffer) -> None:
+        """Device to host through every staging buffer at once: the copy engine fills
+        the next ones while the host copies out of the first (tinygrad's own loop waits
+        for each copy before the host reads it)."""
+        dest = dest.cast("B")
+        if (dst_addr := _address(dest)) is None or PROFILE:
+            return super()._copyout(dest, src)
+        dev, size = self.dev, self.b[0].size
+        dev.synchronize()
+        inflight: collections.deque[tuple[int, int, int]] = collections.deque()
+
+        def drain() -> None:
+            at, lsize, k = inflight.popleft()
+            dev.timeline_signal.wait(self.b_timeline[k])
+            ctypes.memmove(dst_addr + at, self.b[k].va_addr, lsize)
+
+        for i in range(0, dest.nbytes, size):
+            if len(inflight) == len(self.b):
+                drain()
+            k = self.b_next = (self.b_next + 1) % len(self.b)
+            lsize = min(size, dest.nbytes - i)
+            dev.hw_copy_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1).copy(
+                self.b[k], src.offset(i), lsize
+            ).signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
+            self.b_timeline[k] = dev.timeline_value - 1
+            inflight.append((i, lsize, k))
+        while inflight:
+            drain()
+
+    def _alloc(self, size: int, options: BufferSpec) -> HCQBuffer:
+        be = self.dev.backend
+        if options.host or options.cpu_access:
+            mem, gpu_va, addr = be.host(size)
+            buf = HCQBuffer(addr, size, meta=_Mem(mem, gpu_va, True), view=MMIOInterface(addr, size), owner=self.dev)
+        else:
+            mem, gpu_va = be.gpu(size)
+            buf = HCQBuffer(gpu_va, size, meta=_Mem(mem, gpu_va, False), owner=self.dev)
+        self.dev.index(buf)
+        return buf
+
+    def _do_free(self, buf: HCQBuffer, options: BufferSpec) -> None:
+        self.dev.unindex(buf)
+        self.dev.backend.free(buf.meta.mem)
+
+    def _map(self, buf: HCQBuffer) -> None:
+        if buf.owner is not self.dev:
+            # Another device's memory (tinygrad's CPU device, another rig session) is
+            # not in this session's address space, and rig lends only its own leases.
+            raise RuntimeError(f"RIG: {self.dev.device} cannot map memory of {getattr(buf.owner, 'device', buf.owner)}")
+        return None
+
+
+def _address(mv: memoryview) -> int | None:
+    """The address of a writable memoryview's bytes; None for a read-only one."""
+    try:
+        return mv_address(mv) if mv.nbytes else None
+    except TypeError:
+        return None
+
+
+class _Iface:
+    """What tinygrad asks of a device's interface: its peer group, the device count,
+    and the end."""
+
+    def __init__(self, device: str, count: int, backend: Backend):
+        self.peer_group, self.count, self.backend = device, count, backend
+
+    def device_fini(self) -> None:
+        self.backend.close()
+
+
+def _gpus() -> list[str]:
+    gpus = [g.strip() for g in os.environ.get("RIG_GPU", "").split(",") if g.strip()]
+    if not gpus:
+        raise RuntimeError("RIG: set RIG_GPU to the PCI address of a GPU rigd serves (rigctl list)")
+    return gpus
+
+
+class RigDevice(HCQCompiled):
+    # The backend's type: rig's, or a test's fake (called with gpu, socket, rings, timeout).
+    backend_t: Any = RigBackend
+
+    def __init__(self, device: str = ""):
+        index = int(device.split(":")[1]) if ":" in device else 0
+        gpus = _gpus()
+        if index >= len(gpus):
+            raise RuntimeError(f"RIG: {device} is not among RIG_GPU's {len(gpus)} GPU(s)")
+        self.timeout = float(os.environ.get("RIG_TIMEOUT", "30"))
+        self.backend: Backend = RigDevice.backend_t(
+            gpus[index],
+            os.environ.get("RIG_SOCKET", rig.DEFAULT_SOCKET),
+            os.environ.get("RIG_RINGS", "host"),
+            self.timeout,
+        )
+        # The last GPU work each kind of queue issued: where a queue's commands start.
+        self.last_done: dict[str, Done | None] = {}
+        self.parked = []
+        self._index: dict[bool, tuple[list[int], dict[int, HCQBuffer]]] = {False: ([], {}), True: ([], {})}
+        self.iface = _Iface(device, len(gpus), self.backend)
+        super().__init__(
+            device,
+            RigAllocator(self),
+            [RigCUDARenderer],
+            functools.partial(RigProgram, self),
+            RigSignal,
+            RigComputeQueue,
+            RigCopyQueue,
+            kernargs_size=0x1000,
+            arch=ARCH,
+        )
+        # No HCQ graphs: they patch commands in GPU-visible memory, which rig's runtime
+        # builds itself. TinyJit replays the kernels one by one instead.
+        self.graph = None
+        _DEVICES.add(self)
+
+    # Queues parked on a signal nothing queued sets yet, in submission order.
+    parked: list[_Parked]
+    _resuming = False
+
+    def resume(self) -> None:
+        """Runs parked queues, in order, as far as their signals allow."""
+        if self._resuming or not self.__dict__.get("parked"):
+            return
+        self._resuming = True
+        try:
+            while self.parked:
+                p = self.parked[0]
+                if not p.queue._run(self, p):
+                    return
+                self.parked.pop(0)
+        finally:
+            self._resuming = False
+
+    # The device's buffers by address (host buffers by CPU address, GPU buffers by GPU
+    # address), for commands that name memory through a symbolic address.
+    def index(self, buf: HCQBuffer) -> None:
+        starts, bufs = self._index[buf.meta.host]
+        bisect.insort(starts, buf.va_addr)
+        bufs[buf.va_addr] = buf
+
+    def unindex(self, buf: HCQBuffer) -> None:
+        starts, bufs = self._index[buf.meta.host]
+        starts.pop(bisect.bisect_left(starts, buf.va_addr))
+        del bufs[buf.va_addr]
+
+    def place(self, buf: HCQBuffer, var_vals: dict | None = None) -> tuple[_Mem, int]:
+        """The rig memory behind `buf` (a buffer of this device, a view of one, or a
+        symbolic address into one) and the offset in it."""
+        va, base = buf.va_addr, buf.base
+        if isinstance(va, int) and base.owner is self and isinstance(base.meta, _Mem):
+            return base.meta, va - base.va_addr
+        addr = va if isinstance(va, int) else int(sym_infer(va, var_vals or {}))
+        for host in (False, True):
+            starts, bufs = self._index[host]
+            i = bisect.bisect_right(starts, addr) - 1
+            if i >= 0 and addr < starts[i] + bufs[starts[i]].size:
+                b = bufs[starts[i]]
+                return b.meta, addr - b.va_addr
+        raise RuntimeError(f"RIG: {addr:#x} is in no buffer of {self.device} (rig copies only the session's memory)")
+
+    def gpu_va(self, buf: HCQBuffer, var_vals: dict | None = None) -> int:
+        """`buf`'s address as the GPU sees it (a host buffer's `va_addr` is the CPU's)."""
+        va, base = buf.va_addr, buf.base
+        if isinstance(va, int) and isinstance(base.meta, _Mem) and not base.meta.host:
+            return va
+        m, off = self.place(buf, var_vals)
+        return m.gpu_va + off
+
+
+def register() -> None:
+    """Makes "RIG" a tinygrad device: tinygrad finds a device's class in the module
+    tinygrad.runtime.ops_<name>, which this module stands in for."""
+    sys.modules.setdefault("tinygrad.runtime.ops_rig", sys.modules[__name__])
+    if "RIG" not in Device._devices:
+        Device._devices.append("RIG")
+
+
+register()

@@ -1,0 +1,362 @@
+"""tinygrad's RIG device (rig/tinygrad.py) over a fake backend: tinygrad's own HCQ
+allocator, queues and signals drive it; the fake runs each engine's work only when a
+wait or poll reaches it, so a command that did not wait for the other engine's work
+reads stale memory and fails here. No GPU: kernels are Python functions (the device
+with rig's runtime, NVRTC and tinygrad's own tests run on the H200: tests/h200/tinygrad).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import pytest
+
+os.environ.setdefault("CACHELEVEL", "0")
+tinygrad_device = pytest.importorskip("tinygrad.device")
+
+import rig  # noqa: E402
+import rig.tinygrad as rt  # noqa: E402
+from tinygrad import Tensor, dtypes  # noqa: E402
+from tinygrad.device import BufferSpec, Device  # noqa: E402
+
+
+class FakeDone:
+    def __init__(self, engine: str, value: int):
+        self.engine, self.value = engine, value
+
+
+class FakeMem:
+    def __init__(self, size: int, host: bool):
+        self.raw = ctypes.create_string_buffer(size)
+        self.addr, self.size, self.host, self.freed = ctypes.addressof(self.raw), size, host, False
+
+
+class FakeKernel:
+    def __init__(self, fn):
+        self.fn = fn
+
+
+class FakeModule:
+    def __init__(self, kernels):
+        self.kernels = kernels
+
+    def kernel(self, name: str):
+        if name not in self.kernels:
+            raise rig.LaunchError(f"No kernel {name}")
+        return FakeKernel(self.kernels[name])
+
+
+# name -> fn(grid, block, args): what "cubins" hold in the fake.
+KERNELS: dict = {}
+
+# Where the fake's GPU sees host memory: CPU address + HOST_SHIFT.
+HOST_SHIFT = 1 << 48  # past the 47 bits of user space
+
+
+def cpu(gpu_va: int) -> int:
+    """The CPU address of what a fake kernel is given (host memory is shifted)."""
+    return gpu_va - HOST_SHIFT if gpu_va >= HOST_SHIFT else gpu_va
+
+
+class FakeBackend:
+    """One session: memory is the process's own; copy-engine work is a FIFO that runs
+    only as far as a wait (or a poll that finds it "landed") reaches, as a slow copy
+    would; a launch runs when it is issued, as a kernel the GPU starts at once would.
+    So a launch issued before the copy it reads has landed reads stale memory."""
+
+    eager = {"compute"}
+
+    opened: list[FakeBackend] = []
+
+    def __init__(self, gpu: str, socket: str, rings: str, timeout: float):
+        self.gpu_address, self.closed = gpu, False
+        self.queues: dict[str, list] = {"compute": [], "copy": []}
+        self.issued = {"compute": 0, "copy": 0}
+        self.ran = {"compute": 0, "copy": 0}
+        self.polls: dict[tuple[str, int], int] = {}
+        self.mems: list[FakeMem] = []
+        self.launches = 0
+        self.fault: str | None = None
+        FakeBackend.opened.append(self)
+
+    def _mem(self, size: int, host: bool) -> FakeMem:
+        m = FakeMem(size, host)
+        self.mems.append(m)
+        return m
+
+    def gpu(self, size):
+        m = self._mem(size, False)
+        return m, m.addr
+
+    def host(self, size):
+        # A host lease's GPU address is not its CPU address (as with rig's leases).
+        m = self._mem(size, True)
+        return m, m.addr + HOST_SHIFT, m.addr
+
+    def free(self, mem):
+        assert not mem.freed, "freed twice"
+        mem.freed = True
+
+    def _issue(self, engine: str, work) -> FakeDone:
+        self.issued[engine] += 1
+        self.queues[engine].append((self.issued[engine], work))
+        if engine in self.eager:
+            self._run(engine, self.issued[engine])
+        return FakeDone(engine, self.issued[engine])
+
+    def _run(self, engine: str, upto: int) -> None:
+        q = self.queues[engine]
+        while q and q[0][0] <= upto:
+            value, work = q.pop(0)
+            try:
+                work()
+            except Exception as e:  # the "GPU" faulted: the channel is stopped
+                self.fault = f"{type(e).__name__}: {e}"
+                q.clear()
+                return
+            self.ran[engine] = value
+
+    def copy(self, dst, dst_offset, src, src_offset, size):
+        assert dst_offset + size <= dst.size and src_offset + size <= src.size, "a copy past its memory"
+        engine = "copy" if dst.host or src.host else "compute"
+        return self._issue(engine, lambda: ctypes.memmove(dst.addr + dst_offset, src.addr + src_offset, size))
+
+    def load(self, lib):
+        return FakeModule(KERNELS)
+
+    def launch(self, kernel, grid, block, args):
+        self.launches += 1
+        return self._issue("compute", lambda: kernel.fn(grid, block, args))
+
+    def poll(self, done):
+        # Lands on the second look, so signals must wait for it properly.
+        key = (done.engine, done.value)
+        self.polls[key] = self.polls.get(key, 0) + 1
+        if self.polls[key] < 2:
+            return False
+        self.wait(done, 0)
+        return True
+
+    def wait(self, done, timeout):
+        self._run(done.engine, done.value)
+        if self.fault is not None:
+            raise rig.Fault(self.fault)
+        assert self.ran[done.engine] >= done.value
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture(scope="module")
+def dev(monkeypatch_module):
+    monkeypatch_module.setenv("RIG_GPU", "0000:00:06.0")
+    monkeypatch_module.setattr(rt.RigDevice, "backend_t", FakeBackend)
+    d = Device["RIG"]
+    assert isinstance(d, rt.RigDevice)
+    return d
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_the_device_is_registered_and_compiles_for_sm_90(dev):
+    assert "RIG" in Device._devices
+    assert dev.arch == "sm_90"
+    # tinygrad's CUDA C renderer; NVRTC (not here) compiles it to a cubin, not PTX,
+    # because the device is not named CUDA.
+    assert [r.__name__ for r in dev.renderers] == ["RigCUDARenderer"]
+    assert dev._renderer_name(dev.renderers[0]) == "CUDA"
+    assert isinstance(dev.backend, FakeBackend)
+    assert dev.graph is None
+
+
+def test_float32_matmuls_leave_tf32_tensor_cores_out_unless_allowed():
+    import tinygrad.codegen.opt.tc as tc
+    from tinygrad.helpers import Context
+
+    r = object.__new__(rt.RigCUDARenderer)  # no NVRTC here: only the property
+    r.tensor_cores = tc.cuda_sm80
+    assert r.tensor_cores, "half and bf16 stay"
+    assert all(t.dtype_in != dtypes.float for t in r.tensor_cores)
+    with Context(ALLOW_TF32=1):
+        assert any(t.dtype_in == dtypes.float for t in r.tensor_cores)
+
+
+def test_tensors_go_to_the_gpu_and_back(dev):
+    t = Tensor([1.0, 2.5, -3.0, 4.0], device="RIG").realize()
+    assert t.device == "RIG"
+    assert t.tolist() == [1.0, 2.5, -3.0, 4.0]
+
+
+def test_a_copy_longer_than_the_staging_buffers_is_whole(dev):
+    # More chunks than the four 16 MiB staging buffers, the last one short: the copy out
+    # reuses a buffer while later ones are in flight.
+    size = 5 * (16 << 20) + 12345
+    data = bytes((i * 7 + 3) % 251 for i in range(251)) * (size // 251) + b"\x05" * (size % 251)
+    t = Tensor(data, device="RIG", dtype=dtypes.uint8).realize()
+    back = bytes(t.data())
+    assert len(back) == size
+    assert back == data
+
+
+def test_a_kernel_runs_after_the_copy_it_reads_and_before_the_copy_that_reads_it(dev):
+    n = 1024
+
+    def add_one(grid, block, args):
+        out, inp, count = args
+        assert grid == (4, 1, 1) and block == (256, 1, 1)
+        src = (ctypes.c_float * count).from_address(cpu(inp))
+        dst = (ctypes.c_float * count).from_address(cpu(out))
+        for i in range(count):
+            dst[i] = src[i] + 1.0
+
+    KERNELS["add_one"] = add_one
+    prg = dev.runtime("add_one", b"fake cubin")
+    a = dev.allocator.alloc(4 * n, BufferSpec())
+    b = dev.allocator.alloc(4 * n, BufferSpec())
+    src = memoryview(bytearray((ctypes.c_float * n)(*range(n))))
+    dev.allocator._copyin(a, src)
+    prg(b, a, global_size=(4, 1, 1), local_size=(256, 1, 1), vals=(n,))
+    out = memoryview(bytearray(4 * n))
+    dev.allocator._copyout(out, b)
+    got = list((ctypes.c_float * n).from_buffer(out))
+    assert got == [float(i + 1) for i in range(n)]
+    dev.allocator.free(a, 4 * n, BufferSpec())
+    dev.allocator.free(b, 4 * n, BufferSpec())
+
+
+def test_a_timed_launch_waits_and_reports_a_time(dev):
+    KERNELS["nop"] = lambda grid, block, args: None
+    prg = dev.runtime("nop", b"fake cubin")
+    t = prg(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+    assert t is not None and t >= 0.0
+    assert dev.timeline_signal.value == dev.timeline_value - 1
+
+
+def test_signals_are_set_only_when_the_work_lands(dev):
+    KERNELS["nop"] = lambda grid, block, args: None
+    prg = dev.runtime("nop", b"fake cubin")
+    target = dev.timeline_value
+    prg(global_size=(1, 1, 1), local_size=(1, 1, 1))
+    # The first look finds the launch in flight: the value has not moved.
+    assert dev.timeline_signal.value == target - 1
+    dev.synchronize()
+    assert dev.timeline_signal.value == target
+
+
+def test_host_buffers_are_written_at_their_cpu_address_and_given_to_kernels_at_their_gpu_address(dev):
+    n = 64
+
+    def double(grid, block, args):
+        out, inp = args
+        assert inp >= HOST_SHIFT, "a host buffer reaches a kernel at its GPU address"
+        src = (ctypes.c_int32 * n).from_address(cpu(inp))
+        dst = (ctypes.c_int32 * n).from_address(cpu(out))
+        for i in range(n):
+            dst[i] = 2 * src[i]
+
+    KERNELS["double"] = double
+    prg = dev.runtime("double", b"fake cubin")
+    host = dev.allocator.alloc(4 * n, BufferSpec(cpu_access=True, nolru=True))
+    (ctypes.c_int32 * n).from_address(host.va_addr)[:] = list(range(n))  # as tinygrad's tests do
+    out = dev.allocator.alloc(4 * n, BufferSpec(nolru=True))
+    prg(out, host, global_size=(1, 1, 1), local_size=(n, 1, 1))
+    got = memoryview(bytearray(4 * n))
+    dev.allocator._copyout(got, out)
+    assert list(got.cast("i")) == [2 * i for i in range(n)]
+    dev.allocator.free(host, 4 * n, BufferSpec(cpu_access=True, nolru=True))
+    dev.allocator.free(out, 4 * n, BufferSpec(nolru=True))
+
+
+def test_a_queue_waiting_on_a_signal_the_host_sets_later_goes_on_when_it_is_set(dev):
+    for queue_t in (dev.hw_compute_queue_t, dev.hw_copy_queue_t):
+        gate = dev.new_signal()
+        queue_t().wait(gate, 1).signal(dev.timeline_signal, dev.timeline_value).submit(dev)
+        with pytest.raises(RuntimeError, match="Wait timeout"):
+            dev.timeline_signal.wait(dev.timeline_value, timeout=100)
+        gate.value = 1
+        dev.timeline_signal.wait(dev.timeline_value, timeout=1000)
+        dev.timeline_value += 1
+
+
+def test_symbolic_signals_values_and_addresses_resolve_at_submit(dev):
+    from tinygrad import Variable
+    from tinygrad.runtime.support.hcq import HCQBuffer
+
+    value = Variable("v", 0, 0xFFFFFFFF, dtypes.uint32)
+    addr = Variable("sig", 0, 0xFFFFFFFFFFFFFFFF, dtypes.uint64)
+    virt = dev.signal_t(base_buf=HCQBuffer(addr, 16))
+    q = dev.hw_compute_queue_t().signal(virt, value)
+    for _ in range(3):
+        q.submit(dev, {addr.expr: dev.timeline_signal.base_buf.va_addr, value.expr: dev.timeline_value})
+        dev.timeline_signal.wait(dev.timeline_value, timeout=1000)
+        dev.timeline_value += 1
+
+    src_va = Variable("src", 0, 0xFFFFFFFFFFFFFFFF, dtypes.uint64)
+    dst_va = Variable("dst", 0, 0xFFFFFFFFFFFFFFFF, dtypes.uint64)
+    src = dev.allocator.alloc(64, BufferSpec(host=True, nolru=True))
+    dst = dev.allocator.alloc(64, BufferSpec(nolru=True))
+    (ctypes.c_uint8 * 64).from_address(src.va_addr)[:] = list(range(64))
+    dev.hw_copy_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1).copy(
+        HCQBuffer(dst_va, 32), HCQBuffer(src_va, 32), 32
+    ).signal(dev.timeline_signal, dev.timeline_value).submit(
+        dev, {src_va.expr: src.va_addr + 16, dst_va.expr: dst.va_addr + 8}
+    )
+    dev.timeline_value += 1
+    got = memoryview(bytearray(64))
+    dev.allocator._copyout(got, dst)
+    assert list(got[8:40]) == list(range(16, 48))
+    with pytest.raises(RuntimeError, match="is in no buffer"):
+        dev.hw_copy_queue_t().copy(HCQBuffer(dst_va, 8), HCQBuffer(src_va, 8), 8).submit(
+            dev, {src_va.expr: 0x1000, dst_va.expr: dst.va_addr}
+        )
+    dev.allocator.free(src, 64, BufferSpec(host=True, nolru=True))
+    dev.allocator.free(dst, 64, BufferSpec(nolru=True))
+
+
+def test_another_devices_memory_is_refused_by_name(dev):
+    from tinygrad.runtime.support.hcq import HCQBuffer
+
+    foreign = HCQBuffer(0x1000, 64, owner=object())
+    with pytest.raises(RuntimeError, match="cannot map memory"):
+        dev.allocator.map(foreign)
+
+
+def test_a_faulting_kernel_raises_with_rigs_fault_as_the_cause(dev):
+    def oob(grid, block, args):
+        raise MemoryError("store past the end")
+
+    KERNELS["oob"] = oob
+    prg = dev.runtime("oob", b"fake cubin")
+    with pytest.raises(RuntimeError) as e:
+        prg(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
+    assert isinstance(e.value.__cause__, rig.Fault), repr(e.value.__cause__)
+    assert "store past the end" in str(e.value)
+    # Unrecoverable for this device, as tinygrad treats a device fault.
+    with pytest.raises(RuntimeError):
+        dev.synchronize()
+
+
+def test_rigs_backend_calls_rigs_api():
+    """The real backend's calls are the extension's (the GPU runs them on the H200)."""
+    for name in ("copy", "load", "launch", "done", "wait", "close"):
+        assert hasattr(rig.Runtime, name), name
+    for name in ("gpu_memory", "host", "runtime", "close"):
+        assert hasattr(rig.Session, name), name
+
+
+def test_another_tinygrad_is_refused_by_name():
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.metadata as m; m.version = lambda n: '0.12.0'\n"
+        "try:\n import rig.tinygrad\nexcept ImportError as e: print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "built for tinygrad 0.13.0, and tinygrad 0.12.0 is installed" in out.stdout, out
