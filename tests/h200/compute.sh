@@ -11,13 +11,18 @@
 # with SIGKILL in the middle of a 10-second kernel is reclaimed and followed by a new
 # client whose kernels must be right (`kill`). `python`: the rig wheel (.dev/*.whl)
 # installed for the image's python3 and its H200 tests (tests/h200/python) run as uid
-# 65534, CuPy beside them for the figures. rigd stops at the end, which frees
+# 65534, CuPy beside them for the figures. `tinygrad`: tinygrad 0.13.0 on rig's device
+# (rig/tinygrad.py) as uid 65534, its figures beside tinygrad on CUDA, and tinygrad's
+# own tests (TG_TESTS) on both. rigd stops at the end, which frees
 # everything it made; what the RM holds before and after is printed.
 #
 #     tests/h200/compute.sh .dev [CUBIN]   # .dev holds static rigd, rigctl, rig-compute-probe
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
-#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python (default all)
+#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad
+#                                           # (default all)
+#     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
+#     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels, CUDA).
 set -u
@@ -123,6 +128,46 @@ os.setgroups([]); os.setgid(65534); os.setuid(65534)
 import pytest
 sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", "tests/h200/python"]))' || FAIL=1
     say "python: after the tests: $(held)"
+  fi
+fi
+
+if want tinygrad; then
+  # .dev/tinygrad holds tinygrad's wheel and, under src/, its tests at the same tag
+  # (tests/h200/tinygrad/stage.sh makes both). rig and tinygrad are installed for the
+  # image's python3; tinygrad's own tests run on RIG as uid 65534 and on CUDA (tinygrad
+  # over libcuda), at once, in pytest-xdist workers of their own.
+  TG=$BIN/tinygrad
+  WHEEL=$(ls "$BIN"/rig_client-*.whl 2> /dev/null | head -n1)
+  rm -rf /tmp/rig-site /tmp/rig-py-home /tmp/rig-tg && mkdir -p /tmp/rig-py-home /tmp/rig-tg &&
+    chown $NOBODY:$NOBODY /tmp/rig-py-home /tmp/rig-tg
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rig-site "$WHEEL" "$TG"/tinygrad-*.whl &&
+    chmod -R a+rX /tmp/rig-site "$TG" && chown -R $NOBODY:$NOBODY "$TG/src" || FAIL=1
+  printf '%s\n' 'import os, sys' 'os.setgroups([]); os.setgid(65534); os.setuid(65534)' \
+    'os.execvp(sys.argv[1], sys.argv[1:])' > /tmp/rig-tg/as-nobody.py
+  as_nobody="python3 /tmp/rig-tg/as-nobody.py" # then a command and its arguments, as uid 65534
+  export RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU HOME=/tmp/rig-py-home PYTHONPATH=/tmp/rig-site \
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+  say "tinygrad: $(PYTHONPATH=/tmp/rig-site python3 -c 'import tinygrad, importlib.metadata as m; print("tinygrad", m.version("tinygrad"))') on rig, uid $NOBODY"
+  $as_nobody taskset -c 2-5 python3 -m pytest -q -p no:cacheprovider tests/h200/tinygrad/test_tinygrad_h200.py || FAIL=1
+  say "tinygrad: figures, RIG beside CUDA in one process"
+  $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
+  say "tinygrad: after the figures: $(held)"
+  if [ -n "${TG_TESTS:-}" ]; then
+    say "tinygrad's own tests ($TG_TESTS) on ${TG_BACKENDS:-RIG CUDA} at once, ${TG_WORKERS:-6} workers each"
+    TG_PIDS=
+    for b in ${TG_BACKENDS:-RIG CUDA}; do
+      (cd "$TG/src" && for f in $TG_TESTS; do
+        DEV=$b PYTEST_PLUGINS=rig.tinygrad timeout "${TG_TIMEOUT:-240}" \
+          $as_nobody python3 -m pytest -q -p no:cacheprovider -n "${TG_WORKERS:-6}" \
+          -o cache_dir=/tmp/rig-tg/.pytest --junitxml="/tmp/rig-tg/$b-$(echo "$f" | sed 's#/#__#g').xml" \
+          "$f" > "/tmp/rig-tg/$b-$(basename "$f").log" 2>&1
+        echo "$b $f: exit $? $(tail -n1 "/tmp/rig-tg/$b-$(basename "$f").log")"
+      done) &
+      TG_PIDS="$TG_PIDS $!"
+    done
+    wait $TG_PIDS # not a bare wait: rigd is a child too
+    python3 tests/h200/tinygrad/summarize.py /tmp/rig-tg
+    say "tinygrad: after its tests: $(held)"
   fi
 fi
 

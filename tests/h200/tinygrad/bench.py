@@ -1,0 +1,121 @@
+"""tinygrad on rig beside tinygrad on CUDA (libcuda), in one process on the H200, one
+measurement of each in turn: a kernel's launch + sync, host time per launch, a 4096 x
+4096 matmul, 256 MiB to and from the GPU. Medians; prints `figure rig cuda ratio`."""
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import rig.tinygrad  # noqa: F401  (registers RIG)
+from tinygrad import Context, Device, Tensor
+from tinygrad.device import BufferSpec
+
+EMPTY = 'extern "C" __global__ void rig_empty(float* a) {}'
+
+
+def program(d: str):
+    dev = Device[d]
+    lib = dev.compiler.compile(EMPTY)
+    return dev, dev.runtime("rig_empty", lib), dev.allocator.alloc(4, BufferSpec())
+
+
+def launch_sync(dev, prg, buf, n=2000):
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        prg(buf, global_size=(1, 1, 1), local_size=(1, 1, 1))
+        dev.synchronize()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts) / 1000
+
+
+def host_per_launch(dev, prg, buf, n=1000, runs=21):
+    ts = []
+    for _ in range(runs):
+        dev.synchronize()
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            prg(buf, global_size=(1, 1, 1), local_size=(1, 1, 1))
+        ts.append((time.perf_counter_ns() - t0) / n)
+        dev.synchronize()
+    return statistics.median(ts) / 1000
+
+
+def matmul_check(d, n=4096):
+    """The product is right (rows checked against numpy), and which kernels tinygrad
+    ran for it, with their times (DEBUG=2)."""
+    rng = np.random.default_rng(1)
+    a_np = rng.standard_normal((n, n), dtype=np.float32)
+    b_np = rng.standard_normal((n, n), dtype=np.float32)
+    with Context(DEBUG=2):
+        c = (Tensor(a_np, device=d) @ Tensor(b_np, device=d)).numpy()
+    rows = [0, 1, 2047, 4095]
+    np.testing.assert_allclose(c[rows], a_np[rows] @ b_np, rtol=2e-3, atol=2e-2)
+    print(f"tinygrad matmul_4096 on {d}: rows {rows} match numpy", flush=True)
+
+
+def matmul_ms(d, n=4096, runs=15):
+    a = Tensor.rand(n, n, device=d).realize()
+    b = Tensor.rand(n, n, device=d).realize()
+    dev = Device[d]
+    ts = []
+    for _ in range(runs):
+        dev.synchronize()
+        t0 = time.perf_counter_ns()
+        (a @ b).realize()
+        dev.synchronize()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts[3:]) / 1e6
+
+
+def copies_gbs(d, host: np.ndarray, runs=9):
+    dev = Device[d]
+    h2d, d2h = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter_ns()
+        t = Tensor(host, device=d).realize()
+        dev.synchronize()
+        h2d.append(time.perf_counter_ns() - t0)
+        t0 = time.perf_counter_ns()
+        out = t.numpy()
+        d2h.append(time.perf_counter_ns() - t0)
+        assert out[12345] == host[12345]
+        del t
+    gb = host.nbytes / 1e9
+    return gb / (statistics.median(h2d) / 1e9), gb / (statistics.median(d2h) / 1e9)
+
+
+def main() -> int:
+    pairs = {d: program(d) for d in ("RIG", "CUDA")}
+    rows = []
+
+    def both(name, f, unit, higher_is_better=False):
+        r = {d: [] for d in pairs}
+        for _ in range(3):  # alternate, so drift hits both
+            for d in pairs:
+                r[d].append(f(d))
+        rig_v, cuda_v = statistics.median(r["RIG"]), statistics.median(r["CUDA"])
+        rows.append((name, rig_v, cuda_v, rig_v / cuda_v, unit))
+        print(f"tinygrad {name} rig {rig_v:.3f} cuda {cuda_v:.3f} {unit} ratio {rig_v / cuda_v:.3f}", flush=True)
+
+    both("launch_sync_us", lambda d: launch_sync(*pairs[d]), "us")
+    both("host_per_launch_us", lambda d: host_per_launch(*pairs[d]), "us")
+    for d in pairs:
+        matmul_check(d)
+    both("matmul_4096_f32_ms", matmul_ms, "ms")
+    host = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
+    cp = {d: [] for d in pairs}
+    for _ in range(3):
+        for d in pairs:
+            cp[d].append(copies_gbs(d, host))
+    for i, name in enumerate(("copy_h2d_256MiB_GBs", "copy_d2h_256MiB_GBs")):
+        rig_v = statistics.median(x[i] for x in cp["RIG"])
+        cuda_v = statistics.median(x[i] for x in cp["CUDA"])
+        print(f"tinygrad {name} rig {rig_v:.2f} cuda {cuda_v:.2f} GB/s ratio {rig_v / cuda_v:.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
