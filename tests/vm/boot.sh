@@ -53,20 +53,24 @@ RUNS=$RIG_VM_CACHE/runs
 rm -rf "$OUT"; mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
-# edu-vfio, the C stand-in for rig's take-over code, built once per source change.
+# guest_c SRC BIN: builds a static guest program once per source change. Several boots
+# run at once (the VM tests, two at a time), so each builds into a file of its own and
+# renames it into place: the rename is atomic, and the copies are the same.
+guest_c() {
+  [ -x "$2" ] && return 0
+  mkdir -p "$(dirname "$2")" &&
+    gcc -O2 -Wall -static -o "$2.$$.tmp" "$1" && mv -f "$2.$$.tmp" "$2"
+}
+
+# edu-vfio, the C stand-in for rig's take-over code.
 EDU_SRC=$VM_DIR/guest/edu-vfio.c
 EDU_BIN=$RIG_VM_CACHE/guest-bin/edu-vfio-$(recipe_hash "$EDU_SRC")
-if [ ! -x "$EDU_BIN" ]; then
-  mkdir -p "$(dirname "$EDU_BIN")"
-  gcc -O2 -Wall -static -o "$EDU_BIN.tmp" "$EDU_SRC" && mv "$EDU_BIN.tmp" "$EDU_BIN" || exit 5
-fi
+guest_c "$EDU_SRC" "$EDU_BIN" || exit 5
 
-# nvme-virt, the SR-IOV admin commands the guest has no nvme-cli for, built the same way.
+# nvme-virt, the SR-IOV admin commands the guest has no nvme-cli for.
 VIRT_SRC=$VM_DIR/guest/nvme-virt.c
 VIRT_BIN=$RIG_VM_CACHE/guest-bin/nvme-virt-$(recipe_hash "$VIRT_SRC")
-if [ ! -x "$VIRT_BIN" ]; then
-  gcc -O2 -Wall -static -o "$VIRT_BIN.tmp" "$VIRT_SRC" && mv "$VIRT_BIN.tmp" "$VIRT_BIN" || exit 5
-fi
+guest_c "$VIRT_SRC" "$VIRT_BIN" || exit 5
 
 # The payload: a second cpio after the base; its files win over the base's.
 P=$OUT/payload
