@@ -15,7 +15,7 @@
 //! than uploading zeros. Reference: docs/hardware/nvidia-compute.md (module placement).
 
 use crate::kernel::Kernel;
-use crate::module::{Kind, Module};
+use crate::module::{Kind, Module, bank_name};
 use crate::reloc::{self, RelocError};
 
 /// Zero bytes after the last code section.
@@ -208,41 +208,31 @@ impl Layout<'_> {
             let section = bytes.get_mut(start..).ok_or(ImageError::Overflow)?;
             reloc::apply(r.kind, section, r.offset, value).map_err(fail)?;
         }
+        // Every bank at its address; a kernel's own (`.nv.constant<N>.<kernel>`) with
+        // that kernel's name.
+        let mut banks = Vec::new();
+        let mut kernel_banks = Vec::new();
+        for (i, s) in sections.iter().enumerate() {
+            let (Kind::Bank(index) | Kind::KernelBank(index)) = s.kind else {
+                continue;
+            };
+            let bank = Bank {
+                index,
+                addr: addr(i),
+                size: align_up(s.size, 16).unwrap_or(s.size),
+            };
+            match bank_name(&s.name) {
+                Some((_, Some(kernel))) => kernel_banks.push((kernel.to_owned(), bank)),
+                _ => banks.push(bank),
+            }
+        }
         Ok(Image {
             base,
             bytes,
             zeroed: (base + self.data, self.size - self.data),
             addrs: (0..sections.len()).map(addr).collect(),
-            banks: sections
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| match s.kind {
-                    Kind::Bank(index) => Some(Bank {
-                        index,
-                        addr: addr(i),
-                        size: align_up(s.size, 16).unwrap_or(s.size),
-                    }),
-                    _ => None,
-                })
-                .collect(),
-            kernel_banks: sections
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| match s.kind {
-                    Kind::KernelBank(index) => {
-                        let kernel = s.name.strip_prefix(&format!(".nv.constant{index}."))?;
-                        Some((
-                            kernel.to_owned(),
-                            Bank {
-                                index,
-                                addr: addr(i),
-                                size: align_up(s.size, 16).unwrap_or(s.size),
-                            },
-                        ))
-                    }
-                    _ => None,
-                })
-                .collect(),
+            banks,
+            kernel_banks,
             variables: self
                 .module
                 .variables()

@@ -276,7 +276,7 @@ fn section_err(s: &Section, reason: impl Into<String>) -> ModuleError {
 }
 
 /// `N` of `.nv.constant<N>`, and the kernel of `.nv.constant<N>.<kernel>`.
-fn bank_name(name: &str) -> Option<(u8, Option<&str>)> {
+pub(crate) fn bank_name(name: &str) -> Option<(u8, Option<&str>)> {
     let rest = name.strip_prefix(".nv.constant")?;
     let (digits, kernel) = match rest.split_once('.') {
         Some((d, k)) => (d, Some(k)),
@@ -340,6 +340,13 @@ fn load(index: &ElfIndex, bytes: &[u8]) -> Result<(Vec<Loaded>, Vec<Option<usize
                 Some(_) if n == 0 => None, // a kernel's bank 0 template, read by `kernel`
                 Some(_) if n >= MAX_BANKS => {
                     return Err(section_err(s, "the QMD binds constant banks 0 to 7"));
+                }
+                // A kernel's bank N and the module's bank N cannot both be bound.
+                Some(_) if index.section(&format!(".nv.constant{n}")).is_some() => {
+                    return Err(section_err(
+                        s,
+                        format!("constant bank {n} is also the module's"),
+                    ));
                 }
                 Some(_) => Some((Kind::KernelBank(n), 256)),
             }
@@ -642,18 +649,6 @@ fn kernels(
                 .map_err(|_| inconsistent("more than 4 GiB of shared memory".into()))?,
             None => 0,
         };
-        // A bank N of the kernel's own and a module-wide bank N cannot both be bound.
-        for s in &index.sections {
-            if let Some((n, Some(k))) = bank_name(&s.name)
-                && n != 0
-                && k == name
-                && index.section(&format!(".nv.constant{n}")).is_some()
-            {
-                return Err(inconsistent(format!(
-                    "constant bank {n} is both the module's and its own"
-                )));
-            }
-        }
         let found = Found {
             name,
             text,

@@ -236,3 +236,26 @@ fn an_indirect_branch_to_outside_the_kernels_code_is_refused() {
     let err = Module::parse(&bytes).unwrap_err();
     assert!(format!("{err:?}").contains("Shape"), "{err:?}");
 }
+
+#[test]
+fn a_kernels_own_bank_that_is_also_the_modules_is_refused() {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tinygrad.sm_90.nvrtc.cubin");
+    let mut bytes = std::fs::read(p).unwrap();
+    // `.nv.callgraph` renamed `.nv.constant2` (the same length): a module-wide bank 2
+    // beside r_2_2_2_3_3_3_6_7_6's own.
+    let at = bytes
+        .windows(14)
+        .position(|w| w == b".nv.callgraph\0")
+        .unwrap();
+    bytes[at..at + 13].copy_from_slice(b".nv.constant2");
+    // ... and PROGBITS (1), as a bank is: section 0xc's sh_type.
+    let shoff = u64::from_le_bytes(bytes[0x28..0x30].try_into().unwrap()) as usize;
+    let ty = shoff + 0xc * 64 + 4;
+    bytes[ty..ty + 4].copy_from_slice(&1u32.to_le_bytes());
+    let err = Module::parse(&bytes).unwrap_err();
+    let ModuleError::Section { name, reason } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(name, ".nv.constant2.r_2_2_2_3_3_3_6_7_6");
+    assert!(reason.contains("also the module's"), "{reason}");
+}
