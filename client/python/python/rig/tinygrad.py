@@ -342,6 +342,11 @@ def _issue(dev: RigDevice, deps: list[tuple[Backend, Done]], engine: str | None,
     return done
 
 
+def _resolve(x: Any, var_vals: dict | None) -> int:
+    """`x`, or the value tinygrad's symbolic `x` takes in `var_vals`."""
+    return x if isinstance(x, int) else int(sym_infer(x, var_vals or {}))
+
+
 @dataclass
 class _Mem:
     """What a tinygrad buffer of the device holds in `HCQBuffer.meta`: the rig memory
@@ -405,22 +410,16 @@ class _Queue(HWQueue):
         return self
 
     def _submit(self, dev: RigDevice) -> None:
-        deps: list[tuple[Backend, Done]] = []
-        if (last := dev.last_done.get(self.kind)) is not None:
-            deps.append((dev.backend, last))
-        p = _Parked(self, 0, deps, self._var_vals)
+        p = _Parked(self, 0, dev.after(self.kind), self._var_vals)
         if dev.parked or not self._run(dev, p):
             dev.parked.append(p)
             dev.resume()
-
-    def _val(self, x: Any, var_vals: dict | None) -> int:
-        return x if isinstance(x, int) else int(sym_infer(x, var_vals or {}))
 
     def _sig(self, sig: RigSignal, var_vals: dict | None) -> RigSignal:
         va = sig.base_buf.va_addr
         if isinstance(va, int):
             return sig
-        addr = self._val(va, var_vals)
+        addr = _resolve(va, var_vals)
         if (real := _SIGNALS.get(addr)) is None:
             raise RuntimeError(f"RIG: no signal at {addr:#x}")
         return real
@@ -433,10 +432,10 @@ class _Queue(HWQueue):
             op = ops[p.at]
             kind = op[0]
             if kind == "wait":
-                if not _follow(self._sig(op[1], vv), self._val(op[2], vv), deps):
+                if not _follow(self._sig(op[1], vv), _resolve(op[2], vv), deps):
                     return False  # parked: nothing queued sets it yet
             elif kind == "signal":
-                sig, value = self._sig(op[1], vv), self._val(op[2], vv)
+                sig, value = self._sig(op[1], vv), _resolve(op[2], vv)
                 self._settle_deps(deps, dev)
                 sig._set_after(deps[0][0] if deps else be, deps[0][1] if deps else None, value)
             elif kind == "timestamp":
@@ -461,6 +460,12 @@ class _Queue(HWQueue):
         del deps[:-1]
 
 
+def _launch_args(dev: RigDevice, bufs, vals, var_vals: dict | None = None) -> list[int]:
+    """A launch's arguments as rig takes them: each buffer's GPU address, then the
+    values."""
+    return [dev.gpu_va(b, var_vals) for b in bufs] + [_resolve(v, var_vals) for v in vals]
+
+
 class RigComputeQueue(_Queue):
     kind = "compute"
 
@@ -470,7 +475,7 @@ class RigComputeQueue(_Queue):
             isinstance(x, int) for x in (*vals, *global_size, *local_size)
         )
         if fixed:  # the launch as rig takes it, made once
-            args = [prg.dev.gpu_va(b) for b in bufs] + list(vals)
+            args = _launch_args(prg.dev, bufs, vals)
             self._ops.append(("exec", prg, None, args, tuple(global_size), tuple(local_size)))
         else:
             self._ops.append(("exec", prg, bufs, vals, global_size, local_size))
@@ -481,9 +486,9 @@ class RigComputeQueue(_Queue):
         be, kernel = dev.backend, prg.kernel
         if bufs is None:
             return "compute", lambda: be.launch(kernel, global_size, local_size, vals)
-        args = [dev.gpu_va(b, vv) for b in bufs] + [self._val(v, vv) for v in vals]
-        grid = tuple(self._val(x, vv) for x in global_size)
-        block = tuple(self._val(x, vv) for x in local_size)
+        args = _launch_args(dev, bufs, vals, vv)
+        grid = tuple(_resolve(x, vv) for x in global_size)
+        block = tuple(_resolve(x, vv) for x in local_size)
         return "compute", lambda: be.launch(kernel, grid, block, args)
 
 
@@ -497,7 +502,7 @@ class RigCopyQueue(_Queue):
     def _command(self, dev, op, vv):
         _, dest, src, size = op
         (dm, do), (sm, so) = dev.place(dest, vv), dev.place(src, vv)
-        size, be = self._val(size, vv), dev.backend
+        size, be = _resolve(size, vv), dev.backend
         # rig copies on the copy engine whenever an end is host memory (the copy kernel
         # only between two places in GPU memory): then the engine is known.
         engine = "copy" if dm.host or sm.host else None
@@ -523,15 +528,12 @@ class RigProgram(HCQProgram):
         microseconds less of Python per launch. Timed launches, profiling and a device
         with parked queues take HCQ's own path."""
         dev = self.dev
-        deps: list[tuple[Backend, Done]] = []
-        if (last := dev.last_done.get("compute")) is not None:
-            deps.append((dev.backend, last))
+        deps = dev.after("compute")
         if wait or PROFILE or dev.parked or not _follow(dev.timeline_signal, dev.timeline_value - 1, deps):
             return super().__call__(
                 *bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait, timeout=timeout
             )
-        args = [dev.gpu_va(b) for b in bufs]
-        args.extend(vals)
+        args = _launch_args(dev, bufs, vals)
         be, kernel = dev.backend, self.kernel
         done = _issue(dev, deps, "compute", lambda: be.launch(kernel, global_size, local_size, args))
         dev.last_done["compute"] = done
@@ -681,6 +683,11 @@ class RigDevice(HCQCompiled):
         self.graph = None
         _DEVICES.add(self)
 
+    def after(self, kind: str) -> list[tuple[Backend, Done]]:
+        """Where a queue of `kind` starts: after the last GPU work such a queue issued."""
+        last = self.last_done.get(kind)
+        return [] if last is None else [(self.backend, last)]
+
     # Queues parked on a signal nothing queued sets yet, in submission order.
     parked: list[_Parked]
     _resuming = False
@@ -717,7 +724,7 @@ class RigDevice(HCQCompiled):
         va, base = buf.va_addr, buf.base
         if isinstance(va, int) and base.owner is self and isinstance(base.meta, _Mem):
             return base.meta, va - base.va_addr
-        addr = va if isinstance(va, int) else int(sym_infer(va, var_vals or {}))
+        addr = _resolve(va, var_vals)
         for host in (False, True):
             starts, bufs = self._index[host]
             i = bisect.bisect_right(starts, addr) - 1
