@@ -114,7 +114,13 @@ pub fn lay(params: &[Param], args: &[Arg<'_>], out: &mut [u8]) -> Result<(), Cba
             });
         }
     }
-    out.fill(0);
+    // Not for no bytes: glibc's AVX-512 memset stores zero bytes with a masked store
+    // at the slice's address, and for an empty slice that is a dangling one, which
+    // cost a microcode assist of about 0.1 µs per launch of a kernel without
+    // parameters (docs/BENCHMARKS.md, "Launching a kernel: host time").
+    if !out.is_empty() {
+        out.fill(0);
+    }
     for (p, a) in params.iter().zip(args) {
         let at = usize::from(p.offset);
         // PANIC: rig-cubin checked that every parameter lies inside the kernel's
