@@ -128,8 +128,8 @@ fn every_enumerant_has_the_headers_value() {
             "RELEASE_STRUCTURE_SIZE_SEMAPHORE_TWO_WORDS",
         ),
         (
-            v04::RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR,
-            "RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR",
+            v04::RELEASE_MEMBAR_TYPE_FE_NONE,
+            "RELEASE_MEMBAR_TYPE_FE_NONE",
         ),
     ] {
         assert_eq!(ours, enumerant(&h, name), "{name}");
@@ -235,7 +235,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
         (
             "RELEASE_MEMBAR_TYPE",
             0,
-            enumerant(&h, "RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR"),
+            enumerant(&h, "RELEASE_MEMBAR_TYPE_FE_NONE"),
         ),
         ("RELEASE_PAYLOAD64B", 0, 1),
         ("RELEASE_SEMAPHORE0_ADDR_LOWER", 0, RELEASE & 0xffff_ffff),

@@ -10,7 +10,9 @@
 //! data caches invalidated, CWD_MEMBAR_TYPE L1_SYSMEMBAR, grid, block, registers,
 //! barriers, shared size and carve-outs, local memory at the window's top (HIGH; CUDA
 //! code's stack), program address, constant buffers (each invalidated), and release
-//! slot 0 with FE_SYSMEMBAR. Everything else is 0. A one-word release with PAYLOAD64B
+//! slot 0 with FE_NONE: the grid's L1_SYSMEMBAR already made its writes visible, and a
+//! second system membar before the release cost every launch 0.7 µs on the H200
+//! (docs/hardware/nvidia-compute.md, "Completion"). Everything else is 0. A one-word release with PAYLOAD64B
 //! was refused on the H200 (Xid 13, SKEDCHECKXX_MISC), so PAYLOAD64B goes only with
 //! TWO_WORDS.
 
@@ -105,7 +107,7 @@ pub(crate) const PROGRAM_ADDRESS_UPPER: Field = f("PROGRAM_ADDRESS_UPPER", 1272,
 pub(crate) const RELEASE_STRUCTURE_SIZE_SEMAPHORE_FOUR_WORDS: u64 = 0;
 pub(crate) const RELEASE_STRUCTURE_SIZE_SEMAPHORE_ONE_WORD: u64 = 1;
 pub(crate) const RELEASE_STRUCTURE_SIZE_SEMAPHORE_TWO_WORDS: u64 = 2;
-pub(crate) const RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR: u64 = 1;
+pub(crate) const RELEASE_MEMBAR_TYPE_FE_NONE: u64 = 0;
 
 /// `RELEASE_ENABLE(i)`: `MW((320+(i)*16):(320+(i)*16))`.
 pub(crate) const fn release_enable(i: u32) -> Field {
@@ -300,7 +302,9 @@ pub(crate) fn encode(c: &Checked) -> Result<[u32; WORDS], QmdError> {
         };
         release_enable(0).set(&mut w, 1)?;
         release_structure_size(0).set(&mut w, size)?;
-        release_membar_type(0).set(&mut w, RELEASE_MEMBAR_TYPE_FE_SYSMEMBAR)?;
+        // No membar of the front end's own: CWD_MEMBAR_TYPE L1_SYSMEMBAR above is the
+        // one that orders the grid's writes (and a fault) before the release.
+        release_membar_type(0).set(&mut w, RELEASE_MEMBAR_TYPE_FE_NONE)?;
         release_payload64b(0).set(&mut w, payload64)?;
         let (lo, hi) = split(r.addr);
         RELEASE_SEMAPHORE0_ADDR_LOWER.set(&mut w, lo)?;
