@@ -14,7 +14,10 @@ use std::{
         unix::fs::{FileTypeExt, MetadataExt, PermissionsExt},
     },
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering as AtomicOrdering},
+    },
     time::Duration,
 };
 
@@ -195,23 +198,74 @@ async fn connection(fd: AsyncFd<OwnedFd>, rig: Arc<Rig>, mut stopping: watch::Re
         .dma()
         .session_pool(id)
         .is_ok_and(|p| matches!(p.mode(), PoolMode::Vfio(_) | PoolMode::Gpu(_)));
+    // A request that came while the last reply's worker looked for it.
+    let mut early = None;
     loop {
-        tokio::select! {
-            got = recv(&fd, &mut buf) => {
-                let Some(req) = got else { break };
-                let (answer, fds) = handle(&rig, id, (peer, groups), iommu, req).await;
-                if let Some(pb::session_reply::Body::Error(e)) = &answer.body {
-                    span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
-                }
-                if send(&fd, &answer, fds).await.is_err() {
-                    break;
-                }
-            }
-            () = until_true(&mut ended) => break,
-            () = until_true(&mut stopping) => break,
+        let req = match early.take() {
+            Some(req) => req,
+            None => tokio::select! {
+                got = recv(&fd, &mut buf) => match got {
+                    Some(req) => req,
+                    None => break,
+                },
+                () = until_true(&mut ended) => break,
+                () = until_true(&mut stopping) => break,
+            },
+        };
+        let (answer, fds) = handle(&rig, id, (peer, groups), iommu, req).await;
+        if let Some(pb::session_reply::Body::Error(e)) = &answer.body {
+            span.in_scope(|| tracing::debug!(session = id.0, code = e.code, "{}", e.message));
+        }
+        if send(&fd, &answer, fds).await.is_err() {
+            break;
+        }
+        match look_for_next(&fd, &mut buf, &LOOKING) {
+            Look::Request(req) => early = Some(req),
+            Look::Closed => break,
+            Look::Nothing => {}
         }
     }
     end_session(rig, id).await;
+}
+
+/// How long a connection that just replied looks for its next request before it
+/// leaves its worker to epoll: a client that leases and releases back to back sends
+/// the next request within microseconds, and on the H200's VM a worker woken from
+/// epoll took about as long as the request itself (docs/compute.md, "Spare pages").
+const REQUEST_LOOK: Duration = Duration::from_micros(30);
+
+/// Whether some connection is looking now: one at a time, so the other worker always
+/// serves everyone else.
+static LOOKING: AtomicBool = AtomicBool::new(false);
+
+/// What [`look_for_next`] found.
+enum Look {
+    Request(Parsed),
+    Closed,
+    Nothing,
+}
+
+/// Reads the connection's next request if it comes within [`REQUEST_LOOK`], unless
+/// another connection is `looking` already.
+fn look_for_next(fd: &AsyncFd<OwnedFd>, buf: &mut [u8], looking: &AtomicBool) -> Look {
+    if looking.swap(true, AtomicOrdering::Acquire) {
+        return Look::Nothing;
+    }
+    let deadline = std::time::Instant::now() + REQUEST_LOOK;
+    let found = loop {
+        match scm::recv(fd.get_ref(), buf) {
+            Ok(packet) => break parse(packet, buf).map_or(Look::Closed, Look::Request),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if std::time::Instant::now() >= deadline {
+                    break Look::Nothing;
+                }
+                std::hint::spin_loop();
+            }
+            Err(_) => break Look::Closed,
+        }
+    };
+    looking.store(false, AtomicOrdering::Release);
+    found
 }
 
 type Parsed = Result<pb::SessionRequest, &'static str>;
@@ -222,6 +276,11 @@ async fn recv(fd: &AsyncFd<OwnedFd>, buf: &mut [u8]) -> Option<Parsed> {
         .async_io(Interest::READABLE, |s| scm::recv(s, buf))
         .await
         .ok()?;
+    parse(packet, buf)
+}
+
+/// A received packet as a request, or `None` at EOF.
+fn parse(packet: scm::Packet, buf: &[u8]) -> Option<Parsed> {
     if packet.len == 0 {
         return None;
     }
@@ -469,5 +528,82 @@ async fn lease(rig: &Arc<Rig>, id: SessionId, iommu: bool, bytes: u64) -> Result
             }
             done => return done,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rigd's end of a side connection and the client's.
+    fn connected(dir: &tempfile::TempDir) -> (AsyncFd<OwnedFd>, OwnedFd) {
+        let path = dir.path().join("s.fd");
+        let listener = scm::listen(&path).expect("listen");
+        let client = scm::connect(&path).expect("connect");
+        let server = scm::register(scm::accept(&listener).expect("accept")).expect("register");
+        (server, client)
+    }
+
+    fn release_request() -> Vec<u8> {
+        pb::SessionRequest {
+            body: Some(Request::Release(pb::DmaRelease { lease: 7 })),
+        }
+        .encode_to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_request_already_sent_is_read_by_the_look() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, client) = connected(&dir);
+        scm::send(&client, &release_request(), &[]).expect("send");
+        let mut buf = vec![0u8; MAX_REQUEST];
+        let looking = AtomicBool::new(false);
+        match look_for_next(&server, &mut buf, &looking) {
+            Look::Request(Ok(r)) => assert!(matches!(r.body, Some(Request::Release(_)))),
+            _ => panic!("the request was there to read"),
+        }
+        assert!(!looking.load(AtomicOrdering::Acquire), "the look ended");
+    }
+
+    #[tokio::test]
+    async fn a_quiet_client_or_a_look_elsewhere_leaves_the_connection_to_epoll() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, client) = connected(&dir);
+        let mut buf = vec![0u8; MAX_REQUEST];
+        let looking = AtomicBool::new(false);
+        let t = std::time::Instant::now();
+        assert!(matches!(
+            look_for_next(&server, &mut buf, &looking),
+            Look::Nothing
+        ));
+        assert!(
+            t.elapsed() >= REQUEST_LOOK,
+            "it looked for the whole window"
+        );
+        // Another connection is looking: this one does not, even with a request there.
+        scm::send(&client, &release_request(), &[]).expect("send");
+        looking.store(true, AtomicOrdering::Release);
+        assert!(matches!(
+            look_for_next(&server, &mut buf, &looking),
+            Look::Nothing
+        ));
+        looking.store(false, AtomicOrdering::Release);
+        // The request is still there for the next read.
+        assert!(matches!(
+            look_for_next(&server, &mut buf, &looking),
+            Look::Request(Ok(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_client_gone_during_the_look_ends_the_connection() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (server, client) = connected(&dir);
+        drop(client);
+        let mut buf = vec![0u8; MAX_REQUEST];
+        assert!(matches!(
+            look_for_next(&server, &mut buf, &AtomicBool::new(false)),
+            Look::Closed
+        ));
     }
 }
