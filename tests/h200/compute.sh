@@ -94,7 +94,8 @@ client() { # uid cpu args...
 
 pgrep -x rigd > /dev/null && { say "a rigd is running already"; exit 1; }
 say "before: GPU $GPU, $(smi), nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
-"$BIN/rigd" --config "$RUN/rigd.toml" -v > "$RUN/rigd.log" 2>&1 &
+# RIGD_FLAGS= runs rigd at its service default (info), as the figures should.
+"$BIN/rigd" --config "$RUN/rigd.toml" ${RIGD_FLAGS--v} > "$RUN/rigd.log" 2>&1 &
 RIGD=$!
 i=0
 while [ ! -S "$RUN/rigd.sock.fd" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done

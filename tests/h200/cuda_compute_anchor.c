@@ -162,6 +162,19 @@ int main(int argc, char **argv) {
     report("empty_launch_sync_us", rt, n, "us");
     report("empty_launch_host_us", host, n, "us");
     {
+        /* Host time without a clock pair per launch: 32 launches timed together, then a
+         * synchronisation off the clock (as rig-compute-probe's batch figure). */
+        double batch[500];
+        for (int i = 0; i < 520; i++) {
+            double t0 = now_us();
+            for (int j = 0; j < 32; j++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
+            double spent = now_us() - t0;
+            CHECK(cuStreamSynchronize(s));
+            if (i >= 20) batch[i - 20] = spent / 32;
+        }
+        report("empty_launch_host_batch_us", batch, 500, "us");
+    }
+    {
         double t0 = now_us();
         for (int i = 0; i < n; i++) CHECK(cuLaunchKernel(empty, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
         CHECK(cuStreamSynchronize(s));

@@ -348,6 +348,10 @@ async fn probe(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     Ok(())
 }
 
+/// Launches timed together for the batch figure of host time: fewer than a template's
+/// 64 slots, so none waits for the GPU.
+const HOST_BATCH: u32 = 32;
+
 fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
     let (mut rtt, mut host) = (Vec::new(), Vec::new());
     for i in 0..10_100 {
@@ -362,6 +366,22 @@ fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
     }
     report("empty_launch_sync_us", rtt, "us");
     report("empty_launch_host_us", host, "us");
+    // Host time without a clock pair per launch: 32 launches back to back timed
+    // together (each behind work in flight, so with its WFI), then a wait off the clock.
+    let mut batch = Vec::new();
+    for i in 0..520 {
+        let t0 = Instant::now();
+        let mut v = 0;
+        for _ in 0..HOST_BATCH {
+            v = p.rt.compute().launch(empty, 1, 1, 0, &[])?;
+        }
+        let spent = t0.elapsed();
+        p.rt.compute().wait(v, LONG)?;
+        if i >= 20 {
+            batch.push(us(spent) / f64::from(HOST_BATCH));
+        }
+    }
+    report("empty_launch_host_batch_us", batch, "us");
     // Where the host time goes: the launch written (enqueue), then the doorbell
     // (submit); and what two clock reads alone cost, which every sample includes.
     let (mut enq, mut sub, mut clock) = (Vec::new(), Vec::new(), Vec::new());
