@@ -14,6 +14,12 @@
 //!   own work can reach the memory. A release never waits here; a lease waits for the
 //!   releases before it when more than [`MAX_PENDING`] is pending, so a client that
 //!   releases faster than the RM frees holds at most that beyond its quota.
+//! - **A session's own page.** A released one-page allocation that unmapped cleanly is
+//!   kept, not freed, when its session keeps none yet ([`OwnPage`]): that session's next
+//!   one-page lease maps it again, so a session that leases and releases a page back to
+//!   back costs the RM one map and one unmap per cycle instead of also a free and an
+//!   allocation. It holds only what that session wrote, is lent to no one else, and is
+//!   freed with the session.
 //! - **A session's end** does its own unmaps and frees (in the ledger's order, before
 //!   its address space goes) after [`Chores::settle`]: whatever it released earlier is
 //!   gone first.
@@ -36,9 +42,18 @@ use crate::nvrm::{DeviceMem, DeviceView, Gpu, Pages, Rm};
 /// GPU memory released and not yet unmapped and freed, most, per GPU: 16 pages.
 pub const MAX_PENDING: u64 = 16 * GPU_PAGE;
 
+/// Where a session keeps its one released page for its next lease: the session's
+/// books hold it, the lender's thread fills it.
+pub type OwnPage<R> = Arc<Mutex<Option<Arc<DeviceMem<R>>>>>;
+
 enum Chore<R: Rm> {
-    /// Unmap and free a released allocation of `bytes`.
-    Release { view: DeviceView<R>, bytes: u64 },
+    /// Unmap a released allocation of `bytes`, then keep it in `keep` (a one-page
+    /// allocation, when the slot is empty) or free it.
+    Release {
+        view: DeviceView<R>,
+        bytes: u64,
+        keep: Option<OwnPage<R>>,
+    },
     /// Make spares up to the target.
     Refill,
     /// Answer once every chore before is done.
@@ -137,12 +152,18 @@ impl<R: Rm> Chores<R> {
     /// Hands `view` (a released allocation of `bytes`) to the thread to unmap and free;
     /// gives it back only when there is no thread. Never waits: what is pending is
     /// bounded by the leases, which wait past [`MAX_PENDING`] (`Lender::alloc`).
-    pub fn release(&self, view: DeviceView<R>, bytes: u64) -> Result<(), DeviceView<R>> {
+    /// A one-page allocation goes to `keep` afterwards when that is empty.
+    pub fn release(
+        &self,
+        view: DeviceView<R>,
+        bytes: u64,
+        keep: Option<OwnPage<R>>,
+    ) -> Result<(), DeviceView<R>> {
         let pending = &self.shared.pending;
         pending.fetch_add(bytes, Ordering::AcqRel);
-        match self.send(Chore::Release { view, bytes }) {
+        match self.send(Chore::Release { view, bytes, keep }) {
             None => Ok(()),
-            Some(Chore::Release { view, bytes }) => {
+            Some(Chore::Release { view, bytes, .. }) => {
                 pending.fetch_sub(bytes, Ordering::AcqRel);
                 Err(view)
             }
@@ -177,13 +198,20 @@ impl<R: Rm> Drop for Chores<R> {
 fn run<R: Rm>(gpu: &Arc<Gpu<R>>, name: &str, shared: &Shared<R>, rx: &mpsc::Receiver<Chore<R>>) {
     for chore in rx {
         match chore {
-            Chore::Release { view, bytes } => {
-                if let Err(e) = view.close() {
-                    tracing::warn!(
+            Chore::Release { view, bytes, keep } => {
+                let mem = Arc::clone(view.mem());
+                match view.close() {
+                    Ok(()) => {
+                        if let Some(slot) = keep {
+                            keep_own(&slot, mem);
+                        }
+                    }
+                    // Not kept: memory whose unmap failed is freed.
+                    Err(e) => tracing::warn!(
                         gpu = name,
                         error = &e as &dyn std::error::Error,
                         "unmapping released GPU memory"
-                    );
+                    ),
                 }
                 shared.pending.fetch_sub(bytes, Ordering::AcqRel);
             }
@@ -192,6 +220,18 @@ fn run<R: Rm>(gpu: &Arc<Gpu<R>>, name: &str, shared: &Shared<R>, rx: &mpsc::Rece
                 let _ = ack.send(());
             }
         }
+    }
+}
+
+/// Keeps `mem`, just unmapped, in its session's empty `slot` when it is one page no one
+/// else holds (a CPU view's memory stays the uid's); else it is freed here.
+fn keep_own<R: Rm>(slot: &OwnPage<R>, mem: Arc<DeviceMem<R>>) {
+    if mem.len() != GPU_PAGE || Arc::strong_count(&mem) != 1 {
+        return;
+    }
+    let mut own = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if own.is_none() {
+        *own = Some(mem);
     }
 }
 

@@ -133,7 +133,8 @@ pub struct GpuMemTotals {
     pub lent_bytes: u64,
     /// Kept for CPU views and idle (charged to their uids until rigd exits).
     pub kept_bytes: u64,
-    /// Spare pages made ahead for leases, lent to no one (charged to no one).
+    /// Spare pages made ahead for leases and pages sessions released and keep for
+    /// their own next lease (`chores`); lent to no one, charged to no one.
     pub spare_bytes: u64,
     pub quota: Quota,
 }
@@ -259,6 +260,8 @@ impl<R: Rm> fmt::Debug for Lent<R> {
 struct Holding<R: Rm> {
     uid: u32,
     lent: BTreeMap<GpuMemId, Lent<R>>,
+    /// A page it released, unmapped, for its next one-page lease (`chores`).
+    own: chores::OwnPage<R>,
 }
 
 #[derive(Debug)]
@@ -457,13 +460,14 @@ impl<R: Rm> Lender<R> {
                 this.lock().refund(uid, req.bytes);
             }
         };
+        let one_page = !req.cpu_view && req.bytes == GPU_PAGE;
         let mem = match source {
             Source::Kept(m) => m,
+            // The page this session released last, if the lender's thread kept it.
+            Source::New if let Some(m) = one_page.then(|| self.own_page(session)).flatten() => m,
             Source::New => {
                 let caching = req.cpu_view.then_some(Caching::WriteCombined);
-                let spare = (!req.cpu_view && req.bytes == GPU_PAGE)
-                    .then(|| self.chores.take_spare())
-                    .flatten();
+                let spare = one_page.then(|| self.chores.take_spare()).flatten();
                 let made = match spare {
                     Some(m) => Ok(m),
                     None => DeviceMem::paged(&self.gpu, req.bytes, Pages::Huge, caching),
@@ -520,6 +524,7 @@ impl<R: Rm> Lender<R> {
             .or_insert_with(|| Holding {
                 uid,
                 lent: BTreeMap::new(),
+                own: chores::OwnPage::default(),
             })
             .lent
             .insert(id, lent);
@@ -545,27 +550,38 @@ impl<R: Rm> Lender<R> {
         }
     }
 
+    /// The page `session` released last, unmapped and kept for it (`chores`).
+    fn own_page(&self, session: SessionId) -> Option<Arc<DeviceMem<R>>> {
+        let own = Arc::clone(&self.lock().sessions.get(&session)?.own);
+        own.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
     /// Takes one of `session`'s allocations back.
     ///
     /// # Errors
     /// [`GpuMemError::UnknownId`], also for another session's id.
     pub fn free(&self, session: SessionId, id: GpuMemId) -> Result<(), GpuMemError> {
-        let (uid, lent) = {
+        let (uid, lent, own) = {
             let mut st = self.lock();
             let h = st
                 .sessions
                 .get_mut(&session)
                 .ok_or(GpuMemError::UnknownId { id })?;
             let lent = h.lent.remove(&id).ok_or(GpuMemError::UnknownId { id })?;
-            (h.uid, lent)
+            (h.uid, lent, Arc::clone(&h.own))
         };
         // Off the books now; unmapped and freed by the lender's thread after the reply
         // (`chores`), or here when there is no such thread.
         if !lent.cpu_view {
             self.lock().refund(uid, lent.bytes);
         }
-        let Lent { view, bytes, .. } = lent;
-        if let Err(view) = self.chores.release(view, bytes)
+        let Lent {
+            view,
+            bytes,
+            cpu_view,
+        } = lent;
+        let keep = (!cpu_view && bytes == GPU_PAGE).then_some(own);
+        if let Err(view) = self.chores.release(view, bytes, keep)
             && let Err(e) = view.close()
         {
             tracing::warn!(gpu = %self.name, session = session.0, id = id.0, error = &e as &dyn std::error::Error, "unmapping lent GPU memory");
@@ -623,11 +639,19 @@ impl<R: Rm> Lender<R> {
             .filter(|m| Arc::strong_count(m) == 1)
             .map(|m| m.len())
             .sum();
+        let own_bytes: u64 = st
+            .sessions
+            .values()
+            .filter_map(|h| {
+                let own = h.own.lock().unwrap_or_else(PoisonError::into_inner);
+                own.as_ref().map(|m| m.len())
+            })
+            .sum();
         let totals = GpuMemTotals {
             gpu: self.name.clone(),
             lent_bytes,
             kept_bytes,
-            spare_bytes: self.chores.spare_bytes(),
+            spare_bytes: self.chores.spare_bytes() + own_bytes,
             quota,
         };
         (uses, totals)

@@ -163,6 +163,12 @@ fn an_id_is_known_only_in_its_own_session() {
     let e = f.lender.free(SessionId(1), m.id).expect_err("twice");
     assert!(matches!(e, GpuMemError::UnknownId { .. }));
     f.lender.settle();
+    assert_eq!(
+        f.rm.vidmem_in_use(),
+        PAGE,
+        "kept for the session's next lease"
+    );
+    f.lender.end(SessionId(1));
     assert_eq!(f.rm.vidmem_in_use(), 0);
 }
 
@@ -414,4 +420,87 @@ fn a_sessions_end_waits_for_what_it_released_before() {
         "released and held alike, before it returns"
     );
     assert_eq!(f.rm.live_maps(), 0);
+}
+
+#[test]
+fn a_released_page_is_kept_unmapped_for_its_own_session_only_and_freed_with_it() {
+    let f = with_spares(quota(8, 8), 1);
+    let (sp1, sp2) = (space(&f), space(&f));
+    let a = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp1, plain(PAGE))
+        .expect("a spare, mapped");
+    f.lender.free(SessionId(1), a.id).expect("release");
+    f.lender.settle();
+    let c = f.rm.calls();
+    assert!(
+        c.iter().any(
+            |c| matches!(c, Call::UnmapDma { dma_offset, .. } if *dma_offset == a.gpu_va.get())
+        ),
+        "unmapped from the session's space"
+    );
+    assert!(
+        !c.iter().any(|c| matches!(c, Call::Free { .. })),
+        "not freed: {c:#?}"
+    );
+    assert_eq!(f.lender.left_for(1000), 8 * PAGE, "charged to no one");
+    assert_eq!(
+        f.lender.status(None).1.spare_bytes,
+        2 * PAGE,
+        "its page and the GPU's spare"
+    );
+
+    // Another session (of the same uid) gets the GPU's spare, not the page.
+    let before = f.rm.calls().len();
+    let other = f
+        .lender
+        .alloc(SessionId(2), peer(1000), &sp2, plain(PAGE))
+        .expect("other");
+    let kept_handle = |calls: &[Call]| {
+        calls.iter().find_map(|c| match c {
+            Call::MapDma { h_memory, .. } => Some(*h_memory),
+            _ => None,
+        })
+    };
+    let first = kept_handle(&c).expect("the first map");
+    assert_ne!(kept_handle(&f.rm.calls()[before..]), Some(first));
+    f.lender.settle();
+
+    // Its own session maps it again: one call, no allocation.
+    let before = f.rm.calls().len();
+    let again = f
+        .lender
+        .alloc(SessionId(1), peer(1000), &sp1, plain(PAGE))
+        .expect("again");
+    let c = f.rm.calls()[before..].to_vec();
+    assert!(
+        matches!(c.as_slice(), [Call::MapDma { h_memory, dma_offset, .. }]
+            if *h_memory == first && *dma_offset == again.gpu_va.get()),
+        "the kept page mapped, nothing else: {c:#?}"
+    );
+    assert_eq!(f.lender.left_for(1000), 6 * PAGE, "both leases charged");
+
+    // Larger leases and CPU views are freed, not kept.
+    let big = f
+        .lender
+        .alloc(SessionId(2), peer(1000), &sp2, plain(2 * PAGE))
+        .expect("big");
+    let in_use = f.rm.vidmem_in_use();
+    f.lender.free(SessionId(2), big.id).expect("release big");
+    f.lender.settle();
+    assert_eq!(f.rm.vidmem_in_use(), in_use - 2 * PAGE, "freed");
+
+    // A session's end frees the page it kept, as what it held.
+    f.lender.free(SessionId(1), again.id).expect("release");
+    f.lender.settle();
+    assert_eq!(f.lender.end(SessionId(1)), 0);
+    f.lender.free(SessionId(2), other.id).expect("release");
+    assert_eq!(f.lender.end(SessionId(2)), 0);
+    drop((sp1, sp2));
+    assert_eq!(f.rm.live_maps(), 0);
+    assert_eq!(
+        f.rm.vidmem_in_use(),
+        f.lender.status(None).1.spare_bytes,
+        "only the GPU's spares are left"
+    );
 }
