@@ -83,6 +83,18 @@ spread() { # prefix files...
   n=$(echo "$meds" | grep -c .)
   echo "$n clients reported; launch + completion, per client's median: $(echo "$meds" | head -n1) .. $(echo "$meds" | tail -n1) us, median of medians $(echo "$meds" | sed -n "$(((n + 1) / 2))p") us; worst p99 $(echo "$lines" | awk '{ print $6 }' | sort -n | tail -n1) us"
 }
+# The image's python3 with WHEELS (rig's, and tinygrad's for its phase) installed in
+# /tmp/rig-site, a home for uid 65534, and $as_nobody: a command and its arguments, run
+# as that uid.
+python_site() { # wheels...
+  rm -rf /tmp/rig-site /tmp/rig-py-home && mkdir -p /tmp/rig-py-home &&
+    chown $NOBODY:$NOBODY /tmp/rig-py-home &&
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rig-site "$@" &&
+    printf '%s\n' 'import os, sys' 'os.setgroups([]); os.setgid(65534); os.setuid(65534)' \
+      'os.execvp(sys.argv[1], sys.argv[1:])' > /tmp/rig-site/as-nobody.py &&
+    chmod -R a+rX /tmp/rig-site
+}
+as_nobody="python3 /tmp/rig-site/as-nobody.py"
 # Call only in a subshell (`&`): it execs, so that `$!` is the probe itself.
 client() { # uid cpu args...
   uid=$1 cpu=$2
@@ -117,17 +129,11 @@ if want python; then
     say "python: no rig wheel in $BIN"
     FAIL=1
   else
-    rm -rf /tmp/rig-site /tmp/rig-py-home
-    mkdir -p /tmp/rig-py-home && chown $NOBODY:$NOBODY /tmp/rig-py-home
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rig-site "$WHEEL" &&
-      chmod -R a+rX /tmp/rig-site
+    python_site "$WHEEL" || FAIL=1
     say "python: $(basename "$WHEEL") under $(python3 --version), its H200 tests as uid $NOBODY"
     RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU RIG_CUBIN=$CUBIN HOME=/tmp/rig-py-home \
-      PYTHONPATH=/tmp/rig-site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 taskset -c 2 python3 -c '
-import os, sys
-os.setgroups([]); os.setgid(65534); os.setuid(65534)
-import pytest
-sys.exit(pytest.main(["-q", "-s", "-p", "no:cacheprovider", "tests/h200/python"]))' || FAIL=1
+      PYTHONPATH=/tmp/rig-site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+      taskset -c 2 $as_nobody python3 -m pytest -q -s -p no:cacheprovider tests/h200/python || FAIL=1
     say "python: after the tests: $(held)"
   fi
 fi
@@ -139,13 +145,9 @@ if want tinygrad; then
   # over libcuda), at once, in pytest-xdist workers of their own.
   TG=$BIN/tinygrad
   WHEEL=$(ls "$BIN"/rig_client-*.whl 2> /dev/null | head -n1)
-  rm -rf /tmp/rig-site /tmp/rig-py-home /tmp/rig-tg && mkdir -p /tmp/rig-py-home /tmp/rig-tg &&
-    chown $NOBODY:$NOBODY /tmp/rig-py-home /tmp/rig-tg
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rig-site "$WHEEL" "$TG"/tinygrad-*.whl &&
-    chmod -R a+rX /tmp/rig-site "$TG" && chown -R $NOBODY:$NOBODY "$TG/src" || FAIL=1
-  printf '%s\n' 'import os, sys' 'os.setgroups([]); os.setgid(65534); os.setuid(65534)' \
-    'os.execvp(sys.argv[1], sys.argv[1:])' > /tmp/rig-tg/as-nobody.py
-  as_nobody="python3 /tmp/rig-tg/as-nobody.py" # then a command and its arguments, as uid 65534
+  rm -rf /tmp/rig-tg && mkdir -p /tmp/rig-tg && chown $NOBODY:$NOBODY /tmp/rig-tg
+  python_site "$WHEEL" "$TG"/tinygrad-*.whl && chmod -R a+rX "$TG" &&
+    chown -R $NOBODY:$NOBODY "$TG/src" || FAIL=1
   export RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU HOME=/tmp/rig-py-home PYTHONPATH=/tmp/rig-site \
     PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
   say "tinygrad: $(PYTHONPATH=/tmp/rig-site python3 -c 'import tinygrad, importlib.metadata as m; print("tinygrad", m.version("tinygrad"))') on rig, uid $NOBODY"
