@@ -310,6 +310,18 @@ fn vidmem_handles(calls: &[Call]) -> Vec<u32> {
         .collect()
 }
 
+/// The memory handle and VA of the first MapDma among `calls`.
+fn first_map(calls: &[Call]) -> Option<(u32, u64)> {
+    calls.iter().find_map(|c| match c {
+        Call::MapDma {
+            h_memory,
+            dma_offset,
+            ..
+        } => Some((*h_memory, *dma_offset)),
+        _ => None,
+    })
+}
+
 #[test]
 fn a_one_page_lease_is_a_spare_mapped_and_the_spares_are_made_again() {
     let f = with_spares(quota(8, 8), 2);
@@ -329,14 +341,7 @@ fn a_one_page_lease_is_a_spare_mapped_and_the_spares_are_made_again() {
 
     // The map is the lease's own call; a refill may run beside it on the lender's thread.
     let c = f.rm.calls()[before..].to_vec();
-    let mapped = c.iter().find_map(|c| match c {
-        Call::MapDma {
-            h_memory,
-            dma_offset,
-            ..
-        } => Some((*h_memory, *dma_offset)),
-        _ => None,
-    });
+    let mapped = first_map(&c);
     assert!(
         matches!(mapped, Some((h, va)) if spares.contains(&h) && va == m.gpu_va.get()),
         "a spare mapped at the lent VA: {c:#?}"
@@ -456,14 +461,11 @@ fn a_released_page_is_kept_unmapped_for_its_own_session_only_and_freed_with_it()
         .lender
         .alloc(SessionId(2), peer(1000), &sp2, plain(PAGE))
         .expect("other");
-    let kept_handle = |calls: &[Call]| {
-        calls.iter().find_map(|c| match c {
-            Call::MapDma { h_memory, .. } => Some(*h_memory),
-            _ => None,
-        })
-    };
-    let first = kept_handle(&c).expect("the first map");
-    assert_ne!(kept_handle(&f.rm.calls()[before..]), Some(first));
+    let (first, _) = first_map(&c).expect("the first map");
+    assert_ne!(
+        first_map(&f.rm.calls()[before..]).map(|(h, _)| h),
+        Some(first)
+    );
     f.lender.settle();
 
     // Its own session maps it again: one call, no allocation.
@@ -480,7 +482,7 @@ fn a_released_page_is_kept_unmapped_for_its_own_session_only_and_freed_with_it()
     );
     assert_eq!(f.lender.left_for(1000), 6 * PAGE, "both leases charged");
 
-    // Larger leases and CPU views are freed, not kept.
+    // Larger leases are freed, not kept.
     let big = f
         .lender
         .alloc(SessionId(2), peer(1000), &sp2, plain(2 * PAGE))
