@@ -58,6 +58,9 @@ struct State {
     aliases: BTreeMap<u64, LeaseId>,
     quarantine: Vec<Block>,
     retire: Vec<Block>,
+    /// Blocks taken off `retire` whose pages some thread is punching now
+    /// ([`take_retire`]): a pin waits for them ([`retire_and_pin`]).
+    retiring: usize,
     deficit: u32,
     in_flight: u32,
     /// Blocks that failed to pin; tried again after the next release or reset.
@@ -98,6 +101,8 @@ struct Shared {
     work: Condvar,
     /// Signalled when a fill ends, for [`Pool::wait_pinned`].
     pinned: Condvar,
+    /// Signalled when `retiring` drops to zero.
+    retired: Condvar,
     added: Notify,
 }
 
@@ -155,6 +160,7 @@ impl Pool {
             }),
             work: Condvar::new(),
             pinned: Condvar::new(),
+            retired: Condvar::new(),
             added: Notify::new(),
         });
         let inner = Arc::clone(&shared);
@@ -209,6 +215,7 @@ impl Pool {
                 && st.in_flight == 0
                 && st.failed == 0
                 && st.retire.is_empty()
+                && st.retiring == 0
                 && !st.filling
         };
         // Woken when a fill ends, not polled: a 256 MiB pool pins in ~13 ms, so even a
@@ -238,13 +245,9 @@ impl Pool {
             }
             st.deficit -= 1;
             st.in_flight += 1;
-            std::mem::take(&mut st.retire)
+            take_retire(&mut st)
         };
-        retire.into_iter().for_each(Block::retire);
-        store(
-            shared,
-            pin_timed(shared, matches!(shared.mode, PoolMode::Sysfs)),
-        );
+        store(shared, retire_and_pin(shared, retire));
         // The last missing block may have been this one: `wait_pinned` callers wake.
         shared.pinned.notify_all();
         true
@@ -556,10 +559,10 @@ impl Drop for Pool {
                 st.quarantine.extend(l.blocks);
             }
         }
-        let gone = std::mem::take(&mut st.retire);
+        let gone = take_retire(&mut st);
         let quarantine = std::mem::take(&mut st.quarantine);
         drop(st);
-        gone.into_iter().for_each(Block::retire);
+        retire_taken(&self.shared, gone);
         match &self.shared.mode {
             // A block whose unmap failed may still be reached by the device: it outlives
             // its pool, pinned and mapped, for as long as rigd runs.
@@ -742,10 +745,10 @@ fn pinner(shared: &Shared) {
                 backoff = RETRY_FIRST;
             }
             st.filling = true;
-            std::mem::take(&mut st.retire)
+            take_retire(&mut st)
         };
         // Retire first, so the pages they free can be pinned again.
-        retire.into_iter().for_each(Block::retire);
+        retire_taken(shared, retire);
         let threads = if initial { shared.pin_threads } else { 1 };
         fill(shared, threads, initial);
         shared.state().filling = false;
@@ -788,7 +791,6 @@ fn fill(shared: &Shared, threads: usize, initial: bool) {
 }
 
 fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, report: bool) {
-    let physical = matches!(shared.mode, PoolMode::Sysfs);
     loop {
         let retire = {
             let mut st = shared.state();
@@ -797,17 +799,57 @@ fn pin_worker(shared: &Shared, done: &std::sync::atomic::AtomicU32, total: u32, 
             }
             st.deficit -= 1;
             st.in_flight += 1;
-            std::mem::take(&mut st.retire)
+            take_retire(&mut st)
         };
         // Blocks released while this fill runs go first: their pages are what the next
         // pin needs when the kernel has no spare ones.
-        retire.into_iter().for_each(Block::retire);
-        store(shared, pin_timed(shared, physical));
+        store(shared, retire_and_pin(shared, retire));
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         if report && total >= 64 && n < total && n.is_multiple_of(total / 4) {
             tracing::info!(pool = %shared.name, "pinned {n} of {total} blocks");
         }
     }
+}
+
+/// Takes the blocks waiting to be retired, counted in `retiring` until
+/// [`retire_taken`] has punched them.
+fn take_retire(st: &mut State) -> Vec<Block> {
+    let blocks = std::mem::take(&mut st.retire);
+    st.retiring += blocks.len();
+    blocks
+}
+
+/// Retires blocks taken with [`take_retire`], then wakes the pins waiting for their
+/// pages.
+fn retire_taken(shared: &Shared, blocks: Vec<Block>) {
+    if blocks.is_empty() {
+        return;
+    }
+    let n = blocks.len();
+    blocks.into_iter().for_each(Block::retire);
+    let mut st = shared.state();
+    st.retiring -= n;
+    if st.retiring == 0 {
+        drop(st);
+        shared.retired.notify_all();
+    }
+}
+
+/// Retires `blocks` (from [`take_retire`]) and pins one block once no thread is
+/// punching pages any more. The pinner, its fill workers and `Pool::pin_one` pin at
+/// once; a pool that holds every hugepage needs a retired block's page back before it
+/// can pin the next, and without the wait one pin took the deficit while another still
+/// held the page it needed: ENOSPC, one time in twenty in
+/// `a_pool_holding_every_free_hugepage_refills_from_the_blocks_it_retires`.
+fn retire_and_pin(shared: &Shared, blocks: Vec<Block>) -> Result<Block, DmaError> {
+    retire_taken(shared, blocks);
+    drop(
+        shared
+            .retired
+            .wait_while(shared.state(), |st| st.retiring > 0)
+            .unwrap_or_else(PoisonError::into_inner),
+    );
+    pin_timed(shared, matches!(shared.mode, PoolMode::Sysfs))
 }
 
 /// Pins one block, its start listed in `pinning` while it runs (the watchdog reads the
