@@ -13,13 +13,17 @@
 # installed for the image's python3 and its H200 tests (tests/h200/python) run as uid
 # 65534, CuPy beside them for the figures. `tinygrad`: tinygrad 0.13.0 on rig's device
 # (rig/tinygrad.py) as uid 65534, its figures beside tinygrad on CUDA, and tinygrad's
-# own tests (TG_TESTS) on both. rigd stops at the end, which frees
+# own tests (TG_TESTS) on both. `host`: the machine (CPU, clock source, each CPU's
+# load over a second), then the launch figures alone, rig's and CUDA's, on each CPU of
+# HOST_CPUS (default all but 0), HOST_ROUNDS times (default 1), and what stores through
+# BAR1 cost by pattern (the probe's `stores`): the host time per launch as the CPU and
+# its neighbours' load move it (only when named). rigd stops at the end, which frees
 # everything it made; what the RM holds before and after is printed.
 #
 #     tests/h200/compute.sh .dev [CUBIN]   # .dev holds static rigd, rigctl, rig-compute-probe
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
-#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad
+#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
 #                                           # (default all)
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
@@ -62,6 +66,8 @@ per_session = 4
 gpu_rings_group = "nogroup"
 EOF
 want() { case " ${PHASES:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
+# Phases that `all` leaves out: only when named.
+asked() { case " ${PHASES:-} " in *" $1 "*) return 0 ;; esac; return 1; }
 ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
 rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$RIGD/status"; }
 # What rigd's books still hold: channels, and GPU memory lent (bytes).
@@ -121,6 +127,27 @@ if want probe; then
   taskset -c 2 sh -c "RIG_PROBE_UID=$NOBODY $BIN/rig-compute-probe $RUN/rigd.sock $GPU $CUBIN" || FAIL=1
   say "rigctl dma after the probe"
   ctl dma 2>&1 | head -20
+fi
+
+if asked host; then
+  say "host: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, clock source $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+  lscpu -e=CPU,CORE,SOCKET,NODE | tr -s ' ' | paste -sd ';'
+  dmesg | grep -m1 -i "hypervisor detected"
+  # How BAR mappings are cached (PAT), where debugfs shows it.
+  grep -h -i -E "write-combining|uncached" /sys/kernel/debug/x86/pat_memtype_list 2> /dev/null | sort | uniq -c | sort -rn | head -6
+  # Each CPU's busy share over one second, from /proc/stat (user..steal, of all).
+  busy() { grep '^cpu[0-9]' /proc/stat | awk '{ b = $2 + $3 + $4 + $7 + $8 + $9; print $1, b, b + $5 + $6 }'; }
+  busy > "$RUN/stat0"; sleep 1; busy > "$RUN/stat1"
+  echo "busy: $(join "$RUN/stat0" "$RUN/stat1" | awk '{ d = $5 - $3; printf "%s %.0f%% ", $1, d ? 100 * ($4 - $2) / d : 0 }')"
+  cuda_anchor || { cat "$RUN/nvcc.log"; FAIL=1; }
+  for round in $(seq 1 "${HOST_ROUNDS:-1}"); do
+    for cpu in ${HOST_CPUS:-$(seq 1 $(($(nproc) - 1)))}; do
+      (client $NOBODY "$cpu" host "$RUN/rigd.sock" "$GPU" "$CUBIN") 2>&1 | grep -E '^rig (empty|batch|clock)|rig-compute-probe' | sed "s/^/cpu $cpu round $round /" || FAIL=1
+      (client $NOBODY "$cpu" stores "$RUN/rigd.sock" "$GPU" "$CUBIN") 2>&1 | grep -E '^rig stores|rig-compute-probe' | sed "s/^/cpu $cpu round $round /" || FAIL=1
+      [ -x /tmp/cuda_compute_anchor ] && [ -z "${SKIP_CUDA:-}" ] &&
+        taskset -c "$cpu" /tmp/cuda_compute_anchor "$CUBIN" host | sed "s/^/cpu $cpu round $round /"
+    done
+  done
 fi
 
 if want python; then

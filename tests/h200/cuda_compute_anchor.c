@@ -103,7 +103,7 @@ static int swarm(const void *image, double seconds) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s CUBIN [launches | swarm SECONDS]\n", argv[0]); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: %s CUBIN [launches | swarm SECONDS | host]\n", argv[0]); return 2; }
     if (argc > 3 && strcmp(argv[2], "swarm") == 0) {
         void *image = read_file(argv[1]);
         CHECK(cuInit(0));
@@ -111,7 +111,10 @@ int main(int argc, char **argv) {
         free(image);
         return rc;
     }
-    int n = argc > 2 ? atoi(argv[2]) : 10000;
+    /* host: the launch figures only (rig-compute-probe's `host` role), for comparing
+     * CPUs in one device call. */
+    int host_only = argc > 2 && strcmp(argv[2], "host") == 0;
+    int n = argc > 2 && !host_only ? atoi(argv[2]) : 10000;
     void *image = read_file(argv[1]);
     CHECK(cuInit(0));
     CUdevice dev;
@@ -119,7 +122,7 @@ int main(int argc, char **argv) {
 
     /* Opening: context + stream + module + first launch, completed. */
     double open[5];
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < (host_only ? 0 : 5); i++) {
         double t0 = now_us();
         CUcontext c;
         CUstream s;
@@ -136,7 +139,7 @@ int main(int argc, char **argv) {
         CHECK(cuStreamDestroy(s));
         CHECK(cuCtxDestroy(c));
     }
-    report("open_first_kernel_ms", open, 5, "ms");
+    if (!host_only) report("open_first_kernel_ms", open, 5, "ms");
 
     CUcontext ctx;
     CUstream s;
@@ -181,6 +184,7 @@ int main(int argc, char **argv) {
         double per = (now_us() - t0) / n;
         printf("anchor empty_back_to_back_us median %.3f p99 %.3f us (n %d)\n", per, per, n);
     }
+    if (host_only) goto out;
 
     /* saxpy over 2^28 floats, the same cubin, 1,048,576 blocks of 256. */
     unsigned long long nel = 1ull << 28;
@@ -242,6 +246,7 @@ int main(int argc, char **argv) {
     CHECK(cuMemFreeHost(h));
     CHECK(cuMemFree(x));
     CHECK(cuMemFree(y));
+out:
     CHECK(cuModuleUnload(mod));
     CHECK(cuStreamDestroy(s));
     CHECK(cuCtxDestroy(ctx));

@@ -9,7 +9,10 @@
 //! time for SECONDS, each launch's own value read back from host memory, and a saxpy
 //! with this client's own factor every 500 launches, checked whole at the end) or
 //! `spin` (a kernel that runs for about 10 s, then `spinning` on stdout; the process
-//! waits to be killed). With `RIG_PROBE_UID=N` a root start drops
+//! waits to be killed) or `host` (the launch figures only: opening, then `empty`
+//! launched one at a time and back to back, for comparing CPUs and machine states in
+//! one device call) or `stores` (what stores into GPU memory through BAR1 cost the
+//! CPU, by pattern; no kernel). With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
 //! and the launch arena in GPU memory (rigd must allow the uid); with
@@ -50,7 +53,7 @@ const STAGE: u64 = 256 * MIB;
 // an H200, a channel's first work well under a second; 10 s says something is wrong.
 const LONG: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
        RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
@@ -110,6 +113,8 @@ fn main() -> ExitCode {
     let (role, rest) = match args.get(1).map(String::as_str) {
         Some("all") => (Role::All, &args[2..]),
         Some("spin") => (Role::Spin, &args[2..]),
+        Some("host") => (Role::Host, &args[2..]),
+        Some("stores") => (Role::Stores, &args[2..]),
         Some("swarm") => match args.get(2).and_then(|n| n.parse().ok()) {
             Some(n) => (Role::Swarm(n), &args[3..]),
             None => (Role::Usage, &args[..0]),
@@ -135,6 +140,8 @@ fn main() -> ExitCode {
             match role {
                 Role::Swarm(seconds) => swarm(&socket, &gpu, &bytes, seconds).await,
                 Role::Spin => spin(&socket, &gpu, &bytes).await,
+                Role::Host => host(&socket, &gpu, &bytes).await,
+                Role::Stores => stores(&socket, &gpu).await,
                 Role::All | Role::Usage => probe(&socket, &gpu, &bytes).await,
             }
         })
@@ -153,6 +160,8 @@ enum Role {
     All,
     Swarm(u64),
     Spin,
+    Host,
+    Stores,
     Usage,
 }
 
@@ -348,6 +357,123 @@ async fn probe(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     Ok(())
 }
 
+async fn host(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    let (mut p, empty) = Probe::open(socket, gpu, cubin).await?;
+    launches(&mut p, &empty)?;
+    after_plain_spin(&mut p, &empty)?;
+    p.rt.close(&p.s).await?;
+    Ok(())
+}
+
+/// Single launches as in [`launches`], each waited for by reading the semaphore in a
+/// loop with no PAUSE (the library's wait pauses between reads): whether what the wait
+/// does to the CPU (a hypervisor may stop a vCPU that pauses for long) shows in the
+/// next launch's host time and in a clock read right after the wait.
+fn after_plain_spin(p: &mut Probe, empty: &Kernel) -> Res<()> {
+    let (mut host, mut clock) = (Vec::new(), Vec::new());
+    for i in 0..10_100 {
+        let t0 = Instant::now();
+        let v = p.rt.compute().launch(empty, 1, 1, 0, &[])?;
+        let t1 = Instant::now();
+        let mut spins = 0u32;
+        while p.rt.compute().channel().completed()? < v {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1 << 16) && t1.elapsed() > LONG {
+                break;
+            }
+        }
+        let c0 = Instant::now();
+        let c1 = Instant::now();
+        p.rt.compute().wait(v, LONG)?;
+        if i >= 100 {
+            host.push(us(t1 - t0));
+            clock.push(us(c1 - c0));
+        }
+    }
+    report("empty_launch_host_plain_spin_us", host, "us");
+    report("clock_pair_plain_spin_us", clock, "us");
+    Ok(())
+}
+
+/// What stores into GPU memory through BAR1 cost the CPU, by pattern: a CPU view of
+/// 2 MiB (write-combined), each pattern ending in a store fence as a submit's do,
+/// rotating over the view so that no two reps write the same line. Timed in runs of
+/// 100 reps (throughput, as launches back to back) and one rep at a time after a
+/// 2 µs pause (as a lone launch), patterns interleaved so all see the same machine.
+async fn stores(socket: &str, gpu: &str) -> Res<()> {
+    let s = Session::open(socket, gpu).await?;
+    let (info, view) = GpuMemory::lease_cpu_view(&s, 2 * MIB).await?;
+    let lines = view.len() / 64;
+    // (name, u64 stores per line, lines, u32 stores) then a fence.
+    type Pattern = (&'static str, u64, u64, u64);
+    let patterns: [Pattern; 8] = [
+        ("fence_only", 0, 0, 0),
+        ("1_line_1_u64", 1, 1, 0),
+        ("1_line_8_u64", 8, 1, 0),
+        ("4_lines_1_u64", 1, 4, 0),
+        ("4_lines_8_u64", 8, 4, 0),
+        ("6_u32", 0, 0, 6),
+        ("2_lines_1_u64_6_u32", 1, 2, 6),
+        ("1_line_1_u32", 0, 0, 1),
+    ];
+    let mut line = 0u64;
+    let one = |p: &Pattern, line: &mut u64| -> Res<()> {
+        let (_, per, n, words) = *p;
+        for _ in 0..n {
+            let at = (*line % lines) * 64;
+            for k in 0..per {
+                view.write_u64(at + 8 * k, k)?;
+            }
+            *line += 1;
+        }
+        let at = (*line % lines) * 64;
+        for k in 0..words {
+            view.write_u32(at + 4 * k, 0x2000_0000)?;
+        }
+        if words > 0 {
+            *line += 1;
+        }
+        view.fence();
+        Ok(())
+    };
+    let mut runs = vec![Vec::new(); patterns.len()];
+    let mut lone = vec![Vec::new(); patterns.len()];
+    for round in 0..2200 {
+        for (i, p) in patterns.iter().enumerate() {
+            if round % 11 == 0 {
+                let t = Instant::now();
+                for _ in 0..100 {
+                    one(p, &mut line)?;
+                }
+                runs[i].push(us(t.elapsed()) / 100.0);
+            } else {
+                let pause = Instant::now();
+                while pause.elapsed() < Duration::from_micros(2) {
+                    std::hint::spin_loop();
+                }
+                let t = Instant::now();
+                one(p, &mut line)?;
+                lone[i].push(us(t.elapsed()));
+            }
+        }
+    }
+    for (i, p) in patterns.iter().enumerate() {
+        report(
+            &format!("stores_run_{}_us", p.0),
+            std::mem::take(&mut runs[i]),
+            "us",
+        );
+        report(
+            &format!("stores_lone_{}_us", p.0),
+            std::mem::take(&mut lone[i]),
+            "us",
+        );
+    }
+    drop(view);
+    GpuMemory::release(&s, info.id).await?;
+    Ok(())
+}
+
 /// Launches timed together for the batch figure of host time: fewer than a template's
 /// 64 slots, so none waits for the GPU.
 const HOST_BATCH: u32 = 32;
@@ -382,6 +508,26 @@ fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
         }
     }
     report("empty_launch_host_batch_us", batch, "us");
+    // The same batch written first and submitted once: what the launches' stores cost
+    // apart from the submit's fences and doorbell.
+    let (mut written, mut rung) = (Vec::new(), Vec::new());
+    for i in 0..520 {
+        let t0 = Instant::now();
+        let mut v = 0;
+        for _ in 0..HOST_BATCH {
+            v = p.rt.compute().enqueue(empty, 1, 1, 0, &[])?;
+        }
+        let t1 = Instant::now();
+        p.rt.compute().submit()?;
+        let t2 = Instant::now();
+        p.rt.compute().wait(v, LONG)?;
+        if i >= 20 {
+            written.push(us(t1 - t0) / f64::from(HOST_BATCH));
+            rung.push(us(t2 - t1));
+        }
+    }
+    report("empty_enqueue_batch_us", written, "us");
+    report("batch_submit_us", rung, "us");
     // Where the host time goes: the launch written (enqueue), then the doorbell
     // (submit); and what two clock reads alone cost, which every sample includes.
     let (mut enq, mut sub, mut clock) = (Vec::new(), Vec::new(), Vec::new());
