@@ -282,3 +282,67 @@ async fn an_arena_beside_the_pushbuffer_takes_aligned_words_inside_it() {
     }
     f.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_written_in_the_arena_is_fetched_after_the_open_one_and_releases_its_value() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let o = Options {
+        entries: 8,
+        arena: 4 * ARENA_ALIGN,
+        ..Options::default()
+    };
+    let mut ch = Channel::open_opts(&s, Engine::Compute, o)
+        .await
+        .expect("channel");
+    let arena = ch.arena_va().expect("an arena");
+    let raw = method::compute::invalidate_sked_caches();
+    let launch = method::compute::send_pcas(
+        GpuVa(0x10_0000),
+        method::compute::PcasAction::InvalidateCopySchedule,
+    )
+    .expect("words");
+    ch.write_arena(0, &[pair(launch[0], launch[1]), pair(launch[2], launch[3])])
+        .expect("the words, once");
+    ch.push(&raw).expect("raw words");
+    let v = ch.next_value().expect("next");
+    assert_eq!(ch.push_segment_released(arena, 4, v).expect("queued"), v);
+    assert_eq!(ch.release().expect("the segment's"), v);
+    ch.submit().expect("submit");
+    // In order: the pushbuffer's open segment (the raw words), then the arena's.
+    let got = ch.submitted(2).expect("ring");
+    assert_eq!(got[1], (arena, 4));
+    let (lease, off) = dma_support::lease_of(&s, got[0].0.get());
+    let mut words = vec![0u8; 4 * got[0].1 as usize];
+    s.read_lease(lease, off, &mut words).expect("read");
+    assert!(words.ends_with(&raw.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<_>>()));
+
+    // Refused before anything is queued: a value not past the last, a segment no
+    // ring entry can point at.
+    assert!(matches!(
+        ch.push_segment_released(arena, 4, v),
+        Err(ChannelError::Timeline(TimelineError::Backwards { .. }))
+    ));
+    for (va, words) in [(GpuVa(arena.get() + 2), 4), (arena, 0), (GpuVa(1 << 40), 4)] {
+        let e = ch
+            .push_segment_released(va, words, v + 1)
+            .expect_err("no entry points there");
+        assert!(matches!(e, ChannelError::Ring(_)), "{e}");
+    }
+    assert_eq!(ch.last_value(), v);
+
+    // Half the ring's 8 entries queued: the next segment submits them first.
+    let put = |f: &Fixture| f.server.rig.channel_status(None)[0].gp_put;
+    let before = put(&f);
+    for k in 1..=4 {
+        ch.push_segment_released(arena, 4, v + k).expect("queued");
+    }
+    assert_eq!(put(&f), before, "four queued, none submitted");
+    ch.push_segment_released(arena, 4, v + 5).expect("queued");
+    assert_eq!(put(&f), (before + 4) % 8, "the four went first");
+    f.server.stop().await;
+}
+
+fn pair(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
+}

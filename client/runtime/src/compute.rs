@@ -416,27 +416,37 @@ impl ComputeChannel {
             }
         }
         let value = self.ch.next_value()?;
-        let pcas = t.write_slot(value, &self.ch)?;
-        let mut w = [0u32; 8];
-        let mut n = 0;
+        let slot = t.write_slot(value, &self.ch)?;
         // Only behind work not yet seen done: with nothing in flight, no grid can run
         // beside this one, and a WFI would only cost the GPU its time.
-        if self.ordered && self.ch.last_value() > self.completed {
-            w[..2].copy_from_slice(&rig_client::channel::method::wfi());
-            n = 2;
-        }
-        if self.invalidate_each_launch || self.generation != load::generation() {
+        let wfi = self.ordered && self.ch.last_value() > self.completed;
+        let invalidate = self.invalidate_each_launch || self.generation != load::generation();
+        if invalidate {
             self.generation = load::generation();
-            w[n..n + 2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
-            n += 2;
         }
-        w[n..n + 4].copy_from_slice(&pcas);
-        n += 4;
-        match self.ch.push_released(&w[..n], value) {
-            Err(ChannelError::PushbufferFull { .. }) => {
-                // Earlier launches hold the pushbuffer: once they are done, it is free.
+        let push = |ch: &mut Channel| {
+            if invalidate {
+                // Rare (after a module load): the words go through the pushbuffer.
+                let mut w = [0u32; 8];
+                let mut n = 0;
+                if wfi {
+                    w[..2].copy_from_slice(&rig_client::channel::method::wfi());
+                    n = 2;
+                }
+                w[n..n + 2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
+                w[n + 2..n + 6].copy_from_slice(&slot.pcas);
+                ch.push_released(&w[..n + 6], value)
+            } else {
+                let (va, n) = slot.segment(wfi);
+                ch.push_segment_released(va, n, value)
+            }
+        };
+        match push(&mut self.ch) {
+            // Earlier launches hold the pushbuffer or the ring: once they are done, it
+            // is free.
+            Err(ChannelError::PushbufferFull { .. } | ChannelError::RingFull { .. }) => {
                 self.drain()?;
-                self.ch.push_released(&w[..n], value)?;
+                push(&mut self.ch)?;
             }
             other => {
                 other?;

@@ -1,14 +1,21 @@
 //! A launch template: everything about launching one kernel in one shape that does
 //! not change between launches, built once — the QMD (release slot 0 aimed at the
 //! channel's semaphore), constant bank 0 with the launch words — and a ring of slots
-//! in the channel's arena, each holding its own QMD and bank 0. A launch patches the
-//! slot it reuses in place: the release payload (one 64-bit store) and the parameter
-//! words of bank 0; only a slot's first launch writes it whole.
+//! in the channel's arena, each holding its own QMD, bank 0 and the words that launch
+//! it (a WFI, then SEND_PCAS for its QMD). A launch patches the slot it reuses in
+//! place: the release payload (one 64-bit store) and the parameter words of bank 0;
+//! only a slot's first launch writes it whole.
 //!
 //! Flow: `compute` finds or builds the template for (kernel, grid, block, dynamic
 //! shared) → [`Template::lay`] checks and lays the arguments → [`Template::write_slot`]
-//! writes through the channel's `write_arena` and returns the slot's SEND_PCAS words →
-//! the channel pushes them with the launch's value.
+//! writes through the channel's `write_arena` and returns where the slot's launch words
+//! are → the channel queues them as one ring entry with the launch's value
+//! (`Channel::push_segment_released`), or pushes copies of them into its pushbuffer.
+//!
+//! Why the words live in the slot: every store a launch makes through BAR1 costs the
+//! host time (docs/compute.md, "Host time per launch"), and a slot's SEND_PCAS words
+//! never change, so a launch from its slot stores its payload and one ring entry, not
+//! four to six pushbuffer words as well.
 //!
 //! Invariant: a slot is rewritten only after the value of the launch that last used it
 //! has landed (`compute` waits for [`Template::busy`] first), so the GPU never reads a
@@ -30,6 +37,12 @@ use crate::{
 
 /// Bytes of a slot before its bank 0: the QMD (V04: 384, a multiple of 64).
 pub const QMD_BYTES: u64 = 384;
+
+/// Words of a slot's launch block: a WFI (2), then SEND_PCAS for its QMD (4). A launch
+/// behind work in flight runs all six; one with nothing in flight the last four.
+const LAUNCH_WORDS: u32 = 6;
+/// Bytes of the block's WFI, which a launch with nothing in flight skips.
+const WFI_BYTES: u64 = 8;
 
 /// What identifies a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +74,27 @@ struct Slot {
     pcas: [u32; 4],
 }
 
+/// Where a slot's launch words are, once [`Template::write_slot`] wrote it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlotWords {
+    /// SEND_PCAS_A and SEND_SIGNALING_PCAS2_B for the slot's QMD.
+    pub pcas: [u32; 4],
+    /// The GPU address of the slot's launch block: WFI, then those four words.
+    pub block: GpuVa,
+}
+
+impl SlotWords {
+    /// The segment that launches the slot: (GPU address, words), with the WFI or
+    /// without.
+    pub fn segment(&self, wfi: bool) -> (GpuVa, u32) {
+        if wfi {
+            (self.block, LAUNCH_WORDS)
+        } else {
+            (GpuVa(self.block.get() + WFI_BYTES), LAUNCH_WORDS - 2)
+        }
+    }
+}
+
 /// A launch template and its slots.
 #[derive(Debug)]
 pub(crate) struct Template {
@@ -84,16 +118,25 @@ pub(crate) struct Template {
     /// Where its slots start in the arena, and their stride.
     pub region: u64,
     stride: u64,
+    /// A slot's launch block, from the slot's start.
+    launch_block: u64,
     slots: Vec<Slot>,
     next: usize,
     /// The channel's launch counter when it was last used.
     pub used: u64,
 }
 
-/// Bytes one slot of `kernel` takes: the QMD and bank 0, to the arena's granule.
-pub(crate) fn stride(kernel: &rig_cubin::Kernel) -> u64 {
+/// Where a slot of `kernel` keeps its launch block: after the QMD and bank 0, on a
+/// line of its own.
+fn launch_block(kernel: &rig_cubin::Kernel) -> u64 {
     let bank0 = (kernel.bank0_template().len() as u64).next_multiple_of(16);
-    (QMD_BYTES + bank0).next_multiple_of(crate::arena::GRANULE)
+    (QMD_BYTES + bank0).next_multiple_of(64)
+}
+
+/// Bytes one slot of `kernel` takes: the QMD, bank 0 and the launch block, to the
+/// arena's granule.
+pub(crate) fn stride(kernel: &rig_cubin::Kernel) -> u64 {
+    (launch_block(kernel) + 64).next_multiple_of(crate::arena::GRANULE)
 }
 
 impl Template {
@@ -174,6 +217,7 @@ impl Template {
             payload_word,
             region,
             stride: stride(info),
+            launch_block: launch_block(info),
             slots: vec![
                 Slot {
                     value: 0,
@@ -214,10 +258,10 @@ impl Template {
         self.slots[self.next].value
     }
 
-    /// Writes the next slot for a launch releasing `value` (its QMD and bank 0 whole
-    /// the first time, else the payload and the parameter words) into `arena`, and
-    /// returns the slot's SEND_PCAS words. The slot is taken by [`Template::commit`]
-    /// once the launch is pushed.
+    /// Writes the next slot for a launch releasing `value` (its QMD, bank 0 and launch
+    /// block whole the first time, else the payload and the parameter words) into
+    /// `arena`, and returns its launch words and where they are. The slot is taken by
+    /// [`Template::commit`] once the launch is pushed.
     ///
     /// # Errors
     /// The arena's, or [`ComputeError::Qmd`] / [`ComputeError::Words`] for a slot
@@ -226,8 +270,9 @@ impl Template {
         &mut self,
         value: u64,
         arena: &impl ArenaWrite,
-    ) -> Result<[u32; 4], ComputeError> {
+    ) -> Result<SlotWords, ComputeError> {
         let at = self.region + self.next as u64 * self.stride;
+        let block = GpuVa(self.arena_va.get() + at + self.launch_block);
         let slot = &mut self.slots[self.next];
         if slot.written {
             arena.words(at + 8 * self.payload_word, &[value])?;
@@ -235,7 +280,10 @@ impl Template {
                 let pw = at + QMD_BYTES + 8 * self.params_word as u64;
                 arena.bytes(pw, &self.scratch)?;
             }
-            return Ok(slot.pcas);
+            return Ok(SlotWords {
+                pcas: slot.pcas,
+                block,
+            });
         }
         let qmd_va = GpuVa(self.arena_va.get() + at);
         let mut q = self.qmd.clone();
@@ -247,9 +295,14 @@ impl Template {
         bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
         arena.words(at + QMD_BYTES, &bank0)?;
         let w = send_pcas(qmd_va, self.pcas)?;
+        let [a, b] = rig_client::channel::method::wfi();
+        arena.words(
+            at + self.launch_block,
+            &[pair(a, b), pair(w[0], w[1]), pair(w[2], w[3])],
+        )?;
         slot.pcas = w;
         slot.written = true;
-        Ok(w)
+        Ok(SlotWords { pcas: w, block })
     }
 
     /// Marks the slot [`Template::write_slot`] wrote as launched with `value`, and
@@ -276,6 +329,11 @@ impl ArenaWrite for rig_client::channel::Channel {
     fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError> {
         Ok(self.write_arena_bytes(at, bytes)?)
     }
+}
+
+/// Two words as the GPU reads them from one 64-bit little-endian store.
+fn pair(lo: u32, hi: u32) -> u64 {
+    u64::from(lo) | u64::from(hi) << 32
 }
 
 fn to_u64s(bytes: &[u8]) -> Vec<u64> {

@@ -28,7 +28,9 @@ use rig_runtime::{
     CopyError, CopyOptions, HostAlloc, Launch, LaunchError, LoadError, Memory, MemoryError, Module,
     Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span, Windows, cbank0, load,
 };
-use support::{Fixture, GPU, KERNELS, MIB, gp_puts, gpu_writes, pushed, read, serve, u64s};
+use support::{
+    Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
+};
 
 // TIMEOUT: the fake GPU never releases on its own; a value the test landed by hand is
 // seen at once.
@@ -157,16 +159,16 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("QMD");
     assert_eq!(read(&s, arena, 384), qmd.to_bytes());
     assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
-    // The caches invalidated after the module's load, then the launch; no WFI, since
-    // nothing was in flight on the channel.
+    // What the GPU fetches last: the caches invalidated after the module's load, then
+    // the launch, behind the channel's set-up; no WFI, since nothing was in flight.
+    let pcas = method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidatePrefetchCopySchedule)
+        .expect("words");
     let mut launch_words = method::compute::invalidate_shader_caches(Invalidate::ALL).to_vec();
-    launch_words.extend(
-        method::compute::send_pcas(GpuVa(arena), PcasAction::InvalidatePrefetchCopySchedule)
-            .expect("words"),
-    );
-    assert!(pushed(&s, &launch_words));
+    launch_words.extend(pcas);
+    let first = fetched(&s, c.channel(), 1).remove(0);
+    assert!(first.ends_with(&launch_words), "{first:x?}");
     assert!(
-        !pushed(&s, &method::wfi()),
+        !first.windows(2).any(|w| w == method::wfi()),
         "no WFI before the first launch"
     );
 
@@ -181,6 +183,11 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
     let b = read(&s, arena + 384 + 0x210, 32);
     assert_eq!(b[..4], 3.0f32.to_le_bytes());
     assert_eq!(b[24..32], 7u64.to_le_bytes());
+    // The slot's own launch words, written with it the first time: the ring entry
+    // points into the slot, and no pushbuffer word was written for this launch.
+    let (va, _) = c.channel().submitted(1).expect("ring")[0];
+    assert!((arena..arena + 4096).contains(&va.get()), "{va}");
+    assert_eq!(fetched(&s, c.channel(), 1), vec![pcas.to_vec()]);
     c.wait(1, SHORT).expect("the first landed");
     f.server.stop().await;
 }
@@ -194,17 +201,27 @@ async fn a_launch_behind_one_in_flight_waits_for_it_on_the_gpu_and_only_then() {
     let empty = module.kernel("empty").expect("empty");
     let arena = c.channel().arena_va().expect("arena");
     let pcas = method::compute::send_pcas(arena, PcasAction::InvalidatePrefetchCopySchedule)
-        .expect("words")[0];
-    let wfi_then_launch: Vec<u32> = method::wfi().into_iter().chain([pcas]).collect();
+        .expect("words");
+    let wfi_then_launch: Vec<u32> = method::wfi().into_iter().chain(pcas).collect();
 
     c.launch(&empty, 1, 1, 0, &[]).expect("first");
-    assert!(!pushed(&s, &wfi_then_launch), "nothing was in flight");
+    let first = fetched(&s, c.channel(), 1).remove(0);
+    assert!(first.ends_with(&pcas), "{first:x?}");
+    assert!(
+        !first.windows(2).any(|w| w == method::wfi()),
+        "nothing was in flight"
+    );
     c.launch(&empty, 1, 1, 0, &[]).expect("second");
 
-    assert!(
-        pushed(&s, &wfi_then_launch),
+    // The second slot's words: the same methods, its own QMD's address (>> 8).
+    let second = fetched(&s, c.channel(), 1).remove(0);
+    let methods = |w: &[u32]| [w[0], w[1], w[2], w[4], w[5]];
+    assert_eq!(
+        methods(&second),
+        methods(&wfi_then_launch),
         "the first has not been seen done: a WFI first, so the grids run in order"
     );
+    assert!(second[3] > pcas[1], "{second:x?}");
     f.server.stop().await;
 }
 

@@ -298,6 +298,29 @@ impl Channel {
         self.rekicks
     }
 
+    /// The segments of the last `n` ring entries submitted, oldest first, as (GPU VA,
+    /// words): what the GPU fetches (tests and debugging read them back).
+    ///
+    /// # Errors
+    /// [`ChannelError::Map`] when the ring cannot be read.
+    pub fn submitted(&self, n: u32) -> Result<Vec<(GpuVa, u32)>, ChannelError> {
+        let entries = self.ring.entries();
+        let word = |at: usize| {
+            self.gpfifo
+                .read_u32(at)
+                .map_err(map_err(self.id, "its ring"))
+        };
+        (0..n.min(entries - 1))
+            .rev()
+            .map(|back| {
+                let slot = self.ring.put().wrapping_sub(back + 1) & (entries - 1);
+                let at = slot as usize * 8;
+                let (lo, hi) = (word(at)?, word(at + 4)?);
+                Ok(ring::decode(u64::from(lo) | u64::from(hi) << 32))
+            })
+            .collect()
+    }
+
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
     pub fn semaphore_va(&self) -> GpuVa {
         // A channel opens on a served GPU's session only (`open`), whose leases all

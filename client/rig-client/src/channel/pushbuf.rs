@@ -96,6 +96,12 @@ impl Pushbuffer {
         self.size
     }
 
+    /// The position just past the last word written: a segment outside the buffer,
+    /// queued now, retires everything before it when it is done.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
     /// Words not written or in flight.
     pub fn free(&self) -> u32 {
         u32::try_from(u64::from(self.size) - (self.head - self.tail))

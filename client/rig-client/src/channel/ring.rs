@@ -71,6 +71,15 @@ pub fn entry(va: GpuVa, words: u32) -> Result<u64, RingError> {
     Ok(entry0 | entry1 << 32)
 }
 
+/// The segment a ring entry fetches, as [`entry`] encoded it: (GPU VA, words).
+pub fn decode(entry: u64) -> (GpuVa, u32) {
+    let entry1 = entry >> 32;
+    let va = (entry & 0xffff_fffc) | (entry1 & 0xff) << 32;
+    // CAST: LENGTH is 21 bits.
+    let words = (entry1 >> GP_ENTRY1_LENGTH_SHIFT) as u32 & MAX_SEGMENT_WORDS;
+    (GpuVa(va), words)
+}
+
 /// The index arithmetic of one ring: where the next entry goes, and how many are free
 /// given the last GP_GET read. One slot stays empty, so GP_PUT == GP_GET means empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +214,21 @@ mod tests {
         }
         for bad in [0u64, 1, 3, 1000, 1 << 32, (1 << 31) + 1, u64::MAX] {
             assert_eq!(Ring::new(bad), Err(RingError::Size { entries: bad }));
+        }
+    }
+
+    #[test]
+    fn an_entry_decodes_to_the_segment_it_encodes() {
+        for (va, words) in [
+            (0x4, 1),
+            (0x12_3456_7890, 6),
+            (
+                SEGMENT_VA_LIMIT - 4 * u64::from(MAX_SEGMENT_WORDS),
+                MAX_SEGMENT_WORDS,
+            ),
+        ] {
+            let e = entry(GpuVa(va), words).expect("encodes");
+            assert_eq!(decode(e), (GpuVa(va), words));
         }
     }
 

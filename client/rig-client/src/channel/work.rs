@@ -8,7 +8,8 @@
 //! engine that did the work released it. The copy engine releases after its own
 //! copies, 32 bits wide ([`Payload::Word32`]); the compute engine releases through a
 //! QMD's release slot, which rig-client does not build (rig-runtime does, and hands
-//! the launch's words to [`Channel::push_released`]). A host release
+//! the launch's words to [`Channel::push_released`], or queues the words it wrote
+//! beside the QMD with [`Channel::push_segment_released`]). A host release
 //! ([`Channel::release_with`]) says that the channel's methods were processed — with
 //! WFI, that the engine went idle — not that the work did not fault.
 //!
@@ -24,6 +25,8 @@ use super::{
         self,
         copy::{self as ce, MAX_COPY, MAX_MEMSET, Semaphore},
     },
+    pushbuf::Segment,
+    ring,
     timeline::Payload,
 };
 
@@ -75,6 +78,48 @@ impl Channel {
             return Err(TimelineError::Backwards { value, last }.into());
         }
         self.push_words(words)?;
+        self.timeline.promise(value)?;
+        self.tail_release = Some(value);
+        self.unreleased = false;
+        Ok(value)
+    }
+
+    /// Queues a command segment the caller wrote beforehand outside the pushbuffer (a
+    /// runtime's launch words beside the descriptor they launch, written once for many
+    /// launches), as one ring entry whose work the engine marks done by releasing
+    /// `value`, and promises `value`, as [`Channel::push_released`] does. The
+    /// pushbuffer's open segment is queued first, so commands keep their order; the
+    /// segment takes no pushbuffer words, so a launch from it stores only its ring
+    /// entry at the next submission. With half the ring's entries queued, they are
+    /// submitted first (the doorbell rings early, never late). The caller keeps the
+    /// words unchanged until `value` lands.
+    ///
+    /// # Errors
+    /// [`ChannelError::Timeline`] (`Backwards`) for a value not past the last one;
+    /// [`ChannelError::Ring`] for a segment a ring entry cannot point at (misaligned,
+    /// empty, too long, or reaching 2^40); as [`Channel::submit`].
+    pub fn push_segment_released(
+        &mut self,
+        va: GpuVa,
+        words: u32,
+        value: u64,
+    ) -> Result<u64, ChannelError> {
+        let last = self.timeline.last();
+        if value <= last {
+            return Err(TimelineError::Backwards { value, last }.into());
+        }
+        ring::entry(va, words)?;
+        if self.queued.len() >= self.ring.entries() as usize / 2 {
+            self.submit()?;
+        }
+        if let Some(seg) = self.pb.close() {
+            self.queued.push_back(seg);
+        }
+        self.queued.push_back(Segment {
+            va,
+            words,
+            end: self.pb.head(),
+        });
         self.timeline.promise(value)?;
         self.tail_release = Some(value);
         self.unreleased = false;

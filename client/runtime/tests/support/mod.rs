@@ -64,6 +64,21 @@ pub fn u64s(bytes: &[u8]) -> Vec<u64> {
         .collect()
 }
 
+/// The words the GPU fetches for the last `n` ring entries of `ch`, one list per
+/// entry, oldest first.
+pub fn fetched(s: &Session, ch: &rig_client::channel::Channel, n: u32) -> Vec<Vec<u32>> {
+    ch.submitted(n)
+        .expect("the ring reads back")
+        .into_iter()
+        .map(|(va, words)| {
+            read(s, va.get(), 4 * words as usize)
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+                .collect()
+        })
+        .collect()
+}
+
 /// Whether `words` lie, in order, anywhere in the session's leases.
 pub fn pushed(s: &Session, words: &[u32]) -> bool {
     let needle: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
