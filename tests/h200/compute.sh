@@ -27,6 +27,8 @@
 #                                           # (default all)
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
+#     PHASES=host HOST_CPUS="3 7" HOST_ROUNDS=3 HOST_PROBES="new=.dev/rig-compute-probe old=/tmp/old-probe" ...
+#                                           # two probe builds' host time, turn about
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels, CUDA).
 set -u
@@ -106,7 +108,7 @@ client() { # uid cpu args...
   uid=$1 cpu=$2
   shift 2
   exec env RIG_PROBE_UID="$uid" RIG_PROBE_GID=$NOBODY taskset -c "$cpu" \
-    "$BIN/rig-compute-probe" "$@"
+    "${PROBE:-$BIN/rig-compute-probe}" "$@"
 }
 [ -n "${RINGS:-}" ] && export RIG_PROBE_RINGS="$RINGS"
 
@@ -142,7 +144,10 @@ if asked host; then
   cuda_anchor || { cat "$RUN/nvcc.log"; FAIL=1; }
   for round in $(seq 1 "${HOST_ROUNDS:-1}"); do
     for cpu in ${HOST_CPUS:-$(seq 1 $(($(nproc) - 1)))}; do
-      (client $NOBODY "$cpu" host "$RUN/rigd.sock" "$GPU" "$CUBIN") 2>&1 | grep -E '^rig (empty|batch|clock)|rig-compute-probe' | sed "s/^/cpu $cpu round $round /" || FAIL=1
+      # HOST_PROBES="new=PATH old=PATH": probe builds compared turn about on each CPU.
+      for p in ${HOST_PROBES:-probe=$BIN/rig-compute-probe}; do
+        (PROBE=${p#*=} client $NOBODY "$cpu" host "$RUN/rigd.sock" "$GPU" "$CUBIN") 2>&1 | grep -E '^rig (empty|batch|clock)|rig-compute-probe' | sed "s/^/cpu $cpu round $round ${p%%=*} /" || FAIL=1
+      done
       (client $NOBODY "$cpu" stores "$RUN/rigd.sock" "$GPU" "$CUBIN") 2>&1 | grep -E '^rig stores|rig-compute-probe' | sed "s/^/cpu $cpu round $round /" || FAIL=1
       [ -x /tmp/cuda_compute_anchor ] && [ -z "${SKIP_CUDA:-}" ] &&
         taskset -c "$cpu" /tmp/cuda_compute_anchor "$CUBIN" host | sed "s/^/cpu $cpu round $round /"
