@@ -1,6 +1,6 @@
 //! What a launch costs the host: `ComputeChannel::launch` (template look-up, arguments
-//! checked and laid out, the slot patched in the arena, six pushbuffer words, the
-//! submit's ring entry, fences, GP_PUT and doorbell) against rigd's fake RM in this
+//! checked and laid out, the slot patched in the arena, the slot's launch words queued,
+//! the submit's ring entry, fences, GP_PUT and doorbell) against rigd's fake RM in this
 //! process, so everything but the GPU is the real code on real mappings: the ring
 //! memfd, the session's leases, a shmem page standing in for the doorbell. The "GPU"
 //! is this loop: every 32 launches it writes the last value into the semaphore (through

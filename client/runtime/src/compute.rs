@@ -8,12 +8,13 @@
 //! built once: shape checked against sm_90 and the kernel (`launch::Shape`), bank 0 and
 //! the QMD built (`cbank0`, `qmd`), slots taken in the arena (`arena`) → the arguments
 //! checked and laid out (`params`) → the next slot patched in place (`template`) →
-//! a host WFI, INVALIDATE_SHADER_CACHES_NO_WFI after a module load, and SEND_PCAS
-//! pushed with the launch's value
-//! (`Channel::push_released`) → submit. Every refusal comes before the first word is
-//! written. The hot path allocates nothing, makes no syscall and takes no lock: a
-//! compare of the last template's key, the arguments laid into a buffer the template
-//! owns, one or two arena stores, six pushbuffer words and the channel's submit.
+//! the slot's own launch words (a host WFI when work is in flight, SEND_PCAS) queued as
+//! one ring entry with the launch's value (`Channel::push_segment_released`; after a
+//! module load, copies of them behind INVALIDATE_SHADER_CACHES_NO_WFI go through the
+//! pushbuffer, `Channel::push_released`) → submit. Every refusal comes before the first
+//! word is written. The hot path allocates nothing, makes no syscall and takes no lock:
+//! a compare of the last template's key, the arguments laid into a buffer the template
+//! owns, one or two arena stores, one queued ring entry and the channel's submit.
 //!
 //! Completion: the QMD's release slot 0 writes the 64-bit value (TWO_WORDS,
 //! PAYLOAD64B) when the grid is done; a kernel that faults never releases it, and the
