@@ -421,10 +421,8 @@ impl ComputeChannel {
         // Only behind work not yet seen done: with nothing in flight, no grid can run
         // beside this one, and a WFI would only cost the GPU its time.
         let wfi = self.ordered && self.ch.last_value() > self.completed;
-        let invalidate = self.invalidate_each_launch || self.generation != load::generation();
-        if invalidate {
-            self.generation = load::generation();
-        }
+        let generation = load::generation();
+        let invalidate = self.invalidate_each_launch || self.generation != generation;
         let push = |ch: &mut Channel| {
             if invalidate {
                 // Rare (after a module load): the words go through the pushbuffer.
@@ -453,6 +451,8 @@ impl ComputeChannel {
                 other?;
             }
         }
+        // Only once the invalidation is pushed: a refused push leaves it owed.
+        self.generation = generation;
         self.templates[i].commit(value);
         Ok(value)
     }
