@@ -73,11 +73,21 @@ impl Channel {
     /// [`ChannelError::Timeline`] (`Backwards`) for a value not past the last one,
     /// as [`Channel::push`].
     pub fn push_released(&mut self, words: &[u32], value: u64) -> Result<u64, ChannelError> {
+        self.with_release(value, |ch| ch.push_words(words))
+    }
+
+    /// Refuses a `value` not past the last one before `push` runs, then promises it as
+    /// what the command `push` added releases.
+    fn with_release(
+        &mut self,
+        value: u64,
+        push: impl FnOnce(&mut Self) -> Result<(), ChannelError>,
+    ) -> Result<u64, ChannelError> {
         let last = self.timeline.last();
         if value <= last {
             return Err(TimelineError::Backwards { value, last }.into());
         }
-        self.push_words(words)?;
+        push(self)?;
         self.timeline.promise(value)?;
         self.tail_release = Some(value);
         self.unreleased = false;
@@ -104,26 +114,21 @@ impl Channel {
         words: u32,
         value: u64,
     ) -> Result<u64, ChannelError> {
-        let last = self.timeline.last();
-        if value <= last {
-            return Err(TimelineError::Backwards { value, last }.into());
-        }
-        ring::entry(va, words)?;
-        if self.queued.len() >= self.ring.entries() as usize / 2 {
-            self.submit()?;
-        }
-        if let Some(seg) = self.pb.close() {
-            self.queued.push_back(seg);
-        }
-        self.queued.push_back(Segment {
-            va,
-            words,
-            end: self.pb.head(),
-        });
-        self.timeline.promise(value)?;
-        self.tail_release = Some(value);
-        self.unreleased = false;
-        Ok(value)
+        self.with_release(value, |ch| {
+            ring::entry(va, words)?;
+            if ch.queued.len() >= ch.ring.entries() as usize / 2 {
+                ch.submit()?;
+            }
+            if let Some(seg) = ch.pb.close() {
+                ch.queued.push_back(seg);
+            }
+            ch.queued.push_back(Segment {
+                va,
+                words,
+                end: ch.pb.head(),
+            });
+            Ok(())
+        })
     }
 
     /// A value that says every command before it is done, released by the engine
