@@ -14,7 +14,7 @@ use rig_client::{
     addr::GpuVa,
     channel::{
         ARENA_ALIGN, Channel, ChannelError, Engine, Options, Payload, Rings, TimelineError, method,
-        method::copy::{MAX_COPY, Semaphore},
+        method::copy::{MAX_COPY, MAX_MEMSET, Semaphore},
     },
     session::Session,
 };
@@ -112,7 +112,7 @@ async fn a_copy_is_released_by_the_copy_engine_in_its_own_launch_dma() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_copy_over_4_gib_goes_in_lines_and_only_the_last_releases() {
+async fn a_copy_over_the_line_limit_goes_in_lines_and_only_the_last_releases() {
     let f = serve().await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
@@ -146,6 +146,47 @@ async fn a_copy_over_4_gib_goes_in_lines_and_only_the_last_releases() {
     ));
     assert!(matches!(ch.fill(b, 0, 6), Err(ChannelError::Copy(_))));
     assert_eq!(ch.last_value(), mark, "nothing promised");
+    f.server.stop().await;
+}
+
+/// The fill that faulted the copy engine in one line (8 GiB of 4-byte elements) goes as
+/// eight 1 GiB lines, the release only in the last, and no line longer than MAX_MEMSET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_8_gib_fill_goes_in_1_gib_lines_and_only_the_last_releases() {
+    let f = serve().await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&s, Engine::Copy, 64).await.expect("channel");
+    let dst = GpuVa(0x40_0000_1000);
+    let bytes = 8 << 30;
+    let v = ch.fill(dst, 0x5a5a_5a5a, bytes).expect("fill");
+    ch.submit().expect("submit");
+    assert_eq!(MAX_MEMSET, 1 << 30);
+    for i in 0..7 {
+        let line = method::copy::memset(
+            GpuVa(dst.get() + i * MAX_MEMSET),
+            0x5a5a_5a5a,
+            MAX_MEMSET,
+            None,
+        )
+        .expect("words");
+        assert!(pushed(&s, &line), "line {i}");
+    }
+    let last = method::copy::memset(
+        GpuVa(dst.get() + 7 * MAX_MEMSET),
+        0x5a5a_5a5a,
+        MAX_MEMSET,
+        Some(sem(&ch, v)),
+    )
+    .expect("words");
+    assert!(pushed(&s, &last), "the last line releases");
+    // One element more than the lines above: a ninth line of 4 bytes.
+    let w = ch.fill(dst, 7, bytes + 4).expect("fill");
+    ch.submit().expect("submit");
+    let tail =
+        method::copy::memset(GpuVa(dst.get() + bytes), 7, 4, Some(sem(&ch, w))).expect("words");
+    assert!(pushed(&s, &tail));
+    // No single line of the 8 GiB the engine refused is ever encoded.
+    assert!(method::copy::memset(dst, 0, bytes, None).is_err());
     f.server.stop().await;
 }
 

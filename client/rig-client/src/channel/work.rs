@@ -201,8 +201,8 @@ impl Channel {
     }
 
     /// Appends a copy of `bytes` (any number above 0) from `src` to `dst`, GPU
-    /// addresses of this session's memory, on a copy channel: one line per 4 GiB - 1,
-    /// each flushed, the last releasing the next timeline value in its own
+    /// addresses of this session's memory, on a copy channel: one line per `MAX_COPY`
+    /// (1 GiB, the longest line shown to run), each flushed, the last releasing the next timeline value in its own
     /// LAUNCH_DMA. Returns that value: it lands once every byte is written, and never
     /// if the engine faulted or refused the copy.
     ///
@@ -231,7 +231,7 @@ impl Channel {
     }
 
     /// Appends a fill of `bytes` (a multiple of 4) at `dst` with the 32-bit `value`,
-    /// on a copy channel (the engine's remap unit; one line per 16 GiB - 4), the last
+    /// on a copy channel (the engine's remap unit; one line per `MAX_MEMSET`, 1 GiB), the last
     /// line releasing the next timeline value. Returns it.
     ///
     /// # Errors

@@ -29,10 +29,19 @@ pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
 /// classes do not constrain).
 pub const SUBCH_COPY: Subchannel = Subchannel(4);
 
-/// The most bytes one copy moves: LINE_LENGTH_IN is 32 bits.
-pub const MAX_COPY: u64 = u32::MAX as u64;
-/// The most bytes one memset writes: LINE_LENGTH_IN counts 32-bit elements.
-pub const MAX_MEMSET: u64 = MAX_COPY * 4;
+/// The most bytes one LAUNCH_DMA of rig's moves (a copy) or writes (a memset): 1 GiB.
+/// LINE_LENGTH_IN is 32 bits, but the engine refuses less than it can say: on the H200
+/// and on an H100 one memset line of 2^31 four-byte elements (8 GiB) raised a
+/// copy-engine error (Xid 39), while lines of 2 GiB (memset) and 1 GiB (copy) ran. So
+/// rig sends no line longer than what ran, and `Channel::copy` / `Channel::fill` split
+/// longer transfers into lines of this length (docs/hardware/nvidia-channels.md,
+/// "How long one copy-engine line may be").
+pub const MAX_LINE: u64 = 1 << 30;
+/// The most bytes one copy moves: [`MAX_LINE`].
+pub const MAX_COPY: u64 = MAX_LINE;
+/// The most bytes one memset writes: [`MAX_LINE`] (LINE_LENGTH_IN then counts 2^28
+/// four-byte elements).
+pub const MAX_MEMSET: u64 = MAX_LINE;
 
 /// NVC8B5_SET_SEMAPHORE_A (then _B, _PAYLOAD).
 pub const NVC8B5_SET_SEMAPHORE_A: u16 = 0x0240;
@@ -135,9 +144,9 @@ fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
 }
 
 fn line_length(bytes: u64) -> Result<u32, CopyError> {
-    u32::try_from(bytes)
-        .ok()
-        .filter(|&n| n > 0)
+    Some(bytes)
+        .filter(|&n| n > 0 && n <= MAX_COPY)
+        .and_then(|n| u32::try_from(n).ok())
         .ok_or(CopyError::Length {
             bytes,
             unit: 1,
@@ -151,7 +160,7 @@ fn line_length(bytes: u64) -> Result<u32, CopyError> {
 ///
 /// # Errors
 /// [`CopyError::Address`] for an address past 2^57; [`CopyError::Length`] for 0 bytes
-/// or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
+/// or more than [`MAX_COPY`].
 pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
     let (src, dst) = (src.get(), dst.get());
     check("the source", src, 1)?;
@@ -189,7 +198,7 @@ pub fn copy_flushed(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], Copy
 ///
 /// # Errors
 /// [`CopyError::Address`] for an address past 2^57 or a misaligned semaphore;
-/// [`CopyError::Length`] for 0 bytes or 4 GiB and more (LINE_LENGTH_IN is 32 bits).
+/// [`CopyError::Length`] for 0 bytes or more than [`MAX_COPY`].
 pub fn copy_released(
     src: GpuVa,
     dst: GpuVa,
@@ -247,8 +256,8 @@ pub fn release(done: Semaphore) -> Result<[u32; 6], CopyError> {
 ///
 /// # Errors
 /// [`CopyError::Address`] unless `dst` is 4-byte aligned and below 2^57 (and `done`
-/// aligned); [`CopyError::Length`] unless `bytes` is a non-zero multiple of 4 below
-/// 16 GiB (LINE_LENGTH_IN counts 32-bit elements in 32 bits).
+/// aligned); [`CopyError::Length`] unless `bytes` is a non-zero multiple of 4 of at
+/// most [`MAX_MEMSET`].
 pub fn memset(
     dst: GpuVa,
     value: u32,
@@ -442,14 +451,16 @@ mod tests {
             Err(CopyError::Length {
                 bytes: 0,
                 unit: 1,
-                max: u32::MAX.into()
+                max: MAX_COPY
             })
         );
-        copy_released(GpuVa(0), GpuVa(0), u32::MAX.into(), SEM).expect("within the limits");
-        assert!(matches!(
-            copy_released(GpuVa(0), GpuVa(0), 1 << 32, SEM),
-            Err(CopyError::Length { .. })
-        ));
+        copy_released(GpuVa(0), GpuVa(0), MAX_COPY, SEM).expect("within the limits");
+        for bad in [MAX_COPY + 1, u32::MAX.into(), 1 << 32] {
+            assert!(matches!(
+                copy_released(GpuVa(0), GpuVa(0), bad, SEM),
+                Err(CopyError::Length { .. })
+            ));
+        }
         assert!(matches!(
             copy_released(GpuVa(1 << 57), GpuVa(0), 1, SEM),
             Err(CopyError::Address { .. })
@@ -531,9 +542,11 @@ mod tests {
         let r = memset(GpuVa(0x3_0000_0000), 0, 4, Some(SEM)).expect("valid");
         assert_eq!(r.len(), 14);
         assert_eq!(r[13], 0x58e, "with FLUSH and the release");
-        let max = u64::from(u32::MAX) * 4;
-        memset(GpuVa(0), 0, max, None).expect("within the limits");
-        for bad in [0, 2, max + 4] {
+        let max = MAX_MEMSET;
+        let line = memset(GpuVa(0), 0, max, None).expect("within the limits");
+        assert_eq!(line[7], 1 << 28, "LINE_LENGTH_IN counts four-byte elements");
+        // 8 GiB in one line is what the engine refused: never encoded.
+        for bad in [0, 2, max + 4, 8 << 30, u64::from(u32::MAX) * 4] {
             assert_eq!(
                 memset(GpuVa(0), 0, bad, None),
                 Err(CopyError::Length {
