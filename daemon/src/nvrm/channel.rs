@@ -81,6 +81,9 @@ pub struct ChannelGroup<R: Rm> {
     /// (docs/hardware/nvidia-channels.md, "Channel groups"), so the next channel goes in
     /// a new group.
     retired: AtomicBool,
+    /// A channel of it faulted and rigd gave it up ([`ChannelGroup::abandon`]): it is
+    /// freed without being descheduled, its channels without waiting for their rings.
+    abandoned: AtomicBool,
 }
 
 impl<R: Rm> ChannelGroup<R> {
@@ -106,6 +109,7 @@ impl<R: Rm> ChannelGroup<R> {
             channels: AtomicU32::new(0),
             scheduled: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
         };
         let mut p = r580::NvChannelGroupAllocationParameters {
             engine_type,
@@ -179,9 +183,28 @@ impl<R: Rm> ChannelGroup<R> {
             .map_err(at(step))
     }
 
+    /// Gives the group up after one of its channels faulted: from now on it counts as
+    /// descheduled and retired without any RM call, and its channels close without
+    /// waiting for their rings to drain. The RM's robust-channel recovery has already
+    /// taken a faulted group off its runlist; a GPFIFO_SCHEDULE(off) of a group whose
+    /// copy engine had faulted waited on that engine until the GSP's RPC timed out, and
+    /// the GPU needed a reset (docs/hardware/nvidia-channels.md, "A faulted group is
+    /// freed, not descheduled"). Freeing its channels and then the group is CUDA's own
+    /// path after a fault: the RM preempts and tears down each in its free.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
+        self.scheduled.store(false, Ordering::Release);
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Whether [`ChannelGroup::abandon`] gave it up.
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
     /// Deschedules the group now, whatever channels it has: what reclaiming a client
     /// does first, so that none of its channels runs while the others are freed. A
-    /// channel made afterwards schedules it again.
+    /// channel made afterwards schedules it again. An abandoned group is left alone.
     ///
     /// # Errors
     /// [`NvrmError::Call`] (`Unschedule`).
@@ -568,8 +591,11 @@ impl<R: Rm> Channel<R> {
                 failed.push(e);
             }
         }
+        // An abandoned group's rings may never drain: the engine that faulted stopped
+        // fetching. The RM preempts the channel in its free.
         if self.h_channel != 0
             && !self.undo.is_empty()
+            && !self.group.is_abandoned()
             && let Err(e) = self.drain()
         {
             failed.push(e);

@@ -109,6 +109,11 @@ impl NvrmError {
             _ => None,
         }
     }
+
+    /// Whether the RM answered that the GPU needs a reset (or is gone).
+    pub fn gpu_lost(&self) -> bool {
+        self.status().is_some_and(NvStatus::means_gpu_lost)
+    }
 }
 
 /// What one call of the [`Rm`](super::Rm) trait answered.
@@ -170,6 +175,7 @@ pub enum Step {
     PrivilegedStatus,
     GrInfo,
     PerfBoost,
+    RecoveryAction,
     NvlinkStatus,
     NvlinkCaps,
     P2pCaps,
@@ -195,6 +201,7 @@ impl fmt::Display for Step {
             Self::PrivilegedStatus => "read the client's privilege (SYSTEM_GET_PRIVILEGED_STATUS)",
             Self::GrInfo => "read the graphics engine's geometry (GR_GET_INFO)",
             Self::PerfBoost => "set the GPU's clock boost (PERF_BOOST)",
+            Self::RecoveryAction => "read the GPU's recovery action (GPU_GET_RECOVERY_ACTION)",
             Self::AllocVidmem => "allocate GPU memory (NV01_MEMORY_LOCAL_USER)",
             Self::MapWindow => "map GPU memory for the CPU through BAR1 (NV_ESC_RM_MAP_MEMORY)",
             Self::MapDma => "map memory for the GPU (NV_ESC_RM_MAP_MEMORY_DMA)",

@@ -125,6 +125,11 @@ struct State {
     mapped: BTreeMap<(NvHandle, u64), u64>,
     /// What GR_GET_INFO answers per index, when set.
     gr_info: Option<BTreeMap<u32, u32>>,
+    /// What GPU_GET_RECOVERY_ACTION answers (0: none).
+    recovery_action: u32,
+    /// Every call but GPU_GET_RECOVERY_ACTION fails with this status, as the RM's do on
+    /// a GPU that needs a reset.
+    lost: Option<NvStatus>,
 }
 
 /// What the fake's GR_GET_INFO answers: an H200's shape (GH100: 8 GPCs of up to 9 TPCs,
@@ -155,6 +160,17 @@ impl FakeRm {
         let mut s = self.lock();
         let at = s.calls.len() + index;
         s.fail_at = Some((at, status));
+    }
+
+    /// Answers GPU_GET_RECOVERY_ACTION with `action` (`NV2080_CTRL_GPU_RECOVERY_ACTION_*`).
+    pub fn set_recovery_action(&self, action: u32) {
+        self.lock().recovery_action = action;
+    }
+
+    /// From now on every call but GPU_GET_RECOVERY_ACTION fails with `status` (a GPU
+    /// that needs a reset answers NV_ERR_RESET_REQUIRED); `None`: the GPU works again.
+    pub fn set_lost(&self, status: Option<NvStatus>) {
+        self.lock().lost = status;
     }
 
     /// Answers GPU_GET_CLASSLIST with `classes`.
@@ -231,9 +247,17 @@ impl FakeRm {
     fn record(&self, call: Call) -> Result<(), NvStatus> {
         let mut s = self.lock();
         let i = s.calls.len();
+        let probe = matches!(
+            call,
+            Call::Control {
+                cmd: r580::NV2080_CTRL_CMD_GPU_GET_RECOVERY_ACTION,
+                ..
+            }
+        );
         s.calls.push(call);
-        match s.fail_at {
-            Some((at, status)) if at == i => Err(status),
+        match (s.fail_at, s.lost) {
+            (Some((at, status)), _) if at == i => Err(status),
+            (_, Some(status)) if !probe => Err(status),
             _ => Ok(()),
         }
     }
@@ -501,6 +525,10 @@ impl Rm for FakeRm {
                 }
             }
             r580::NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN => put_u32(params, 0, FAKE_TOKEN),
+            r580::NV2080_CTRL_CMD_GPU_GET_RECOVERY_ACTION => {
+                let action = self.lock().recovery_action;
+                put_u32(params, 0, action);
+            }
             r580::NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS => {
                 if let Some(b) = params.first_mut() {
                     *b = self.lock().privileged;

@@ -175,6 +175,27 @@ impl<R: Rm> Gpu<R> {
             .map_err(at(Step::PerfBoost))
     }
 
+    /// What the RM says the GPU needs before it works again
+    /// (`NV2080_CTRL_GPU_RECOVERY_ACTION_*`: 0 none, 1 a GPU reset, 2 a reboot, 3 drain
+    /// peer-to-peer, 4 drain and reset). A kernel-side read of the RM's own state: no GSP
+    /// RPC, so it answers while the GSP is stuck (docs/hardware/nvidia-rm.md, "When the
+    /// GPU needs a reset").
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] (`RecoveryAction`): NV_ERR_GPU_IS_LOST for a GPU off the bus,
+    /// NV_ERR_NOT_SUPPORTED on a driver without the control.
+    pub fn recovery_action(&self) -> Result<u32, NvrmError> {
+        let mut action = 0u32;
+        self.rm
+            .control(
+                self.h_subdevice,
+                r580::NV2080_CTRL_CMD_GPU_GET_RECOVERY_ACTION,
+                action.as_mut_bytes(),
+            )
+            .map_err(at(Step::RecoveryAction))?;
+        Ok(action)
+    }
+
     /// Refuses to serve when the RM would count rigd's client as an administrator:
     /// its channels would then be privileged, and clients would feed them
     /// (`sys::caps` says how rigd keeps CAP_SYS_ADMIN out of its RM calls).

@@ -11,7 +11,9 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NvStatus {
     BufferTooSmall,
+    FeatureNotEnabled,
     Generic,
+    GpuInFullchipReset,
     GpuIsLost,
     InUse,
     InsufficientPermissions,
@@ -41,6 +43,8 @@ pub enum NvStatus {
     ObjectNotFound,
     OperatingSystem,
     PageTableNotAvail,
+    RcError,
+    ResetRequired,
     StateInUse,
     Timeout,
     UvmAddressInUse,
@@ -52,9 +56,19 @@ pub enum NvStatus {
 pub const NV_OK: u32 = 0;
 
 /// (variant, `nvstatuscodes.h` name, value) for every named code.
-const NV_STATUS_CODES: [(NvStatus, &str, u32); 34] = [
+const NV_STATUS_CODES: [(NvStatus, &str, u32); 38] = [
     (NvStatus::BufferTooSmall, "NV_ERR_BUFFER_TOO_SMALL", 0x02),
+    (
+        NvStatus::FeatureNotEnabled,
+        "NV_ERR_FEATURE_NOT_ENABLED",
+        0x6D,
+    ),
     (NvStatus::Generic, "NV_ERR_GENERIC", 0xFFFF),
+    (
+        NvStatus::GpuInFullchipReset,
+        "NV_ERR_GPU_IN_FULLCHIP_RESET",
+        0x10,
+    ),
     (NvStatus::GpuIsLost, "NV_ERR_GPU_IS_LOST", 0x0F),
     (NvStatus::InUse, "NV_ERR_IN_USE", 0x17),
     (
@@ -112,6 +126,8 @@ const NV_STATUS_CODES: [(NvStatus, &str, u32); 34] = [
         "NV_ERR_PAGE_TABLE_NOT_AVAIL",
         0x5D,
     ),
+    (NvStatus::RcError, "NV_ERR_RC_ERROR", 0x60),
+    (NvStatus::ResetRequired, "NV_ERR_RESET_REQUIRED", 0x62),
     (NvStatus::StateInUse, "NV_ERR_STATE_IN_USE", 0x63),
     (NvStatus::Timeout, "NV_ERR_TIMEOUT", 0x65),
     (NvStatus::UvmAddressInUse, "NV_ERR_UVM_ADDRESS_IN_USE", 0x68),
@@ -140,6 +156,16 @@ impl NvStatus {
                 .find(|(s, _, _)| *s == named)
                 .map_or(0, |(_, _, v)| *v),
         }
+    }
+
+    /// Whether the status says the GPU itself is gone until it is reset: the RM answers
+    /// NV_ERR_RESET_REQUIRED to every allocation once its recovery action is a reset
+    /// (docs/hardware/nvidia-rm.md, "When the GPU needs a reset").
+    pub fn means_gpu_lost(self) -> bool {
+        matches!(
+            self,
+            Self::ResetRequired | Self::GpuIsLost | Self::GpuInFullchipReset
+        )
     }
 
     /// The RM's name (`NV_ERR_…`), or `None` for [`NvStatus::Other`].
