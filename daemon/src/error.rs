@@ -191,6 +191,11 @@ reasons! {
     UnknownGpuMemory = "UNKNOWN_GPU_MEMORY",
     /// A CPU view of GPU memory: not for this uid.
     CpuViewRefused = "CPU_VIEW_REFUSED",
+    /// A channel of the session faulted: rigd freed its channels and opens no more
+    /// for it (a new session may).
+    ChannelFaulted = "CHANNEL_FAULTED",
+    /// The GPU needs a reset (or is gone): rigd lends nothing on it until it is back.
+    GpuLost = "GPU_LOST",
 }
 
 /// What an error says to programs beside its line: its reason, and the device and the

@@ -67,7 +67,7 @@ pub use model::*;
 pub use regs::RegAddr;
 pub use take::{
     ArgError, BarSize, DetachRequest, HeldDevice, HeldState, LeaseHolder, Mode, Outcome,
-    ResetMethod, ResizeOutcome, Status, Step, StuckUnbind,
+    ResetMethod, ResizeOutcome, ServedGpu, Status, Step, StuckUnbind,
 };
 
 /// Where rigd listens unless told otherwise.

@@ -88,6 +88,23 @@ pub struct Status {
     /// Empty from a rigd older than this field.
     #[serde(default)]
     pub stuck_unbinds: Vec<StuckUnbind>,
+    /// The GPUs rigd serves through their driver, and whether each lends now; empty
+    /// from a rigd older than this field.
+    #[serde(default)]
+    pub served: Vec<ServedGpu>,
+}
+
+/// A GPU rigd serves through its driver, and its health.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedGpu {
+    pub bdf: String,
+    /// `serving`, `stalled` (a reclaim's RM call has waited past rigd's bound) or
+    /// `lost` (the RM says it needs a reset); `unknown` from a newer rigd.
+    pub health: String,
+    /// Why it lends nothing now; empty while it serves.
+    pub reason: String,
+    /// When it was lost (ms since the epoch); 0 unless lost.
+    pub since_unix_ms: u64,
 }
 
 /// An unbind that timed out and has not returned: one of rigd's workers is in the
@@ -271,6 +288,22 @@ impl Client {
                     bdf: s.bdf,
                     driver: s.driver,
                     seconds: s.seconds,
+                })
+                .collect(),
+            served: r
+                .served
+                .into_iter()
+                .map(|g| ServedGpu {
+                    health: match pb::GpuHealth::try_from(g.health) {
+                        Ok(pb::GpuHealth::Serving) => "serving",
+                        Ok(pb::GpuHealth::Stalled) => "stalled",
+                        Ok(pb::GpuHealth::Lost) => "lost",
+                        _ => "unknown",
+                    }
+                    .to_owned(),
+                    bdf: g.bdf,
+                    reason: g.reason,
+                    since_unix_ms: g.since_unix_ms,
                 })
                 .collect(),
         })

@@ -290,6 +290,7 @@ mod tests {
             ],
             recovered: Vec::new(),
             stuck_unbinds: Vec::new(),
+            served: Vec::new(),
         };
         let pool = |name: &str, addressing| PoolStatus {
             name: name.into(),

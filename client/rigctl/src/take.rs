@@ -155,6 +155,13 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
     if s.devices.is_empty() {
         writeln!(out, "rigd holds no devices")?;
     }
+    for g in &s.served {
+        if g.reason.is_empty() {
+            writeln!(out, "{}  served through its driver: {}", g.bdf, g.health)?;
+        } else {
+            writeln!(out, "{}  served through its driver: {}", g.bdf, g.reason)?;
+        }
+    }
     for d in &s.devices {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

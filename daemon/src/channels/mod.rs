@@ -25,19 +25,28 @@
 //! freed) before its leases leave the GPU's page tables, and those before the space
 //! goes (the pool holds the space until it unmapped the last block). A fault posted for
 //! one client's channel stops that client's group (the RM's recovery) and nobody
-//! else's; the watch records it for `rigctl channels`, and the client reads the same
-//! notifier through a read-only view.
+//! else's; the client reads it through a read-only view of the notifier. rigd then
+//! contains it: the watch names the session, and [`ChannelHost::contain`] frees every
+//! channel and group of that session without descheduling a faulted group (the RM
+//! already did; asking it again waited on the faulted engine until the GPU needed a
+//! reset), and refuses the session new channels ([`ChannelError::Faulted`]). A close,
+//! an open or the session's end that finds a fault first contains it the same way.
+//!
+//! Health (`health`): a GPU whose RM says it needs a reset, or whose reclaim has
+//! waited on one RM call past [`RECLAIM_BOUND`], lends nothing new
+//! ([`ChannelError::GpuUnwell`]) until it is well again.
 //!
 //! Not here: the wire format (`service`), the RM sequence (`nvrm`), lease pools
 //! (`dma`), the client's ring and pushbuffer rules (`rig_client::channel`).
 
 mod boost;
+mod health;
 mod memory;
 #[cfg(test)]
 mod tests;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     fmt, io,
     os::fd::OwnedFd,
     sync::{
@@ -48,6 +57,9 @@ use std::{
 };
 
 use rig_sys::scm::PeerCred;
+
+use self::health::{GpuHealth, Reclaim};
+pub use self::health::{Health, RECLAIM_BOUND, recovery_action_name};
 
 use crate::{
     dma::{DeviceMap, SessionId},
@@ -194,6 +206,16 @@ pub enum ChannelError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "Channel {channel} of session {session} faulted ({reason}): rigd freed the session's channels and opens no more for it; open a new session"
+    )]
+    Faulted {
+        session: SessionId,
+        channel: ChannelId,
+        reason: String,
+    },
+    #[error("{gpu} lends nothing now: {health}")]
+    GpuUnwell { gpu: String, health: Health },
 }
 
 impl Classify for ChannelError {
@@ -213,6 +235,8 @@ impl Classify for ChannelError {
             Self::SpaceExists { gpu, .. } => Class::new(Reason::BadSession).on(gpu),
             Self::Rm { gpu, .. } => Class::new(Reason::Rm).on(gpu),
             Self::Share { gpu, .. } => Class::new(Reason::Internal).on(gpu),
+            Self::Faulted { .. } => Reason::ChannelFaulted.into(),
+            Self::GpuUnwell { gpu, .. } => Class::new(Reason::GpuLost).on(gpu),
         }
     }
 }
@@ -297,11 +321,21 @@ pub trait ChannelHost: GpuMemoryHost + Send + Sync + fmt::Debug {
     /// Ends `session`: stops and frees its channels and groups; its space goes when
     /// its pool has unmapped its leases. Returns how many channels were closed.
     fn end(&self, session: SessionId) -> usize;
+    /// Contains a fault of `session`'s: frees all its channels and groups (a faulted
+    /// group without descheduling it) and refuses it new channels. False when it has no
+    /// fault, or was contained before.
+    fn contain(&self, session: SessionId) -> bool;
+    /// The GPU's health as last seen: no RM call.
+    fn health(&self) -> Health;
+    /// Reads the RM's recovery action (a kernel-side read, no GSP RPC), then says the
+    /// GPU's health: on a blocking thread, about once a second.
+    fn check_health(&self) -> Health;
     /// Every channel; only `uid`'s when given.
     fn status(&self, uid: Option<u32>) -> Vec<ChannelView>;
-    /// Reads every channel's notifier and records new faults; returns how many.
+    /// Reads every channel's notifier and records new faults; returns the sessions
+    /// with a new one, each once, to [`ChannelHost::contain`] off the caller's thread.
     /// Skips, for this call, a client whose open or reclaim is under way.
-    fn watch(&self) -> usize;
+    fn watch(&self) -> Vec<SessionId>;
     /// Sets how many channels one session may have open, for opens from now on (a
     /// reload): a session above a lowered limit keeps its channels and opens no more.
     fn set_channels_per_session(&self, limit: usize);
@@ -338,6 +372,17 @@ struct Client<R: Rm> {
     /// That engine: one of `Limits::copy_engines`, picked by session.
     copy_engine: Option<u8>,
     channels: BTreeMap<ChannelId, LentChannel<R>>,
+    /// Set once a fault of its was contained: its channels are gone and it opens no more.
+    faulted: Option<Contained>,
+}
+
+/// A contained fault: the channel that faulted first, what the RM posted, and every
+/// channel freed with it (a client may still close them: that is not an error).
+#[derive(Debug, Clone)]
+struct Contained {
+    channel: ChannelId,
+    fault: ChannelFault,
+    reclaimed: BTreeSet<ChannelId>,
 }
 
 impl<R: Rm> Client<R> {
@@ -383,11 +428,26 @@ impl<R: Rm> Client<R> {
         Ok(self.graphics.as_ref().expect("made above"))
     }
 
-    /// Deschedules every group, closes every channel, then the groups; returns the
-    /// channels closed and the failures.
-    fn close_all(&mut self) -> (usize, Vec<NvrmError>) {
+    /// The first of its channels with a fault posted, if any, once the group of every
+    /// faulted channel is abandoned (it is then freed, never descheduled).
+    fn abandon_faulted(&self) -> Option<(ChannelId, ChannelFault)> {
+        let mut first = None;
+        for (&id, lent) in &self.channels {
+            if let Some(f) = lent.channel.fault() {
+                lent.channel.group().abandon();
+                first.get_or_insert((id, f));
+            }
+        }
+        first
+    }
+
+    /// Deschedules every group that did not fault, closes every channel, then the
+    /// groups, naming each step in `r`; returns the channels closed and the failures.
+    fn close_all(&mut self, r: &mut Reclaim<'_>) -> (usize, Vec<NvrmError>) {
+        self.abandon_faulted();
         let mut failed = Vec::new();
         for g in self.graphics.iter().chain(self.copy.iter()) {
+            r.step("deschedule a channel group (GPFIFO_SCHEDULE off)");
             if let Err(e) = g.stop() {
                 failed.push(e);
             }
@@ -395,6 +455,7 @@ impl<R: Rm> Client<R> {
         let channels = std::mem::take(&mut self.channels);
         let n = channels.len();
         for (_, lent) in channels {
+            r.step("free a channel and its engine object");
             if let Err(e) = lent.channel.close() {
                 failed.push(e);
             }
@@ -403,6 +464,7 @@ impl<R: Rm> Client<R> {
             .into_iter()
             .flatten()
         {
+            r.step("free a channel group and its subcontext");
             if let Ok(g) = Arc::try_unwrap(g)
                 && let Err(e) = g.close()
             {
@@ -444,6 +506,8 @@ pub struct Served<R: Rm> {
     memory: Lender<R>,
     /// The clock boost, on while a channel is lent (`boost`).
     boost: boost::Boost,
+    /// Whether the GPU lends, and the reclaims in flight (`health`).
+    health: GpuHealth,
 }
 
 impl<R: Rm> Served<R> {
@@ -459,6 +523,7 @@ impl<R: Rm> Served<R> {
                 limits.spare_pages,
             ),
             boost: boost::Boost::default(),
+            health: GpuHealth::default(),
             gpu,
             name,
             per_session: AtomicUsize::new(limits.channels_per_session),
@@ -500,6 +565,7 @@ impl<R: Rm> Served<R> {
     }
 
     fn rm_error(&self, source: NvrmError) -> ChannelError {
+        self.health.saw(&self.name, &source);
         ChannelError::Rm {
             gpu: self.name.clone(),
             source,
@@ -512,6 +578,90 @@ impl<R: Rm> Served<R> {
             what,
             source,
         }
+    }
+
+    /// Refuses while the GPU is not [`Health::Serving`].
+    fn lending(&self) -> Result<(), ChannelError> {
+        match self.health.now() {
+            Health::Serving => Ok(()),
+            health => Err(ChannelError::GpuUnwell {
+                gpu: self.name.clone(),
+                health,
+            }),
+        }
+    }
+
+    /// The refusal of a contained session's request.
+    fn faulted(session: SessionId, c: &Contained) -> ChannelError {
+        ChannelError::Faulted {
+            session,
+            channel: c.channel,
+            reason: format!(
+                "info32 {}: {}",
+                c.fault.info32,
+                rig_model::nv::robust_channel_reason(c.fault.info32)
+            ),
+        }
+    }
+
+    /// Frees every channel and group of `c` (under its lock) after its channel
+    /// `channel` faulted with `fault`, and marks it contained; returns the refusal its
+    /// requests get from now on.
+    fn contain_locked(
+        &self,
+        session: SessionId,
+        c: &mut Client<R>,
+        channel: ChannelId,
+        fault: ChannelFault,
+    ) -> ChannelError {
+        let reclaimed: BTreeSet<ChannelId> = c.channels.keys().copied().collect();
+        let (n, failed, took) = self.reclaim(session, c);
+        let contained = Contained {
+            channel,
+            fault,
+            reclaimed,
+        };
+        let refusal = Self::faulted(session, &contained);
+        tracing::warn!(
+            gpu = %self.name, session = session.0, channel = channel.0,
+            uid = c.peer.uid, pid = c.peer.pid, channels = n, failed = failed.len(),
+            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            "contained a fault (info32 {}: {}): the session's channels are freed and it opens no more",
+            fault.info32, rig_model::nv::robust_channel_reason(fault.info32)
+        );
+        c.faulted = Some(contained);
+        refusal
+    }
+
+    /// Closes all of `c`'s channels and groups, timed step by step; logs each failure
+    /// and a slow reclaim, lets the boost go for the channels closed.
+    fn reclaim(
+        &self,
+        session: SessionId,
+        c: &mut Client<R>,
+    ) -> (usize, Vec<NvrmError>, std::time::Duration) {
+        let mut r = self.health.reclaim(session);
+        let (n, failed) = c.close_all(&mut r);
+        let (took, slowest, step) = r.took();
+        drop(r);
+        for e in &failed {
+            self.health.saw(&self.name, e);
+            tracing::warn!(gpu = %self.name, session = session.0, error = e as &dyn std::error::Error, "reclaiming a session's channels");
+        }
+        if slowest >= RECLAIM_BOUND {
+            tracing::warn!(
+                gpu = %self.name, session = session.0,
+                took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                "a reclaim's RM call took {} ms to {step}",
+                slowest.as_millis()
+            );
+        } else {
+            tracing::debug!(gpu = %self.name, session = session.0, channels = n, took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX), "reclaimed");
+        }
+        if n > 0 {
+            self.boost.closed(&self.gpu, n);
+        }
+        (n, failed, took)
     }
 
     fn check_ring(&self, entries: u64) -> Result<(), ChannelError> {
@@ -676,6 +826,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         session: SessionId,
         peer: PeerCred,
     ) -> Result<Arc<dyn DeviceMap>, ChannelError> {
+        self.lending()?;
         let exists = || ChannelError::SpaceExists {
             session,
             gpu: self.name.clone(),
@@ -702,6 +853,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 copy: None,
                 copy_engine,
                 channels: BTreeMap::new(),
+                faulted: None,
             })),
         );
         Ok(space)
@@ -709,6 +861,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
 
     fn open(&self, session: SessionId, req: ChannelRequest) -> Result<OpenedChannel, ChannelError> {
         self.check_ring(req.entries)?;
+        self.lending()?;
         let (id, shared) = {
             let mut st = self.lock();
             let shared =
@@ -723,6 +876,14 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             (ChannelId(st.next), shared)
         };
         let mut client = lock_client(&shared);
+        if let Some(c) = &client.faulted {
+            return Err(Self::faulted(session, c));
+        }
+        // A fault the watch has not read yet: a channel made now would join a group
+        // the RM has stopped (it refused one on an H100 with NV_ERR_FEATURE_NOT_ENABLED).
+        if let Some((channel, fault)) = client.abandon_faulted() {
+            return Err(self.contain_locked(session, &mut client, channel, fault));
+        }
         let limit = self.per_session.load(Ordering::Relaxed);
         if client.channels.len() >= limit {
             return Err(ChannelError::TooManyChannels { session, limit });
@@ -779,6 +940,21 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             .client(session)
             .ok_or(ChannelError::UnknownChannel { channel })?;
         let mut client = lock_client(&shared);
+        if client
+            .faulted
+            .as_ref()
+            .is_some_and(|c| c.reclaimed.contains(&channel))
+        {
+            return Ok(());
+        }
+        if !client.channels.contains_key(&channel) {
+            return Err(ChannelError::UnknownChannel { channel });
+        }
+        // A session with a fault is contained whole, whichever channel it closes.
+        if let Some((first, fault)) = client.abandon_faulted() {
+            self.contain_locked(session, &mut client, first, fault);
+            return Ok(());
+        }
         let lent = client
             .channels
             .remove(&channel)
@@ -786,6 +962,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         // The channel is gone whatever a teardown step said (each step still ran):
         // the client is told it closed, rigd's log says what went wrong.
         if let Err(e) = lent.channel.close() {
+            self.health.saw(&self.name, &e);
             tracing::warn!(gpu = %self.name, session = session.0, channel = channel.0, error = &e as &dyn std::error::Error, "closing a channel");
         }
         drop(client);
@@ -797,14 +974,33 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         let Some(shared) = self.lock().clients.remove(&session) else {
             return 0;
         };
-        let (n, failed) = lock_client(&shared).close_all();
-        for e in failed {
-            tracing::warn!(gpu = %self.name, session = session.0, error = &e as &dyn std::error::Error, "reclaiming a session's channels");
+        let mut c = lock_client(&shared);
+        self.reclaim(session, &mut c).0
+    }
+
+    fn contain(&self, session: SessionId) -> bool {
+        let Some(shared) = self.client(session) else {
+            return false;
+        };
+        let mut c = lock_client(&shared);
+        if c.faulted.is_some() {
+            return false;
         }
-        if n > 0 {
-            self.boost.closed(&self.gpu, n);
-        }
-        n
+        let Some((channel, fault)) = c.abandon_faulted() else {
+            return false;
+        };
+        self.contain_locked(session, &mut c, channel, fault);
+        true
+    }
+
+    fn health(&self) -> Health {
+        self.health.now()
+    }
+
+    fn check_health(&self) -> Health {
+        self.health
+            .recovery_action(&self.name, self.gpu.recovery_action());
+        self.health.now()
     }
 
     fn status(&self, uid: Option<u32>) -> Vec<ChannelView> {
@@ -836,10 +1032,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         out
     }
 
-    fn watch(&self) -> usize {
+    fn watch(&self) -> Vec<SessionId> {
         // Called from the async side every few ms: never wait behind a client's open
         // or reclaim (tens of RM calls under its lock); the next tick reads it again.
-        let mut new = 0;
+        let mut new = Vec::new();
         for (session, shared) in self.clients() {
             let mut c = match shared.try_lock() {
                 Ok(c) => c,
@@ -852,7 +1048,9 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 if let Some(f) = now
                     && now != lent.fault
                 {
-                    new += 1;
+                    if new.last() != Some(&session) {
+                        new.push(session);
+                    }
                     tracing::warn!(
                         gpu = %self.name, session = session.0, channel = id.0,
                         uid, pid,

@@ -211,7 +211,7 @@ fn the_watch_reports_a_posted_fault_once_and_status_shows_it() {
     let a = SessionId(1);
     s.attach(a, peer(1000, 10)).expect("a");
     let o = s.open(a, host(Engine::Compute, 64)).expect("open");
-    assert_eq!(s.watch(), 0);
+    assert_eq!(s.watch(), []);
     {
         let shared = s.client(a).expect("a");
         let c = lock_client(&shared);
@@ -219,8 +219,8 @@ fn the_watch_reports_a_posted_fault_once_and_status_shows_it() {
         n.write_u64(0, 123_456).expect("timestamp");
         n.write_u64(8, 31).expect("info32 = MMU fault");
     }
-    assert_eq!(s.watch(), 1);
-    assert_eq!(s.watch(), 0, "reported once");
+    assert_eq!(s.watch(), [a]);
+    assert_eq!(s.watch(), [], "reported once");
     let f = s.status(None)[0].fault.expect("shown");
     assert_eq!((f.info32, f.time_ns), (31, 123_456));
 }
@@ -342,11 +342,11 @@ fn one_clients_work_under_its_lock_holds_up_neither_another_client_nor_the_watch
         n.write_u64(8, 31).expect("fault");
         n.write_u64(0, 1).expect("time");
     }
-    assert_eq!(s.watch(), 0, "a is skipped while busy, without waiting");
+    assert_eq!(s.watch(), [], "a is skipped while busy, without waiting");
     s.open(b, host(Engine::Copy, 64))
         .expect("b opens meanwhile");
     drop(held);
-    assert_eq!(s.watch(), 1, "a's fault is read at the next tick");
+    assert_eq!(s.watch(), [a], "a's fault is read at the next tick");
 }
 
 #[test]
@@ -513,4 +513,163 @@ fn the_clocks_are_boosted_while_any_session_holds_a_channel_and_cleared_after() 
         [Some(0x52), Some(0x10), Some(0x52), Some(0x10)],
         "and when rigd lets the GPU go"
     );
+}
+
+/// Writes a fault into channel `id`'s notifier, as the RM's robust-channel recovery does.
+fn post(s: &Served<FakeRm>, session: SessionId, id: ChannelId, info32: u64) {
+    let shared = s.client(session).expect("client");
+    let c = lock_client(&shared);
+    let n = c.channels[&id].channel.notifier().mapping();
+    n.write_u64(8, info32).expect("info32");
+    n.write_u64(0, 1).expect("time");
+}
+
+fn schedule_offs(calls: &[Call]) -> usize {
+    calls
+        .iter()
+        .filter(|x| matches!(x, Call::Control { cmd, first: Some(0), .. } if *cmd == r580::NVA06C_CTRL_CMD_GPFIFO_SCHEDULE))
+        .count()
+}
+
+#[test]
+fn a_fault_is_contained_the_session_freed_without_a_deschedule_and_refused_new_channels() {
+    let (rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(65534, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    let compute = s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    let copy = s.open(a, host(Engine::Copy, 64)).expect("a copy");
+    let other = s.open(b, host(Engine::Compute, 64)).expect("b compute");
+    let before = rm.calls().len();
+    // Xid 39 on a's copy channel, as the 8 GiB fill raised.
+    post(&s, a, copy.id, 39);
+    assert_eq!(s.watch(), [a]);
+    assert!(s.contain(a), "contained");
+    assert!(!s.contain(a), "once");
+    let after = &rm.calls()[before..];
+    assert_eq!(
+        schedule_offs(after),
+        0,
+        "a faulted group is never descheduled: {after:#?}"
+    );
+    let frees = after
+        .iter()
+        .filter(|x| matches!(x, Call::Free { .. }))
+        .count();
+    assert!(
+        frees >= 6,
+        "both channels, their engines and the group freed: {after:#?}"
+    );
+    let left: Vec<_> = s.status(None).into_iter().map(|v| v.id).collect();
+    assert_eq!(left, [other.id], "b's channel runs on; a holds none");
+    let e = s
+        .open(a, host(Engine::Compute, 64))
+        .expect_err("no new channels for a");
+    assert!(
+        matches!(e, ChannelError::Faulted { channel, .. } if channel == copy.id),
+        "{e}"
+    );
+    assert_eq!(e.class().reason, Reason::ChannelFaulted);
+    assert!(e.to_string().contains("info32 39"), "{e}");
+    // The client may still close what rigd already freed, without an error.
+    s.close(a, compute.id).expect("freed with the fault");
+    s.close(a, copy.id).expect("freed with the fault");
+    assert!(matches!(
+        s.close(a, ChannelId(999)),
+        Err(ChannelError::UnknownChannel { .. })
+    ));
+    s.open(b, host(Engine::Copy, 64)).expect("b opens more");
+    assert_eq!(s.end(a), 0, "nothing left to reclaim");
+}
+
+#[test]
+fn a_close_or_an_open_that_meets_a_fault_first_contains_the_session_whole() {
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(65534, 10)).expect("a");
+    let one = s.open(a, host(Engine::Compute, 64)).expect("one");
+    let two = s.open(a, host(Engine::Compute, 64)).expect("two");
+    post(&s, a, one.id, 31);
+    let before = rm.calls().len();
+    // The client closes its faulted runtime before the watch saw the fault.
+    s.close(a, two.id).expect("close");
+    assert_eq!(schedule_offs(&rm.calls()[before..]), 0);
+    assert!(s.status(None).is_empty(), "both freed");
+    assert!(matches!(
+        s.open(a, host(Engine::Copy, 64)),
+        Err(ChannelError::Faulted { channel, .. }) if channel == one.id
+    ));
+    // An open that finds the fault first refuses, and contains.
+    let b = SessionId(2);
+    s.attach(b, peer(65534, 11)).expect("b");
+    let three = s.open(b, host(Engine::Copy, 64)).expect("three");
+    post(&s, b, three.id, 32);
+    let e = s.open(b, host(Engine::Copy, 64)).expect_err("refused");
+    assert!(matches!(e, ChannelError::Faulted { .. }), "{e}");
+    assert!(s.status(None).is_empty());
+    assert_eq!(s.end(b), 0);
+}
+
+#[test]
+fn a_session_that_ends_with_a_fault_frees_its_group_without_a_deschedule() {
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    s.attach(a, peer(65534, 10)).expect("a");
+    let o = s.open(a, host(Engine::Copy, 64)).expect("copy");
+    s.open(a, host(Engine::Compute, 64)).expect("compute");
+    post(&s, a, o.id, 39);
+    let before = rm.calls().len();
+    assert_eq!(s.end(a), 2);
+    assert_eq!(schedule_offs(&rm.calls()[before..]), 0);
+}
+
+#[test]
+fn a_gpu_the_rm_says_needs_a_reset_lends_nothing_until_it_works_again() {
+    let (rm, s) = served(Limits::default());
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(65534, 10)).expect("a");
+    s.open(a, host(Engine::Compute, 64)).expect("open");
+    assert_eq!(s.check_health(), Health::Serving);
+    // Xid 154: the recovery action becomes GPU_RESET, and every allocation answers
+    // NV_ERR_RESET_REQUIRED.
+    rm.set_recovery_action(r580::NV2080_CTRL_GPU_RECOVERY_ACTION_GPU_RESET);
+    rm.set_lost(Some(crate::sys::nvstatus::NvStatus::ResetRequired));
+    let h = s.check_health();
+    assert_eq!(h.word(), "lost");
+    assert!(h.to_string().contains("GPU Reset Required"), "{h}");
+    let e = s.attach(b, peer(1000, 11)).expect_err("no new session");
+    assert_eq!(e.class().reason, Reason::GpuLost);
+    assert!(e.to_string().contains("lends nothing now"), "{e}");
+    let e = s
+        .open(a, host(Engine::Compute, 64))
+        .expect_err("no new channel");
+    assert_eq!(e.class().reason, Reason::GpuLost);
+    assert_eq!(s.end(a), 1, "what it held is still reclaimed");
+    // Someone allowed to reset it did.
+    rm.set_lost(None);
+    rm.set_recovery_action(r580::NV2080_CTRL_GPU_RECOVERY_ACTION_NONE);
+    assert_eq!(s.check_health(), Health::Serving);
+    s.attach(b, peer(1000, 11)).expect("lending again");
+    s.open(b, host(Engine::Compute, 64))
+        .expect("a channel again");
+}
+
+#[test]
+fn a_reset_required_answer_to_rigds_own_call_marks_the_gpu_lost_at_once() {
+    let (rm, s) = served(Limits::default());
+    let a = SessionId(1);
+    rm.set_lost(Some(crate::sys::nvstatus::NvStatus::ResetRequired));
+    let e = s
+        .attach(a, peer(65534, 10))
+        .expect_err("the RM refuses the space");
+    assert_eq!(e.class().reason, Reason::Rm, "this call's own failure: {e}");
+    assert_eq!(
+        s.health().word(),
+        "lost",
+        "seen without waiting for the probe"
+    );
+    let e = s
+        .attach(a, peer(65534, 10))
+        .expect_err("refused before any RM call");
+    assert_eq!(e.class().reason, Reason::GpuLost);
 }

@@ -226,9 +226,39 @@ impl Rig {
         self.hosts().iter().flat_map(|h| h.status(uid)).collect()
     }
 
-    /// Reads every channel's error notifier; returns how many new faults.
-    pub fn watch_channels(&self) -> usize {
-        self.hosts().iter().map(|h| h.watch()).sum()
+    /// Reads every channel's error notifier; returns the sessions with a new fault,
+    /// for [`Rig::contain_channels`] on a blocking thread.
+    pub fn watch_channels(&self) -> Vec<dma::SessionId> {
+        self.hosts().iter().flat_map(|h| h.watch()).collect()
+    }
+
+    /// Contains `session`'s fault: its channels freed, no new ones (`channels`).
+    /// False when it had none, or it was contained before.
+    pub fn contain_channels(&self, session: dma::SessionId) -> bool {
+        matches!(self.host_of(session), Ok(Some(h)) if h.contain(session))
+    }
+
+    /// Each served GPU and its health as last seen (no RM call).
+    pub fn gpu_health(&self) -> Vec<(String, crate::channels::Health)> {
+        let mut v: Vec<_> = self
+            .hosts()
+            .iter()
+            .map(|h| (h.name().to_owned(), h.health()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Reads each served GPU's recovery action and says its health: on a blocking
+    /// thread.
+    pub fn check_gpu_health(&self) -> Vec<(String, crate::channels::Health)> {
+        let mut v: Vec<_> = self
+            .hosts()
+            .iter()
+            .map(|h| (h.name().to_owned(), h.check_health()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
     }
 
     pub(super) fn hosts(&self) -> Vec<Arc<dyn ChannelHost>> {

@@ -156,13 +156,36 @@ pub fn status_reply(views: Vec<ChannelView>) -> pb::DmaChannelsReply {
     }
 }
 
-/// Reads every channel's notifier every [`WATCH_EVERY`] until `stopping`.
+/// How often rigd reads each served GPU's recovery action (one kernel-side RM control).
+pub const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads every channel's notifier every [`WATCH_EVERY`] until `stopping`; a session
+/// with a new fault is contained on a blocking thread (tens of RM calls), and every
+/// [`HEALTH_EVERY`] each served GPU's health is read there too, one read at a time.
 pub async fn watch(rig: Arc<Rig>, mut stopping: tokio::sync::watch::Receiver<bool>) {
     let mut tick = tokio::time::interval(WATCH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut health = tokio::time::interval(HEALTH_EVERY);
+    health.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let reading = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         tokio::select! {
-            _ = tick.tick() => { rig.watch_channels(); }
+            _ = tick.tick() => {
+                for session in rig.watch_channels() {
+                    let rig = Arc::clone(&rig);
+                    tokio::task::spawn_blocking(move || rig.contain_channels(session));
+                }
+            }
+            _ = health.tick() => {
+                // A read still waiting on the RM (behind a stuck call) is not doubled.
+                if !reading.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                    let (rig, reading) = (Arc::clone(&rig), Arc::clone(&reading));
+                    tokio::task::spawn_blocking(move || {
+                        rig.check_gpu_health();
+                        reading.store(false, std::sync::atomic::Ordering::Release);
+                    });
+                }
+            }
             () = until_true(&mut stopping) => break,
         }
     }

@@ -432,10 +432,16 @@ impl RigApi for Service {
         &self,
         req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusReply>, Status> {
-        let (views, recovered, stuck, outlived) = self
+        let (views, recovered, stuck, outlived, served) = self
             .blocking("Status", &req, |rig| {
                 let (views, recovered) = rig.status();
-                Ok((views, recovered, rig.stuck_unbinds(), rig.outlived()))
+                Ok((
+                    views,
+                    recovered,
+                    rig.stuck_unbinds(),
+                    rig.outlived(),
+                    rig.gpu_health(),
+                ))
             })
             .await?;
         Ok(Response::new(pb::StatusReply {
@@ -458,6 +464,10 @@ impl RigApi for Service {
                     driver: s.driver,
                     seconds: s.since.elapsed().as_secs(),
                 })
+                .collect(),
+            served: served
+                .into_iter()
+                .map(|(bdf, h)| status::served_gpu(bdf, &h))
                 .collect(),
         }))
     }

@@ -28,6 +28,27 @@ use crate::{
 /// The `domain` of every `google.rpc.ErrorInfo` rigd sends.
 pub const DOMAIN: &str = "rig.dev";
 
+/// A served GPU's health on the wire (`rigctl status`).
+pub fn served_gpu(bdf: String, h: &crate::channels::Health) -> pb::ServedGpu {
+    use crate::channels::Health as H;
+    let (health, since) = match h {
+        H::Serving => (pb::GpuHealth::Serving, None),
+        H::Stalled { .. } => (pb::GpuHealth::Stalled, None),
+        H::Lost { since, .. } => (pb::GpuHealth::Lost, Some(*since)),
+    };
+    pb::ServedGpu {
+        bdf,
+        health: health.into(),
+        reason: match h {
+            H::Serving => String::new(),
+            other => other.to_string(),
+        },
+        since_unix_ms: since
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    }
+}
+
 /// The gRPC code of each reason (docs/errors.md's table).
 pub fn code(reason: Reason) -> Code {
     use Reason as R;
@@ -60,7 +81,7 @@ pub fn code(reason: Reason) -> Code {
         | R::BadSession
         | R::GpuRingsRefused
         | R::CpuViewRefused => Code::PermissionDenied,
-        R::SysfsUnreadable | R::UnbindStuck | R::Rm => Code::Unavailable,
+        R::SysfsUnreadable | R::UnbindStuck | R::Rm | R::GpuLost => Code::Unavailable,
         R::Busy | R::Locked => Code::Aborted,
         R::AlreadyHeld
         | R::NotHeld
@@ -86,7 +107,8 @@ pub fn code(reason: Reason) -> Code {
         | R::HeldAcrossRestart
         | R::DmaOff
         | R::NotContiguous
-        | R::NotServed => Code::FailedPrecondition,
+        | R::NotServed
+        | R::ChannelFaulted => Code::FailedPrecondition,
         R::UnbindTimeout => Code::DeadlineExceeded,
         R::WrongDriver
         | R::StepFailed
@@ -131,6 +153,8 @@ pub fn dma_code(reason: Reason) -> pb::SessionErrorCode {
         R::NotAdmin => C::NotAdmin,
         R::UnknownGpuMemory => C::UnknownGpuMemory,
         R::CpuViewRefused => C::CpuViewRefused,
+        R::ChannelFaulted => C::ChannelFaulted,
+        R::GpuLost => C::GpuLost,
         _ => C::Internal,
     }
 }

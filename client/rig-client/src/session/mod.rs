@@ -118,6 +118,11 @@ pub enum SessionErrorKind {
     /// A CPU view of GPU memory: rigd lends them to root and `[channels]
     /// gpu_rings_group` only.
     CpuViewRefused,
+    /// A channel of this session faulted: rigd freed the session's channels and opens
+    /// no more for it; the message names the fault. A new session may open channels.
+    ChannelFaulted,
+    /// The GPU needs a reset (or is gone): rigd lends nothing on it until it is back.
+    GpuLost,
 }
 
 impl SessionErrorKind {
@@ -143,6 +148,8 @@ impl SessionErrorKind {
             Ok(C::NotClient | C::NotAdmin) => Self::RoleRequired,
             Ok(C::UnknownGpuMemory) => Self::UnknownGpuMemory,
             Ok(C::CpuViewRefused) => Self::CpuViewRefused,
+            Ok(C::ChannelFaulted) => Self::ChannelFaulted,
+            Ok(C::GpuLost) => Self::GpuLost,
             _ => Self::Internal,
         }
     }
