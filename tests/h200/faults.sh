@@ -1,0 +1,153 @@
+#!/bin/sh
+# Copy-engine fills and copies of every size, and faults that stay in their session, on
+# the H200 (or H100) device machine, run as root from the repository root
+# (docs/RELIABILITY.md, "When a channel faults, and when the GPU is lost"): rigd serves
+# the GPU through its driver. While one client of uid 65533 launches and checks its own
+# work throughout (rig-compute-probe swarm), rig-fault-probe as uid 65534:
+# - fills GPU memory from 1 MiB up to MAX_GIB and copies up to half of it, every word
+#   checked by a kernel (tests/h200/check.cu, built here with nvcc), and repeats the
+#   sequence that once lost an H100 (an 8 GiB fill, a new runtime, a kernel);
+# - is killed with SIGKILL in the middle of a 20 s kernel and of 20 s of queued copies,
+#   and rigd's reclaim is timed;
+# - causes each fault kind once, each in a session of its own (rig-fault-probe's CASES:
+#   MMU faults of a kernel's load and store and of the copy engine's read and write, a
+#   trap, a misaligned load, a reserved pushbuffer header, a copy-engine launch with a
+#   transfer type no header defines; tests/h200/faulty.cu), each of which rigd must
+#   contain.
+# Before and after: the kernel log's Xid lines (109, 119 and 154 fail the run) and the
+# GPU's health as `rigctl status` shows it; at the end what rigd's books still hold
+# (nothing).
+#
+#     tests/h200/faults.sh .dev [MAX_GIB]   # .dev: static rigd, rigctl, rig-compute-probe,
+#                                           # rig-fault-probe; MAX_GIB from the card's memory
+#     PHASES="fills kill" ...               # some of: fills contain kill (default all)
+#     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
+#
+# Uses the GPU only through its driver (rigd's RM calls, the lent channels); each fault
+# kind is induced once per run.
+set -u
+BIN=$(cd "${1:-.dev}" && pwd)
+CUBIN=$(realpath client/cubin/tests/data/kernels.sm_90.cubin)
+RUN=/tmp/rig-h200-faults
+rm -rf "$RUN"
+mkdir -p "$RUN/state"
+chmod 755 "$RUN"
+GPU=$(ls /sys/bus/pci/drivers/nvidia | grep -m1 '^0000:')
+say() { printf '== %s\n' "$*"; }
+want() { case " ${PHASES:-fills contain kill} " in *" $1 "*) return 0 ;; esac; return 1; }
+ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
+xids() { dmesg 2> /dev/null | grep -E 'NVRM: Xid' ; }
+cleanup() {
+  pkill -9 -x rig-compute-pro 2> /dev/null
+  pkill -9 -x rig-fault-probe 2> /dev/null
+  [ -n "${RIGD:-}" ] && kill -TERM "$RIGD" 2> /dev/null && wait "$RIGD" 2> /dev/null
+}
+trap cleanup EXIT
+
+MIB_TOTAL=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n1)
+# The largest power of two that leaves 12 GiB to the RM and the swarm client.
+if [ -n "${2:-}" ]; then MAX_GIB=$2; else
+  MAX_GIB=1
+  while [ $((MAX_GIB * 2 * 1024 + 12 * 1024)) -le "$MIB_TOTAL" ]; do MAX_GIB=$((MAX_GIB * 2)); done
+fi
+for m in check faulty; do
+  nvcc -cubin -arch=sm_90 -O3 -o "$RUN/$m.cubin" "tests/h200/$m.cu" || { say "nvcc failed"; exit 1; }
+done
+chmod 644 "$RUN"/*.cubin
+
+cat > "$RUN/rigd.toml" << EOF
+[server]
+socket = "$RUN/rigd.sock"
+group = "nogroup"
+[paths]
+state_dir = "$RUN/state"
+[dma]
+pool_bytes = $((1024 << 20))
+reserve_hugepages = true
+[dma.quota]
+per_uid_bytes = $((256 << 20))
+per_device_bytes = $((1024 << 20))
+[channels]
+serve = ["$GPU"]
+per_session = 4
+[gpu_memory]
+per_uid_bytes = $(((MAX_GIB + 4) << 30))
+per_gpu_bytes = $(((MAX_GIB + 8) << 30))
+EOF
+
+XIDS_BEFORE=$(xids | wc -l)
+say "before: GPU $GPU ($(nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader)), $XIDS_BEFORE Xid lines in the kernel log, MAX_GIB $MAX_GIB"
+"$BIN/rigd" --config "$RUN/rigd.toml" -v > "$RUN/rigd.log" 2>&1 &
+RIGD=$!
+i=0
+while [ ! -S "$RUN/rigd.sock.fd" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -S "$RUN/rigd.sock.fd" ] || { say "rigd did not start"; cat "$RUN/rigd.log"; exit 1; }
+sleep 1
+say "rigd up; rigctl status:"
+ctl status
+
+# The other session: a client of another uid that launches and checks its own work
+# for the whole run.
+SWARM_S=${SWARM_S:-120}
+env RIG_PROBE_UID=65533 RIG_PROBE_GID=65534 taskset -c 3 \
+  "$BIN/rig-compute-probe" swarm "$SWARM_S" "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/other.log" 2>&1 &
+OTHER=$!
+sleep 2
+
+FAIL=0
+probe() { env RIG_PROBE_UID=65534 taskset -c 5 "$BIN/rig-fault-probe" "$@"; }
+if want fills; then
+  say "fills and copies up to $MAX_GIB GiB (uid 65534), the other session running"
+  probe fills "$MAX_GIB" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
+  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
+fi
+if want kill && [ $FAIL = 0 ]; then
+  for what in kernel copy; do
+    say "SIGKILL in the middle of a 20 s $what (uid 65534)"
+    probe busy "$what" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" > "$RUN/busy.log" 2>&1 &
+    BUSY=$!
+    i=0
+    while ! grep -q "^busy" "$RUN/busy.log" && kill -0 $BUSY 2> /dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    cat "$RUN/busy.log"
+    grep -q "^busy" "$RUN/busy.log" || { say "busy $what did not start"; FAIL=1; continue; }
+    before=$(ctl channels --json | grep -c '"channel"')
+    t0=$(date +%s%N)
+    kill -9 $BUSY
+    wait $BUSY 2> /dev/null
+    i=0
+    while [ "$(ctl channels --json | grep -c '"channel"')" -ge "$before" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+    t1=$(date +%s%N)
+    say "killed: its channels reclaimed $(((t1 - t0) / 1000000)) ms after the SIGKILL ($before channels before, $(ctl channels --json | grep -c '"channel"') after)"
+  done
+  say "a new session after the kills"
+  probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" none || FAIL=1
+fi
+if want contain && [ $FAIL = 0 ]; then
+  say "faults in sessions of their own (uid 65534), the other session running"
+  # shellcheck disable=SC2086 # CASES is a list of words
+  probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" ${CASES:-} || FAIL=1
+  sleep 0.5
+  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE)); rigctl status:"
+  ctl status
+fi
+say "what rigd logged of the faults and reclaims"
+grep -E "contained a fault|lends nothing|GPU is lost|reclaim's RM call|works again|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
+say "the other session (uid 65533)"
+wait "$OTHER"
+cat "$RUN/other.log"
+grep -q "check swarm_saxpy_own_factor ok" "$RUN/other.log" || { say "the other session FAILED"; FAIL=1; }
+
+say "after: rigctl status"
+ctl status
+say "rigd holds: $(ctl channels --json | grep -c '"channel"') channels; $(ctl dma --json | tr ',' '\n' | awk -F: '/"lent_bytes"/ { s += $2 } END { print s + 0 }') B GPU memory lent"
+say "Xid lines since the start:"
+xids | tail -n +$((XIDS_BEFORE + 1))
+if xids | tail -n +$((XIDS_BEFORE + 1)) | grep -E -q 'Xid \([^)]*\): (109|119|154),'; then
+  say "Xid 109, 119 or 154: the GPU's health was harmed"
+  FAIL=1
+fi
+kill -TERM "$RIGD" && wait "$RIGD"
+RIGD=
+say "after rigd: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader) in use"
+[ $FAIL = 0 ] && say "faults.sh: all checks passed" || say "faults.sh: FAILED"
+exit $FAIL
