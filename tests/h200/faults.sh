@@ -7,20 +7,22 @@
 # - fills GPU memory from 1 MiB up to MAX_GIB and copies up to half of it, every word
 #   checked by a kernel (tests/h200/check.cu, built here with nvcc), and repeats the
 #   sequence that once lost an H100 (an 8 GiB fill, a new runtime, a kernel);
-# - is killed with SIGKILL in the middle of a 20 s kernel and of 20 s of queued copies,
-#   and rigd's reclaim is timed;
 # - causes each fault kind once, each in a session of its own (rig-fault-probe's CASES:
 #   MMU faults of a kernel's load and store and of the copy engine's read and write, a
 #   trap, a misaligned load, a reserved pushbuffer header, a copy-engine launch with a
 #   transfer type no header defines; tests/h200/faulty.cu), each of which rigd must
-#   contain.
+#   contain;
+# - is killed with SIGKILL in the middle of 20 s of queued copies and of a 20 s kernel
+#   (of short blocks: a single block that runs for seconds beside another session's
+#   work was ended by the RM with Xid 109, docs/RELIABILITY.md), and rigd's reclaim is
+#   timed.
 # Before and after: the kernel log's Xid lines (109, 119 and 154 fail the run) and the
 # GPU's health as `rigctl status` shows it; at the end what rigd's books still hold
 # (nothing).
 #
 #     tests/h200/faults.sh .dev [MAX_GIB]   # .dev: static rigd, rigctl, rig-compute-probe,
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
-#     PHASES="fills kill" ...               # some of: fills contain kill (default all)
+#     PHASES="fills kill" ...               # some of: fills contain kill (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels); each fault
@@ -96,15 +98,25 @@ sleep 2
 
 FAIL=0
 probe() { env RIG_PROBE_UID=65534 taskset -c 5 "$BIN/rig-fault-probe" "$@"; }
+# Call only in a subshell (`&`): it execs, so that `$!` is the probe itself.
+busy() { exec env RIG_PROBE_UID=65534 taskset -c 5 "$BIN/rig-fault-probe" busy "$@"; }
 if want fills; then
   say "fills and copies up to $MAX_GIB GiB (uid 65534), the other session running"
   probe fills "$MAX_GIB" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
   say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
 fi
+if want contain && [ $FAIL = 0 ]; then
+  say "faults in sessions of their own (uid 65534), the other session running"
+  # shellcheck disable=SC2086 # CASES is a list of words
+  probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" ${CASES:-} || FAIL=1
+  sleep 0.5
+  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE)); rigctl status:"
+  ctl status
+fi
 if want kill && [ $FAIL = 0 ]; then
-  for what in kernel copy; do
+  for what in copy kernel; do
     say "SIGKILL in the middle of a 20 s $what (uid 65534)"
-    probe busy "$what" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" > "$RUN/busy.log" 2>&1 &
+    busy "$what" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" > "$RUN/busy.log" 2>&1 &
     BUSY=$!
     i=0
     while ! grep -q "^busy" "$RUN/busy.log" && kill -0 $BUSY 2> /dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -121,14 +133,6 @@ if want kill && [ $FAIL = 0 ]; then
   done
   say "a new session after the kills"
   probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" none || FAIL=1
-fi
-if want contain && [ $FAIL = 0 ]; then
-  say "faults in sessions of their own (uid 65534), the other session running"
-  # shellcheck disable=SC2086 # CASES is a list of words
-  probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" ${CASES:-} || FAIL=1
-  sleep 0.5
-  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE)); rigctl status:"
-  ctl status
 fi
 say "what rigd logged of the faults and reclaims"
 grep -E "contained a fault|lends nothing|GPU is lost|reclaim's RM call|works again|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330

@@ -178,6 +178,10 @@ pub fn robust_channel_reason(info32: u32) -> &'static str {
         79 => "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
         94 => "ROBUST_CHANNEL_CONTAINED_ERROR (a contained memory error)",
         95 => "ROBUST_CHANNEL_UNCONTAINED_ERROR (an uncontained memory error)",
+        // Not in nverror.h: the GSP's own code, the kernel log's words for its Xid.
+        109 => {
+            "CTX SWITCH TIMEOUT (Xid 109: the engine could not switch the channel's context out in time)"
+        }
         _ => "a ROBUST_CHANNEL code rig does not name (see nverror.h)",
     }
 }

@@ -18,9 +18,9 @@
 //! the session a new channel (`CHANNEL_FAULTED`); then a new session must run a kernel
 //! correctly.
 //!
-//! `rig-fault-probe busy kernel|copy SOCKET GPU CHECK_CUBIN`: a kernel on every SM that
-//! runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on stdout; the
-//! process waits to be killed (tests/h200/faults.sh kills it with SIGKILL).
+//! `rig-fault-probe busy kernel|copy SOCKET GPU CHECK_CUBIN`: a kernel of short blocks
+//! that runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on stdout;
+//! the process waits to be killed (tests/h200/faults.sh kills it with SIGKILL).
 //!
 //! With `RIG_PROBE_UID=N` a root start drops to uid N first. Prints `check NAME ok …`
 //! per result and `rig NAME …` per figure; the first failed check ends the run with a
@@ -429,10 +429,13 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     let v = match what {
         "kernel" => {
             let k = c.m.kernel("spin")?;
-            // 4 * 10^10 clocks: about 20 s at the H100's and H200's 1.98 GHz.
-            let args = [Arg::U64(40_000_000_000), Arg::Ptr(done.va())];
+            // Blocks of 2 * 10^6 clocks (1 ms at the H100's and H200's 1.98 GHz), 16 of
+            // 128 threads at once on each of 132 SMs: 42 million of them last about
+            // 20 s. One block that spun for seconds could not be switched out for
+            // another session's work, and the RM ended it (Xid 109).
+            let args = [Arg::U64(2_000_000), Arg::Ptr(done.va())];
             c.rt.compute()
-                .launch(&k, (132, 1, 1), (128, 1, 1), 0, &args)?
+                .launch(&k, (42_000_000, 1, 1), (128, 1, 1), 0, &args)?
         }
         "copy" => {
             // 32 fills of 16 GiB at about 95 GB/s: 20 s of copy-engine work queued.
