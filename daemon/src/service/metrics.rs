@@ -232,6 +232,20 @@ pub fn render(rig: &Rig, registry: &Registry) -> String {
             i64::from(v.lease.is_some()),
         );
     }
+    let health = gauges(
+        &mut r,
+        "rig_gpu_health",
+        "Served GPUs by health: serving, stalled (a reclaim's RM call past its bound) or lost (needs a reset), 1 each",
+    );
+    for (gpu, h) in rig.gpu_health() {
+        for state in ["serving", "stalled", "lost"] {
+            set(
+                &health,
+                &[("gpu", &gpu), ("state", state)],
+                i64::from(h.word() == state),
+            );
+        }
+    }
     let dma = rig.dma().status(None);
     let block = crate::dma::BLOCK_SIZE;
     let blocks = gauges(

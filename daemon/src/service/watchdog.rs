@@ -453,6 +453,8 @@ pub struct Summary {
     pub lease_bytes: u64,
     pub queues: usize,
     pub channels: usize,
+    /// Served GPUs that lend nothing now (lost or stalled).
+    pub unwell: usize,
 }
 
 impl Summary {
@@ -467,6 +469,11 @@ impl Summary {
             lease_bytes: dma.clients.iter().map(|c| c.bytes).sum(),
             queues: rig.queue_status().len(),
             channels: rig.channel_status(None).len(),
+            unwell: rig
+                .gpu_health()
+                .iter()
+                .filter(|(_, h)| *h != crate::channels::Health::Serving)
+                .count(),
         }
     }
 
@@ -476,8 +483,16 @@ impl Summary {
             format!("{count} {one}{}", if count == 1 { "" } else { "s" })
         }
         let len = |c: usize| u64::try_from(c).unwrap_or(u64::MAX);
+        let unwell = if self.unwell == 0 {
+            String::new()
+        } else {
+            format!(
+                "; {} lending nothing (rigctl status)",
+                n(len(self.unwell), "GPU")
+            )
+        };
         format!(
-            "Serving: {} held, {} with {} ({} MiB), {}, {}",
+            "Serving: {} held, {} with {} ({} MiB), {}, {}{unwell}",
             n(len(self.devices), "device"),
             n(len(self.clients), "client"),
             n(self.leases, "lease"),
@@ -626,10 +641,16 @@ mod tests {
             lease_bytes: 6 << 20,
             queues: 0,
             channels: 1,
+            unwell: 0,
         };
         assert_eq!(
             s.line(),
             "Serving: 1 device held, 2 clients with 3 leases (6 MiB), 0 queues, 1 channel"
+        );
+        let lost = Summary { unwell: 1, ..s };
+        assert_eq!(
+            lost.line(),
+            "Serving: 1 device held, 2 clients with 3 leases (6 MiB), 0 queues, 1 channel; 1 GPU lending nothing (rigctl status)"
         );
     }
 

@@ -88,7 +88,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
     // Code 0 is UNSPECIFIED, which rigd never sends; every other code is the word
     // of exactly one reason, and that reason goes back to it.
     let mut seen = std::collections::BTreeSet::new();
-    for n in 0..=21 {
+    for n in 0..=23 {
         let code = SessionErrorCode::try_from(n).expect("a code");
         let name = code.as_str_name();
         let word = name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name);
@@ -103,7 +103,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         assert_eq!(dma_code(*reasons[0]), code, "{word}");
     }
     assert!(
-        SessionErrorCode::try_from(22).is_err(),
+        SessionErrorCode::try_from(24).is_err(),
         "a new code: add it above"
     );
 }
@@ -529,6 +529,38 @@ fn rows() -> Vec<Row> {
             Some("0000:41:00.0"),
             None,
             D::Internal,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            ChannelError::Faulted {
+                session: crate::dma::SessionId(3),
+                channel: crate::channels::ChannelId(7),
+                reason: "info32 31: an MMU fault".into(),
+            }
+            .into(),
+            Code::FailedPrecondition,
+            "CHANNEL_FAULTED",
+            None,
+            None,
+            D::ChannelFaulted,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            ChannelError::GpuUnwell {
+                gpu: "0000:41:00.0".into(),
+                health: crate::channels::Health::Lost {
+                    why: "the RM's recovery action is 1 (GPU Reset Required): Xid 154".into(),
+                    since: std::time::SystemTime::UNIX_EPOCH,
+                },
+            }
+            .into(),
+            Code::Unavailable,
+            "GPU_LOST",
+            Some("0000:41:00.0"),
+            None,
+            D::GpuLost,
             Q::Device,
             L::Device,
         ),
