@@ -13,9 +13,10 @@
 #   transfer type no header defines; tests/h200/faulty.cu), each of which rigd must
 #   contain;
 # - is killed with SIGKILL in the middle of 20 s of queued copies and of a 20 s kernel
-#   (of short blocks: a single block that runs for seconds beside another session's
-#   work was ended by the RM with Xid 109, docs/RELIABILITY.md), and rigd's reclaim is
-#   timed.
+#   of 1 ms blocks, last, and rigd's reclaim is timed. Beside another session's work the
+#   RM could not switch such a kernel out and ended it with Xid 109, which fails the run
+#   until rig's contexts are preempted (docs/RELIABILITY.md, "When a channel faults,
+#   and when the GPU is lost").
 # Before and after: the kernel log's Xid lines (109, 119 and 154 fail the run) and the
 # GPU's health as `rigctl status` shows it; at the end what rigd's books still hold
 # (nothing).
@@ -122,14 +123,17 @@ if want kill && [ $FAIL = 0 ]; then
     while ! grep -q "^busy" "$RUN/busy.log" && kill -0 $BUSY 2> /dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     cat "$RUN/busy.log"
     grep -q "^busy" "$RUN/busy.log" || { say "busy $what did not start"; FAIL=1; continue; }
-    before=$(ctl channels --json | grep -c '"channel"')
+    # Its session ends (`rigctl dma` lists it no more) once rigd has freed its
+    # channels, its GPU memory and its leases, in that order.
+    session() { ctl dma --json | grep -c "\"pid\": $BUSY\b"; }
+    before=$(session)
     t0=$(date +%s%N)
     kill -9 $BUSY
     wait $BUSY 2> /dev/null
     i=0
-    while [ "$(ctl channels --json | grep -c '"channel"')" -ge "$before" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+    while [ "$(session)" -gt 0 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
     t1=$(date +%s%N)
-    say "killed: its channels reclaimed $(((t1 - t0) / 1000000)) ms after the SIGKILL ($before channels before, $(ctl channels --json | grep -c '"channel"') after)"
+    say "killed: its session ($before listed) reclaimed whole $(((t1 - t0) / 1000000)) ms after the SIGKILL, $(session) left; Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
   done
   say "a new session after the kills"
   probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" none || FAIL=1

@@ -431,8 +431,8 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
             let k = c.m.kernel("spin")?;
             // Blocks of 2 * 10^6 clocks (1 ms at the H100's and H200's 1.98 GHz), 16 of
             // 128 threads at once on each of 132 SMs: 42 million of them last about
-            // 20 s. One block that spun for seconds could not be switched out for
-            // another session's work, and the RM ended it (Xid 109).
+            // 20 s. The RM switched neither these nor blocks of seconds out in time
+            // beside another session's work (Xid 109, docs/RELIABILITY.md).
             let args = [Arg::U64(2_000_000), Arg::Ptr(done.va())];
             c.rt.compute()
                 .launch(&k, (42_000_000, 1, 1), (128, 1, 1), 0, &args)?
