@@ -240,22 +240,21 @@ impl Rig {
 
     /// Each served GPU and its health as last seen (no RM call).
     pub fn gpu_health(&self) -> Vec<(String, crate::channels::Health)> {
-        let mut v: Vec<_> = self
-            .hosts()
-            .iter()
-            .map(|h| (h.name().to_owned(), h.health()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        self.each_gpu(|h| h.health())
     }
 
     /// Reads each served GPU's recovery action and says its health: on a blocking
     /// thread.
     pub fn check_gpu_health(&self) -> Vec<(String, crate::channels::Health)> {
+        self.each_gpu(|h| h.check_health())
+    }
+
+    /// `read` of each served GPU, by PCI address.
+    fn each_gpu<T>(&self, read: impl Fn(&dyn ChannelHost) -> T) -> Vec<(String, T)> {
         let mut v: Vec<_> = self
             .hosts()
             .iter()
-            .map(|h| (h.name().to_owned(), h.check_health()))
+            .map(|h| (h.name().to_owned(), read(h.as_ref())))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
