@@ -16,14 +16,16 @@
 #   of 1 ms blocks, last, and rigd's reclaim is timed. Beside another session's work the
 #   RM could not switch such a kernel out and ended it with Xid 109, which fails the run
 #   until rig's contexts are preempted (docs/RELIABILITY.md, "When a channel faults,
-#   and when the GPU is lost").
+#   and when the GPU is lost");
+# - runs a kernel of one 20 s block per SM to its end, beside the other session
+#   (`hog`): only instruction-level preemption lets the two share the GPU.
 # Before and after: the kernel log's Xid lines (109, 119 and 154 fail the run) and the
 # GPU's health as `rigctl status` shows it; at the end what rigd's books still hold
 # (nothing).
 #
 #     tests/h200/faults.sh .dev [MAX_GIB]   # .dev: static rigd, rigctl, rig-compute-probe,
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
-#     PHASES="fills kill" ...               # some of: fills contain kill (default all, in that order)
+#     PHASES="fills kill" ...               # some of: fills contain kill hog (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels); each fault
@@ -37,7 +39,7 @@ mkdir -p "$RUN/state"
 chmod 755 "$RUN"
 GPU=$(ls /sys/bus/pci/drivers/nvidia | grep -m1 '^0000:')
 say() { printf '== %s\n' "$*"; }
-want() { case " ${PHASES:-fills contain kill} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${PHASES:-fills contain kill hog} " in *" $1 "*) return 0 ;; esac; return 1; }
 ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
 xids() { dmesg 2> /dev/null | grep -E 'NVRM: Xid' ; }
 cleanup() {
@@ -91,7 +93,7 @@ ctl status
 
 # The other session: a client of another uid that launches and checks its own work
 # for the whole run.
-SWARM_S=${SWARM_S:-120}
+SWARM_S=${SWARM_S:-150}
 env RIG_PROBE_UID=65533 RIG_PROBE_GID=65534 taskset -c 3 \
   "$BIN/rig-compute-probe" swarm "$SWARM_S" "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/other.log" 2>&1 &
 OTHER=$!
@@ -138,8 +140,13 @@ if want kill && [ $FAIL = 0 ]; then
   say "a new session after the kills"
   probe contain "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" "$RUN/faulty.cubin" none || FAIL=1
 fi
+if want hog && [ $FAIL = 0 ]; then
+  say "a kernel of one 20 s block per SM beside the other session (uid 65534)"
+  probe busy hog "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
+  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
+fi
 say "what rigd logged of the faults and reclaims"
-grep -E "contained a fault|lends nothing|GPU is lost|reclaim's RM call|works again|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
+grep -E "contained a fault|lends nothing|GPU is lost|reclaim.s RM call|works again|compute preemption|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
 say "the other session (uid 65533)"
 wait "$OTHER"
 cat "$RUN/other.log"

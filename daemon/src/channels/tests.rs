@@ -673,3 +673,46 @@ fn a_reset_required_answer_to_rigds_own_call_marks_the_gpu_lost_at_once() {
         .expect_err("refused before any RM call");
     assert_eq!(e.class().reason, Reason::GpuLost);
 }
+
+#[test]
+fn each_graphics_group_asks_once_for_instruction_level_compute_preemption() {
+    let (rm, s) = served(Limits {
+        copy_engines: vec![2],
+        ..Limits::default()
+    });
+    let (a, b) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(1000, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    s.open(a, host(Engine::Compute, 64))
+        .expect("a compute again");
+    s.open(a, host(Engine::Copy, 64))
+        .expect("a copy, on its own engine's group");
+    s.open(b, host(Engine::Copy, 64)).expect("b copy");
+    let asks = |calls: &[Call]| {
+        calls
+            .iter()
+            .filter(|c| matches!(c, Call::Control { cmd, first: Some(1), .. } if *cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE))
+            .count()
+    };
+    assert_eq!(asks(&rm.calls()), 1, "a's GR0 group, once; no copy group");
+    // A refusal leaves the channel lent: the group runs with the RM's default.
+    let c = SessionId(3);
+    s.attach(c, peer(1002, 12)).expect("c");
+    let before = rm.calls().len();
+    s.open(c, host(Engine::Compute, 64)).expect("c compute");
+    let i = rm.calls()[before..]
+        .iter()
+        .position(|x| matches!(x, Call::Control { cmd, .. } if *cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE))
+        .expect("asked");
+    let d = SessionId(4);
+    s.attach(d, peer(1003, 13)).expect("d");
+    let from = rm.calls().len();
+    rm.fail_at(i, crate::sys::nvstatus::NvStatus::NotSupported);
+    s.open(d, host(Engine::Compute, 64))
+        .expect("lent without the preemption it asked for");
+    assert!(
+        matches!(rm.calls()[from + i], Call::Control { cmd, .. } if cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE),
+        "the refused call was the preemption's"
+    );
+}

@@ -84,6 +84,8 @@ pub struct ChannelGroup<R: Rm> {
     /// A channel of it faulted and rigd gave it up ([`ChannelGroup::abandon`]): it is
     /// freed without being descheduled, its channels without waiting for their rings.
     abandoned: AtomicBool,
+    /// Its compute preemption was asked for (GR0's group, with its first engine object).
+    preemption: AtomicBool,
 }
 
 impl<R: Rm> ChannelGroup<R> {
@@ -110,6 +112,7 @@ impl<R: Rm> ChannelGroup<R> {
             scheduled: AtomicBool::new(false),
             retired: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
+            preemption: AtomicBool::new(false),
         };
         let mut p = r580::NvChannelGroupAllocationParameters {
             engine_type,
@@ -195,6 +198,35 @@ impl<R: Rm> ChannelGroup<R> {
         self.abandoned.store(true, Ordering::Release);
         self.scheduled.store(false, Ordering::Release);
         self.retired.store(true, Ordering::Release);
+    }
+
+    /// Asks the RM, once, to preempt the group's compute work at the instruction level
+    /// (CILP), as CUDA asks for its own groups: under the RM's default a kernel whose
+    /// blocks run for a while cannot be switched out for another session's work, nor to
+    /// free its channels, and the RM ends it after about 4 s with Xid 109
+    /// (docs/hardware/nvidia-channels.md, "Compute preemption"). Only GR0's groups; a
+    /// refusal is the caller's to log: the group then runs as before.
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] (`PreemptionMode`).
+    fn preempt_compute(&self) -> Result<(), NvrmError> {
+        if self.engine != GroupEngine::Graphics || self.preemption.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let gpu = self.space.gpu();
+        let mut p = r580::Nv2080CtrlGrSetCtxswPreemptionModeParams {
+            flags: r580::NV2080_CTRL_GR_SET_CTXSW_PREEMPTION_MODE_FLAGS_CILP_SET,
+            h_channel: self.h_group,
+            cilp_preempt_mode: r580::NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_CILP,
+            ..Default::default()
+        };
+        gpu.rm()
+            .control(
+                gpu.subdevice(),
+                r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE,
+                p.as_mut_bytes(),
+            )
+            .map_err(at(Step::PreemptionMode))
     }
 
     /// Whether [`ChannelGroup::abandon`] gave it up.
@@ -464,6 +496,13 @@ impl<R: Rm> Channel<R> {
             parent: self.h_channel,
             object: h_engine,
         });
+        // With the group's first engine object its GR context exists.
+        if let Err(e) = self.group.preempt_compute() {
+            tracing::warn!(
+                error = &e as &dyn std::error::Error,
+                "the group keeps the RM's default compute preemption"
+            );
+        }
         let mut t = r580::Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams::default();
         rm.control(
             self.h_channel,

@@ -168,6 +168,7 @@ pub enum Step {
     AllocContextShare,
     AllocChannel,
     AllocEngine,
+    PreemptionMode,
     WorkSubmitToken,
     Schedule,
     Doorbell,
@@ -209,6 +210,9 @@ impl fmt::Display for Step {
             Self::AllocContextShare => "allocate the subcontext (FERMI_CONTEXT_SHARE_A)",
             Self::AllocChannel => "allocate the channel (HOPPER_CHANNEL_GPFIFO_A)",
             Self::AllocEngine => "allocate the channel's engine object",
+            Self::PreemptionMode => {
+                "set the group's compute preemption (GR_SET_CTXSW_PREEMPTION_MODE)"
+            }
             Self::WorkSubmitToken => "read the channel's work submit token",
             Self::Schedule => "schedule the channel group (GPFIFO_SCHEDULE)",
             Self::Doorbell => "ring the doorbell",

@@ -337,8 +337,8 @@ fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
 
 /// Runs `scenario` once whole, then once per call up to the group's scheduling with
 /// that call failing: each run fails with the injected status and frees what it made.
-/// The one read that may fail without failing the rest (the geometry) is run with its
-/// failure too, and must not fail the scenario.
+/// The calls that may fail without failing the rest (the geometry's read, the group's
+/// compute preemption) are run with their failure too, and must not fail the scenario.
 fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     let full = FakeRm::new();
     scenario(&full).expect("scenario");
@@ -351,7 +351,9 @@ fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     for k in 0..made {
         let rm = FakeRm::new();
         rm.fail_at(k, NvStatus::InsufficientResources);
-        if matches!(calls[k], Call::GrInfo { .. }) {
+        let optional = matches!(calls[k], Call::GrInfo { .. })
+            || matches!(calls[k], Call::Control { cmd, .. } if cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE);
+        if optional {
             scenario(&rm).expect("a GPU without its geometry still serves");
             assert_balanced(&rm.calls());
             continue;

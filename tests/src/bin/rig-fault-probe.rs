@@ -18,9 +18,10 @@
 //! the session a new channel (`CHANNEL_FAULTED`); then a new session must run a kernel
 //! correctly.
 //!
-//! `rig-fault-probe busy kernel|copy SOCKET GPU CHECK_CUBIN`: a kernel of short blocks
-//! that runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on stdout;
-//! the process waits to be killed (tests/h200/faults.sh kills it with SIGKILL).
+//! `rig-fault-probe busy kernel|copy|hog SOCKET GPU CHECK_CUBIN`: a kernel of short
+//! blocks that runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on
+//! stdout, and the process waits to be killed (tests/h200/faults.sh kills it with
+//! SIGKILL); or (`hog`) a kernel of one 20 s block per SM, waited for to its end.
 //!
 //! With `RIG_PROBE_UID=N` a root start drops to uid N first. Prints `check NAME ok …`
 //! per result and `rig NAME …` per figure; the first failed check ends the run with a
@@ -51,7 +52,7 @@ const NOWHERE: GpuVa = GpuVa(0xf_0000_0000);
 
 const USAGE: &str = "usage: rig-fault-probe fills MAX_GIB SOCKET GPU CHECK_CUBIN
        rig-fault-probe contain SOCKET GPU CHECK_CUBIN FAULTY_CUBIN [CASE...]
-       rig-fault-probe busy kernel|copy SOCKET GPU CHECK_CUBIN
+       rig-fault-probe busy kernel|copy|hog SOCKET GPU CHECK_CUBIN
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting";
 
 /// The fault kinds `contain` causes, in the order it causes them: MMU faults of a
@@ -436,6 +437,32 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
             let args = [Arg::U64(2_000_000), Arg::Ptr(done.va())];
             c.rt.compute()
                 .launch(&k, (42_000_000, 1, 1), (128, 1, 1), 0, &args)?
+        }
+        "hog" => {
+            // One block per SM, each spinning 4 * 10^10 clocks (about 20 s): blocks
+            // that only instruction-level preemption can switch out.
+            let k = c.m.kernel("spin")?;
+            let args = [Arg::U64(40_000_000_000), Arg::Ptr(done.va())];
+            let v =
+                c.rt.compute()
+                    .launch(&k, (132, 1, 1), (128, 1, 1), 0, &args)?;
+            println!("busy hog (value {v} in flight)");
+            std::io::Write::flush(&mut std::io::stdout())?;
+            let t = Instant::now();
+            return match c.rt.compute().wait(v, LONG) {
+                Ok(()) => {
+                    println!(
+                        "check hog_ran_to_its_end ok ({:.1} s beside the other session)",
+                        t.elapsed().as_secs_f64()
+                    );
+                    Ok(())
+                }
+                Err(e) => Err(format!(
+                    "check hog FAILED after {:.1} s: {e}",
+                    t.elapsed().as_secs_f64()
+                )
+                .into()),
+            };
         }
         "copy" => {
             // 32 fills of 16 GiB at about 95 GB/s: 20 s of copy-engine work queued.

@@ -125,6 +125,36 @@ pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC: u32 = 0x17;
 /// `LITTER_NUM_SM_PER_TPC`.
 pub const NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC: u32 = 0x20;
 
+/// `NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE` (`ctrl/ctrl2080/ctrl2080gr.h`), on the
+/// subdevice, `hChannel` a channel or a channel group: how the graphics engine may take
+/// work of that context off the GPU (docs/hardware/nvidia-channels.md, "Compute
+/// preemption"). NON_PRIVILEGED in the RM's control table (flags 0x10348).
+pub const NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE: u32 = 0x2080_1210;
+/// `NV2080_CTRL_GR_SET_CTXSW_PREEMPTION_MODE_FLAGS_CILP_SET` (0:0): the compute mode is
+/// given.
+pub const NV2080_CTRL_GR_SET_CTXSW_PREEMPTION_MODE_FLAGS_CILP_SET: u32 = 0x1;
+/// `NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_WFI`: wait until the work is idle.
+pub const NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_WFI: u32 = 0;
+/// `NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_CILP`: preempt at the instruction
+/// level.
+pub const NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_CILP: u32 = 2;
+
+/// `NV2080_CTRL_GR_SET_CTXSW_PREEMPTION_MODE_PARAMS` (`ctrl2080gr.h`): flags, hChannel,
+/// gfxpPreemptMode, cilpPreemptMode, then `NV2080_CTRL_GR_ROUTE_INFO` (flags, and a
+/// route aligned to 8), 32 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGrSetCtxswPreemptionModeParams {
+    pub flags: u32,
+    pub h_channel: u32,
+    pub gfxp_preempt_mode: u32,
+    pub cilp_preempt_mode: u32,
+    pub route_flags: u32,
+    pub route_pad: u32,
+    pub route: u64,
+}
+const _: () = assert!(size_of::<Nv2080CtrlGrSetCtxswPreemptionModeParams>() == 32);
+
 /// `NV2080_CTRL_PERF_BOOST_PARAMS` (`ctrl/ctrl2080/ctrl2080perf.h`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
