@@ -205,13 +205,14 @@ impl<R: Rm> ChannelGroup<R> {
     /// blocks run for a while cannot be switched out for another session's work, nor to
     /// free its channels, and the RM ends it after about 4 s with Xid 109
     /// (docs/hardware/nvidia-channels.md, "Compute preemption"). Only GR0's groups; a
-    /// refusal is the caller's to log: the group then runs as before.
+    /// refusal is the caller's to log: the group then runs as before. True when it
+    /// asked now.
     ///
     /// # Errors
     /// [`NvrmError::Call`] (`PreemptionMode`).
-    fn preempt_compute(&self) -> Result<(), NvrmError> {
+    fn preempt_compute(&self) -> Result<bool, NvrmError> {
         if self.engine != GroupEngine::Graphics || self.preemption.swap(true, Ordering::AcqRel) {
-            return Ok(());
+            return Ok(false);
         }
         let gpu = self.space.gpu();
         let mut p = r580::Nv2080CtrlGrSetCtxswPreemptionModeParams {
@@ -226,6 +227,7 @@ impl<R: Rm> ChannelGroup<R> {
                 r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE,
                 p.as_mut_bytes(),
             )
+            .map(|()| true)
             .map_err(at(Step::PreemptionMode))
     }
 
@@ -497,11 +499,13 @@ impl<R: Rm> Channel<R> {
             object: h_engine,
         });
         // With the group's first engine object its GR context exists.
-        if let Err(e) = self.group.preempt_compute() {
-            tracing::warn!(
+        match self.group.preempt_compute() {
+            Ok(true) => self.log_compute_preemption(),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
                 error = &e as &dyn std::error::Error,
                 "the group keeps the RM's default compute preemption"
-            );
+            ),
         }
         let mut t = r580::Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams::default();
         rm.control(
@@ -520,6 +524,31 @@ impl<R: Rm> Channel<R> {
             self.group.scheduled.store(true, Ordering::Release);
         }
         Ok(())
+    }
+
+    /// Logs (debug) the compute preemption the RM says this channel's context has
+    /// (GR_GET_CTXSW_MODES): what the mode asked for took.
+    fn log_compute_preemption(&self) {
+        let gpu = self.group.space.gpu();
+        let mut p = r580::Nv2080CtrlGrGetCtxswModesParams {
+            h_channel: self.h_channel,
+            ..Default::default()
+        };
+        match gpu.rm().control(
+            gpu.subdevice(),
+            r580::NV2080_CTRL_CMD_GR_GET_CTXSW_MODES,
+            p.as_mut_bytes(),
+        ) {
+            Ok(()) => tracing::debug!(
+                cilp = p.cilp_preempt_mode,
+                gfxp = p.gfxp_preempt_mode,
+                "compute preemption of a new group (0 WFI, 1 CTA, 2 CILP)"
+            ),
+            Err(e) => tracing::debug!(
+                error = &e as &dyn std::error::Error,
+                "compute preemption of a new group not read"
+            ),
+        }
     }
 
     /// The channel's handle.

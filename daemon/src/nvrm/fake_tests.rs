@@ -338,7 +338,8 @@ fn a_space_dropped_with_blocks_still_mapped_unmaps_them_first() {
 /// Runs `scenario` once whole, then once per call up to the group's scheduling with
 /// that call failing: each run fails with the injected status and frees what it made.
 /// The calls that may fail without failing the rest (the geometry's read, the group's
-/// compute preemption) are run with their failure too, and must not fail the scenario.
+/// compute preemption and its read-back) are run with their failure too, and must not
+/// fail the scenario.
 fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
     let full = FakeRm::new();
     scenario(&full).expect("scenario");
@@ -352,7 +353,7 @@ fn sweep(scenario: fn(&FakeRm) -> Result<(), NvrmError>) {
         let rm = FakeRm::new();
         rm.fail_at(k, NvStatus::InsufficientResources);
         let optional = matches!(calls[k], Call::GrInfo { .. })
-            || matches!(calls[k], Call::Control { cmd, .. } if cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE);
+            || matches!(calls[k], Call::Control { cmd, .. } if cmd == r580::NV2080_CTRL_CMD_GR_SET_CTXSW_PREEMPTION_MODE || cmd == r580::NV2080_CTRL_CMD_GR_GET_CTXSW_MODES);
         if optional {
             scenario(&rm).expect("a GPU without its geometry still serves");
             assert_balanced(&rm.calls());

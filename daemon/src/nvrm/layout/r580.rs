@@ -139,6 +139,24 @@ pub const NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_WFI: u32 = 0;
 /// level.
 pub const NV2080_CTRL_SET_CTXSW_PREEMPTION_MODE_COMPUTE_CILP: u32 = 2;
 
+/// `NV2080_CTRL_CMD_GR_GET_CTXSW_MODES` (`ctrl/ctrl2080/ctrl2080gr.h`), on the subdevice:
+/// a channel's context switch modes, the compute preemption among them.
+pub const NV2080_CTRL_CMD_GR_GET_CTXSW_MODES: u32 = 0x2080_1235;
+
+/// `NV2080_CTRL_GR_GET_CTXSW_MODES_PARAMS`: hChannel, then zcullMode, pmMode, smpcMode,
+/// cilpPreemptMode, gfxpPreemptMode (out), 24 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGrGetCtxswModesParams {
+    pub h_channel: u32,
+    pub zcull_mode: u32,
+    pub pm_mode: u32,
+    pub smpc_mode: u32,
+    pub cilp_preempt_mode: u32,
+    pub gfxp_preempt_mode: u32,
+}
+const _: () = assert!(size_of::<Nv2080CtrlGrGetCtxswModesParams>() == 24);
+
 /// `NV2080_CTRL_GR_SET_CTXSW_PREEMPTION_MODE_PARAMS` (`ctrl2080gr.h`): flags, hChannel,
 /// gfxpPreemptMode, cilpPreemptMode, then `NV2080_CTRL_GR_ROUTE_INFO` (flags, and a
 /// route aligned to 8), 32 bytes.
