@@ -45,6 +45,8 @@ const SUBCONTEXT_SYNC: u32 = 0;
 // TIMEOUT: a descheduled channel stops fetching within microseconds; 100 ms says it
 // did not, and teardown goes on (freeing the channel preempts it in the RM).
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(100);
+/// Whether the RM refused a group's compute preemption once already (logged once).
+static PREEMPTION_REFUSED: AtomicBool = AtomicBool::new(false);
 
 /// The engine a group's channels run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,10 +203,11 @@ impl<R: Rm> ChannelGroup<R> {
     }
 
     /// Asks the RM, once, to preempt the group's compute work at the instruction level
-    /// (CILP), as CUDA asks for its own groups: under the RM's default a kernel whose
-    /// blocks run for a while cannot be switched out for another session's work, nor to
-    /// free its channels, and the RM ends it after about 4 s with Xid 109
-    /// (docs/hardware/nvidia-channels.md, "Compute preemption"). Only GR0's groups; a
+    /// (CILP), as CUDA asks for its own groups: under the RM's default a running kernel
+    /// beside another session's work could not be switched out to free its channels,
+    /// and the RM ended it after about 4 s with Xid 109; with CILP it was freed in 58 ms
+    /// (a block that spins for seconds beside another session is still ended so:
+    /// docs/hardware/nvidia-channels.md, "Compute preemption"). Only GR0's groups; a
     /// refusal is the caller's to log: the group then runs as before. True when it
     /// asked now.
     ///
@@ -502,10 +505,12 @@ impl<R: Rm> Channel<R> {
         match self.group.preempt_compute() {
             Ok(true) => self.log_compute_preemption(),
             Ok(false) => {}
-            Err(e) => tracing::warn!(
+            // Once a rigd: a GPU whose RM refuses it refuses it for every group.
+            Err(e) if !PREEMPTION_REFUSED.swap(true, Ordering::Relaxed) => tracing::warn!(
                 error = &e as &dyn std::error::Error,
-                "the group keeps the RM's default compute preemption"
+                "channel groups keep the RM's default compute preemption"
             ),
+            Err(_) => {}
         }
         let mut t = r580::Nvc36fCtrlCmdGpfifoGetWorkSubmitTokenParams::default();
         rm.control(
