@@ -27,6 +27,8 @@
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
 #     PHASES="fills kill" ...               # some of: fills contain kill hog (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
+#     PHASES="hog cuda-hog" ...             # cuda-hog (only when named): CUDA's two processes
+#                                           # in the hog's situation (tests/h200/cuda_hog.cu)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels); each fault
 # kind is induced once per run.
@@ -145,6 +147,22 @@ if want hog && [ $FAIL = 0 ]; then
   probe busy hog "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
   say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
 fi
+# Only when named: CUDA's two processes in the hog's situation (no rigd needed).
+case " ${PHASES:-} " in *" cuda-hog "*)
+  say "CUDA: a kernel of one 20 s block per SM beside another process's empty launches"
+  if nvcc -arch=sm_90 -O2 -o "$RUN/cuda_hog" tests/h200/cuda_hog.cu; then
+    "$RUN/cuda_hog" pings 30 > "$RUN/cuda_pings.log" 2>&1 &
+    PINGS=$!
+    sleep 2
+    "$RUN/cuda_hog" hog
+    wait $PINGS
+    cat "$RUN/cuda_pings.log"
+    say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
+  else
+    FAIL=1
+  fi
+  ;;
+esac
 say "what rigd logged of the faults and reclaims"
 grep -E "contained a fault|lends nothing|GPU is lost|reclaim.s RM call|works again|compute preemption|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
 say "the other session (uid 65533)"
