@@ -596,24 +596,15 @@ impl<R: Rm> Served<R> {
         ChannelError::Faulted {
             session,
             channel: c.channel,
-            reason: format!(
-                "info32 {}: {}",
-                c.fault.info32,
-                rig_model::nv::robust_channel_reason(c.fault.info32)
-            ),
+            reason: format!("info32 {}: {}", c.fault.info32, c.fault.reason()),
         }
     }
 
-    /// Frees every channel and group of `c` (under its lock) after its channel
-    /// `channel` faulted with `fault`, and marks it contained; returns the refusal its
-    /// requests get from now on.
-    fn contain_locked(
-        &self,
-        session: SessionId,
-        c: &mut Client<R>,
-        channel: ChannelId,
-        fault: ChannelFault,
-    ) -> ChannelError {
+    /// If a channel of `c` (under its lock) has a fault posted: frees every channel
+    /// and group of it and marks it contained; returns the refusal its requests get
+    /// from now on. None when none of its channels faulted.
+    fn contain_locked(&self, session: SessionId, c: &mut Client<R>) -> Option<ChannelError> {
+        let (channel, fault) = c.abandon_faulted()?;
         let reclaimed: BTreeSet<ChannelId> = c.channels.keys().copied().collect();
         let (n, failed, took) = self.reclaim(session, c);
         let contained = Contained {
@@ -627,10 +618,10 @@ impl<R: Rm> Served<R> {
             uid = c.peer.uid, pid = c.peer.pid, channels = n, failed = failed.len(),
             took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
             "contained a fault (info32 {}: {}): the session's channels are freed and it opens no more",
-            fault.info32, rig_model::nv::robust_channel_reason(fault.info32)
+            fault.info32, fault.reason()
         );
         c.faulted = Some(contained);
-        refusal
+        Some(refusal)
     }
 
     /// Closes all of `c`'s channels and groups, timed step by step; logs each failure
@@ -881,8 +872,8 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         }
         // A fault the watch has not read yet: a channel made now would join a group
         // the RM has stopped (it refused one on an H100 with NV_ERR_FEATURE_NOT_ENABLED).
-        if let Some((channel, fault)) = client.abandon_faulted() {
-            return Err(self.contain_locked(session, &mut client, channel, fault));
+        if let Some(refusal) = self.contain_locked(session, &mut client) {
+            return Err(refusal);
         }
         let limit = self.per_session.load(Ordering::Relaxed);
         if client.channels.len() >= limit {
@@ -951,8 +942,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             return Err(ChannelError::UnknownChannel { channel });
         }
         // A session with a fault is contained whole, whichever channel it closes.
-        if let Some((first, fault)) = client.abandon_faulted() {
-            self.contain_locked(session, &mut client, first, fault);
+        if self.contain_locked(session, &mut client).is_some() {
             return Ok(());
         }
         let lent = client
@@ -983,14 +973,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             return false;
         };
         let mut c = lock_client(&shared);
-        if c.faulted.is_some() {
-            return false;
-        }
-        let Some((channel, fault)) = c.abandon_faulted() else {
-            return false;
-        };
-        self.contain_locked(session, &mut c, channel, fault);
-        true
+        c.faulted.is_none() && self.contain_locked(session, &mut c).is_some()
     }
 
     fn health(&self) -> Health {
