@@ -147,6 +147,10 @@ pub struct Channels {
     pub gpu_ring_bytes: u64,
     /// How many windows rigd keeps for one uid (reused for that uid only).
     pub gpu_rings_per_uid: usize,
+    /// Seconds a uid is refused new channels after the RM had to end one of its
+    /// kernels because a block would not be switched out beside another session's work
+    /// (Xid 109; docs/channels.md, "GPU time"). 0: never refused.
+    pub switch_timeout_penalty_s: u64,
 }
 
 impl Default for Channels {
@@ -159,6 +163,7 @@ impl Default for Channels {
             gpu_rings_group: None,
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
+            switch_timeout_penalty_s: 60,
         }
     }
 }

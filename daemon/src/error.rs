@@ -196,6 +196,9 @@ reasons! {
     ChannelFaulted = "CHANNEL_FAULTED",
     /// The GPU needs a reset (or is gone): rigd lends nothing on it until it is back.
     GpuLost = "GPU_LOST",
+    /// The uid's kernel held the GPU past the RM's context switch timeout: it opens no
+    /// channel until `[channels] switch_timeout_penalty_s` has passed.
+    GpuTime = "GPU_TIME",
 }
 
 /// What an error says to programs beside its line: its reason, and the device and the

@@ -53,7 +53,7 @@ use std::{
         Arc, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicUsize, Ordering},
     },
-    time::SystemTime,
+    time::{Duration, Instant, SystemTime},
 };
 
 use rig_sys::scm::PeerCred;
@@ -95,6 +95,9 @@ pub struct Limits {
     /// How many such windows rigd keeps for one uid: they are reused for that uid's
     /// later channels and never given to another (see [`Rings::Gpu`]).
     pub gpu_rings_per_uid: usize,
+    /// How long a uid is refused new channels after the RM ended a kernel of its whose
+    /// block would not be switched out ([`ChannelError::SwitchTimeout`]); zero: never.
+    pub switch_timeout_penalty: Duration,
     /// What GPU memory sessions may hold on the GPU (`gpumem`).
     pub gpu_memory: gpumem::Quota,
     /// Fresh 2 MiB pages kept ahead for leases (`gpumem::chores`).
@@ -109,6 +112,7 @@ impl Default for Limits {
             copy_engines: Vec::new(),
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
+            switch_timeout_penalty: Duration::from_secs(60),
             gpu_memory: gpumem::Quota::default(),
             // None: what rigd runs with comes from the config (`config::GpuMemory`);
             // without spares the RM sees each lease's own calls, in order.
@@ -216,6 +220,10 @@ pub enum ChannelError {
     },
     #[error("{gpu} lends nothing now: {health}")]
     GpuUnwell { gpu: String, health: Health },
+    #[error(
+        "Uid {uid} may open no channel on {gpu} for {left_s} s more: the GPU had to end a kernel of its whose block ran on for seconds beside another session's work (rig's contexts are switched out only between blocks)"
+    )]
+    SwitchTimeout { uid: u32, gpu: String, left_s: u64 },
 }
 
 impl Classify for ChannelError {
@@ -237,6 +245,7 @@ impl Classify for ChannelError {
             Self::Share { gpu, .. } => Class::new(Reason::Internal).on(gpu),
             Self::Faulted { .. } => Reason::ChannelFaulted.into(),
             Self::GpuUnwell { gpu, .. } => Class::new(Reason::GpuLost).on(gpu),
+            Self::SwitchTimeout { gpu, .. } => Class::new(Reason::GpuTime).on(gpu),
         }
     }
 }
@@ -484,6 +493,9 @@ struct State<R: Rm> {
     /// Channel windows in GPU memory, by the uid they were lent to: kept for rigd's
     /// life (see [`Rings::Gpu`]); one no channel holds is free for that uid again.
     windows: HashMap<u32, Vec<Arc<DeviceMem<R>>>>,
+    /// Uids refused new channels until then: the RM ended a kernel of theirs that held
+    /// the GPU past its context switch timeout.
+    penalised: HashMap<u32, Instant>,
 }
 
 fn lock_client<R: Rm>(c: &Mutex<Client<R>>) -> MutexGuard<'_, Client<R>> {
@@ -532,6 +544,7 @@ impl<R: Rm> Served<R> {
                 clients: HashMap::new(),
                 next: 0,
                 windows: HashMap::new(),
+                penalised: HashMap::new(),
             }),
         }
     }
@@ -620,8 +633,45 @@ impl<R: Rm> Served<R> {
             "contained a fault (info32 {}: {}): the session's channels are freed and it opens no more",
             fault.info32, fault.reason()
         );
+        if fault.is_switch_timeout() {
+            self.penalise(c.peer.uid);
+        }
         c.faulted = Some(contained);
         Some(refusal)
+    }
+
+    /// Refuses `uid` new channels for [`Limits::switch_timeout_penalty`]: a kernel of
+    /// its held the graphics engine past the RM's context switch timeout, which every
+    /// other session waited out (docs/channels.md, "GPU time").
+    fn penalise(&self, uid: u32) {
+        let d = self.limits.switch_timeout_penalty;
+        if d.is_zero() {
+            return;
+        }
+        self.lock().penalised.insert(uid, Instant::now() + d);
+        tracing::warn!(
+            gpu = %self.name, uid,
+            "the GPU ended a kernel whose block would not be switched out; uid {uid} opens no channel for {} s",
+            d.as_secs()
+        );
+    }
+
+    /// Refuses a uid [`ChannelFault::is_switch_timeout`] penalised, until its time is up.
+    fn penalty(&self, uid: u32) -> Result<(), ChannelError> {
+        let mut st = self.lock();
+        let Some(&until) = st.penalised.get(&uid) else {
+            return Ok(());
+        };
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            st.penalised.remove(&uid);
+            return Ok(());
+        }
+        Err(ChannelError::SwitchTimeout {
+            uid,
+            gpu: self.name.clone(),
+            left_s: left.as_secs().max(1),
+        })
     }
 
     /// Closes all of `c`'s channels and groups, timed step by step; logs each failure
@@ -875,6 +925,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         if let Some(refusal) = self.contain_locked(session, &mut client) {
             return Err(refusal);
         }
+        self.penalty(client.peer.uid)?;
         let limit = self.per_session.load(Ordering::Relaxed);
         if client.channels.len() >= limit {
             return Err(ChannelError::TooManyChannels { session, limit });

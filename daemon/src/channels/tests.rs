@@ -611,6 +611,63 @@ fn a_close_or_an_open_that_meets_a_fault_first_contains_the_session_whole() {
 }
 
 #[test]
+fn a_switch_timeout_refuses_that_uid_channels_for_the_penalty_and_no_one_else() {
+    let limits = Limits {
+        switch_timeout_penalty: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let (_rm, s) = served(limits);
+    let (a, b, c) = (SessionId(1), SessionId(2), SessionId(3));
+    s.attach(a, peer(65534, 10)).expect("a");
+    s.attach(b, peer(1001, 11)).expect("b");
+    s.attach(c, peer(65534, 12)).expect("c: the same uid as a");
+    let hog = s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    s.open(b, host(Engine::Compute, 64)).expect("b compute");
+    // The RM ended a's kernel: its block was not switched out in time (Xid 109).
+    post(&s, a, hog.id, u64::from(rig_model::nv::CTX_SWITCH_TIMEOUT));
+    assert!(s.contain(a));
+    let e = s
+        .open(c, host(Engine::Compute, 64))
+        .expect_err("the uid's other session is refused too");
+    assert!(
+        matches!(
+            e,
+            ChannelError::SwitchTimeout {
+                uid: 65534,
+                left_s: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(e.class().reason, Reason::GpuTime);
+    assert!(e.to_string().contains("between blocks"), "{e}");
+    s.open(b, host(Engine::Copy, 64))
+        .expect("another uid opens on");
+    std::thread::sleep(Duration::from_millis(350));
+    s.open(c, host(Engine::Compute, 64))
+        .expect("the uid opens again once the penalty is over");
+}
+
+#[test]
+fn other_faults_and_a_zero_penalty_refuse_no_uid() {
+    for (info32, penalty) in [(31, Duration::from_secs(60)), (109, Duration::ZERO)] {
+        let (_rm, s) = served(Limits {
+            switch_timeout_penalty: penalty,
+            ..Limits::default()
+        });
+        let (a, c) = (SessionId(1), SessionId(2));
+        s.attach(a, peer(65534, 10)).expect("a");
+        s.attach(c, peer(65534, 11)).expect("c");
+        let o = s.open(a, host(Engine::Compute, 64)).expect("a compute");
+        post(&s, a, o.id, info32);
+        assert!(s.contain(a));
+        s.open(c, host(Engine::Compute, 64))
+            .unwrap_or_else(|e| panic!("info32 {info32}, penalty {penalty:?}: {e}"));
+    }
+}
+
+#[test]
 fn a_session_that_ends_with_a_fault_frees_its_group_without_a_deschedule() {
     let (rm, s) = served(Limits::default());
     let a = SessionId(1);

@@ -82,6 +82,7 @@ impl Rig {
             copy_engines: c.copy_engines.clone(),
             gpu_ring_bytes: c.gpu_ring_bytes,
             gpu_rings_per_uid: c.gpu_rings_per_uid,
+            switch_timeout_penalty: std::time::Duration::from_secs(c.switch_timeout_penalty_s),
             gpu_memory: (&running.gpu_memory).into(),
             spare_pages: running.gpu_memory.spare_pages,
         }

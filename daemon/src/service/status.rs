@@ -123,7 +123,8 @@ pub fn code(reason: Reason) -> Code {
         | R::TooManyPending
         | R::Quota
         | R::Exhausted
-        | R::ChannelLimit => Code::ResourceExhausted,
+        | R::ChannelLimit
+        | R::GpuTime => Code::ResourceExhausted,
     }
 }
 
@@ -155,6 +156,7 @@ pub fn dma_code(reason: Reason) -> pb::SessionErrorCode {
         R::CpuViewRefused => C::CpuViewRefused,
         R::ChannelFaulted => C::ChannelFaulted,
         R::GpuLost => C::GpuLost,
+        R::GpuTime => C::GpuTime,
         _ => C::Internal,
     }
 }

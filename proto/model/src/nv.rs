@@ -74,7 +74,18 @@ pub struct ChannelFault {
     pub status: u16,
 }
 
+/// The GSP's code for a context switch that timed out (Xid 109): a block that ran on
+/// beside another context's work past the RM's switch timeout, ended by the RM
+/// (docs/hardware/nvidia-channels.md, "Compute preemption").
+pub const CTX_SWITCH_TIMEOUT: u32 = 109;
+
 impl ChannelFault {
+    /// Whether the RM ended the channel's work because its context could not be
+    /// switched out in time ([`CTX_SWITCH_TIMEOUT`]).
+    pub const fn is_switch_timeout(&self) -> bool {
+        self.info32 == CTX_SWITCH_TIMEOUT
+    }
+
     /// The code's name and meaning (`nverror.h`).
     pub fn reason(&self) -> &'static str {
         robust_channel_reason(self.info32)
@@ -179,8 +190,8 @@ pub fn robust_channel_reason(info32: u32) -> &'static str {
         94 => "ROBUST_CHANNEL_CONTAINED_ERROR (a contained memory error)",
         95 => "ROBUST_CHANNEL_UNCONTAINED_ERROR (an uncontained memory error)",
         // Not in nverror.h: the GSP's own code, the kernel log's words for its Xid.
-        109 => {
-            "CTX SWITCH TIMEOUT (Xid 109: the engine could not switch the channel's context out in time)"
+        CTX_SWITCH_TIMEOUT => {
+            "CTX SWITCH TIMEOUT (Xid 109: the engine could not switch the channel's context out in time; a block that runs for seconds beside another session's work is ended so)"
         }
         _ => "a ROBUST_CHANNEL code rig does not name (see nverror.h)",
     }

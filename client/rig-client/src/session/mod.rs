@@ -123,6 +123,10 @@ pub enum SessionErrorKind {
     ChannelFaulted,
     /// The GPU needs a reset (or is gone): rigd lends nothing on it until it is back.
     GpuLost,
+    /// A kernel of this uid held the GPU past the driver's context switch timeout (a
+    /// block that ran on for seconds beside another session's work): the uid opens no
+    /// channel for a while; the message says how long.
+    GpuTime,
 }
 
 impl SessionErrorKind {
@@ -150,6 +154,7 @@ impl SessionErrorKind {
             Ok(C::CpuViewRefused) => Self::CpuViewRefused,
             Ok(C::ChannelFaulted) => Self::ChannelFaulted,
             Ok(C::GpuLost) => Self::GpuLost,
+            Ok(C::GpuTime) => Self::GpuTime,
             _ => Self::Internal,
         }
     }

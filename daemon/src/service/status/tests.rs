@@ -88,7 +88,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
     // Code 0 is UNSPECIFIED, which rigd never sends; every other code is the word
     // of exactly one reason, and that reason goes back to it.
     let mut seen = std::collections::BTreeSet::new();
-    for n in 0..=23 {
+    for n in 0..=24 {
         let code = SessionErrorCode::try_from(n).expect("a code");
         let name = code.as_str_name();
         let word = name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name);
@@ -103,7 +103,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         assert_eq!(dma_code(*reasons[0]), code, "{word}");
     }
     assert!(
-        SessionErrorCode::try_from(24).is_err(),
+        SessionErrorCode::try_from(25).is_err(),
         "a new code: add it above"
     );
 }
@@ -561,6 +561,21 @@ fn rows() -> Vec<Row> {
             Some("0000:41:00.0"),
             None,
             D::GpuLost,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            ChannelError::SwitchTimeout {
+                uid: 1000,
+                gpu: "0000:41:00.0".into(),
+                left_s: 60,
+            }
+            .into(),
+            Code::ResourceExhausted,
+            "GPU_TIME",
+            Some("0000:41:00.0"),
+            None,
+            D::GpuTime,
             Q::Device,
             L::Device,
         ),
