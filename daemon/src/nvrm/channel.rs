@@ -172,6 +172,9 @@ impl<R: Rm> ChannelGroup<R> {
     }
 
     fn schedule(&self, enable: bool) -> Result<(), NvrmError> {
+        if !enable {
+            self.log_ctxsw_stats();
+        }
         let gpu = self.space.gpu();
         let mut p = gpu.release().gpfifo_schedule(enable);
         let step = if enable {
@@ -232,6 +235,41 @@ impl<R: Rm> ChannelGroup<R> {
             )
             .map(|()| true)
             .map_err(at(Step::PreemptionMode))
+    }
+
+    /// Logs (debug) how often the RM saved the group's GR context, and by which
+    /// preemption (GR_GET_CTXSW_STATS): what shows whether its kernels were switched
+    /// out mid-block (docs/hardware/nvidia-channels.md, "Compute preemption"). Read as
+    /// the group is descheduled, while it still has its channels (once they were freed
+    /// the RM answered NV_ERR_INVALID_ARGUMENT); GR0's groups that asked for preemption
+    /// only, and not a group given up after a fault.
+    fn log_ctxsw_stats(&self) {
+        if !self.preemption.load(Ordering::Acquire) || self.is_abandoned() {
+            return;
+        }
+        let gpu = self.space.gpu();
+        let mut p = r580::Nv2080CtrlGrGetCtxswStatsParams {
+            h_channel: self.h_group,
+            ..Default::default()
+        };
+        match gpu.rm().control(
+            gpu.subdevice(),
+            r580::NV2080_CTRL_CMD_GR_GET_CTXSW_STATS,
+            p.as_mut_bytes(),
+        ) {
+            Ok(()) => tracing::debug!(
+                saves = p.save_cnt,
+                restores = p.restore_cnt,
+                wfi = p.wfi_save_cnt,
+                cta = p.cta_save_cnt,
+                cilp = p.cilp_save_cnt,
+                "a channel group's context switches"
+            ),
+            Err(e) => tracing::debug!(
+                error = &e as &dyn std::error::Error,
+                "a channel group's context switches not read"
+            ),
+        }
     }
 
     /// Whether [`ChannelGroup::abandon`] gave it up.

@@ -173,6 +173,27 @@ pub struct Nv2080CtrlGrSetCtxswPreemptionModeParams {
 }
 const _: () = assert!(size_of::<Nv2080CtrlGrSetCtxswPreemptionModeParams>() == 32);
 
+/// `NV2080_CTRL_CMD_GR_GET_CTXSW_STATS` (`ctrl/ctrl2080/ctrl2080gr.h`), on the
+/// subdevice, `hChannel` the group: how often the context was saved and restored, and
+/// saved by which preemption. NON_PRIVILEGED, routed to the GSP (flags 0x48).
+pub const NV2080_CTRL_CMD_GR_GET_CTXSW_STATS: u32 = 0x2080_1215;
+
+/// `NV2080_CTRL_GR_GET_CTXSW_STATS_PARAMS`: hChannel, flags, then the counts saveCnt,
+/// restoreCnt, wfiSaveCnt, ctaSaveCnt, cilpSaveCnt, gfxpSaveCnt (out), 32 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlGrGetCtxswStatsParams {
+    pub h_channel: u32,
+    pub flags: u32,
+    pub save_cnt: u32,
+    pub restore_cnt: u32,
+    pub wfi_save_cnt: u32,
+    pub cta_save_cnt: u32,
+    pub cilp_save_cnt: u32,
+    pub gfxp_save_cnt: u32,
+}
+const _: () = assert!(size_of::<Nv2080CtrlGrGetCtxswStatsParams>() == 32);
+
 /// `NV2080_CTRL_PERF_BOOST_PARAMS` (`ctrl/ctrl2080/ctrl2080perf.h`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
