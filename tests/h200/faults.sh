@@ -13,22 +13,26 @@
 #   transfer type no header defines; tests/h200/faulty.cu), each of which rigd must
 #   contain;
 # - is killed with SIGKILL in the middle of 20 s of queued copies and of a 20 s kernel
-#   of 1 ms blocks, last, and rigd's reclaim is timed. Beside another session's work the
-#   RM could not switch such a kernel out and ended it with Xid 109, which fails the run
-#   until rig's contexts are preempted (docs/RELIABILITY.md, "When a channel faults,
-#   and when the GPU is lost");
-# - runs a kernel of one 20 s block per SM to its end, beside the other session
-#   (`hog`): only instruction-level preemption lets the two share the GPU.
+#   of 1 ms blocks, last, and rigd's reclaim is timed;
+# - (`slice`) runs blocks of 1 s, then 5 s of 1 ms blocks, while a second session of
+#   its own launches tiny kernels one after the other: how long the second waited
+#   shows that rig's contexts are switched out between blocks, not within one
+#   (docs/hardware/nvidia-channels.md, "Compute preemption");
+# - (`hog`, only when named) runs a kernel of one 20 s block per SM beside the other
+#   session: the RM ends it with Xid 109, rigd contains it and refuses the uid channels
+#   (GPU_TIME) for `[channels] switch_timeout_penalty_s`.
 # Before and after: the kernel log's Xid lines (109, 119 and 154 fail the run) and the
 # GPU's health as `rigctl status` shows it; at the end what rigd's books still hold
 # (nothing).
 #
 #     tests/h200/faults.sh .dev [MAX_GIB]   # .dev: static rigd, rigctl, rig-compute-probe,
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
-#     PHASES="fills kill" ...               # some of: fills contain kill hog (default all, in that order)
+#     PHASES="fills kill" ...               # some of: fills contain kill slice (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
-#     PHASES="hog cuda-hog" ...             # cuda-hog (only when named): CUDA's two processes
-#                                           # in the hog's situation (tests/h200/cuda_hog.cu)
+#     PHASES="hog cuda-hog" ...             # only when named: hog (it ends in Xid 109, which
+#                                           # fails the run), CUDA's two processes in its
+#                                           # situation, and (cuda-slice) in slice's
+#                                           # (tests/h200/cuda_hog.cu)
 #
 # Uses the GPU only through its driver (rigd's RM calls, the lent channels); each fault
 # kind is induced once per run.
@@ -41,7 +45,7 @@ mkdir -p "$RUN/state"
 chmod 755 "$RUN"
 GPU=$(ls /sys/bus/pci/drivers/nvidia | grep -m1 '^0000:')
 say() { printf '== %s\n' "$*"; }
-want() { case " ${PHASES:-fills contain kill hog} " in *" $1 "*) return 0 ;; esac; return 1; }
+want() { case " ${PHASES:-fills contain kill slice} " in *" $1 "*) return 0 ;; esac; return 1; }
 ctl() { "$BIN/rigctl" --socket "$RUN/rigd.sock" "$@"; }
 xids() { dmesg 2> /dev/null | grep -E 'NVRM: Xid' ; }
 cleanup() {
@@ -147,6 +151,32 @@ if want hog && [ $FAIL = 0 ]; then
   probe busy hog "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
   say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
 fi
+if want slice && [ $FAIL = 0 ]; then
+  say "blocks of 1 s, then 5 s of 1 ms blocks, beside a second session's tiny kernels (uid 65534)"
+  probe slice 1 "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" || FAIL=1
+  probe slice 5 "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" 1 || FAIL=1
+  say "Xid lines since the start: $(($(xids | wc -l) - XIDS_BEFORE))"
+fi
+# Only when named: CUDA's two processes in the slice phase's two situations.
+case " ${PHASES:-} " in *" cuda-slice "*)
+  say "CUDA: blocks of 1 s, then 5 s of 1 ms blocks, beside another process's empty launches"
+  if nvcc -arch=sm_90 -O2 -o "$RUN/cuda_hog" tests/h200/cuda_hog.cu; then
+    for shape in "4 1980000000 132" "8 1980000 $((132 * 16 * 5000))"; do
+      # shellcheck disable=SC2086 # seconds of pings, clocks per block, blocks
+      set -- $shape
+      rm -f "$RUN/cuda_window"
+      "$RUN/cuda_hog" pings "$1" "$RUN/cuda_window" > "$RUN/cuda_pings.log" 2>&1 &
+      PINGS=$!
+      sleep 1.5
+      CUDA_HOG_WINDOW="$RUN/cuda_window" "$RUN/cuda_hog" hog "$2" "$3"
+      wait $PINGS
+      cat "$RUN/cuda_pings.log"
+    done
+  else
+    FAIL=1
+  fi
+  ;;
+esac
 # Only when named: CUDA's two processes in the hog's situation (no rigd needed).
 case " ${PHASES:-} " in *" cuda-hog "*)
   say "CUDA: a kernel of one 20 s block per SM beside another process's empty launches"
@@ -164,7 +194,7 @@ case " ${PHASES:-} " in *" cuda-hog "*)
   ;;
 esac
 say "what rigd logged of the faults and reclaims"
-grep -E "contained a fault|lends nothing|GPU is lost|reclaim.s RM call|works again|compute preemption|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
+grep -E "contained a fault|lends nothing|GPU is lost|reclaim.s RM call|works again|compute preemption|context switches|GR context buffer|preemption buffers|WARN rigd::channels" "$RUN/rigd.log" | cut -c1-330
 say "the other session (uid 65533)"
 wait "$OTHER"
 cat "$RUN/other.log"

@@ -21,7 +21,16 @@
 //! `rig-fault-probe busy kernel|copy|hog SOCKET GPU CHECK_CUBIN`: a kernel of short
 //! blocks that runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on
 //! stdout, and the process waits to be killed (tests/h200/faults.sh kills it with
-//! SIGKILL); or (`hog`) a kernel of one 20 s block per SM, waited for to its end.
+//! SIGKILL); or (`hog`) a kernel of one 20 s block per SM, waited for: beside another
+//! session's work the RM ends it (Xid 109), after which a new session of the uid must
+//! be refused channels (`GPU_TIME`).
+//!
+//! `rig-fault-probe slice SECONDS SOCKET GPU CHECK_CUBIN [BLOCK_MS]`: a kernel of one
+//! block per SM spinning SECONDS (or of blocks of BLOCK_MS, as many as last SECONDS)
+//! in one session, and in a second session of the same process a tiny kernel launched
+//! and waited for, one after the other, until the first ends: how long the second
+//! session waited shows whether the first's blocks were switched out mid-block
+//! (milliseconds), at their end (BLOCK_MS) or not at all (SECONDS).
 //!
 //! With `RIG_PROBE_UID=N` a root start drops to uid N first. Prints `check NAME ok …`
 //! per result and `rig NAME …` per figure; the first failed check ends the run with a
@@ -53,6 +62,7 @@ const NOWHERE: GpuVa = GpuVa(0xf_0000_0000);
 const USAGE: &str = "usage: rig-fault-probe fills MAX_GIB SOCKET GPU CHECK_CUBIN
        rig-fault-probe contain SOCKET GPU CHECK_CUBIN FAULTY_CUBIN [CASE...]
        rig-fault-probe busy kernel|copy|hog SOCKET GPU CHECK_CUBIN
+       rig-fault-probe slice SECONDS SOCKET GPU CHECK_CUBIN [BLOCK_MS]
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting";
 
 /// The fault kinds `contain` causes, in the order it causes them: MMU faults of a
@@ -77,6 +87,7 @@ fn main() -> ExitCode {
             "fills" => (args.get(2).ok_or(USAGE)?.parse::<u64>()?, "", &args[3..]),
             "busy" => (0, args.get(2).map_or("", String::as_str), &args[3..]),
             "contain" => (0, "", &args[2..]),
+            "slice" => (0, args.get(2).map_or("", String::as_str), &args[3..]),
             _ => return Err(USAGE.into()),
         };
         let [socket, gpu, cubin, more @ ..] = rest else {
@@ -96,6 +107,10 @@ fn main() -> ExitCode {
             match role {
                 "fills" => fills(socket, gpu, &bytes, max_gib * GIB).await,
                 "busy" => busy(what, socket, gpu, &bytes).await,
+                "slice" => {
+                    let block_ms = more.first().map(|m| m.parse()).transpose()?;
+                    slice(what.parse()?, block_ms, socket, gpu, &bytes).await
+                }
                 _ => {
                     // `none`: no fault, only the new session's check at the end.
                     let cases: Vec<&str> = if more.len() > 1 {
@@ -422,6 +437,70 @@ async fn contain(
     Ok(())
 }
 
+/// `slice SECONDS [BLOCK_MS]`: see the module head.
+async fn slice(secs: f64, block_ms: Option<f64>, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    let block_s = block_ms.map_or(secs, |ms| ms / 1e3);
+    if !(0.000_1..=3.0).contains(&block_s) || !(0.01..=30.0).contains(&secs) {
+        // Past about 4 s a block the RM cannot switch out is ended with Xid 109.
+        return Err("slice: blocks of up to 3 s, for up to 30 s".into());
+    }
+    // One block per SM, or (BLOCK_MS) 16 of 128 threads at once on each of 132 SMs,
+    // as many as last SECONDS.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let blocks = match block_ms {
+        None => 132,
+        Some(_) => (132.0 * 16.0 * secs / block_s) as u32,
+    };
+    let mut hog = Checker::open(socket, gpu, cubin).await?;
+    let mut other = Checker::open(socket, gpu, cubin).await?;
+    let done = GpuAlloc.alloc(&hog.s, 2 * MIB, 2 * MIB).await?;
+    let mark = GpuAlloc.alloc(&other.s, 2 * MIB, 2 * MIB).await?;
+    let tiny = other.m.kernel("spin")?;
+    let tiny_args = [Arg::U64(0), Arg::Ptr(mark.va())];
+    let ping = |other: &mut Checker| -> Res<Duration> {
+        let t = Instant::now();
+        let v = other
+            .rt
+            .compute()
+            .launch(&tiny, (1, 1, 1), (32, 1, 1), 0, &tiny_args)?;
+        other.rt.compute().wait(v, LONG)?;
+        Ok(t.elapsed())
+    };
+    for _ in 0..100 {
+        ping(&mut other)?;
+    }
+    let k = hog.m.kernel("spin")?;
+    // The H100's and H200's SMs run at 1.98 GHz.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let clocks = (block_s * 1.98e9) as u64;
+    let t0 = Instant::now();
+    let v = hog.rt.compute().launch(
+        &k,
+        (blocks, 1, 1),
+        (128, 1, 1),
+        0,
+        &[Arg::U64(clocks), Arg::Ptr(done.va())],
+    )?;
+    let mut waits = Vec::new();
+    while hog.rt.compute().channel().completed()? < v && t0.elapsed() < LONG {
+        waits.push(ping(&mut other)?);
+    }
+    let ended = hog.rt.compute().wait(v, LONG);
+    let took = t0.elapsed().as_secs_f64();
+    waits.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let n = waits.len().max(1);
+    println!(
+        "rig slice_us the other session beside {blocks} blocks of {:.1} ms: median {:.1} p99 {:.1} max {:.1} us (n {}); the blocks ended after {took:.2} s",
+        block_s * 1e3,
+        waits.get(n / 2).map_or(0.0, |&d| us(d)),
+        waits.get((n - 1) * 99 / 100).map_or(0.0, |&d| us(d)),
+        waits.last().map_or(0.0, |&d| us(d)),
+        waits.len(),
+    );
+    ended.map_err(|e| format!("check slice FAILED: the blocks were ended: {e}").into())
+}
+
 /// `busy kernel|copy`: about 20 s of work in flight on the GPU, then `busy`; waits to
 /// be killed.
 async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
@@ -457,11 +536,24 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
                     );
                     Ok(())
                 }
-                Err(e) => Err(format!(
-                    "check hog FAILED after {:.1} s: {e}",
-                    t.elapsed().as_secs_f64()
-                )
-                .into()),
+                Err(e) => {
+                    let took = t.elapsed().as_secs_f64();
+                    println!("rig hog ended after {took:.1} s: {e}");
+                    // The RM ended it (Xid 109): rigd then refuses the uid channels
+                    // for `[channels] switch_timeout_penalty_s`, with GPU_TIME.
+                    match Checker::open(socket, gpu, cubin).await {
+                        Err(r) if format!("{r}").contains("may open no channel") => {
+                            println!("check hog_penalised ok ({r})");
+                        }
+                        Err(r) => return Err(format!("check hog_penalised FAILED: {r}").into()),
+                        Ok(_) => {
+                            return Err(
+                                "check hog_penalised FAILED: a new session opened channels".into(),
+                            );
+                        }
+                    }
+                    Ok(())
+                }
             };
         }
         "copy" => {
