@@ -151,6 +151,10 @@ pub struct Channels {
     /// kernels because a block would not be switched out beside another session's work
     /// (Xid 109; docs/channels.md, "GPU time"). 0: never refused.
     pub switch_timeout_penalty_s: u64,
+    /// Each session's GR0 channel group's timeslice, in µs: how long its kernels run
+    /// before the RM switches them out (between blocks) for another session's work.
+    /// 0: the RM's default (1024 µs).
+    pub timeslice_us: u64,
 }
 
 impl Default for Channels {
@@ -164,6 +168,7 @@ impl Default for Channels {
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
             switch_timeout_penalty_s: 60,
+            timeslice_us: 0,
         }
     }
 }

@@ -29,6 +29,7 @@
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
 #     PHASES="fills kill" ...               # some of: fills contain kill slice (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
+#     TIMESLICE_US=250 ...                  # rigd's [channels] timeslice_us (default 0)
 #     PHASES="hog cuda-hog" ...             # only when named: hog (it ends in Xid 109, which
 #                                           # fails the run), CUDA's two processes in its
 #                                           # situation, and (cuda-slice) in slice's
@@ -81,6 +82,7 @@ per_device_bytes = $((1024 << 20))
 [channels]
 serve = ["$GPU"]
 per_session = 4
+timeslice_us = ${TIMESLICE_US:-0}
 [gpu_memory]
 per_uid_bytes = $(((MAX_GIB + 4) << 30))
 per_gpu_bytes = $(((MAX_GIB + 8) << 30))

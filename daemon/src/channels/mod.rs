@@ -98,6 +98,8 @@ pub struct Limits {
     /// How long a uid is refused new channels after the RM ended a kernel of its whose
     /// block would not be switched out ([`ChannelError::SwitchTimeout`]); zero: never.
     pub switch_timeout_penalty: Duration,
+    /// Each session's GR0 group's timeslice in µs; 0: the RM's default.
+    pub timeslice_us: u64,
     /// What GPU memory sessions may hold on the GPU (`gpumem`).
     pub gpu_memory: gpumem::Quota,
     /// Fresh 2 MiB pages kept ahead for leases (`gpumem::chores`).
@@ -113,6 +115,7 @@ impl Default for Limits {
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
             switch_timeout_penalty: Duration::from_secs(60),
+            timeslice_us: 0,
             gpu_memory: gpumem::Quota::default(),
             // None: what rigd runs with comes from the config (`config::GpuMemory`);
             // without spares the RM sees each lease's own calls, in order.
@@ -380,6 +383,8 @@ struct Client<R: Rm> {
     copy: Option<Arc<ChannelGroup<R>>>,
     /// That engine: one of `Limits::copy_engines`, picked by session.
     copy_engine: Option<u8>,
+    /// Its GR0 group's timeslice (`Limits::timeslice_us`); 0: the RM's default.
+    timeslice_us: u64,
     channels: BTreeMap<ChannelId, LentChannel<R>>,
     /// Set once a fault of its was contained: its channels are gone and it opens no more.
     faulted: Option<Contained>,
@@ -429,10 +434,11 @@ impl<R: Rm> Client<R> {
             }
         }
         if self.graphics.is_none() {
-            self.graphics = Some(Arc::new(ChannelGroup::new(
-                &self.space,
-                GroupEngine::Graphics,
-            )?));
+            let g = ChannelGroup::new(&self.space, GroupEngine::Graphics)?;
+            if self.timeslice_us > 0 {
+                g.set_timeslice(self.timeslice_us)?;
+            }
+            self.graphics = Some(Arc::new(g));
         }
         Ok(self.graphics.as_ref().expect("made above"))
     }
@@ -893,6 +899,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 graphics: None,
                 copy: None,
                 copy_engine,
+                timeslice_us: self.limits.timeslice_us,
                 channels: BTreeMap::new(),
                 faulted: None,
             })),

@@ -650,6 +650,50 @@ fn a_switch_timeout_refuses_that_uid_channels_for_the_penalty_and_no_one_else() 
 }
 
 #[test]
+fn a_configured_timeslice_is_set_on_each_graphics_group_and_none_by_default() {
+    let timeslices = |rm: &FakeRm| -> Vec<(u32, Option<u8>)> {
+        rm.calls()
+            .iter()
+            .filter_map(|x| match x {
+                Call::Control { object, cmd, first }
+                    if *cmd == r580::NVA06C_CTRL_CMD_SET_TIMESLICE =>
+                {
+                    Some((*object, *first))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let (rm, s) = served(Limits::default());
+    s.attach(SessionId(1), peer(65534, 10)).expect("a");
+    s.open(SessionId(1), host(Engine::Compute, 64))
+        .expect("compute");
+    assert!(timeslices(&rm).is_empty(), "the RM's default");
+
+    let (rm, s) = served(Limits {
+        timeslice_us: 250,
+        copy_engines: vec![2],
+        ..Limits::default()
+    });
+    for (n, engine) in [
+        (1, Engine::Compute),
+        (2, Engine::Copy),
+        (3, Engine::Compute),
+    ] {
+        s.attach(SessionId(n), peer(65534, 10)).expect("attach");
+        s.open(SessionId(n), host(engine, 64)).expect("open");
+    }
+    let set = timeslices(&rm);
+    assert_eq!(
+        set.len(),
+        2,
+        "each GR0 group, not the copy engine's: {set:?}"
+    );
+    assert!(set.iter().all(|&(_, first)| first == Some(250)), "{set:?}");
+    assert_ne!(set[0].0, set[1].0, "two groups");
+}
+
+#[test]
 fn other_faults_and_a_zero_penalty_refuse_no_uid() {
     for (info32, penalty) in [(31, Duration::from_secs(60)), (109, Duration::ZERO)] {
         let (_rm, s) = served(Limits {

@@ -156,6 +156,21 @@ impl<R: Rm> ChannelGroup<R> {
         self.retired.load(Ordering::Acquire)
     }
 
+    /// Sets the group's timeslice: how long its channels run, when another group has
+    /// work, before the RM switches them out (at a block's end: docs/channels.md, "GPU
+    /// time"). The RM rounds it down to what the hardware takes.
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] (`Timeslice`).
+    pub fn set_timeslice(&self, us: u64) -> Result<(), NvrmError> {
+        let mut p = us.to_le_bytes();
+        self.space
+            .gpu()
+            .rm()
+            .control(self.h_group, r580::NVA06C_CTRL_CMD_SET_TIMESLICE, &mut p)
+            .map_err(at(Step::Timeslice))
+    }
+
     /// The group's handle.
     pub fn handle(&self) -> NvHandle {
         self.h_group
@@ -242,9 +257,13 @@ impl<R: Rm> ChannelGroup<R> {
     /// out mid-block (docs/hardware/nvidia-channels.md, "Compute preemption"). Read as
     /// the group is descheduled, while it still has its channels (once they were freed
     /// the RM answered NV_ERR_INVALID_ARGUMENT); GR0's groups that asked for preemption
-    /// only, and not a group given up after a fault.
+    /// only, not a group given up after a fault, and only when debug is logged (one RM
+    /// call more on the reclaim path).
     fn log_ctxsw_stats(&self) {
-        if !self.preemption.load(Ordering::Acquire) || self.is_abandoned() {
+        if !tracing::enabled!(tracing::Level::DEBUG)
+            || !self.preemption.load(Ordering::Acquire)
+            || self.is_abandoned()
+        {
             return;
         }
         let gpu = self.space.gpu();

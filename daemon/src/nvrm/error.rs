@@ -169,6 +169,7 @@ pub enum Step {
     AllocChannel,
     AllocEngine,
     PreemptionMode,
+    Timeslice,
     WorkSubmitToken,
     Schedule,
     Doorbell,
@@ -213,6 +214,7 @@ impl fmt::Display for Step {
             Self::PreemptionMode => {
                 "set the group's compute preemption (GR_SET_CTXSW_PREEMPTION_MODE)"
             }
+            Self::Timeslice => "set the group's timeslice (SET_TIMESLICE)",
             Self::WorkSubmitToken => "read the channel's work submit token",
             Self::Schedule => "schedule the channel group (GPFIFO_SCHEDULE)",
             Self::Doorbell => "ring the doorbell",

@@ -83,6 +83,7 @@ impl Rig {
             gpu_ring_bytes: c.gpu_ring_bytes,
             gpu_rings_per_uid: c.gpu_rings_per_uid,
             switch_timeout_penalty: std::time::Duration::from_secs(c.switch_timeout_penalty_s),
+            timeslice_us: c.timeslice_us,
             gpu_memory: (&running.gpu_memory).into(),
             spare_pages: running.gpu_memory.spare_pages,
         }

@@ -105,6 +105,13 @@ pub const NV2080_CTRL_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: u32 = 4;
 pub const NV2080_CTRL_CMD_GPU_GET_GID_INFO: u32 = 0x2080_014A;
 /// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN` (`ctrl/ctrlc36f.h`).
 pub const NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
+/// `NVA06C_CTRL_CMD_SET_TIMESLICE` (`ctrl/ctrla06c.h`), on a channel group: its
+/// timeslice, `NVA06C_CTRL_TIMESLICE_PARAMS` (timesliceUs, a u64), rounded down by the
+/// RM to what the hardware takes. NON_PRIVILEGED (flags 0x10008,
+/// `g_kernel_channel_group_api_nvoc.c` of 580.95.05); the RM's default is 1024 µs
+/// (`kfifoChannelGroupGetDefaultTimeslice_GV100`).
+pub const NVA06C_CTRL_CMD_SET_TIMESLICE: u32 = 0xA06C_0103;
+
 /// `NVA06C_CTRL_CMD_GPFIFO_SCHEDULE` (`ctrl/ctrla06c.h`).
 pub const NVA06C_CTRL_CMD_GPFIFO_SCHEDULE: u32 = 0xA06C_0101;
 
