@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::pci::{Bdf, BdfError};
 
@@ -16,7 +16,7 @@ use crate::pci::{Bdf, BdfError};
 pub const DEFAULT_PATH: &str = "/etc/rig/rigd.toml";
 
 /// The whole file.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub server: Server,
@@ -36,7 +36,7 @@ pub struct Config {
 /// Who has which role (`policy`, docs/roles.md): groups by name, primary or
 /// supplementary groups of the caller's process. Root is always an admin; an admin is
 /// also a client.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Roles {
     /// Members may inspect, open DMA sessions, and hold queues and channels within
@@ -49,7 +49,7 @@ pub struct Roles {
 }
 
 /// Audit lines of privileged actions (`service::audit`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Audit {
     /// The journal's native socket; where it is missing, audit lines go to rigd's log.
@@ -65,7 +65,7 @@ impl Default for Audit {
 }
 
 /// Prometheus metrics (`service::metrics`), off unless `listen` is set.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Metrics {
     /// `unix:/run/rig/metrics.sock` (a socket of its own, 0660 with `server.group`'s
@@ -74,7 +74,7 @@ pub struct Metrics {
 }
 
 /// rigd's log.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Log {
     /// A tracing filter: `info`, `debug`, `rigd::take=debug,info`. Unset: info. `-v`
@@ -85,7 +85,7 @@ pub struct Log {
 /// Whole-device leases (docs/lease.md): which callers besides root may lease a held
 /// device whole — its VFIO device fd, or its `resourceN` files in sysfs mode — for as
 /// long as their DMA session's side connection lives. No rule: nobody but root.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Lease {
     /// A caller may lease a device when one rule names the device (or `"*"`) and the
@@ -96,7 +96,7 @@ pub struct Lease {
 }
 
 /// One `[[lease.allow]]` table.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct LeaseRule {
     /// PCI addresses ("0000:00:06.0"), or `"*"` for every held device.
@@ -108,7 +108,7 @@ pub struct LeaseRule {
 }
 
 /// What a lease's end does with the device's DMA pool.
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum LeasePool {
     /// The pool and the other sessions on it stay; only the holder's own leases go
@@ -123,7 +123,7 @@ pub enum LeasePool {
 /// GPUs served through their own kernel driver (NVIDIA's RM): rigd makes channels and
 /// lends them to clients (docs/channels.md). Each served GPU gets a DMA pool of
 /// `[dma] pool_bytes` whose leases map into each session's own GPU address space.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Channels {
     /// PCI addresses ("0000:00:06.0") of RM-driven GPUs to serve, or `["all"]` for
@@ -177,7 +177,7 @@ impl Default for Channels {
 /// what may be held at once, in bytes, each a multiple of 2 MiB (the page it is lent
 /// in). A uid's CPU-mapped GPU memory counts until rigd exits (docs/compute.md, "CPU
 /// views"). 0 lends none.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct GpuMemory {
     /// By one uid's sessions together, on one GPU.
@@ -205,7 +205,7 @@ impl Default for GpuMemory {
 }
 
 /// Where and to whom rigd listens.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Server {
     /// The Unix socket, unless systemd hands one over.
@@ -228,7 +228,7 @@ impl Default for Server {
 }
 
 /// Files and trees rigd reads.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Paths {
     /// Root of sysfs (`bus/pci/devices` under it).
@@ -248,7 +248,7 @@ pub struct Paths {
 }
 
 /// How rig takes devices.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Take {
     /// Allow sysfs mode (driverless, BARs through `resourceN`), for hosts without an
@@ -268,7 +268,7 @@ impl Default for Take {
 }
 
 /// DMA memory: pools of pinned 2 MiB hugepages lent to clients (docs/dma.md).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Dma {
     /// Bytes in each device's pool: a non-zero multiple of 2 MiB.
@@ -296,7 +296,7 @@ impl Default for Dma {
 }
 
 /// What one uid may hold at once.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DmaQuota {
     /// Bytes across all devices.
@@ -329,7 +329,7 @@ impl Default for Paths {
 }
 
 /// Hardware queues lent to clients (the `queue` stage).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Queue {
     /// Queues one client session may hold on one device.
@@ -583,6 +583,70 @@ mod tests {
         let mut want = Config::default();
         want.server.group = Some("rig".to_owned());
         assert_eq!(c, want);
+    }
+
+    /// Every key of every section, as `(section, key)`, of `v` (dotted sections for
+    /// nested tables).
+    fn keys(section: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
+        let Some(t) = v.as_table() else { return };
+        for (k, v) in t {
+            if v.is_table()
+                || v.as_array()
+                    .is_some_and(|a| a.first().is_some_and(toml::Value::is_table))
+            {
+                let inner = if section.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{section}.{k}")
+                };
+                keys(&inner, v, out);
+            } else {
+                out.push((section.to_owned(), k.clone()));
+            }
+        }
+    }
+
+    #[test]
+    fn shipped_example_names_every_key_with_its_section() {
+        // README and docs/systemd.md promise every key in systemd/rigd.toml: set, or
+        // shown commented out ("# key = …") under its (perhaps commented) header.
+        let text = include_str!("../../systemd/rigd.toml");
+        let defaults = toml::Value::try_from(Config::default()).expect("defaults serialize");
+        let mut all = Vec::new();
+        keys("", &defaults, &mut all);
+        assert!(all.len() > 30, "{all:?}");
+        let mut missing = Vec::new();
+        for (section, key) in &all {
+            // An array of tables with none by default ([[lease.allow]]): its example.
+            if defaults
+                .get(section.as_str())
+                .and_then(|s| s.get(key))
+                .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+                && text.contains(&format!("[[{section}.{key}]]"))
+            {
+                continue;
+            }
+            let header = [format!("[{section}]"), format!("# [{section}]")];
+            let Some(start) = text
+                .lines()
+                .position(|l| header.iter().any(|h| l.trim() == h))
+            else {
+                missing.push(format!("[{section}]"));
+                continue;
+            };
+            let found = text
+                .lines()
+                .skip(start + 1)
+                .take_while(|l| {
+                    let l = l.trim_start_matches("# ").trim();
+                    !(l.starts_with('[') && !l.starts_with("[["))
+                })
+                .any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} = ")));
+            if !found {
+                missing.push(format!("{section}.{key}"));
+            }
+        }
+        assert!(missing.is_empty(), "not in systemd/rigd.toml: {missing:?}");
     }
 
     #[test]
