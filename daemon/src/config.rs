@@ -639,7 +639,7 @@ mod tests {
                 .skip(start + 1)
                 .take_while(|l| {
                     let l = l.trim_start_matches("# ").trim();
-                    !(l.starts_with('[') && !l.starts_with("[["))
+                    !l.starts_with('[') || l.starts_with("[[")
                 })
                 .any(|l| l.trim_start_matches("# ").starts_with(&format!("{key} = ")));
             if !found {

@@ -94,7 +94,10 @@ fn init_tracing(verbose: u8) -> Log {
     let text = journal.is_none().then(|| {
         let fmt = tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
-            .with_ansi(std::io::stderr().is_terminal());
+            .with_ansi(in_colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            ));
         if under_journal {
             fmt.without_time().boxed()
         } else {
@@ -267,5 +270,29 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = int.recv() => {}
+    }
+}
+
+/// Whether rigd's text log is in colour: on a terminal, unless `NO_COLOR` is set to
+/// anything but the empty string (no-color.org).
+fn in_colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
+#[cfg(test)]
+mod colour_tests {
+    use std::ffi::OsStr;
+
+    use super::in_colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_under_no_color() {
+        assert!(in_colour(true, None));
+        assert!(
+            in_colour(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
+        assert!(!in_colour(true, Some(OsStr::new("1"))));
+        assert!(!in_colour(false, None));
     }
 }
