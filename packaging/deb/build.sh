@@ -34,6 +34,14 @@ done
 cd "$REPO"
 say() { echo "deb: $*" >&2; }
 
+# Every tool it runs, checked first, each named with its Debian package.
+need() { command -v "$1" > /dev/null || { echo "build.sh: needs $1 (apt install $2)" >&2; exit 1; }; }
+need dpkg dpkg
+need dpkg-deb dpkg
+need dpkg-shlibdeps dpkg-dev
+need file file
+need help2man help2man
+
 VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 [ -n "$VERSION" ] || { echo "build.sh: no version in Cargo.toml" >&2; exit 1; }
 ARCH=$(dpkg --print-architecture)
@@ -45,7 +53,6 @@ if [ -z "$BINS" ]; then
   cargo build --release --locked --workspace "${SHIPPED[@]/#/--bin=}" >&2
   BINS=${CARGO_TARGET_DIR:-$REPO/target}/release
 fi
-command -v help2man > /dev/null || { echo "build.sh: needs help2man (apt install help2man)" >&2; exit 1; }
 for b in "${SHIPPED[@]}"; do
   [ -x "$BINS/$b" ] || { echo "build.sh: no $b in $BINS" >&2; exit 1; }
 done
@@ -109,8 +116,8 @@ sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$SIZE/" \
 if file -L "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" | grep -q 'dynamically linked'; then
   S=$(mktemp -d); mkdir -p "$S/debian"
   printf 'Source: rig\n\nPackage: rig\nArchitecture: any\n' > "$S/debian/control"
-  DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" 2> /dev/null |
-    sed -n 's/^shlibs:Depends=//p')
+  DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" 2> "$S/err" |
+    sed -n 's/^shlibs:Depends=//p') || { echo "build.sh: dpkg-shlibdeps failed:" >&2; cat "$S/err" >&2; exit 1; }
   rm -rf "$S"
   sed -i "s/^Depends: /Depends: $DEPS, /" "$R/DEBIAN/control"
 else
