@@ -109,8 +109,24 @@ enum Cmd {
 type BoxError = Box<dyn Error + Send + Sync>;
 
 fn main() -> ExitCode {
-    // Usage errors are clap's: text on stderr and exit 2 (`Exit::Usage`), --json or not.
-    let args = Args::parse();
+    // Usage errors are clap's text on stderr with exit 2 (`Exit::Usage`); under --json
+    // they are the error object on stdout, as every other error is. Help and --version
+    // stay text.
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            let help = matches!(
+                e.kind(),
+                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if help || !wants_json(std::env::args_os()) {
+                e.exit()
+            }
+            print_json_usage(&e);
+            return ExitCode::from(exit::Exit::Usage.code());
+        }
+    };
     let json = args.json;
     match run(args) {
         Ok(code) => code,
@@ -123,6 +139,38 @@ fn main() -> ExitCode {
             }
             ExitCode::from(code.code())
         }
+    }
+}
+
+/// Whether `--json` is among the arguments (before a `--`), for an error clap raised
+/// before it could say so.
+fn wants_json(args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    args.skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json")
+}
+
+/// A usage error under `--json`: the error object, `exit` 2 and `kind` "usage", clap's
+/// first line as the message and its other lines as the causes.
+fn print_json_usage(e: &clap::Error) {
+    use std::io::Write;
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("usage error");
+    let body = serde_json::json!({ "error": exit::ErrorJson {
+        exit: exit::Exit::Usage.code(),
+        kind: exit::Exit::Usage.as_str(),
+        outcome: "failed",
+        reason: None,
+        device: None,
+        step: None,
+        code: None,
+        message: first.strip_prefix("error: ").unwrap_or(first).to_owned(),
+        causes: lines.map(str::to_owned).collect(),
+    }});
+    let mut out = std::io::stdout().lock();
+    if serde_json::to_writer_pretty(&mut out, &body).is_err() || writeln!(out).is_err() {
+        out::errln!("rigctl: {text}");
     }
 }
 

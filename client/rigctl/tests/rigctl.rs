@@ -468,3 +468,38 @@ async fn steps_are_plain_lines_with_rigds_times_when_stderr_is_not_a_terminal() 
     assert!((1.4..10.0).contains(&d), "{unbind}");
     w.stop().await;
 }
+
+#[test]
+fn a_usage_error_under_json_is_the_error_object_and_plain_text_without() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("rigctl runs")
+    };
+    for args in [
+        &["list", "--bogus", "--json"][..],
+        &["--json", "take"],
+        &["--json", "nosuch"],
+    ] {
+        let (v, code) = json(&run(args));
+        assert_eq!(code, 2, "{args:?}: {v}");
+        let e = &v["error"];
+        assert_eq!(e["kind"], "usage", "{args:?}: {v}");
+        assert_eq!(e["exit"], 2);
+        assert!(!e["message"].as_str().unwrap_or("").is_empty(), "{v}");
+        assert!(e["causes"].as_array().is_some_and(|c| !c.is_empty()), "{v}");
+    }
+    let out = run(&["list", "--bogus"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "text goes to stderr");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unexpected argument"));
+    // After `--` a "--json" is an argument, not the flag.
+    let out = run(&["nosuch", "--", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let help = run(&["--json", "--help"]);
+    assert_eq!(help.status.code(), Some(0), "help stays text");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"));
+}
