@@ -19,7 +19,7 @@ pub enum TakeCmd {
     Detach {
         bdf: String,
         /// vfio (IOMMU-confined) or sysfs (driverless; only where the config allows it).
-        #[arg(long, default_value = "vfio")]
+        #[arg(long, default_value = "vfio", value_parser = words::<Mode>(&Mode::ALL.map(Mode::as_str)))]
         mode: Mode,
         /// keep, max, or a size such as 256M or 32G.
         #[arg(long, default_value = "keep")]
@@ -39,8 +39,8 @@ pub enum TakeCmd {
     /// Reset a held device.
     Reset {
         bdf: String,
-        /// auto, flr, pm, or bus.
-        #[arg(long, default_value = "auto")]
+        /// auto (VFIO's reset, else the kernel's first), flr, pm, or bus.
+        #[arg(long, default_value = "auto", value_parser = words::<ResetMethod>(&ResetMethod::ALL.map(ResetMethod::as_str)))]
         method: ResetMethod,
     },
     /// Resize a BAR of a held device.
@@ -52,6 +52,17 @@ pub enum TakeCmd {
     },
     /// What rigd holds.
     Status,
+}
+
+/// A flag that takes one of `all`: `--help`, the man page and the completions list the
+/// words, and the model's `FromStr` reads them (one spelling, the model's).
+fn words<T>(all: &[&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(all.to_vec()).try_map(|s| s.parse::<T>())
 }
 
 /// What each take-over is called in `--json`'s `action` (the CLI's word for it).

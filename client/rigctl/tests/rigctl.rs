@@ -503,3 +503,24 @@ fn a_usage_error_under_json_is_the_error_object_and_plain_text_without() {
     assert_eq!(help.status.code(), Some(0), "help stays text");
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"));
 }
+
+#[test]
+fn flags_that_take_one_of_a_set_list_it_and_refuse_others() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("rigctl runs")
+    };
+    for (cmd, words) in [
+        ("detach", "[possible values: vfio, sysfs]"),
+        ("reset", "[possible values: auto, flr, pm, bus]"),
+    ] {
+        let help = String::from_utf8_lossy(&run(&[cmd, "--help"]).stdout).into_owned();
+        assert!(help.contains(words), "{cmd} --help: {help}");
+    }
+    let out = run(&["reset", "0000:00:00.0", "--method", "warm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: auto, flr, pm, bus"));
+}

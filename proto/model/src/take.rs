@@ -35,6 +35,9 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// Every mode, in the order a command line lists them.
+    pub const ALL: [Self; 2] = [Self::Vfio, Self::Sysfs];
+
     /// "vfio" or "sysfs": what rigctl takes, the journal writes and JSON prints.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -80,6 +83,9 @@ pub enum ResetMethod {
 }
 
 impl ResetMethod {
+    /// Every method, in the order a command line lists them.
+    pub const ALL: [Self; 4] = [Self::Auto, Self::Flr, Self::Pm, Self::Bus];
+
     /// "auto", "flr", "pm" or "bus": the kernel's `reset_method` names for the last
     /// three, and the journal's spelling of all four.
     pub const fn as_str(self) -> &'static str {
