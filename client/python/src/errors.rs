@@ -5,6 +5,8 @@
 //! refusal, snake_case: `"quota"`, `"exhausted"`, `"gpu_rings_refused"`…), `Fault` (the
 //! GPU stopped a channel: `.fault` names the RM's code, `.channel` the channel),
 //! `Timeout` (work did not complete in time), `Closed` (the object was freed or closed),
+//! of which `ClientError`, `Timeout` and `Closed` are also `ConnectionError`,
+//! `TimeoutError` and `ValueError`, as Python's own would be;
 //! `CubinError` (a cubin rig cannot run), `LaunchError` (a launch's shape or arguments).
 //! A bad Python argument is a `ValueError` or `TypeError`, as Python's own are.
 //!
@@ -17,19 +19,15 @@ use std::error::Error;
 
 use pyo3::{
     create_exception,
-    exceptions::{PyException, PyKeyError, PyValueError},
+    exceptions::{PyConnectionError, PyException, PyKeyError, PyTimeoutError, PyValueError},
     prelude::*,
+    sync::PyOnceLock,
+    types::{PyDict, PyTuple, PyType},
 };
 use rig_client::{ClientError, channel::ChannelError, session::SessionError};
 use rig_runtime::{ComputeError, CopyError, LoadError, MemoryError, RuntimeError};
 
 create_exception!(rig._rig, RigError, PyException, "Every error of rig.");
-create_exception!(
-    rig._rig,
-    ClientError_,
-    RigError,
-    "rigd cannot be reached: no daemon at the socket, no permission, a daemon too old."
-);
 create_exception!(
     rig._rig,
     Refused,
@@ -44,18 +42,6 @@ create_exception!(
 );
 create_exception!(
     rig._rig,
-    Timeout,
-    RigError,
-    "Work did not complete within the timeout."
-);
-create_exception!(
-    rig._rig,
-    Closed,
-    RigError,
-    "The object was freed or closed."
-);
-create_exception!(
-    rig._rig,
     CubinError,
     RigError,
     "A cubin rig cannot load or run."
@@ -67,15 +53,69 @@ create_exception!(
     "A launch's shape or arguments are refused before anything is submitted."
 );
 
+/// The exceptions that are also one of Python's own, so that code written against the
+/// built-ins catches them: `ClientError` is a `ConnectionError`, `Timeout` a
+/// `TimeoutError`, `Closed` a `ValueError` (what Python raises for a closed file).
+/// `create_exception!` gives one base only; these are made with `type()` at first use.
+struct Twin {
+    name: &'static str,
+    doc: &'static str,
+    builtin: fn(Python<'_>) -> Bound<'_, PyType>,
+    made: PyOnceLock<Py<PyType>>,
+}
+
+static CLIENT_ERROR: Twin = Twin {
+    name: "ClientError",
+    doc: "rigd cannot be reached: no daemon at the socket, no permission, a daemon too old. Also a ConnectionError.",
+    builtin: |py| py.get_type::<PyConnectionError>(),
+    made: PyOnceLock::new(),
+};
+static TIMEOUT: Twin = Twin {
+    name: "Timeout",
+    doc: "Work did not complete within the timeout. Also a TimeoutError.",
+    builtin: |py| py.get_type::<PyTimeoutError>(),
+    made: PyOnceLock::new(),
+};
+static CLOSED: Twin = Twin {
+    name: "Closed",
+    doc: "The object was freed or closed. Also a ValueError, as for a closed file.",
+    builtin: |py| py.get_type::<PyValueError>(),
+    made: PyOnceLock::new(),
+};
+
+impl Twin {
+    /// The class: `type(name, (RigError, builtin), {...})`, made once.
+    fn get<'py>(&'static self, py: Python<'py>) -> PyResult<Bound<'py, PyType>> {
+        self.made
+            .get_or_try_init(py, || {
+                let ns = PyDict::new(py);
+                ns.set_item("__doc__", self.doc)?;
+                ns.set_item("__module__", "rig._rig")?;
+                let bases = PyTuple::new(py, [py.get_type::<RigError>(), (self.builtin)(py)])?;
+                let class = py.get_type::<PyType>().call1((self.name, bases, ns))?;
+                Ok(class.cast_into::<PyType>()?.unbind())
+            })
+            .map(|t| t.bind(py).clone())
+    }
+
+    /// An instance with `msg`.
+    fn err(&'static self, py: Python<'_>, msg: String) -> PyErr {
+        match self.get(py) {
+            Ok(t) => PyErr::from_type(t, msg),
+            Err(e) => e,
+        }
+    }
+}
+
 /// Adds the exceptions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("RigError", py.get_type::<RigError>())?;
-    m.add("ClientError", py.get_type::<ClientError_>())?;
+    m.add("ClientError", CLIENT_ERROR.get(py)?)?;
     m.add("Refused", py.get_type::<Refused>())?;
     m.add("Fault", py.get_type::<Fault>())?;
-    m.add("Timeout", py.get_type::<Timeout>())?;
-    m.add("Closed", py.get_type::<Closed>())?;
+    m.add("Timeout", TIMEOUT.get(py)?)?;
+    m.add("Closed", CLOSED.get(py)?)?;
     m.add("CubinError", py.get_type::<CubinError>())?;
     m.add("LaunchError", py.get_type::<LaunchError>())?;
     Ok(())
@@ -192,7 +232,7 @@ fn raise(e: &(dyn Error + 'static), class: Class) -> PyErr {
     let msg = chain(e);
     Python::attach(|py| {
         let (err, attrs): (PyErr, Vec<(&str, Py<PyAny>)>) = match class {
-            Class::Client => (ClientError_::new_err(msg), vec![]),
+            Class::Client => (CLIENT_ERROR.err(py, msg), vec![]),
             Class::Refused(reason) => (
                 Refused::new_err(msg),
                 vec![(
@@ -222,8 +262,8 @@ fn raise(e: &(dyn Error + 'static), class: Class) -> PyErr {
                     ),
                 ],
             ),
-            Class::Timeout => (Timeout::new_err(msg), vec![]),
-            Class::Closed => (Closed::new_err(msg), vec![]),
+            Class::Timeout => (TIMEOUT.err(py, msg), vec![]),
+            Class::Closed => (CLOSED.err(py, msg), vec![]),
             Class::Cubin => (CubinError::new_err(msg), vec![]),
             Class::NoKernel => (PyKeyError::new_err(msg), vec![]),
             Class::Launch => (LaunchError::new_err(msg), vec![]),
@@ -272,5 +312,5 @@ into_py!(RuntimeError, |e: &RuntimeError| match e {
 
 /// A `Closed` for an object used after it was freed or closed.
 pub fn closed(what: &str) -> PyErr {
-    Closed::new_err(format!("The {what} was freed or closed"))
+    Python::attach(|py| CLOSED.err(py, format!("The {what} was freed or closed")))
 }

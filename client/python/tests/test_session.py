@@ -28,6 +28,21 @@ def test_no_daemon_is_a_client_error_naming_the_socket(tmp_path, host_device):
         rig.Session(host_device, socket=path)
     assert path in str(e.value)
     assert isinstance(e.value, rig.RigError)
+    assert isinstance(e.value, ConnectionError), "also Python's own"
+
+
+def test_rigs_errors_are_also_the_builtins_code_already_catches():
+    for cls, builtin in [
+        (rig.ClientError, ConnectionError),
+        (rig.Timeout, TimeoutError),
+        (rig.Closed, ValueError),
+    ]:
+        assert issubclass(cls, rig.RigError) and issubclass(cls, builtin), cls
+        assert cls.__module__ == "rig._rig" and cls.__doc__, cls
+    try:
+        raise rig.Timeout("waited 1 s")
+    except TimeoutError as e:
+        assert str(e) == "waited 1 s"
 
 
 def test_an_unknown_device_is_refused(socket):
