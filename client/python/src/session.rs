@@ -46,11 +46,19 @@ impl Session {
 #[pymethods]
 impl Session {
     /// Opens a session on `device` (a PCI address, `0000:01:00.0`, as `rigctl list`
-    /// names it) through rigd at `socket`.
+    /// names it) through rigd at `socket` (a `str` or `os.PathLike`); without one,
+    /// `$RIG_SOCKET`, else `rig.DEFAULT_SOCKET`, as rigctl and rig.tinygrad do.
     #[new]
-    #[pyo3(signature = (device, socket = rig_client::DEFAULT_SOCKET))]
-    fn new(py: Python<'_>, device: &str, socket: &str) -> PyResult<Self> {
-        let s = block(py, RSession::open(socket, device))?.py()?;
+    #[pyo3(signature = (device, socket = None))]
+    fn new(py: Python<'_>, device: &str, socket: Option<std::path::PathBuf>) -> PyResult<Self> {
+        let socket = socket
+            .or_else(|| {
+                std::env::var_os("RIG_SOCKET")
+                    .filter(|s| !s.is_empty())
+                    .map(Into::into)
+            })
+            .unwrap_or_else(|| rig_client::DEFAULT_SOCKET.into());
+        let s = block(py, RSession::open(&socket, device))?.py()?;
         Ok(Self {
             inner: Mutex::new(Some(Arc::new(s))),
             device: device.to_owned(),

@@ -31,6 +31,16 @@ def test_no_daemon_is_a_client_error_naming_the_socket(tmp_path, host_device):
     assert isinstance(e.value, ConnectionError), "also Python's own"
 
 
+def test_the_socket_is_a_path_or_rig_socket_from_the_environment(socket, host_device):
+    import pathlib
+
+    with rig.Session(host_device, socket=pathlib.Path(socket)) as s:
+        assert s.id > 0
+    # conftest's rigd is at $RIG_SOCKET: a session without `socket` finds it there.
+    with rig.Session(host_device) as s:
+        assert s.id > 0
+
+
 def test_rigs_errors_are_also_the_builtins_code_already_catches():
     for cls, builtin in [
         (rig.ClientError, ConnectionError),

@@ -3,6 +3,7 @@
 # here exists in the built module and every public name there is here.
 
 from collections.abc import Sequence
+from os import PathLike
 from types import TracebackType
 from typing import Literal
 
@@ -25,7 +26,7 @@ class CubinError(RigError): ...
 class LaunchError(RigError): ...
 
 class Session:
-    def __init__(self, device: str, socket: str = ...) -> None: ...
+    def __init__(self, device: str, socket: str | PathLike[str] | None = None) -> None: ...
     @property
     def id(self) -> int: ...
     @property
