@@ -87,10 +87,15 @@ impl HostBuffer {
         Ok(PyBytes::new(py, &out))
     }
 
-    /// Copies `data` in at `offset`.
+    /// Copies `data` in at `offset`: `bytes`, or anything with the buffer protocol and
+    /// C-contiguous (`bytearray`, `memoryview`, a numpy array), by its bytes.
     #[pyo3(signature = (data, offset = 0))]
-    fn write(&self, data: &[u8], offset: u64) -> PyResult<()> {
-        self.get()?.write(offset, data).py()
+    fn write(&self, data: &Bound<'_, PyAny>, offset: u64) -> PyResult<()> {
+        if let Ok(b) = data.cast::<PyBytes>() {
+            return self.get()?.write(offset, b.as_bytes()).py();
+        }
+        let bytes = contiguous_bytes(data)?;
+        self.get()?.write(offset, &bytes).py()
     }
 
     /// Gives the memory back to the session (its block to rigd when empty, as the
@@ -145,4 +150,12 @@ impl HostBuffer {
     unsafe fn __releasebuffer__(&mut self, _view: *mut ffi::Py_buffer) {
         self.exports = self.exports.saturating_sub(1);
     }
+}
+
+/// The bytes of any object with the buffer protocol, C-contiguous: viewed as unsigned
+/// bytes (`memoryview(o).cast("B")`, which refuses a strided view) and copied out.
+pub fn contiguous_bytes(o: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let py = o.py();
+    let flat = pyo3::types::PyMemoryView::from(o)?.call_method1("cast", ("B",))?;
+    pyo3::buffer::PyBuffer::<u8>::get(&flat)?.to_vec(py)
 }

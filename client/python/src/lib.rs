@@ -42,5 +42,6 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<module::Kernel>()?;
     m.add_class::<module::KernelInfo>()?;
     m.add_function(wrap_pyfunction!(module::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::_launch_args, m)?)?;
     Ok(())
 }

@@ -176,7 +176,10 @@ impl<'py> Held<'py> {
 
 /// Argument `i` of a launch, for a parameter of `size` bytes: a buffer passes its GPU
 /// address; an int fits the size (negative ones signed); a float is a `float` (4) or a
-/// `double` (8); bytes pass as they are (a struct by value).
+/// `double` (8); bytes pass as they are (a struct by value); a numpy scalar passes its
+/// bytes when its dtype's width is the parameter's. (A cubin gives each parameter's
+/// size, not its type: a Python int for a `float` parameter cannot be told apart from
+/// one for an `int`; pass `np.float32(x)` or a float.)
 fn arg<'a>(
     o: &'a Bound<'_, PyAny>,
     size: u32,
@@ -198,6 +201,23 @@ fn arg<'a>(
     }
     if let Ok(g) = o.cast::<GpuBuffer>() {
         return Ok(Arg::Ptr(g.borrow().get()?.va()));
+    }
+    // A numpy scalar (np.float32(a), np.int32(n)) or 0-d array: its dtype fixes its
+    // width, which must be the parameter's; its bytes pass as they are. Before the
+    // int and float checks: np.float64 is a Python float.
+    if let (Ok(dtype), Ok(0)) = (
+        o.getattr("dtype"),
+        o.getattr("ndim").and_then(|n| n.extract::<u32>()),
+    ) {
+        let itemsize: u32 = dtype.getattr("itemsize")?.extract()?;
+        let name = dtype.getattr("name")?.str()?.to_string();
+        if itemsize != size {
+            return Err(PyValueError::new_err(format!(
+                "Argument {i}: a {name} ({itemsize} bytes) does not fit a parameter of {size} bytes"
+            )));
+        }
+        *bytes = crate::buffer::contiguous_bytes(o)?;
+        return Ok(Arg::Bytes(bytes));
     }
     if o.is_instance_of::<PyBool>() || o.is_instance_of::<PyInt>() {
         let v: i128 = o.extract()?;
@@ -242,7 +262,7 @@ fn arg<'a>(
         return Ok(Arg::Bytes(bytes));
     }
     Err(PyTypeError::new_err(format!(
-        "Argument {i}: a rig buffer, int, float or bytes, not {}",
+        "Argument {i}: a rig buffer, int, float, bytes or numpy scalar, not {}",
         o.get_type()
             .name()
             .map_or_else(|_| "?".to_owned(), |n| n.to_string())
@@ -411,4 +431,35 @@ impl Runtime {
     fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
         self.close(py)
     }
+}
+
+/// `_launch_args(sizes, args)`: each argument's bytes as a launch with parameters of
+/// `sizes` bytes would pass them, or the error it would raise. rig's own tests read the
+/// conversions through it (a launch needs a GPU); not an interface for programs.
+#[pyfunction]
+pub fn _launch_args<'py>(
+    py: Python<'py>,
+    sizes: Vec<u32>,
+    args: Vec<Bound<'py, PyAny>>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    if sizes.len() != args.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} arguments for {} parameters",
+            args.len(),
+            sizes.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for (i, (o, &size)) in args.iter().zip(&sizes).enumerate() {
+        let mut scratch = Vec::new();
+        let a = arg(o, size, i, &mut scratch)?;
+        if a.size() != usize::try_from(size).unwrap_or(usize::MAX) {
+            return Err(PyValueError::new_err(format!(
+                "Argument {i}: {} bytes for a parameter of {size}",
+                a.size()
+            )));
+        }
+        out.push(PyBytes::new(py, &a.to_bytes()));
+    }
+    Ok(out)
 }

@@ -55,6 +55,13 @@ impl Arg<'_> {
         }
     }
 
+    /// Its little-endian bytes, as the kernel's parameter holds them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = vec![0; self.size()];
+        self.put(&mut out);
+        out
+    }
+
     /// Writes its little-endian bytes to the start of `out` (exactly its size).
     fn put(&self, out: &mut [u8]) {
         match self {

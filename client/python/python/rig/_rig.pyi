@@ -7,6 +7,8 @@ from os import PathLike
 from types import TracebackType
 from typing import Literal
 
+from typing_extensions import Buffer as BufferLike
+
 DEFAULT_SOCKET: str
 __version__: str
 
@@ -60,7 +62,7 @@ class HostBuffer:
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def read(self, offset: int = 0, size: int | None = None) -> bytes: ...
-    def write(self, data: bytes, offset: int = 0) -> None: ...
+    def write(self, data: BufferLike, offset: int = 0) -> None: ...
     def free(self) -> None: ...
 
 class GpuBuffer:
@@ -70,7 +72,8 @@ class GpuBuffer:
     def free(self) -> None: ...
 
 Buffer = HostBuffer | GpuBuffer
-Arg = HostBuffer | GpuBuffer | int | float | bytes | bytearray
+# A numpy scalar is a BufferLike with a dtype.
+Arg = HostBuffer | GpuBuffer | int | float | bytes | bytearray | BufferLike
 Dim = int | tuple[int] | tuple[int, int] | tuple[int, int, int]
 
 class KernelInfo:
