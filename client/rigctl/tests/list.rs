@@ -357,12 +357,27 @@ async fn a_malformed_selection_is_a_usage_error_in_lspcis_words() {
             }
             let out = h.rigctl(&a);
             let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
             assert_eq!(out.status.code(), Some(2), "{a:?}: {stderr}");
-            assert!(stderr.contains(words), "{a:?}: {stderr}");
-            assert!(
-                out.stdout.is_empty(),
-                "{a:?}: clap's usage error stays on stderr"
-            );
+            if json {
+                // Under --json the usage error is the error object on stdout.
+                let v: serde_json::Value = serde_json::from_str(&stdout)
+                    .unwrap_or_else(|e| panic!("{a:?}: not JSON ({e}): {stdout}"));
+                assert_eq!(v["error"]["kind"], "usage", "{a:?}: {v}");
+                assert!(
+                    v["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains(words)),
+                    "{a:?}: {v}"
+                );
+                assert!(stderr.is_empty(), "{a:?}: {stderr}");
+            } else {
+                assert!(stderr.contains(words), "{a:?}: {stderr}");
+                assert!(
+                    stdout.is_empty(),
+                    "{a:?}: clap's usage error is text on stderr"
+                );
+            }
         }
     }
     h.stop().await;
