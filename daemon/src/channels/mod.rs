@@ -654,7 +654,13 @@ impl<R: Rm> Served<R> {
         if d.is_zero() {
             return;
         }
-        self.lock().penalised.insert(uid, Instant::now() + d);
+        // A penalty past what an Instant holds (a config of u64::MAX seconds) is 136
+        // years: never, for a running rigd.
+        let now = Instant::now();
+        let until = now
+            .checked_add(d)
+            .unwrap_or_else(|| now + Duration::from_secs(u32::MAX.into()));
+        self.lock().penalised.insert(uid, until);
         tracing::warn!(
             gpu = %self.name, uid,
             "the GPU ended a kernel whose block would not be switched out; uid {uid} opens no channel for {} s",

@@ -694,6 +694,24 @@ fn a_configured_timeslice_is_set_on_each_graphics_group_and_none_by_default() {
 }
 
 #[test]
+fn a_penalty_longer_than_time_holds_is_forever_not_a_panic() {
+    let (_rm, s) = served(Limits {
+        switch_timeout_penalty: Duration::from_secs(u64::MAX),
+        ..Limits::default()
+    });
+    let (a, c) = (SessionId(1), SessionId(2));
+    s.attach(a, peer(65534, 10)).expect("a");
+    s.attach(c, peer(65534, 11)).expect("c");
+    let o = s.open(a, host(Engine::Compute, 64)).expect("a compute");
+    post(&s, a, o.id, u64::from(rig_model::nv::CTX_SWITCH_TIMEOUT));
+    assert!(s.contain(a));
+    assert!(matches!(
+        s.open(c, host(Engine::Compute, 64)),
+        Err(ChannelError::SwitchTimeout { left_s, .. }) if left_s > 100 * 365 * 86_400
+    ));
+}
+
+#[test]
 fn other_faults_and_a_zero_penalty_refuse_no_uid() {
     for (info32, penalty) in [(31, Duration::from_secs(60)), (109, Duration::ZERO)] {
         let (_rm, s) = served(Limits {
