@@ -469,15 +469,17 @@ async fn steps_are_plain_lines_with_rigds_times_when_stderr_is_not_a_terminal() 
     w.stop().await;
 }
 
+/// rigctl with no rigd and no colour: for what it answers before it connects.
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rigctl"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("rigctl runs")
+}
+
 #[test]
 fn a_usage_error_under_json_is_the_error_object_and_plain_text_without() {
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
-            .args(args)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("rigctl runs")
-    };
     for args in [
         &["list", "--bogus", "--json"][..],
         &["--json", "take"],
@@ -506,13 +508,6 @@ fn a_usage_error_under_json_is_the_error_object_and_plain_text_without() {
 
 #[test]
 fn flags_that_take_one_of_a_set_list_it_and_refuse_others() {
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_rigctl"))
-            .args(args)
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("rigctl runs")
-    };
     for (cmd, words) in [
         ("detach", "[possible values: vfio, sysfs]"),
         ("reset", "[possible values: auto, flr, pm, bus]"),
