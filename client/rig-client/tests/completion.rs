@@ -12,11 +12,12 @@ use std::{sync::Arc, time::Duration};
 use dma_support::Server;
 use rig_client::{
     addr::GpuVa,
-    channel::{
-        ARENA_ALIGN, Channel, ChannelError, Engine, Options, Payload, Rings, TimelineError, method,
-        method::copy::{MAX_COPY, MAX_MEMSET, Semaphore},
-    },
+    channel::{ARENA_ALIGN, Channel, ChannelError, Engine, Options, Payload, Rings, TimelineError},
     session::Session,
+};
+use rig_nv::method::{
+    self,
+    copy::{MAX_COPY, MAX_MEMSET, Semaphore},
 };
 use rigd::{
     channels::{ChannelId, Limits, Served},

@@ -28,10 +28,10 @@ use std::{
 };
 
 use rig_client::addr::GpuVa;
-use rig_client::channel::{
-    Pushbuffer, Ring, Segment, Timeline, method,
-    method::{HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, SUBCH_COMPUTE, SUBCH_COPY},
-    ring,
+use rig_client::channel::{Pushbuffer, Ring, Segment, Timeline, ring};
+use rig_nv::{
+    class::{clc8b5::HOPPER_DMA_COPY_A, clcbc0::HOPPER_COMPUTE_A},
+    method::{self, SUBCH_COMPUTE, SUBCH_COPY},
 };
 use rigd::nvrm::{
     AddressSpace, Channel, ChannelGroup, Engine, Gpu, GroupEngine, HostMem, SysRm, USERD_GP_GET,

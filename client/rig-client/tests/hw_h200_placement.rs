@@ -30,10 +30,10 @@ use std::{
 };
 
 use rig_client::addr::GpuVa;
-use rig_client::channel::{
-    Pushbuffer, Ring, Segment, Timeline, method,
-    method::{HOPPER_DMA_COPY_A, SUBCH_COPY},
-    ring,
+use rig_client::channel::{Pushbuffer, Ring, Segment, Timeline, ring};
+use rig_nv::{
+    class::clc8b5::HOPPER_DMA_COPY_A,
+    method::{self, SUBCH_COPY},
 };
 use rig_sys::mman::Mapping;
 use rigd::nvrm::{

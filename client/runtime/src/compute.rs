@@ -31,18 +31,16 @@
 use std::time::Duration;
 
 use rig_client::{
-    channel::{
-        Channel, ChannelError, Engine, Options, Rings,
-        method::compute::{
-            self as words, ComputeError as WordError, Invalidate, LOCAL_MEMORY_ALIGN, LocalMemory,
-            NON_THROTTLED_C_DEFAULT, PcasAction,
-        },
-    },
+    channel::{Channel, ChannelError, Engine, Options, Rings},
     session::Session,
 };
 use rig_model::addr::{
     GpuVa,
     layout::{LOCAL_WINDOW, SHARED_WINDOW},
+};
+use rig_nv::method::compute::{
+    self as words, ComputeError as WordError, Invalidate, LOCAL_MEMORY_ALIGN, LocalMemory,
+    NON_THROTTLED_C_DEFAULT, PcasAction,
 };
 
 use crate::{
@@ -53,7 +51,7 @@ use crate::{
     load::{self, Kernel, LoadError, Module},
     memory::{Alloc, Memory, MemoryError, Span},
     params::Arg,
-    qmd::QmdError,
+    qmd::{QmdError, QmdVersion},
     template::{self, Key, Spec, Template},
     window::{self, Geometry, WindowError, Windows},
 };
@@ -143,6 +141,15 @@ pub enum ComputeError {
     /// A QMD that cannot describe the launch (more local memory than the channel holds).
     #[error("The launch cannot be described")]
     Qmd(#[from] QmdError),
+    /// A QMD version whose release payload straddles two 64-bit words, which a launch
+    /// template cannot patch with one store (V05_00; no Blackwell GPU is served yet).
+    #[error(
+        "QMD {version:?} keeps the release payload in two 64-bit words; launch templates patch one"
+    )]
+    Unpatchable {
+        /// The version.
+        version: QmdVersion,
+    },
     /// A method word that cannot be sent.
     #[error(transparent)]
     Words(#[from] WordError),
@@ -227,6 +234,8 @@ pub struct ComputeChannel {
     invalidate_each_launch: bool,
     ordered: bool,
     pcas: PcasAction,
+    /// The QMD version the channel's compute class reads.
+    qmd: QmdVersion,
     slots: usize,
 }
 
@@ -268,16 +277,17 @@ impl ComputeChannel {
                 return Err(Box::new((e, ch)));
             }
         };
-        let setup = (|| -> Result<Windows, ComputeError> {
+        let setup = (|| -> Result<(Windows, QmdVersion), ComputeError> {
+            let qmd = crate::qmd::for_class(rig_client::channel::GENERATION.compute)?;
             let windows = Windows::new(SHARED_WINDOW, LOCAL_WINDOW)?;
             ch.push(&words::set_shared_memory_window(windows.shared())?)?;
             ch.push(&words::set_local_memory_window(windows.local())?)?;
             ch.push(&words::invalidate_sked_caches())?;
             ch.push(&words::invalidate_sampler_cache())?;
             ch.push(&words::invalidate_texture_header_cache())?;
-            Ok(windows)
+            Ok((windows, qmd))
         })();
-        let windows = match setup {
+        let (windows, qmd) = match setup {
             Ok(w) => w,
             Err(e) => return Err(Box::new((e, ch))),
         };
@@ -298,6 +308,7 @@ impl ComputeChannel {
             invalidate_each_launch: o.invalidate_each_launch,
             ordered: o.ordered,
             pcas: o.pcas,
+            qmd,
             slots: o.slots.max(1),
         })
     }
@@ -429,7 +440,7 @@ impl ComputeChannel {
                 let mut w = [0u32; 8];
                 let mut n = 0;
                 if wfi {
-                    w[..2].copy_from_slice(&rig_client::channel::method::wfi());
+                    w[..2].copy_from_slice(&rig_nv::method::wfi());
                     n = 2;
                 }
                 w[n..n + 2].copy_from_slice(&words::invalidate_shader_caches(Invalidate::ALL));
@@ -548,7 +559,7 @@ impl ComputeChannel {
             return Ok(i);
         }
         let shape = Shape::new(kernel.info(), key.grid, key.block, key.dynamic_shared)?;
-        let stride = template::stride(kernel.info());
+        let stride = template::stride(self.qmd, kernel.info());
         let slots = usize::try_from(self.arena.len() / stride)
             .unwrap_or(usize::MAX)
             .min(self.slots);
@@ -572,6 +583,7 @@ impl ComputeChannel {
             windows: self.windows,
             local_capacity: self.local_capacity,
             pcas: self.pcas,
+            qmd: self.qmd,
         };
         match Template::build(spec, kernel, shape, region, slots) {
             Ok(t) => {

@@ -10,7 +10,7 @@
 //! copy engine moved 95 GB/s device to device on the H200, the kernel 1949 GB/s
 //! (docs/hardware/nvidia-compute.md, "What the H200 ran").
 //!
-//! State: one lent copy channel. Not here: the words (rig-client's `method::copy`).
+//! State: one lent copy channel. Not here: the words (rig-nv's `method::copy`).
 
 use std::time::Duration;
 

@@ -9,7 +9,7 @@
 //! [`compute::ComputeChannel`] checks each launch's [`launch::Shape`] and arguments
 //! ([`params`]), builds constant bank 0 ([`cbank0`]) and the QMD ([`qmd`]) once per
 //! (kernel, shape) into a template (`template`) whose slots live in the channel's
-//! arena (`arena`), patches a slot per launch and sends rig-client's
+//! arena (`arena`), patches a slot per launch and sends rig-nv's
 //! `method::compute` words; [`window`] holds the per-channel rules (window bases, SLM
 //! size). [`runtime::Runtime`] puts a compute channel, a copy channel and the copy
 //! kernel ([`builtin`]) together and sends each copy where it is fastest. Memory comes
@@ -25,8 +25,8 @@
 //! argument, memory the session does not hold) is a typed error naming the value and
 //! the limit, returned before anything is submitted.
 //!
-//! References: NVIDIA open-gpu-doc `classes/compute/clcbc0qmd.h` (a copy in
-//! `headers/`, read by the tests); docs/hardware/nvidia-compute.md; docs/compute.md.
+//! References: docs/hardware/nvidia-compute.md; docs/compute.md. The hardware words
+//! (methods, QMD fields) and their headers are rig-nv's.
 #![forbid(unsafe_code)]
 
 mod arena;
@@ -53,7 +53,7 @@ pub use load::{Kernel, LoadError, Module};
 pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span};
 pub use params::Arg;
 pub use qmd::{ConstantBuffer, Launch, Qmd, QmdError, QmdVersion, Release, ReleaseKind};
+pub use rig_nv::method::compute::PcasAction;
 /// A launch's SEND_SIGNALING_PCAS2_B action ([`ComputeOptions::pcas`]).
-pub use rig_client::channel::method::compute::PcasAction;
 pub use runtime::{Done, Runtime, RuntimeError, RuntimeOptions};
 pub use window::{Geometry, Slm, WindowError, Windows};

@@ -29,7 +29,7 @@ use rig_model::addr::GpuVa;
 use crate::{
     copy::{CopyChannel, CopyError},
     memory::{Alloc, Memory, MemoryError, Span},
-    qmd::{ConstantBuffer, QmdError},
+    qmd::{ConstantBuffer, QmdError, constant_buffer},
     window::local_bytes,
 };
 
@@ -124,7 +124,7 @@ impl Prepared {
         let banks = image
             .banks()
             .iter()
-            .map(|&b| ConstantBuffer::try_from(b))
+            .map(|&b| constant_buffer(b))
             .collect::<Result<_, _>>()?;
         let kernel_banks = self
             .cubin
@@ -133,7 +133,7 @@ impl Prepared {
             .map(|k| {
                 image
                     .kernel_banks(k.name())
-                    .map(ConstantBuffer::try_from)
+                    .map(constant_buffer)
                     .collect::<Result<Vec<_>, _>>()
             })
             .collect::<Result<_, _>>()?;
@@ -397,7 +397,7 @@ mod tests {
                 assert_eq!(own.len(), 1, "{own:?}");
                 assert_eq!((own[0].index, own[0].size), (2, 0x20));
                 let bank = image.kernel_banks(name).next().expect("its bank");
-                assert_eq!(own[0].addr, bank.addr);
+                assert_eq!(own[0].addr, GpuVa(bank.addr));
             } else {
                 assert!(own.is_empty(), "{name}: {own:?}");
             }

@@ -22,8 +22,8 @@
 //! slot while it changes. Reference: the QMD release as measured on the H200
 //! (docs/hardware/nvidia-compute.md, "Completion").
 
-use rig_client::channel::method::compute::{PcasAction, send_pcas};
 use rig_model::addr::GpuVa;
+use rig_nv::method::compute::{PcasAction, send_pcas};
 
 use crate::{
     ComputeError,
@@ -31,12 +31,9 @@ use crate::{
     launch::{Dim3, Shape},
     load::Kernel,
     params::{Arg, lay},
-    qmd::{ConstantBuffer, HOPPER_COMPUTE_A, Launch, Qmd, Release, ReleaseKind, for_class},
+    qmd::{self, ConstantBuffer, Launch, Qmd, QmdVersion, Release, ReleaseKind},
     window::Windows,
 };
-
-/// Bytes of a slot before its bank 0: the QMD (V04: 384, a multiple of 64).
-pub const QMD_BYTES: u64 = 384;
 
 /// Words of a slot's launch block: a WFI (2), then SEND_PCAS for its QMD (4). A launch
 /// behind work in flight runs all six; one with nothing in flight the last four.
@@ -62,6 +59,8 @@ pub(crate) struct Spec {
     pub local_capacity: u64,
     /// SEND_SIGNALING_PCAS2_B's action.
     pub pcas: PcasAction,
+    /// The QMD version the channel's compute class reads.
+    pub qmd: QmdVersion,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -115,6 +114,8 @@ pub(crate) struct Template {
     /// The parameter words' bytes as the last `lay` left them.
     scratch: Vec<u8>,
     payload_word: u64,
+    /// The QMD's size: bank 0 follows it in a slot.
+    qmd_bytes: u64,
     /// Where its slots start in the arena, and their stride.
     pub region: u64,
     stride: u64,
@@ -128,15 +129,15 @@ pub(crate) struct Template {
 
 /// Where a slot of `kernel` keeps its launch block: after the QMD and bank 0, on a
 /// line of its own.
-fn launch_block(kernel: &rig_cubin::Kernel) -> u64 {
+fn launch_block(qmd: QmdVersion, kernel: &rig_cubin::Kernel) -> u64 {
     let bank0 = (kernel.bank0_template().len() as u64).next_multiple_of(16);
-    (QMD_BYTES + bank0).next_multiple_of(64)
+    (qmd.size() as u64 + bank0).next_multiple_of(64)
 }
 
 /// Bytes one slot of `kernel` takes: the QMD, bank 0 and the launch block, to the
 /// arena's granule.
-pub(crate) fn stride(kernel: &rig_cubin::Kernel) -> u64 {
-    (launch_block(kernel) + 64).next_multiple_of(crate::arena::GRANULE)
+pub(crate) fn stride(qmd: QmdVersion, kernel: &rig_cubin::Kernel) -> u64 {
+    (launch_block(qmd, kernel) + 64).next_multiple_of(crate::arena::GRANULE)
 }
 
 impl Template {
@@ -163,25 +164,28 @@ impl Template {
         let bank0 = cbank0::build(info, &shape, &spec.windows, &args)?;
         let mut banks = vec![ConstantBuffer {
             index: 0,
-            addr: spec.arena_va.get() + region + QMD_BYTES,
+            addr: GpuVa(spec.arena_va.get() + region + spec.qmd.size() as u64),
             size: bank0.size(),
         }];
         banks.extend(kernel.module.banks.iter().copied());
         if let Some(own) = kernel.module.kernel_banks.get(kernel.index) {
             banks.extend(own.iter().copied());
         }
-        let qmd = for_class(HOPPER_COMPUTE_A)?.build(&Launch {
-            kernel: info,
-            shape: &shape,
-            program: kernel.entry.get(),
-            banks: &banks,
-            release: Some(Release {
-                addr: spec.semaphore.get(),
-                payload: 0,
-                kind: ReleaseKind::DoubleWord,
-            }),
-            local_capacity: spec.local_capacity,
-        })?;
+        let qmd = qmd::build(
+            spec.qmd,
+            &Launch {
+                kernel: info,
+                shape: &shape,
+                program: kernel.entry,
+                banks: &banks,
+                release: Some(Release {
+                    addr: spec.semaphore,
+                    payload: 0,
+                    kind: ReleaseKind::DoubleWord,
+                }),
+                local_capacity: spec.local_capacity,
+            },
+        )?;
         let base = usize::try_from(info.param_base()).unwrap_or(usize::MAX);
         let param_bytes = usize::try_from(info.param_bytes()).unwrap_or(usize::MAX);
         let (params_word, params_skip) = (base / 8, base % 8);
@@ -195,7 +199,10 @@ impl Template {
             .iter()
             .flat_map(|w| w.to_le_bytes())
             .collect();
-        let payload_word = u64::try_from(qmd.release_payload_word()).unwrap_or(u64::MAX);
+        let payload_word = qmd
+            .release_payload_word()
+            .and_then(|w| u64::try_from(w).ok())
+            .ok_or(ComputeError::Unpatchable { version: spec.qmd })?;
         Ok(Self {
             key: Key {
                 kernel: kernel.id,
@@ -215,9 +222,10 @@ impl Template {
             param_bytes,
             scratch,
             payload_word,
+            qmd_bytes: spec.qmd.size() as u64,
             region,
-            stride: stride(info),
-            launch_block: launch_block(info),
+            stride: stride(spec.qmd, info),
+            launch_block: launch_block(spec.qmd, info),
             slots: vec![
                 Slot {
                     value: 0,
@@ -277,7 +285,7 @@ impl Template {
         if slot.written {
             arena.words(at + 8 * self.payload_word, &[value])?;
             if self.params_words > 0 {
-                let pw = at + QMD_BYTES + 8 * self.params_word as u64;
+                let pw = at + self.qmd_bytes + 8 * self.params_word as u64;
                 arena.bytes(pw, &self.scratch)?;
             }
             return Ok(SlotWords {
@@ -287,15 +295,15 @@ impl Template {
         }
         let qmd_va = GpuVa(self.arena_va.get() + at);
         let mut q = self.qmd.clone();
-        q.set_bank_address(0, GpuVa(qmd_va.get() + QMD_BYTES))?;
+        q.set_bank_address(0, GpuVa(qmd_va.get() + self.qmd_bytes))?;
         q.set_release_payload(value)?;
         arena.words(at, &q.to_u64s())?;
         let mut bank0 = self.bank0.clone();
         let params = to_u64s(&self.scratch);
         bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
-        arena.words(at + QMD_BYTES, &bank0)?;
+        arena.words(at + self.qmd_bytes, &bank0)?;
         let w = send_pcas(qmd_va, self.pcas)?;
-        let [a, b] = rig_client::channel::method::wfi();
+        let [a, b] = rig_nv::method::wfi();
         arena.words(
             at + self.launch_block,
             &[pair(a, b), pair(w[0], w[1]), pair(w[2], w[3])],

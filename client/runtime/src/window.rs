@@ -2,10 +2,10 @@
 //! memory (SLM) buffer behind the local window.
 //!
 //! Flow: the runtime picks the two window bases once per channel, clear of every mapping
-//! in the client's GPU address space ([`Windows::new`] checks them); `method::compute`
+//! in the client's GPU address space ([`Windows::new`] checks them); `rig_nv::method::compute`
 //! programs them; `cbank0` writes them at c[0x0][0x18] and c[0x0][0x20]. When a kernel
 //! uses local memory ([`local_bytes`]), the runtime sizes an SLM buffer with [`slm`] for
-//! the GPU's geometry ([`Geometry`]) and programs it with `method::compute`.
+//! the GPU's geometry ([`Geometry`]) and programs it with `rig_nv::method::compute`.
 //!
 //! Rules (docs/hardware/nvidia-compute.md, from Mesa NVK `nvk_slm_area_ensure` and
 //! tinygrad `ops_nv.py` `_ensure_has_local_memory`): the shared window is 4 GiB wide,

@@ -9,24 +9,23 @@ mod support;
 use std::time::Duration;
 
 use rig_client::{
-    channel::{
-        Channel, ChannelError, Engine,
-        method::{
-            self,
-            compute::{Invalidate, PcasAction},
-            copy::Semaphore,
-        },
-    },
+    channel::{Channel, ChannelError, Engine},
     session::Session,
 };
 use rig_model::addr::{
     GpuVa,
     layout::{LOCAL_WINDOW, SHARED_WINDOW},
 };
+use rig_nv::method::{
+    self,
+    compute::{Invalidate, PcasAction},
+    copy::Semaphore,
+};
 use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
     CopyError, CopyOptions, HostAlloc, Launch, LaunchError, LoadError, Memory, MemoryError, Module,
     Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span, Windows, cbank0, load,
+    qmd,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -137,26 +136,28 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("places");
     let mut banks = vec![ConstantBuffer {
         index: 0,
-        addr: arena + 384,
+        addr: GpuVa(arena + 384),
         size: bank0.size(),
     }];
     for b in image.banks() {
-        banks.push(ConstantBuffer::try_from(*b).expect("bank"));
+        banks.push(qmd::constant_buffer(*b).expect("bank"));
     }
-    let qmd = QmdVersion::V04
-        .build(&Launch {
+    let qmd = qmd::build(
+        QmdVersion::V04,
+        &Launch {
             kernel: k.info(),
             shape: &shape,
-            program: k.entry().get(),
+            program: k.entry(),
             banks: &banks,
             release: Some(Release {
-                addr: sem,
+                addr: GpuVa(sem),
                 payload: 1,
                 kind: ReleaseKind::DoubleWord,
             }),
             local_capacity: 0,
-        })
-        .expect("QMD");
+        },
+    )
+    .expect("QMD");
     assert_eq!(read(&s, arena, 384), qmd.to_bytes());
     assert_eq!(read(&s, arena + 384, bank0.bytes().len()), bank0.bytes());
     // What the GPU fetches last: the caches invalidated after the module's load, then
@@ -178,7 +179,7 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
     assert_eq!(v, 2);
     let again = u64s(&read(&s, arena, 384));
     let mut want = qmd.to_u64s();
-    want[qmd.release_payload_word()] = 2;
+    want[qmd.release_payload_word().expect("V04")] = 2;
     assert_eq!(again, want);
     let b = read(&s, arena + 384 + 0x210, 32);
     assert_eq!(b[..4], 3.0f32.to_le_bytes());

@@ -6,9 +6,12 @@
 
 use std::fmt::Write as _;
 
-use rig_client::channel::{method, ring};
+use rig_client::channel::ring;
 use rig_model::addr::GpuVa;
-use rig_runtime::{ConstantBuffer, Launch, PcasAction, QmdVersion, Release, ReleaseKind, Shape};
+use rig_nv::{class::clc8b5::HOPPER_DMA_COPY_A, method};
+use rig_runtime::{
+    ConstantBuffer, Launch, PcasAction, QmdVersion, Release, ReleaseKind, Shape, qmd,
+};
 
 const FIXTURES: &[(&str, &[u8])] = &[
     (
@@ -57,16 +60,17 @@ fn qmds(out: &mut String) {
                     continue;
                 }
             };
-            let bank0 = (kernel.bank0_template().len() as u32)
+            let bank0 = u32::try_from(kernel.bank0_template().len())
+                .expect("a bank 0 below 64 KiB")
                 .max(16)
                 .next_multiple_of(16);
             let mut banks = vec![ConstantBuffer {
                 index: 0,
-                addr: 0x7f00_0000_0180,
+                addr: GpuVa(0x7f00_0000_0180),
                 size: bank0,
             }];
             for b in image.banks() {
-                banks.push(ConstantBuffer::try_from(*b).expect("bank"));
+                banks.push(qmd::constant_buffer(*b).expect("bank"));
             }
             let program = image.entry(kernel).expect("an entry");
             for (kind, addr, payload) in [
@@ -82,23 +86,24 @@ fn qmds(out: &mut String) {
                 let launch = Launch {
                     kernel,
                     shape: &shape,
-                    program,
+                    program: GpuVa(program),
                     banks: &banks,
                     release: kind.map(|kind| Release {
-                        addr,
+                        addr: GpuVa(addr),
                         payload,
                         kind,
                     }),
                     local_capacity: 1 << 20,
                 };
-                match QmdVersion::V04.build(&launch) {
+                match qmd::build(QmdVersion::V04, &launch) {
                     Ok(mut q) => {
                         line(out, &format!("{name} qmd {kind:?}"), q.words());
                         q.set_bank_address(0, GpuVa(0x7f00_0000_2000))
                             .expect("bank");
                         q.set_release_payload(0x55).expect("payload");
                         line(out, &format!("{name} qmd {kind:?} patched"), q.words());
-                        let _ = writeln!(out, "{name} payload word {}", q.release_payload_word());
+                        let word = q.release_payload_word().expect("V04 keeps it in one word");
+                        let _ = writeln!(out, "{name} payload word {word}");
                     }
                     Err(e) => {
                         let _ = writeln!(out, "{name} qmd {kind:?}: refused: {e}");
@@ -116,7 +121,7 @@ fn channel_words(out: &mut String) {
     line(
         out,
         "set_object copy",
-        &method::set_object(method::SUBCH_COPY, method::HOPPER_DMA_COPY_A),
+        &method::set_object(method::SUBCH_COPY, HOPPER_DMA_COPY_A),
     );
     line(out, "set_object compute", &k::set_object());
     line(out, "wfi", &method::wfi());

@@ -71,7 +71,7 @@ fn each_session_gets_its_own_space_and_group_and_one_space_only() {
         2,
         "a group per session, shared by its channels"
     );
-    assert_eq!(count(&c, r580::HOPPER_CHANNEL_GPFIFO_A), 3);
+    assert_eq!(count(&c, crate::nvrm::GENERATION.host), 3);
 }
 
 #[test]

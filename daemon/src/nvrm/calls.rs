@@ -30,9 +30,8 @@ use crate::sys::nvrm::{
 
 /// The usermode page's size (clc661.h: `NVC661` spans 64 KiB).
 pub const USERMODE_LEN: usize = 0x1_0000;
-/// NVC361_NOTIFY_CHANNEL_PENDING (clc361.h): the doorbell, written with a work submit
-/// token.
-pub const NVC361_NOTIFY_CHANNEL_PENDING: usize = 0x90;
+/// NVC361_NOTIFY_CHANNEL_PENDING: the doorbell, written with a work submit token.
+pub use rig_nv::gpfifo::USERMODE_NOTIFY_CHANNEL_PENDING as NVC361_NOTIFY_CHANNEL_PENDING;
 
 /// NVOS02 flags for an OS descriptor (`nvos.h`): PHYSICALITY_NONCONTIGUOUS (7:4 = 1),
 /// COHERENCY_CACHED (15:12 = 1), MAPPING_NO_MAP (31:30 = 1): no RM CPU mapping, rigd

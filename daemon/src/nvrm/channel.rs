@@ -25,7 +25,7 @@ use zerocopy::IntoBytes;
 use super::{
     calls::{Caching, Doorbell, Rm, Window},
     error::{NvrmError, Step, at},
-    gpu::{Undo, first_of},
+    gpu::{GENERATION, Undo, first_of},
     layout::r580,
     mem::HostMem,
     space::AddressSpace,
@@ -33,9 +33,8 @@ use super::{
 };
 use crate::sys::nvrm::NvHandle;
 
-/// USERD offsets of HopperAControlGPFifo (clc86f.h).
-pub const USERD_GP_GET: usize = 0x88;
-pub const USERD_GP_PUT: usize = 0x8c;
+/// USERD offsets of HopperAControlGPFifo.
+pub use rig_nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};
 /// USERD is 512-byte aligned (`NV_RAMUSERD_BASE_SHIFT` 9) and this long here.
 pub const USERD_LEN: u64 = 512;
 /// `NV2080_ENGINE_TYPE_COPY0` and up (`cl2080_notification.h`).
@@ -59,13 +58,9 @@ pub enum GroupEngine {
     Copy(u8),
 }
 
-/// The class a channel's engine object is (`Engine::class`): the shared vocabulary's,
-/// whose class ids are the ones the RM is asked for.
+/// The engine a channel drives: the shared vocabulary's; its class is
+/// `gpu::GENERATION`'s.
 pub use rig_model::nv::Engine;
-const _: () = assert!(
-    Engine::Copy.class() == r580::HOPPER_DMA_COPY_A
-        && Engine::Compute.class() == r580::HOPPER_COMPUTE_A
-);
 
 /// A channel group (TSG) and its subcontext in one address space.
 #[derive(Debug)]
@@ -545,14 +540,14 @@ impl<R: Rm> Channel<R> {
         p.userd_offset[0] = self.userd as u64;
         let group = self.group.h_group;
         self.h_channel = rm
-            .alloc(group, r580::HOPPER_CHANNEL_GPFIFO_A, Some(p.as_mut_bytes()))
+            .alloc(group, GENERATION.host, Some(p.as_mut_bytes()))
             .map_err(at(Step::AllocChannel))?;
         self.undo.push(Undo::Free {
             parent: group,
             object: self.h_channel,
         });
         let h_engine = rm
-            .alloc(self.h_channel, self.engine.class(), None)
+            .alloc(self.h_channel, GENERATION.class(self.engine), None)
             .map_err(at(Step::AllocEngine))?;
         self.undo.push(Undo::Free {
             parent: self.h_channel,

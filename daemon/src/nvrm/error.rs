@@ -52,7 +52,7 @@ pub enum NvrmError {
     #[error("the RM drives no GPU {}", bdf.as_deref().unwrap_or("at all"))]
     NoGpu { bdf: Option<String> },
     #[error("the GPU lacks the Hopper classes rig needs: {}", missing.join(", "))]
-    MissingClasses { missing: Vec<&'static str> },
+    MissingClasses { missing: Vec<String> },
     #[error("failed to make a sealed memfd of {len} bytes for GPU memory")]
     Memfd {
         len: u64,

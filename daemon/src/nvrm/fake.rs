@@ -556,10 +556,10 @@ impl Rm for FakeRm {
         self.rm(Call::ClassList { device })?;
         Ok(self.lock().classes.clone().unwrap_or_else(|| {
             vec![
-                r580::HOPPER_USERMODE_A,
-                r580::HOPPER_CHANNEL_GPFIFO_A,
-                r580::HOPPER_DMA_COPY_A,
-                r580::HOPPER_COMPUTE_A,
+                rig_nv::class::clc661::HOPPER_USERMODE_A,
+                super::GENERATION.host,
+                super::GENERATION.copy,
+                super::GENERATION.compute,
                 r580::KEPLER_CHANNEL_GROUP_A,
             ]
         }))

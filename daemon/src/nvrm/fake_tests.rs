@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::{dma::DeviceMap, sys::nvstatus::NvStatus};
+use rig_nv::class::clc661::HOPPER_USERMODE_A;
 
 type Opened = (Arc<Gpu<FakeRm>>, Arc<AddressSpace<FakeRm>>);
 
@@ -96,7 +97,7 @@ fn a_gpu_opens_in_the_reference_order() {
         class_at(r580::NV01_DEVICE_0),
         class_at(r580::NV20_SUBDEVICE_0),
         position(&c, |x| matches!(x, Call::ClassList { .. })),
-        class_at(r580::HOPPER_USERMODE_A),
+        class_at(HOPPER_USERMODE_A),
         position(&c, |x| matches!(x, Call::MapUsermode { .. })),
         position(
             &c,
@@ -380,13 +381,16 @@ fn a_failure_at_every_step_frees_what_was_made_before_it() {
 #[test]
 fn a_gpu_without_a_hopper_class_is_refused_naming_it() {
     let rm = FakeRm::new();
-    rm.set_classes(vec![r580::HOPPER_USERMODE_A, r580::HOPPER_CHANNEL_GPFIFO_A]);
+    rm.set_classes(vec![HOPPER_USERMODE_A, GENERATION.host]);
     let e = Gpu::open(rm.clone(), None).expect_err("no compute or copy class");
     assert!(matches!(&e, NvrmError::MissingClasses { missing } if missing.len() == 2));
     assert_eq!(
         e.to_string(),
-        "the GPU lacks the Hopper classes rig needs: HOPPER_COMPUTE_A (0xcbc0), \
-         HOPPER_DMA_COPY_A (0xc8b5)"
+        format!(
+            "the GPU lacks the Hopper classes rig needs: HOPPER_COMPUTE_A ({:#06x}), \
+             HOPPER_DMA_COPY_A ({:#06x})",
+            GENERATION.compute, GENERATION.copy
+        )
     );
     assert_balanced(&rm.calls());
 }
@@ -511,7 +515,7 @@ fn gpu_memory_is_mapped_for_the_cpu_then_each_space_and_unmapped_in_reverse() {
     );
     let channel = position(
         &calls,
-        |c| matches!(c, Call::Alloc { class, .. } if *class == r580::HOPPER_CHANNEL_GPFIFO_A),
+        |c| matches!(c, Call::Alloc { class, .. } if *class == GENERATION.host),
     );
     assert!(ring_mapped < channel, "{calls:#?}");
 }

@@ -23,6 +23,7 @@ use super::{
     layout::{Release, r580},
 };
 use crate::sys::nvrm::NvHandle;
+use rig_nv::class::clc661::HOPPER_USERMODE_A;
 
 /// A GPU's UUID, as GPU_GET_GID_INFO gives it in binary.
 pub type GpuUuid = [u8; 16];
@@ -31,15 +32,17 @@ pub type GpuUuid = [u8; 16];
 /// 0xcaf00000, `resserv/rs_client.h`).
 const OS_DESCRIPTOR_HANDLE_BASE: u32 = 0x5249_0000;
 
-/// The Hopper classes a GPU must have, with their names.
+/// The GPU generation whose classes rigd allocates: Hopper, the one it has run on
+/// (rig-nv's `generation` holds Blackwell's words too, never run; serving it means
+/// choosing the generation from the class list here and telling clients which).
+pub const GENERATION: rig_nv::Generation = rig_nv::generation::HOPPER;
+
+/// The classes a GPU must have, with their names.
 const NEEDED_CLASSES: [(u32, &str); 4] = [
-    (
-        r580::HOPPER_CHANNEL_GPFIFO_A,
-        "HOPPER_CHANNEL_GPFIFO_A (0xc86f)",
-    ),
-    (r580::HOPPER_COMPUTE_A, "HOPPER_COMPUTE_A (0xcbc0)"),
-    (r580::HOPPER_DMA_COPY_A, "HOPPER_DMA_COPY_A (0xc8b5)"),
-    (r580::HOPPER_USERMODE_A, "HOPPER_USERMODE_A (0xc661)"),
+    (GENERATION.host, "HOPPER_CHANNEL_GPFIFO_A"),
+    (GENERATION.compute, "HOPPER_COMPUTE_A"),
+    (GENERATION.copy, "HOPPER_DMA_COPY_A"),
+    (HOPPER_USERMODE_A, "HOPPER_USERMODE_A"),
 ];
 
 /// What GR_GET_INFO is asked for, in [`ComputeGeometry`]'s order.
@@ -245,7 +248,7 @@ impl<R: Rm> Gpu<R> {
     fn open_usermode(&mut self) -> Result<(), NvrmError> {
         let h = self.alloc(
             self.h_subdevice,
-            r580::HOPPER_USERMODE_A,
+            HOPPER_USERMODE_A,
             None,
             Step::AllocUsermode,
         )?;
@@ -381,10 +384,10 @@ impl<R: Rm> Drop for Gpu<R> {
 }
 
 fn check_classes(classes: &[u32]) -> Result<(), NvrmError> {
-    let missing: Vec<&'static str> = NEEDED_CLASSES
+    let missing: Vec<String> = NEEDED_CLASSES
         .iter()
         .filter(|(c, _)| !classes.contains(c))
-        .map(|&(_, name)| name)
+        .map(|&(class, name)| format!("{name} ({class:#06x})"))
         .collect();
     if missing.is_empty() {
         Ok(())

@@ -346,7 +346,7 @@ mod tests {
             })
         };
         let space = allocated(r580::FERMI_VASPACE_A).expect("the session's space");
-        let channel = allocated(r580::HOPPER_CHANNEL_GPFIFO_A).expect("the channel");
+        let channel = allocated(crate::nvrm::GENERATION.host).expect("the channel");
         let vidmem = allocated(r580::NV01_MEMORY_LOCAL_USER).expect("the GPU memory");
 
         let ended = rig.end_session(t.id);

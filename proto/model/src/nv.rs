@@ -1,5 +1,5 @@
 //! The NVIDIA channel vocabulary that rigd and its clients share: the engine a lent
-//! channel drives ([`Engine`], with its class), where its rings live ([`Rings`]), and
+//! channel drives ([`Engine`]), where its rings live ([`Rings`]), and
 //! what the RM writes into its error notifier ([`ChannelFault`]), whose `info32` is one
 //! of the `ROBUST_CHANNEL_*` codes of `src/common/sdk/nvidia/inc/nverror.h`
 //! (open-gpu-kernel-modules 580), the same numbers the kernel log calls Xids
@@ -9,10 +9,9 @@
 //! `rig-proto` (`convert::nv`, once each way) → rigd's `channels`, whose `nvrm`
 //! allocates the engine's class and reads the notifier; `rigctl channels` prints them.
 //! One module because each was spelled in rigd's `nvrm`/`channels`, again in
-//! rig-client's `channel` and a third time on the wire; the class numbers are the
-//! public headers' (`class/clc8b5.h`, `class/clcbc0.h`), checked against rigd's
-//! `nvrm::layout`. Not here: the RM's objects and calls (rigd's `nvrm`), methods and
-//! pushbuffers (rig-client's `channel`, the runtime).
+//! rig-client's `channel` and a third time on the wire. Not here: an engine's class id
+//! (`rig_nv::Generation::class`), the RM's objects and calls (rigd's `nvrm`), methods
+//! and pushbuffers (rig-nv).
 //!
 //! Beside them, the compute geometry rigd reads once per GPU ([`ComputeGeometry`]) and
 //! what a session on a served GPU is told of it when it claims ([`SessionGpu`]: the
@@ -24,29 +23,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::addr::{GpuVa, layout};
 
-/// `HOPPER_DMA_COPY_A` (`class/clc8b5.h`).
-pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
-/// `HOPPER_COMPUTE_A` (`class/clcbc0.h`).
-pub const HOPPER_COMPUTE_A: u32 = 0xcbc0;
-
-/// The engine a lent channel drives: its engine object's class.
+/// The engine a lent channel drives (its class is the GPU generation's:
+/// `rig_nv::Generation::class`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Engine {
-    /// HOPPER_DMA_COPY_A: copies.
+    /// The copy engine: copies and fills.
     Copy,
-    /// HOPPER_COMPUTE_A: kernel launches.
+    /// The compute engine: kernel launches.
     Compute,
-}
-
-impl Engine {
-    /// The class id of its engine object.
-    pub const fn class(self) -> u32 {
-        match self {
-            Self::Copy => HOPPER_DMA_COPY_A,
-            Self::Compute => HOPPER_COMPUTE_A,
-        }
-    }
 }
 
 /// Where a lent channel's ring, USERD and pushbuffer live (docs/channels.md).
@@ -224,9 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn engines_name_the_hopper_classes() {
-        assert_eq!(Engine::Copy.class(), 0xc8b5);
-        assert_eq!(Engine::Compute.class(), 0xcbc0);
+    fn a_fault_names_its_reason() {
         let f = ChannelFault {
             time_ns: 1,
             info32: 31,

@@ -32,10 +32,11 @@ use std::{
 };
 
 use rig_client::{
-    channel::{Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, Rings, method},
+    channel::{Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, Rings},
     session::{Buffer, Session},
 };
 use rig_model::addr::GpuVa;
+use rig_nv::method;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 

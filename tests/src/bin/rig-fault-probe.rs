@@ -314,9 +314,9 @@ async fn refused_as_faulted(s: &Session) -> Res<String> {
 }
 
 /// An INC_METHOD header on the copy subchannel.
-fn ce(method: u16, count: u32) -> Res<u32> {
-    Ok(rig_client::channel::method::inc(
-        rig_client::channel::method::copy::SUBCH_COPY,
+fn ce(method: u32, count: u32) -> Res<u32> {
+    Ok(rig_nv::method::inc(
+        rig_nv::method::copy::SUBCH_COPY,
         method,
         count,
     )?)
@@ -325,7 +325,7 @@ fn ce(method: u16, count: u32) -> Res<u32> {
 /// Causes fault kind `case` in `c`'s session; returns the value whose wait must end in
 /// the fault, and whether it waits on the compute channel.
 fn cause(c: &mut Checker, faulty: &Module, case: &str, out: GpuVa) -> Res<(u64, bool)> {
-    use rig_client::channel::method::copy as m;
+    use rig_nv::class::clc8b5 as m;
     let kernel = |c: &mut Checker, k: &str, args: &[Arg<'_>]| -> Res<(u64, bool)> {
         let k = faulty.kernel(k).or_else(|_| c.m.kernel(k))?;
         Ok((c.rt.compute().launch(&k, 1, 1, 0, args)?, true))
@@ -374,7 +374,11 @@ fn cause(c: &mut Checker, faulty: &Module, case: &str, out: GpuVa) -> Res<(u64, 
                 ce(m::NVC8B5_LINE_LENGTH_IN, 1)?,
                 4,
                 ce(m::NVC8B5_LAUNCH_DMA, 1)?,
-                3 | 1 << 7 | 1 << 8,
+                m::NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE.encode_masked(3)
+                    | m::NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT
+                        .of(m::NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH)
+                    | m::NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT
+                        .of(m::NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH),
             ])?;
             let v = ch.fill(out, 1, 4)?;
             ch.submit()?;

@@ -50,14 +50,11 @@ use rig_sys::mman::{self, DeviceMapping, ReadMapping};
 use super::{
     MethodError, PushbufError, Pushbuffer, RingError, Segment, TimelineError,
     mem::{Beside, BesideError, RingView, Rings},
-    method::{
-        self, ComputeError, CopyError, HOPPER_COMPUTE_A, HOPPER_DMA_COPY_A, SUBCH_COMPUTE,
-        SUBCH_COPY,
-    },
     ring::{self, Ring, USERD_GP_GET, USERD_GP_PUT},
     timeline::{Payload, Timeline, extend},
 };
 use crate::session::{Buffer, SessionError};
+use rig_nv::method::{self, ComputeError, CopyError};
 
 /// How many spins of a wait go between reads of the error notifier.
 pub const FAULT_CHECK_SPINS: u32 = 256;
@@ -90,6 +87,11 @@ pub const DEFAULT_PUSHBUFFER: u64 = 64 << 10;
 /// wire by `rig-proto`.
 pub use rig_model::nv::Engine;
 
+/// The GPU generation whose classes a lent channel binds: rigd serves Hopper GPUs only
+/// (its `nvrm` refuses a GPU without Hopper's classes), so the wire does not carry one
+/// yet; serving a second generation adds it there and here.
+pub const GENERATION: rig_nv::Generation = rig_nv::generation::HOPPER;
+
 /// The SET_OBJECT that binds an engine's class to its subchannel: copy on 4, compute
 /// on 1.
 pub(super) trait SetObject {
@@ -98,10 +100,7 @@ pub(super) trait SetObject {
 
 impl SetObject for Engine {
     fn set_object(self) -> [u32; 2] {
-        match self {
-            Self::Copy => method::set_object(SUBCH_COPY, HOPPER_DMA_COPY_A),
-            Self::Compute => method::set_object(SUBCH_COMPUTE, HOPPER_COMPUTE_A),
-        }
+        method::bind(&GENERATION, self)
     }
 }
 

@@ -9,7 +9,7 @@
 //! against GP_PUT and the doorbell is `lent`'s (`Channel::submit`): a store fence after
 //! the last word, before GP_PUT (docs/hardware/nvidia-channels.md, "Before a doorbell").
 //!
-//! Not here: what the words mean (`method`), where in the pushbuffer they go
+//! Not here: what the words mean (rig-nv), where in the pushbuffer they go
 //! (`pushbuf`), the RM objects behind the window (rigd).
 
 use std::io;

@@ -6,11 +6,9 @@
 //! `rigctl channels` and writes neither. An entry between GP_GET and GP_PUT belongs to
 //! the GPU until GP_GET passes it.
 //!
-//! Facts: the entry format is NVC86F_GP_ENTRY0/1 (clc86f.h, as clc56f.h); LENGTH is
-//! 21 bits of dwords and GET/GET_HI 40 bits of address, so segments lie below 2^40
-//! (docs/hardware/nvidia-channels.md, "Ring entries"); a ring holds a power of two of
-//! entries, at most 2^31 (LIMIT2 is a 5-bit log2: docs/hardware/nvidia-channels.md,
-//! "Ring limits").
+//! Facts: a ring holds a power of two of entries, at most 2^31 (LIMIT2 is a 5-bit
+//! log2: docs/hardware/nvidia-channels.md, "Ring limits"). The entry format, USERD's
+//! offsets and the doorbell are rig-nv's `gpfifo`, re-exported here.
 
 use rig_model::addr::GpuVa;
 
@@ -19,19 +17,10 @@ use rig_model::addr::GpuVa;
 pub const MAX_ENTRIES: u32 = 1 << 31;
 /// The fewest entries rig makes a ring with.
 pub const MIN_ENTRIES: u32 = 2;
-/// The most dwords one entry fetches (NVC86F_GP_ENTRY1_LENGTH, bits 30:10).
-pub const MAX_SEGMENT_WORDS: u32 = (1 << 21) - 1;
-/// Segments lie below this GPU virtual address (GET 31:2 and GET_HI 7:0).
-pub const SEGMENT_VA_LIMIT: u64 = 1 << 40;
-/// USERD offsets of HopperAControlGPFifo (clc86f.h): GP_GET is the GPU's, GP_PUT ours.
-pub const USERD_GP_GET: usize = 0x88;
-pub const USERD_GP_PUT: usize = 0x8c;
-/// NVC361_NOTIFY_CHANNEL_PENDING (clc361.h): the usermode page's doorbell, written
-/// with a channel's work submit token.
-pub const USERMODE_NOTIFY_CHANNEL_PENDING: usize = 0x90;
-
-const GP_ENTRY1_LENGTH_SHIFT: u32 = 10;
-
+pub use rig_nv::gpfifo::{
+    MAX_SEGMENT_WORDS, SEGMENT_VA_LIMIT, USERD_GP_GET, USERD_GP_PUT,
+    USERMODE_NOTIFY_CHANNEL_PENDING, decode,
+};
 /// What a ring refuses.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RingError {
@@ -50,34 +39,16 @@ pub enum RingError {
 }
 
 /// One ring entry for a segment of `words` dwords at GPU VA `va` (main level, no sync:
-/// the entry is fetched as soon as GP_PUT passes it).
+/// the entry is fetched as soon as GP_PUT passes it): `rig_nv::gpfifo::entry`.
 ///
 /// # Errors
 /// [`RingError::Segment`]: a misaligned or empty segment, one over the length field, or
 /// one that reaches 2^40.
 pub fn entry(va: GpuVa, words: u32) -> Result<u64, RingError> {
-    let va = va.get();
-    let end = va.checked_add(4 * u64::from(words));
-    let ok = va.is_multiple_of(4)
-        && (1..=MAX_SEGMENT_WORDS).contains(&words)
-        && end.is_some_and(|e| e <= SEGMENT_VA_LIMIT);
-    if !ok {
-        return Err(RingError::Segment { va, words });
-    }
-    // ENTRY0: GET = VA 31:2 (FETCH 0, unconditional); ENTRY1: GET_HI = VA 39:32,
-    // LEVEL 0 (main), LENGTH, SYNC 0.
-    let entry0 = va & 0xffff_fffc;
-    let entry1 = (va >> 32) & 0xff | u64::from(words) << GP_ENTRY1_LENGTH_SHIFT;
-    Ok(entry0 | entry1 << 32)
-}
-
-/// The segment a ring entry fetches, as [`entry`] encoded it: (GPU VA, words).
-pub fn decode(entry: u64) -> (GpuVa, u32) {
-    let entry1 = entry >> 32;
-    let va = (entry & 0xffff_fffc) | (entry1 & 0xff) << 32;
-    // CAST: LENGTH is 21 bits.
-    let words = (entry1 >> GP_ENTRY1_LENGTH_SHIFT) as u32 & MAX_SEGMENT_WORDS;
-    (GpuVa(va), words)
+    rig_nv::gpfifo::entry(va, words).map_err(|e| RingError::Segment {
+        va: e.va,
+        words: e.words,
+    })
 }
 
 /// The index arithmetic of one ring: where the next entry goes, and how many are free

@@ -17,14 +17,14 @@
 //! `unreleased` (raw words pushed since an engine release), kept by `lent`'s push.
 
 use rig_model::addr::GpuVa;
+use rig_nv::method::{
+    self,
+    copy::{self as ce, MAX_COPY, MAX_MEMSET, Semaphore},
+};
 
 use super::{
     TimelineError,
     lent::{Channel, ChannelError, Engine},
-    method::{
-        self,
-        copy::{self as ce, MAX_COPY, MAX_MEMSET, Semaphore},
-    },
     pushbuf::Segment,
     ring,
     timeline::Payload,

@@ -42,14 +42,6 @@ pub const FERMI_CONTEXT_SHARE_A: u32 = 0x0000_9067;
 pub const FERMI_VASPACE_A: u32 = 0x0000_90F1;
 /// `KEPLER_CHANNEL_GROUP_A` (`class/cla06c.h`).
 pub const KEPLER_CHANNEL_GROUP_A: u32 = 0x0000_A06C;
-/// `HOPPER_USERMODE_A` (`class/clc661.h`).
-pub const HOPPER_USERMODE_A: u32 = 0x0000_C661;
-/// `HOPPER_CHANNEL_GPFIFO_A` (`class/clc86f.h`).
-pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0x0000_C86F;
-/// `HOPPER_DMA_COPY_A` (`class/clc8b5.h`).
-pub const HOPPER_DMA_COPY_A: u32 = 0x0000_C8B5;
-/// `HOPPER_COMPUTE_A` (`class/clcbc0.h`).
-pub const HOPPER_COMPUTE_A: u32 = 0x0000_CBC0;
 
 // Controls.
 /// `NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2` (`ctrl/ctrl0000/ctrl0000system.h`).

@@ -4,37 +4,42 @@
 //! non-stall interrupt. A timeline release is the last command of a submission
 //! (`Channel::release`).
 //!
-//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/
-//! clc86f.h` (NVC86F_*, NVC86F_SEM_EXECUTE's fields). Not here: the header encoding
-//! (this module's parent), the engines' own classes (`copy`, `compute`).
+//! Reference: `crate::class::clc86f` (NVC86F_*, from open-gpu-kernel-modules 580.142
+//! `src/common/sdk/nvidia/inc/class/clc86f.h`). The driver's clc86f.h names
+//! NVC86F_SEM_EXECUTE's fields but not their `_EN` and `_64BIT` values; those are
+//! taken from `clc56f`, whose fields sit at the same bits (a test checks it). Not
+//! here: the header encoding (this module's parent), the engines' own classes (`copy`,
+//! `compute`).
 
 use rig_model::addr::GpuVa;
 
 use super::{MethodError, Subchannel, check_addr, inc, split};
+use crate::class::clc56f::{
+    NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN, NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT,
+    NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN, NVC56F_SEM_EXECUTE_RELEASE_WFI_EN,
+};
+use crate::class::clc86f::{
+    NVC86F_SEM_ADDR_HI_OFFSET, NVC86F_SEM_ADDR_LO, NVC86F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG,
+    NVC86F_SEM_EXECUTE_OPERATION, NVC86F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ,
+    NVC86F_SEM_EXECUTE_OPERATION_RELEASE, NVC86F_SEM_EXECUTE_PAYLOAD_SIZE,
+    NVC86F_SEM_EXECUTE_RELEASE_TIMESTAMP, NVC86F_SEM_EXECUTE_RELEASE_WFI, NVC86F_SET_OBJECT,
+    NVC86F_WFI, NVC86F_WFI_SCOPE, NVC86F_WFI_SCOPE_CURRENT_VEID,
+};
 
-/// HOPPER_CHANNEL_GPFIFO_A (clc86f.h).
-pub const HOPPER_CHANNEL_GPFIFO_A: u32 = 0xc86f;
-
-// Host methods, NVC86F_* (clc86f.h): valid on a channel of any engine.
-/// NVC86F_SET_OBJECT: binds a class to the header's subchannel.
-pub const NVC86F_SET_OBJECT: u16 = 0x0000;
-/// NVC86F_NON_STALL_INTERRUPT.
-pub const NVC86F_NON_STALL_INTERRUPT: u16 = 0x0020;
-pub const NVC86F_SEM_ADDR_LO: u16 = 0x005c;
-pub const NVC86F_SEM_ADDR_HI: u16 = 0x0060;
-pub const NVC86F_SEM_PAYLOAD_LO: u16 = 0x0064;
-pub const NVC86F_SEM_PAYLOAD_HI: u16 = 0x0068;
-pub const NVC86F_SEM_EXECUTE: u16 = 0x006c;
-/// NVC86F_WFI: wait for the engine to go idle.
-pub const NVC86F_WFI: u16 = 0x0078;
-const SEM_EXECUTE_OPERATION_RELEASE: u32 = 1; // 2:0
-const SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ: u32 = 3;
-const SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN: u32 = 1 << 12;
-const SEM_EXECUTE_RELEASE_WFI_EN: u32 = 1 << 20;
-const SEM_EXECUTE_PAYLOAD_SIZE_64BIT: u32 = 1 << 24;
-const SEM_EXECUTE_RELEASE_TIMESTAMP_EN: u32 = 1 << 25;
-/// SEM_ADDR_HI holds address bits 56:32 (24:0).
-const SEM_ADDR_HI_MASK: u64 = 0x1ff_ffff;
+const SEM_EXECUTE_OPERATION_RELEASE: u32 =
+    NVC86F_SEM_EXECUTE_OPERATION.of(NVC86F_SEM_EXECUTE_OPERATION_RELEASE);
+const SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ: u32 =
+    NVC86F_SEM_EXECUTE_OPERATION.of(NVC86F_SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ);
+const SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN: u32 =
+    NVC86F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG.of(NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN);
+const SEM_EXECUTE_RELEASE_WFI_EN: u32 =
+    NVC86F_SEM_EXECUTE_RELEASE_WFI.of(NVC56F_SEM_EXECUTE_RELEASE_WFI_EN);
+const SEM_EXECUTE_PAYLOAD_SIZE_64BIT: u32 =
+    NVC86F_SEM_EXECUTE_PAYLOAD_SIZE.of(NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT);
+const SEM_EXECUTE_RELEASE_TIMESTAMP_EN: u32 =
+    NVC86F_SEM_EXECUTE_RELEASE_TIMESTAMP.of(NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN);
+/// SEM_ADDR_HI holds address bits 56:32.
+const SEM_ADDR_HI_MASK: u64 = NVC86F_SEM_ADDR_HI_OFFSET.max() as u64;
 
 /// SET_OBJECT: binds `class` to `subch` (2 words).
 pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
@@ -51,7 +56,7 @@ pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
 pub fn wfi() -> [u32; 2] {
     [
         inc(Subchannel(0), NVC86F_WFI, 1).expect("NVC86F_WFI is a valid one-word method"),
-        0,
+        NVC86F_WFI_SCOPE.of(NVC86F_WFI_SCOPE_CURRENT_VEID),
     ]
 }
 
@@ -135,6 +140,29 @@ fn semaphore(addr: u64, value: u64, execute: u32) -> [u32; 6] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::class::clc56f;
+
+    #[test]
+    fn clc56f_values_are_used_only_where_clc86f_has_the_same_field() {
+        use crate::class::clc86f;
+        assert_eq!(
+            clc56f::NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG,
+            clc86f::NVC86F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG
+        );
+        assert_eq!(
+            clc56f::NVC56F_SEM_EXECUTE_RELEASE_WFI,
+            clc86f::NVC86F_SEM_EXECUTE_RELEASE_WFI
+        );
+        assert_eq!(
+            clc56f::NVC56F_SEM_EXECUTE_PAYLOAD_SIZE,
+            clc86f::NVC86F_SEM_EXECUTE_PAYLOAD_SIZE
+        );
+        assert_eq!(
+            clc56f::NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP,
+            clc86f::NVC86F_SEM_EXECUTE_RELEASE_TIMESTAMP
+        );
+        assert_eq!(clc56f::NVC56F_SEM_ADDR_LO, clc86f::NVC86F_SEM_ADDR_LO);
+    }
 
     #[test]
     fn release_and_acquire_carry_the_address_and_64_bit_value() {

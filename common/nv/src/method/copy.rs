@@ -12,8 +12,8 @@
 //! (docs/hardware/nvidia-channels.md, "Privilege and refused work"). The payload is 32
 //! bits (the 580 header has no 64-bit one): `Channel::wait` compares it circularly.
 //!
-//! Reference: open-gpu-kernel-modules 580.142 `src/common/sdk/nvidia/inc/class/clc8b5.h`
-//! (the unit tests check each offset and field against the copy in `headers/`) and
+//! Reference: `crate::class::clc8b5` (generated from open-gpu-kernel-modules 580.142
+//! `src/common/sdk/nvidia/inc/class/clc8b5.h`) and
 //! `kernel-open/nvidia-uvm/uvm_hopper_ce.c` (`uvm_hal_hopper_ce_semaphore_release`,
 //! `uvm_hal_hopper_ce_memset_4`), which release and memset this way. Not here: the header
 //! encoding (this module's parent).
@@ -21,9 +21,23 @@
 use rig_model::addr::GpuVa;
 
 use super::{Subchannel, inc};
-
-/// HOPPER_DMA_COPY_A (clc8b5.h).
-pub const HOPPER_DMA_COPY_A: u32 = 0xc8b5;
+use crate::class::clc8b5::{
+    NVC8B5_LAUNCH_DMA, NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE,
+    NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED, NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE,
+    NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT, NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH,
+    NVC8B5_LAUNCH_DMA_FLUSH_ENABLE, NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE,
+    NVC8B5_LAUNCH_DMA_FLUSH_TYPE, NVC8B5_LAUNCH_DMA_FLUSH_TYPE_SYS, NVC8B5_LAUNCH_DMA_REMAP_ENABLE,
+    NVC8B5_LAUNCH_DMA_REMAP_ENABLE_TRUE, NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE,
+    NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP,
+    NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP,
+    NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT, NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH,
+    NVC8B5_LINE_LENGTH_IN, NVC8B5_OFFSET_IN_UPPER, NVC8B5_OFFSET_IN_UPPER_UPPER,
+    NVC8B5_OFFSET_OUT_UPPER, NVC8B5_SET_REMAP_COMPONENTS_COMPONENT_SIZE,
+    NVC8B5_SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR, NVC8B5_SET_REMAP_COMPONENTS_DST_X,
+    NVC8B5_SET_REMAP_COMPONENTS_DST_X_CONST_B, NVC8B5_SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS,
+    NVC8B5_SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE, NVC8B5_SET_REMAP_CONST_B,
+    NVC8B5_SET_SEMAPHORE_A,
+};
 
 /// The subchannel rig binds the copy class to (tinygrad's choice, which the RM's
 /// classes do not constrain).
@@ -43,35 +57,34 @@ pub const MAX_COPY: u64 = MAX_LINE;
 /// four-byte elements).
 pub const MAX_MEMSET: u64 = MAX_LINE;
 
-/// NVC8B5_SET_SEMAPHORE_A (then _B, _PAYLOAD).
-pub const NVC8B5_SET_SEMAPHORE_A: u16 = 0x0240;
-/// NVC8B5_LAUNCH_DMA.
-pub const NVC8B5_LAUNCH_DMA: u16 = 0x0300;
-/// NVC8B5_OFFSET_IN_UPPER (then _IN_LOWER, _OUT_UPPER, _OUT_LOWER).
-pub const NVC8B5_OFFSET_IN_UPPER: u16 = 0x0400;
-/// NVC8B5_OFFSET_OUT_UPPER (then _OUT_LOWER).
-pub const NVC8B5_OFFSET_OUT_UPPER: u16 = 0x0408;
-/// NVC8B5_LINE_LENGTH_IN.
-pub const NVC8B5_LINE_LENGTH_IN: u16 = 0x0418;
-/// NVC8B5_SET_REMAP_CONST_B (then SET_REMAP_COMPONENTS).
-pub const NVC8B5_SET_REMAP_CONST_B: u16 = 0x0704;
-
-// NVC8B5_LAUNCH_DMA fields.
-const DATA_TRANSFER_TYPE_NONE: u32 = 0; // 1:0
-const DATA_TRANSFER_TYPE_NON_PIPELINED: u32 = 2;
-const FLUSH_ENABLE_TRUE: u32 = 1 << 2; // 2:2; FLUSH_TYPE 25:25 left 0 = SYS
-const SEMAPHORE_TYPE_SHIFT: u32 = 3; // 4:3
-const SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP: u32 = 1;
-const SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP: u32 = 2;
-const SRC_MEMORY_LAYOUT_PITCH: u32 = 1 << 7; // 7:7
-const DST_MEMORY_LAYOUT_PITCH: u32 = 1 << 8; // 8:8
-const REMAP_ENABLE_TRUE: u32 = 1 << 10; // 10:10
-// NVC8B5_SET_REMAP_COMPONENTS fields.
-const REMAP_DST_X_CONST_B: u32 = 5; // 2:0
-const REMAP_COMPONENT_SIZE_FOUR: u32 = 3 << 16; // 17:16
-const REMAP_NUM_DST_COMPONENTS_ONE: u32 = 0; // 25:24
+// LAUNCH_DMA's fields as rig sets them.
+const DATA_TRANSFER_TYPE_NONE: u32 =
+    NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE.of(NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE);
+const DATA_TRANSFER_TYPE_NON_PIPELINED: u32 =
+    NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE.of(NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED);
+/// FLUSH_ENABLE TRUE with FLUSH_TYPE SYS: the writes reach system memory.
+const FLUSH_ENABLE_TRUE: u32 = NVC8B5_LAUNCH_DMA_FLUSH_ENABLE
+    .of(NVC8B5_LAUNCH_DMA_FLUSH_ENABLE_TRUE)
+    | NVC8B5_LAUNCH_DMA_FLUSH_TYPE.of(NVC8B5_LAUNCH_DMA_FLUSH_TYPE_SYS);
+const RELEASE_SEMAPHORE_NO_TIMESTAMP: u32 = NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE
+    .of(NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP);
+const RELEASE_SEMAPHORE_WITH_TIMESTAMP: u32 = NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE
+    .of(NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP);
+/// Both sides in pitch layout.
+const PITCH: u32 = NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT
+    .of(NVC8B5_LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH)
+    | NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT.of(NVC8B5_LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH);
+const REMAP_ENABLE_TRUE: u32 =
+    NVC8B5_LAUNCH_DMA_REMAP_ENABLE.of(NVC8B5_LAUNCH_DMA_REMAP_ENABLE_TRUE);
+/// SET_REMAP_COMPONENTS for a 32-bit fill: one four-byte component, constant B.
+const REMAP_CONST_B_ONE_FOUR_BYTE: u32 = NVC8B5_SET_REMAP_COMPONENTS_DST_X
+    .of(NVC8B5_SET_REMAP_COMPONENTS_DST_X_CONST_B)
+    | NVC8B5_SET_REMAP_COMPONENTS_COMPONENT_SIZE
+        .of(NVC8B5_SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR)
+    | NVC8B5_SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS
+        .of(NVC8B5_SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE);
 /// OFFSET_*_UPPER and SET_SEMAPHORE_A hold address bits 56:32.
-const UPPER_MASK: u64 = 0x1ff_ffff;
+const UPPER_MASK: u64 = NVC8B5_OFFSET_IN_UPPER_UPPER.max() as u64;
 const ADDRESS_LIMIT: u64 = 1 << 57;
 
 /// A semaphore the copy engine releases: `payload` written at `addr`, and with
@@ -123,7 +136,7 @@ fn halves(v: u64) -> (u32, u32) {
     (word((v >> 32) & UPPER_MASK), word(v & 0xffff_ffff))
 }
 
-fn header(method: u16, count: u32) -> u32 {
+fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COPY, method, count).expect("a HOPPER_DMA_COPY_A method of clc8b5.h")
 }
 
@@ -133,13 +146,13 @@ fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
     check("a semaphore", addr, if s.timestamp { 16 } else { 4 })?;
     let (hi, lo) = halves(addr);
     let kind = if s.timestamp {
-        SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP
+        RELEASE_SEMAPHORE_WITH_TIMESTAMP
     } else {
-        SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP
+        RELEASE_SEMAPHORE_NO_TIMESTAMP
     };
     Ok((
         [header(NVC8B5_SET_SEMAPHORE_A, 3), hi, lo, s.payload],
-        kind << SEMAPHORE_TYPE_SHIFT | FLUSH_ENABLE_TRUE,
+        kind | FLUSH_ENABLE_TRUE,
     ))
 }
 
@@ -177,7 +190,7 @@ pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
         header(NVC8B5_LINE_LENGTH_IN, 1),
         len,
         header(NVC8B5_LAUNCH_DMA, 1),
-        DATA_TRANSFER_TYPE_NON_PIPELINED | SRC_MEMORY_LAYOUT_PITCH | DST_MEMORY_LAYOUT_PITCH,
+        DATA_TRANSFER_TYPE_NON_PIPELINED | PITCH,
     ])
 }
 
@@ -225,10 +238,7 @@ pub fn copy_released(
         header(NVC8B5_LINE_LENGTH_IN, 1),
         len,
         header(NVC8B5_LAUNCH_DMA, 1),
-        DATA_TRANSFER_TYPE_NON_PIPELINED
-            | SRC_MEMORY_LAYOUT_PITCH
-            | DST_MEMORY_LAYOUT_PITCH
-            | launch,
+        DATA_TRANSFER_TYPE_NON_PIPELINED | PITCH | launch,
     ])
 }
 
@@ -276,10 +286,7 @@ pub fn memset(
             max,
         })?;
     let mut words = Vec::with_capacity(14);
-    let mut launch = DATA_TRANSFER_TYPE_NON_PIPELINED
-        | SRC_MEMORY_LAYOUT_PITCH
-        | DST_MEMORY_LAYOUT_PITCH
-        | REMAP_ENABLE_TRUE;
+    let mut launch = DATA_TRANSFER_TYPE_NON_PIPELINED | PITCH | REMAP_ENABLE_TRUE;
     if let Some(s) = done {
         let (sem, bits) = semaphore(s)?;
         words.extend(sem);
@@ -289,7 +296,7 @@ pub fn memset(
     words.extend([
         header(NVC8B5_SET_REMAP_CONST_B, 2),
         value,
-        REMAP_DST_X_CONST_B | REMAP_COMPONENT_SIZE_FOUR | REMAP_NUM_DST_COMPONENTS_ONE,
+        REMAP_CONST_B_ONE_FOUR_BYTE,
         header(NVC8B5_OFFSET_OUT_UPPER, 2),
         hi,
         lo,
@@ -303,120 +310,24 @@ pub fn memset(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{defines, field, value};
     use super::*;
-
-    const HEADER: &str = include_str!("../../../headers/clc8b5.h");
+    use crate::class::clc8b5::{
+        NVC8B5_OFFSET_IN_LOWER, NVC8B5_OFFSET_OUT_LOWER, NVC8B5_SET_REMAP_COMPONENTS,
+        NVC8B5_SET_SEMAPHORE_B, NVC8B5_SET_SEMAPHORE_PAYLOAD,
+    };
 
     #[test]
-    fn offsets_and_fields_are_the_headers() {
-        let h = defines(HEADER);
-        for (ours, name) in [
-            (NVC8B5_SET_SEMAPHORE_A, "NVC8B5_SET_SEMAPHORE_A"),
-            (NVC8B5_LAUNCH_DMA, "NVC8B5_LAUNCH_DMA"),
-            (NVC8B5_OFFSET_IN_UPPER, "NVC8B5_OFFSET_IN_UPPER"),
-            (NVC8B5_OFFSET_OUT_UPPER, "NVC8B5_OFFSET_OUT_UPPER"),
-            (NVC8B5_LINE_LENGTH_IN, "NVC8B5_LINE_LENGTH_IN"),
-            (NVC8B5_SET_REMAP_CONST_B, "NVC8B5_SET_REMAP_CONST_B"),
-        ] {
-            assert_eq!(u64::from(ours), value(&h, name), "{name}");
-        }
+    fn methods_sent_under_one_header_are_consecutive_in_the_header() {
         for (a, next) in [
-            ("NVC8B5_SET_SEMAPHORE_A", "NVC8B5_SET_SEMAPHORE_B"),
-            ("NVC8B5_SET_SEMAPHORE_B", "NVC8B5_SET_SEMAPHORE_PAYLOAD"),
-            ("NVC8B5_OFFSET_IN_UPPER", "NVC8B5_OFFSET_IN_LOWER"),
-            ("NVC8B5_OFFSET_IN_LOWER", "NVC8B5_OFFSET_OUT_UPPER"),
-            ("NVC8B5_OFFSET_OUT_UPPER", "NVC8B5_OFFSET_OUT_LOWER"),
-            ("NVC8B5_SET_REMAP_CONST_B", "NVC8B5_SET_REMAP_COMPONENTS"),
+            (NVC8B5_SET_SEMAPHORE_A, NVC8B5_SET_SEMAPHORE_B),
+            (NVC8B5_SET_SEMAPHORE_B, NVC8B5_SET_SEMAPHORE_PAYLOAD),
+            (NVC8B5_OFFSET_IN_UPPER, NVC8B5_OFFSET_IN_LOWER),
+            (NVC8B5_OFFSET_IN_LOWER, NVC8B5_OFFSET_OUT_UPPER),
+            (NVC8B5_OFFSET_OUT_UPPER, NVC8B5_OFFSET_OUT_LOWER),
+            (NVC8B5_SET_REMAP_CONST_B, NVC8B5_SET_REMAP_COMPONENTS),
         ] {
-            assert_eq!(value(&h, a) + 4, value(&h, next), "{next}");
+            assert_eq!(a + 4, next, "{next:#x}");
         }
-        let at = |f: &str, v: &str| {
-            value(&h, &format!("NVC8B5_{v}")) << field(&h, &format!("NVC8B5_{f}")).1
-        };
-        let bits = |v: u32| u64::from(v);
-        assert_eq!(
-            bits(DATA_TRANSFER_TYPE_NONE),
-            at(
-                "LAUNCH_DMA_DATA_TRANSFER_TYPE",
-                "LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE"
-            )
-        );
-        assert_eq!(
-            bits(DATA_TRANSFER_TYPE_NON_PIPELINED),
-            at(
-                "LAUNCH_DMA_DATA_TRANSFER_TYPE",
-                "LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED"
-            )
-        );
-        assert_eq!(
-            bits(FLUSH_ENABLE_TRUE),
-            at("LAUNCH_DMA_FLUSH_ENABLE", "LAUNCH_DMA_FLUSH_ENABLE_TRUE")
-        );
-        assert_eq!(value(&h, "NVC8B5_LAUNCH_DMA_FLUSH_TYPE_SYS"), 0);
-        assert_eq!(
-            field(&h, "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE").1,
-            SEMAPHORE_TYPE_SHIFT
-        );
-        assert_eq!(
-            u64::from(SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP),
-            value(
-                &h,
-                "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_NO_TIMESTAMP"
-            )
-        );
-        assert_eq!(
-            u64::from(SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP),
-            value(
-                &h,
-                "NVC8B5_LAUNCH_DMA_SEMAPHORE_TYPE_RELEASE_SEMAPHORE_WITH_TIMESTAMP"
-            )
-        );
-        assert_eq!(
-            value(&h, "NVC8B5_LAUNCH_DMA_SEMAPHORE_PAYLOAD_SIZE_ONE_WORD"),
-            0
-        );
-        assert_eq!(
-            bits(SRC_MEMORY_LAYOUT_PITCH),
-            at(
-                "LAUNCH_DMA_SRC_MEMORY_LAYOUT",
-                "LAUNCH_DMA_SRC_MEMORY_LAYOUT_PITCH"
-            )
-        );
-        assert_eq!(
-            bits(DST_MEMORY_LAYOUT_PITCH),
-            at(
-                "LAUNCH_DMA_DST_MEMORY_LAYOUT",
-                "LAUNCH_DMA_DST_MEMORY_LAYOUT_PITCH"
-            )
-        );
-        assert_eq!(
-            bits(REMAP_ENABLE_TRUE),
-            at("LAUNCH_DMA_REMAP_ENABLE", "LAUNCH_DMA_REMAP_ENABLE_TRUE")
-        );
-        assert_eq!(
-            bits(REMAP_DST_X_CONST_B),
-            at(
-                "SET_REMAP_COMPONENTS_DST_X",
-                "SET_REMAP_COMPONENTS_DST_X_CONST_B"
-            )
-        );
-        assert_eq!(
-            bits(REMAP_COMPONENT_SIZE_FOUR),
-            at(
-                "SET_REMAP_COMPONENTS_COMPONENT_SIZE",
-                "SET_REMAP_COMPONENTS_COMPONENT_SIZE_FOUR"
-            )
-        );
-        assert_eq!(
-            bits(REMAP_NUM_DST_COMPONENTS_ONE),
-            at(
-                "SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS",
-                "SET_REMAP_COMPONENTS_NUM_DST_COMPONENTS_ONE"
-            )
-        );
-        assert_eq!(field(&h, "NVC8B5_SET_SEMAPHORE_A_UPPER"), (24, 0));
-        assert_eq!(field(&h, "NVC8B5_OFFSET_OUT_UPPER_UPPER"), (24, 0));
     }
 
     const SEM: Semaphore = Semaphore {

@@ -14,61 +14,67 @@
 //! on the H200 a report semaphore pushed after a kernel that faulted still landed
 //! (docs/hardware/nvidia-compute.md, "Completion").
 //!
-//! Reference: NVIDIA open-gpu-doc `classes/compute/clcbc0.h` (NVCBC0_* offsets and
-//! fields; the unit tests check each against the copy in `headers/`); the launch
+//! Reference: `crate::class::clcbc0` (generated from NVIDIA open-gpu-doc
+//! `classes/compute/clcbc0.h`); the launch
 //! sequence as docs/hardware/nvidia-compute.md describes it (Mesa NVK, tinygrad, a
 //! libcuda-free Hopper launcher, and what ran on the H200). Not here: the header
-//! encoding (this module's parent), the QMD (rig-runtime builds it per QMD version).
+//! encoding (this module's parent), the QMD (`crate::qmd`, one file per version).
 
 use rig_model::addr::GpuVa;
 
 use super::{Subchannel, inc};
-
-/// HOPPER_COMPUTE_A (clcbc0.h).
-pub const HOPPER_COMPUTE_A: u32 = 0xcbc0;
+use crate::class::clcbc0::{
+    HOPPER_COMPUTE_A, NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI,
+    NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES, NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES_ALL,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI, NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT_TRUE,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_TRUE,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION,
+    NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_TRUE, NVCBC0_INVALIDATE_SKED_CACHES,
+    NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI,
+    NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES,
+    NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES_ALL, NVCBC0_SEND_PCAS_A,
+    NVCBC0_SEND_PCAS_A_QMD_ADDRESS_SHIFTED8, NVCBC0_SEND_SIGNALING_PCAS2_B,
+    NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
+    NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
+    NVCBC0_SET_REPORT_SEMAPHORE_A, NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION,
+    NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION_RELEASE, NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE,
+    NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_FOUR_WORDS,
+    NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_ONE_WORD, NVCBC0_SET_SHADER_LOCAL_MEMORY_A,
+    NVCBC0_SET_SHADER_LOCAL_MEMORY_A_ADDRESS_UPPER, NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
+    NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A_SIZE_UPPER,
+    NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A,
+    NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER,
+};
 
 /// The subchannel rig binds the compute class to (tinygrad's choice, which the RM's
 /// classes do not constrain).
 pub const SUBCH_COMPUTE: Subchannel = Subchannel(1);
 
-/// NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A (then _B).
-pub const NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A: u16 = 0x02a0;
-/// NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A (then _B).
-pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A: u16 = 0x07b0;
-/// NVCBC0_SET_SHADER_LOCAL_MEMORY_A (then _B).
-pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_A: u16 = 0x0790;
-/// NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A (then _B, _C).
-pub const NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A: u16 = 0x02e4;
-/// NVCBC0_INVALIDATE_SKED_CACHES.
-pub const NVCBC0_INVALIDATE_SKED_CACHES: u16 = 0x0298;
-/// NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI.
-pub const NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI: u16 = 0x1698;
-/// NVCBC0_SEND_PCAS_A.
-pub const NVCBC0_SEND_PCAS_A: u16 = 0x02b4;
-/// NVCBC0_SEND_SIGNALING_PCAS2_B.
-pub const NVCBC0_SEND_SIGNALING_PCAS2_B: u16 = 0x02c0;
-/// NVCBC0_SET_REPORT_SEMAPHORE_A (then _B, _C, _D).
-pub const NVCBC0_SET_REPORT_SEMAPHORE_A: u16 = 0x1b00;
-/// NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI.
-pub const NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI: u16 = 0x1424;
-/// NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI.
-pub const NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI: u16 = 0x0244;
-
-/// `_INSTRUCTION` (0:0), `_GLOBAL_DATA` (4:4), `_CONSTANT` (12:12) of
-/// INVALIDATE_SHADER_CACHES_NO_WFI.
-const INVALIDATE_INSTRUCTION: u32 = 1 << 0;
-const INVALIDATE_GLOBAL_DATA: u32 = 1 << 4;
-const INVALIDATE_CONSTANT: u32 = 1 << 12;
-/// SET_REPORT_SEMAPHORE_D: OPERATION 1:0 (RELEASE 0), FLUSH_DISABLE 2:2 (left 0: the
-/// release waits for a flush of the engine's writes), STRUCTURE_SIZE 28:28.
-const REPORT_D_STRUCTURE_SIZE_ONE_WORD: u32 = 1 << 28;
-const REPORT_D_STRUCTURE_SIZE_FOUR_WORDS: u32 = 0;
+const INVALIDATE_INSTRUCTION: u32 = NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION
+    .of(NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION_TRUE);
+const INVALIDATE_GLOBAL_DATA: u32 = NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA
+    .of(NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA_TRUE);
+const INVALIDATE_CONSTANT: u32 = NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT
+    .of(NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT_TRUE);
+/// SET_REPORT_SEMAPHORE_D: OPERATION RELEASE, FLUSH_DISABLE left 0 (the release waits
+/// for a flush of the engine's writes), STRUCTURE_SIZE as asked.
+const REPORT_D_RELEASE: u32 =
+    NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION.of(NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION_RELEASE);
+const REPORT_D_STRUCTURE_SIZE_ONE_WORD: u32 = NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE
+    .of(NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_ONE_WORD);
+const REPORT_D_STRUCTURE_SIZE_FOUR_WORDS: u32 = NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE
+    .of(NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_FOUR_WORDS);
 /// Bits 48:32 of a window base go to the _A method's 17-bit BASE_ADDRESS_UPPER.
-const WINDOW_UPPER_MASK: u64 = 0x1_ffff;
+const WINDOW_UPPER_MASK: u64 =
+    NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER.max() as u64;
 /// Bits 56:32 of an address go to a 25-bit _UPPER field.
-const UPPER25_MASK: u64 = 0x1ff_ffff;
+const UPPER25_MASK: u64 = NVCBC0_SET_SHADER_LOCAL_MEMORY_A_ADDRESS_UPPER.max() as u64;
+/// Bits 39:32 of the SLM size per TPC go to NON_THROTTLED_A's SIZE_UPPER.
+const SIZE_UPPER_MASK: u64 = NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A_SIZE_UPPER.max() as u64;
 /// SEND_PCAS_A takes a QMD's address >> 8 in 32 bits: QMDs lie below 2^40.
-pub const QMD_ADDRESS_LIMIT: u64 = 1 << 40;
+pub const QMD_ADDRESS_LIMIT: u64 = (NVCBC0_SEND_PCAS_A_QMD_ADDRESS_SHIFTED8.max() as u64 + 1) << 8;
 /// QMDs are 256-byte aligned.
 pub const QMD_ALIGN: u64 = 256;
 
@@ -112,7 +118,7 @@ fn halves(v: u64, upper_mask: u64) -> (u32, u32) {
     (word((v >> 32) & upper_mask), word(v & 0xffff_ffff))
 }
 
-fn header(method: u16, count: u32) -> u32 {
+fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COMPUTE, method, count).expect("a HOPPER_COMPUTE_A method of clcbc0.h")
 }
 
@@ -179,7 +185,7 @@ pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
         return Err(ComputeError::LocalSize { bytes: m.per_tpc });
     }
     let (hi, lo) = halves(m.addr.get(), UPPER25_MASK);
-    let (size_hi, size_lo) = halves(m.per_tpc, 0xff);
+    let (size_hi, size_lo) = halves(m.per_tpc, SIZE_UPPER_MASK);
     Ok([
         header(NVCBC0_SET_SHADER_LOCAL_MEMORY_A, 2),
         hi,
@@ -198,12 +204,20 @@ pub fn invalidate_sked_caches() -> [u32; 2] {
 
 /// INVALIDATE_SAMPLER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
 pub fn invalidate_sampler_cache() -> [u32; 2] {
-    [header(NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI, 1), 0]
+    [
+        header(NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI, 1),
+        NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES
+            .of(NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES_ALL),
+    ]
 }
 
 /// INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
 pub fn invalidate_texture_header_cache() -> [u32; 2] {
-    [header(NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, 1), 0]
+    [
+        header(NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, 1),
+        NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES
+            .of(NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES_ALL),
+    ]
 }
 
 /// What [`invalidate_shader_caches`] drops.
@@ -247,9 +261,10 @@ pub fn invalidate_shader_caches(what: Invalidate) -> [u32; 2] {
 #[repr(u32)]
 pub enum PcasAction {
     /// INVALIDATE_COPY_SCHEDULE (3): Mesa NVK's launch.
-    InvalidateCopySchedule = 3,
+    InvalidateCopySchedule = NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_COPY_SCHEDULE,
     /// INVALIDATE_PREFETCH_COPY_SCHEDULE (0xA): libcuda's launch.
-    InvalidatePrefetchCopySchedule = 0xa,
+    InvalidatePrefetchCopySchedule =
+        NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_INVALIDATE_PREFETCH_COPY_SCHEDULE,
 }
 
 /// SEND_PCAS_A and SEND_SIGNALING_PCAS2_B: launches the QMD at `qmd` (4 words).
@@ -286,193 +301,55 @@ pub fn report_semaphore(
     let align = if timestamp { 16 } else { 4 };
     check("a report semaphore", addr, align, 1 << 57)?;
     let (hi, lo) = halves(addr, UPPER25_MASK);
-    let d = if timestamp {
-        REPORT_D_STRUCTURE_SIZE_FOUR_WORDS
-    } else {
-        REPORT_D_STRUCTURE_SIZE_ONE_WORD
-    };
+    let d = REPORT_D_RELEASE
+        | if timestamp {
+            REPORT_D_STRUCTURE_SIZE_FOUR_WORDS
+        } else {
+            REPORT_D_STRUCTURE_SIZE_ONE_WORD
+        };
     Ok([header(NVCBC0_SET_REPORT_SEMAPHORE_A, 4), hi, lo, payload, d])
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{defines, field, value};
     use super::*;
-
-    const HEADER: &str = include_str!("../../../headers/clcbc0.h");
+    use crate::class::clcbc0::{
+        NVCBC0_SET_REPORT_SEMAPHORE_B, NVCBC0_SET_REPORT_SEMAPHORE_C,
+        NVCBC0_SET_REPORT_SEMAPHORE_D, NVCBC0_SET_SHADER_LOCAL_MEMORY_B,
+        NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B,
+        NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C, NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_B,
+        NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_B,
+    };
 
     #[test]
-    fn method_offsets_are_the_headers() {
-        let h = defines(HEADER);
-        for (ours, name) in [
+    fn methods_sent_under_one_header_are_consecutive_in_the_header() {
+        for (a, next) in [
             (
                 NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A,
-                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A",
+                NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_B,
             ),
             (
                 NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A,
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A",
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_B,
             ),
             (
                 NVCBC0_SET_SHADER_LOCAL_MEMORY_A,
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_A",
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_B,
             ),
             (
                 NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A,
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A",
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B,
             ),
             (
-                NVCBC0_INVALIDATE_SKED_CACHES,
-                "NVCBC0_INVALIDATE_SKED_CACHES",
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B,
+                NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C,
             ),
-            (
-                NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI,
-                "NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI",
-            ),
-            (NVCBC0_SEND_PCAS_A, "NVCBC0_SEND_PCAS_A"),
-            (
-                NVCBC0_SEND_SIGNALING_PCAS2_B,
-                "NVCBC0_SEND_SIGNALING_PCAS2_B",
-            ),
-            (
-                NVCBC0_SET_REPORT_SEMAPHORE_A,
-                "NVCBC0_SET_REPORT_SEMAPHORE_A",
-            ),
-            (
-                NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI,
-                "NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI",
-            ),
-            (
-                NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI,
-                "NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI",
-            ),
+            (NVCBC0_SET_REPORT_SEMAPHORE_A, NVCBC0_SET_REPORT_SEMAPHORE_B),
+            (NVCBC0_SET_REPORT_SEMAPHORE_B, NVCBC0_SET_REPORT_SEMAPHORE_C),
+            (NVCBC0_SET_REPORT_SEMAPHORE_C, NVCBC0_SET_REPORT_SEMAPHORE_D),
         ] {
-            assert_eq!(u64::from(ours), value(&h, name), "{name}");
+            assert_eq!(a + 4, next, "{next:#x}");
         }
-        // The _B/_C/_D methods each method above writes with one INC header follow it.
-        for (a, next) in [
-            (
-                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A",
-                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_B",
-            ),
-            (
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A",
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_B",
-            ),
-            (
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_A",
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_B",
-            ),
-            (
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A",
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
-            ),
-            (
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_B",
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C",
-            ),
-            (
-                "NVCBC0_SET_REPORT_SEMAPHORE_A",
-                "NVCBC0_SET_REPORT_SEMAPHORE_B",
-            ),
-            (
-                "NVCBC0_SET_REPORT_SEMAPHORE_B",
-                "NVCBC0_SET_REPORT_SEMAPHORE_C",
-            ),
-            (
-                "NVCBC0_SET_REPORT_SEMAPHORE_C",
-                "NVCBC0_SET_REPORT_SEMAPHORE_D",
-            ),
-        ] {
-            assert_eq!(value(&h, a) + 4, value(&h, next), "{next}");
-        }
-    }
-
-    #[test]
-    fn field_values_are_the_headers() {
-        let h = defines(HEADER);
-        let bit = |name| 1u32 << field(&h, name).1;
-        assert_eq!(
-            INVALIDATE_INSTRUCTION,
-            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_INSTRUCTION")
-        );
-        assert_eq!(
-            INVALIDATE_GLOBAL_DATA,
-            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_GLOBAL_DATA")
-        );
-        assert_eq!(
-            INVALIDATE_CONSTANT,
-            bit("NVCBC0_INVALIDATE_SHADER_CACHES_NO_WFI_CONSTANT")
-        );
-        let (hi, lo) = field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE");
-        assert_eq!((hi, lo), (28, 28));
-        let one = value(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_ONE_WORD");
-        assert_eq!(u64::from(REPORT_D_STRUCTURE_SIZE_ONE_WORD), one << lo);
-        assert_eq!(
-            value(
-                &h,
-                "NVCBC0_SET_REPORT_SEMAPHORE_D_STRUCTURE_SIZE_FOUR_WORDS"
-            ),
-            0
-        );
-        assert_eq!(
-            value(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_OPERATION_RELEASE"),
-            0
-        );
-        assert_eq!(
-            field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_D_FLUSH_DISABLE"),
-            (2, 2)
-        );
-        for (action, name) in [
-            (
-                PcasAction::InvalidateCopySchedule,
-                "INVALIDATE_COPY_SCHEDULE",
-            ),
-            (
-                PcasAction::InvalidatePrefetchCopySchedule,
-                "INVALIDATE_PREFETCH_COPY_SCHEDULE",
-            ),
-        ] {
-            let v = value(
-                &h,
-                &format!("NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION_{name}"),
-            );
-            assert_eq!(u64::from(action as u32), v, "{name}");
-        }
-        assert_eq!(
-            field(
-                &h,
-                "NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER"
-            ),
-            (16, 0)
-        );
-        assert_eq!(
-            field(
-                &h,
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER"
-            ),
-            (16, 0)
-        );
-        assert_eq!(
-            field(&h, "NVCBC0_SET_SHADER_LOCAL_MEMORY_A_ADDRESS_UPPER"),
-            (24, 0)
-        );
-        assert_eq!(
-            field(
-                &h,
-                "NVCBC0_SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A_SIZE_UPPER"
-            ),
-            (7, 0)
-        );
-        assert_eq!(
-            field(&h, "NVCBC0_SET_REPORT_SEMAPHORE_A_OFFSET_UPPER"),
-            (24, 0)
-        );
-        assert_eq!(
-            field(&h, "NVCBC0_SEND_SIGNALING_PCAS2_B_PCAS_ACTION"),
-            (3, 0)
-        );
-        assert_eq!(field(&h, "NVCBC0_SET_OBJECT_CLASS_ID"), (15, 0));
     }
 
     #[test]
@@ -575,18 +452,6 @@ mod tests {
         assert_eq!(invalidate_sked_caches(), [0x2001_20a6, 0]);
         assert_eq!(invalidate_sampler_cache(), [0x2001_2509, 0]);
         assert_eq!(invalidate_texture_header_cache(), [0x2001_2091, 0]);
-        let h = defines(HEADER);
-        assert_eq!(
-            value(&h, "NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES_ALL"),
-            0
-        );
-        assert_eq!(
-            value(
-                &h,
-                "NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI_LINES_ALL"
-            ),
-            0
-        );
         assert_eq!(set_object(), [0x2001_2000, 0xcbc0]);
         assert_eq!(
             report_semaphore(GpuVa(0x12_3456_7894), 7, false),
