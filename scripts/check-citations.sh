@@ -2,7 +2,8 @@
 # Fails when a comment or doc cites something a person who clones rig does not have: a
 # file outside the repository (the notes folder beside it, its reference/ files, a notes
 # file named without a path, a "file.md §N" section number), the private "seed" notes,
-# or one of rig's issue numbers. Hardware facts are cited from docs/hardware/, runs
+# one of rig's issue numbers, or a path of a developer's machine (a home or work folder,
+# in text or in a binary fixture's bytes). Hardware facts are cited from docs/hardware/, runs
 # from docs/h200.md, docs/BENCHMARKS.md and docs/RELIABILITY.md (CONTRIBUTING.md, "Where
 # facts live"). An RNG seed ("seed: u64", "rig.seed=N", "the seed is printed") is not a
 # citation and passes.
@@ -34,7 +35,10 @@ RULES=(
     'section of a notes file|\.md`?\s*§'
     'seed notes|(?i)\bseed notes?\b|\bseed'"'"'s\b|\(seed[:,](?!\s*(&|\[|[ui](8|16|32|64|128|size)\b|Option|Vec|Self\b))|(//[/!]?|#|\*)\s*seed[:,]\s|\bthe seed (measured|says|said|found|figures)\b|\bfrom the seed\b'
     'issue number|\b[Ii]ssues? [0-9]+'
+    'developer path|(?<![\w.-])(/home/[a-z_][\w.-]*|/Users/[\w.-]+|/work/[\w.-]+)/'
 )
+# The same paths inside binary files (a cubin's line table keeps its build directory).
+DEV_PATH_BYTES='(/home/[a-z_][\w.-]*|/Users/[\w.-]+|/work/[\w.-]+)/'
 # Bare names of files that exist in docs/hardware/: outside it they must say where.
 BARE_RULE='outside file|(?<![\w/.-])(nvidia-rm|qemu-tier)\.md'
 
@@ -57,6 +61,9 @@ found=$(
     check . "${base[@]}"
     grep_rule 'outside file' '\.\./shar[e]d/|\bshar[e]d/(reference|seeds)' 'third_party/*/RIG-PATCH.md'
     grep_rule 'issue number' '\b[Ii]ssues? [0-9]+' 'third_party/*/RIG-PATCH.md'
+    comm -23 <(git grep -l -a -P -e "$DEV_PATH_BYTES" -- . "${base[@]}" 2>/dev/null) \
+        <(git grep -l -I -P -e "$DEV_PATH_BYTES" -- . "${base[@]}" 2>/dev/null) |
+        sed 's/$/:0: [developer path] (in the binary file'"'"'s bytes)/'
 )
 found=$(printf '%s\n' "$found" | sed '/^$/d' | sort -u)
 

@@ -3,8 +3,9 @@
  * NVIDIA/open-gpu-kernel-modules' headers; daemon/src/nvrm/layout/topo.rs's tests
  * check the same numbers. Run against a tag's headers:
  *
- *   git -C open-gpu-kernel-modules archive 580.142 src/common/sdk/nvidia/inc | tar -x -C /tmp/t
- *   gcc -w -I/tmp/t/src/common/sdk/nvidia/inc -o lay tests/h200/rm-topo-layout.c && ./lay
+ *   OGKM=$(mktemp -d)
+ *   git -C open-gpu-kernel-modules archive 580.142 src/common/sdk/nvidia/inc | tar -x -C "$OGKM"
+ *   gcc -w -I"$OGKM"/src/common/sdk/nvidia/inc -o lay tests/h200/rm-topo-layout.c && ./lay
  *
  * (570 and 575 have no NV2080_CTRL_NVLINK_LINK_MASK: drop those lines there.)
  */
