@@ -1,6 +1,6 @@
 //! rig-device-plugin: the kubelet's device plugin (Device Plugin API v1beta1, defined in
 //! client/device-plugin/proto/k8s) for the devices rigd holds. A client of rigd through
-//! rig-client only; the CDI specs it writes are this crate's library (`cdi`).
+//! rig-client only; the CDI specs it writes are rig-cdi's.
 //!
 //! - `watch`: follows rigd (Status polled every `--poll-ms`, each new device's decode
 //!   fetched once), works out each device's health, writes its CDI spec, reconnects
@@ -32,8 +32,8 @@ pub mod pb {
 use std::{path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use clap::Parser;
+use rig_cdi::{self as cdi, Rule};
 use rig_client::DEFAULT_SOCKET;
-use rig_device_plugin::cdi::{self, Rule};
 
 /// Offers the devices rigd holds to the kubelet, and writes their CDI specs.
 #[derive(Debug, Parser)]

@@ -13,7 +13,7 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use rig_device_plugin::cdi;
+use rig_cdi as cdi;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 

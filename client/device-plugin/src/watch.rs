@@ -19,8 +19,8 @@ use std::{
     time::Duration,
 };
 
+use rig_cdi::{self as cdi, Rule, SpecDevice};
 use rig_client::{Client, Device, HeldDevice, HeldState, error_line};
-use rig_device_plugin::cdi::{self, Rule, SpecDevice};
 use tokio::sync::{Notify, watch};
 
 /// One device as the plugin shows it.

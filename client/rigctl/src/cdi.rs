@@ -1,5 +1,5 @@
 //! `rigctl cdi`: CDI specs for hosts without Kubernetes (`generate`, the same files
-//! rig-device-plugin writes, from `rig_device_plugin::cdi`), and the OCI hooks those specs run
+//! rig-device-plugin writes, from rig-cdi), and the OCI hooks those specs run
 //! (`hook create-runtime`, `hook poststop`; docs/k8s.md says what each is for). The
 //! clap definition is whole here; main.rs only dispatches to [`run`].
 
@@ -10,8 +10,8 @@ use std::{
 };
 
 use clap::Subcommand;
+use rig_cdi::{self as cdi, Rule};
 use rig_client::{Client, HeldState};
-use rig_device_plugin::cdi::{self, Rule};
 
 use crate::{
     BoxError,

@@ -1,7 +1,7 @@
 //! The only module with `unsafe`: one file per kernel interface, each call a small safe
 //! wrapper whose `// SAFETY:` says why it holds. The interfaces rigd shares with
 //! rig-client (memfds, mappings, SCM_RIGHTS, peer credentials) are the `rig-sys`
-//! crate's (daemon/sys); this module keeps what only rigd needs.
+//! crate's (common/sys); this module keeps what only rigd needs.
 //!
 //! Lowest layer: `sys` imports nothing from `take`, `vfio`, `dma`, `rig`, `service` or
 //! any other stage that calls it (it names functions by `pci`'s address types, `Bdf`

@@ -25,8 +25,12 @@
 //! itself is what ties the device to the container's life: it lives as long as the
 //! session's side connection (docs/lease.md), which dies with the container's processes.
 //!
-//! Not here: talking to rigd for the facts (callers pass [`SpecDevice`]), the kubelet
-//! (rig-device-plugin), the hooks' own logic (rigctl's `cli/cdi.rs`).
+//! A crate of its own so that rigctl, which writes these specs too, does not build the
+//! device plugin's gRPC server. Not here: talking to rigd for the facts (callers pass
+//! [`SpecDevice`]), the kubelet (rig-device-plugin), the hooks' own logic (rigctl's
+//! `cli/cdi.rs`).
+
+#![deny(unsafe_code)]
 
 use std::{
     fs,
