@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
-"""Import loops between the modules of one crate: the tree should tell the data flow,
-so a module never imports (directly or through others) from a module that imports it.
+"""Import loops between the modules of one crate or Python package: the tree should
+tell the data flow, so a module never imports (directly or through others) from a
+module that imports it.
 
-    scripts/modcycles.py CRATE_SRC_DIR [--under MOD] [--depth N] [--strict]
+    scripts/modcycles.py CRATE_SRC_DIR|PYTHON_PACKAGE_DIR [--under MOD] [--depth N] [--strict]
+
+A directory with an `__init__.py` is a Python package: each .py file is a module
+(`__init__.py` is the package itself), and an edge runs to every module of the package
+it imports (`import pkg.a`, `from pkg.a import b`, `from . import b`, `from .a import c`,
+at any indentation: an import inside a function still ties the two). Otherwise:
 
 Each .rs file under CRATE_SRC_DIR is a module (src/a.rs and src/a/mod.rs are `a`,
 src/a/b.rs is `a::b`; src/main.rs and src/bin/ are binaries, left out). An edge runs
@@ -78,6 +84,55 @@ def references(text):
     return [r for r in refs if "::" in r]
 
 
+def python_references(text, here, package):
+    """Module paths (tuples) a Python module's imports name, within `package`."""
+    text = re.sub(r'("""|\'\'\')(.*?)\1', "", text, flags=re.S)
+    text = re.sub(r"#[^\n]*", "", text)
+    # A relative import starts from the module's own package; `from X import n` names
+    # X.n where that is a module, else X (trimmed by the caller).
+    refs = []
+    for m in re.finditer(r"^\s*from\s+(\.*)([\w.]*)\s+import\s+\(?([\w\s,.*]+)\)?", text, re.M):
+        dots, mod, names = m.group(1), m.group(2), m.group(3)
+        if dots:
+            base = here["pkg"][: len(here["pkg"]) - (len(dots) - 1)]
+        elif mod.split(".")[0] == package:
+            base, mod = (), ".".join(mod.split(".")[1:])
+        else:
+            continue
+        path = base + (tuple(mod.split(".")) if mod else ())
+        for name in re.split(r"[\s,]+", names):
+            name = name.split(" as ")[0].strip()
+            if name and name != "*":
+                refs.append(path + (name,))
+    for m in re.finditer(r"^\s*import\s+([\w., ]+)", text, re.M):
+        for name in m.group(1).split(","):
+            name = name.split(" as ")[0].strip().split(".")
+            if name and name[0] == package:
+                refs.append(tuple(name[1:]))
+    return refs
+
+
+def python_graph(src):
+    package = os.path.basename(os.path.normpath(src))
+    files = {}
+    for root, _, names in os.walk(src):
+        for name in names:
+            if name.endswith(".py"):
+                rel = os.path.relpath(os.path.join(root, name), src)[:-3].split(os.sep)
+                if rel[-1] == "__init__":
+                    files[tuple(rel[:-1])] = (os.path.join(root, name), tuple(rel[:-1]))
+                else:
+                    files[tuple(rel)] = (os.path.join(root, name), tuple(rel[:-1]))
+    graph = {m: set() for m in files}
+    for m, (path, pkg) in files.items():
+        for ref in python_references(open(path, encoding="utf-8").read(), {"pkg": pkg}, package):
+            while ref and ref not in files:
+                ref = ref[:-1]
+            if ref != m and (ref in files):
+                graph[m].add(ref)
+    return graph
+
+
 def resolve(ref, here, modules):
     segs = ref.split("::")
     if segs[0] == "self":
@@ -138,6 +193,13 @@ def main():
     ap.add_argument("--strict", action="store_true")
     ap.add_argument("--skip", default="", help="regex: leave out modules whose path matches (e.g. tests)")
     a = ap.parse_args()
+    if os.path.exists(os.path.join(a.src, "__init__.py")):
+        graph = python_graph(a.src)
+        loops = [sorted(c) for c in sccs(graph) if len(c) > 1]
+        for c in sorted(loops):
+            print("loop: " + " <-> ".join(".".join(x) or "__init__" for x in c))
+        print(f"{len(loops)} loop(s) among {len(graph)} modules under {a.src}")
+        sys.exit(1 if loops else 0)
     files = {}
     for root, _, names in os.walk(a.src):
         for name in names:

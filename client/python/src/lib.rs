@@ -3,8 +3,8 @@
 //! runtime above it; it adds no protocol and no GPU knowledge of its own.
 //!
 //! Flow: a [`session::Session`] opens rigd's session on a device (`Session::open`);
-//! from it come host memory ([`session::HostBuffer`], readable and writable from Python
-//! through the buffer protocol: [`buffer`]), GPU memory ([`session::GpuBuffer`]) and a
+//! from it come host memory ([`buffer::HostBuffer`], readable and writable from Python
+//! through the buffer protocol: [`buffer`]), GPU memory ([`gpumem::GpuBuffer`]) and a
 //! [`runtime::Runtime`] (a compute and a copy channel), which loads cubins
 //! ([`module::Module`]), launches their kernels and copies, each returning a
 //! [`runtime::Done`] to wait on. [`module::inspect`] reads a cubin without a GPU.
@@ -21,6 +21,7 @@
 mod block;
 pub(crate) mod buffer;
 mod errors;
+mod gpumem;
 mod module;
 mod runtime;
 mod session;
@@ -35,7 +36,7 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<session::Session>()?;
     m.add_class::<buffer::HostBuffer>()?;
-    m.add_class::<session::GpuBuffer>()?;
+    m.add_class::<gpumem::GpuBuffer>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::Done>()?;
     m.add_class::<module::Module>()?;

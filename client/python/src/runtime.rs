@@ -33,8 +33,8 @@ use crate::{
     block::{block, detached},
     buffer::HostBuffer,
     errors::{IntoPy, closed},
+    gpumem::GpuBuffer,
     module::{Kernel, Module},
-    session::GpuBuffer,
 };
 
 /// What a launch or a copy returns: the engine that releases its value, and the value.

@@ -1,26 +1,25 @@
-//! Sessions and GPU memory for Python: `rig.Session` and `rig.GpuBuffer`.
+//! Sessions for Python: `rig.Session`.
 //!
 //! A `Session` is rig-client's session on one device; host memory (`Session.host`,
-//! `buffer::HostBuffer`), GPU memory (`Session.gpu_memory`, [`GpuBuffer`]) and runtimes
+//! `buffer::HostBuffer`), GPU memory (`Session.gpu_memory`, `gpumem::GpuBuffer`) and runtimes
 //! (`Session.runtime`, `runtime::Runtime`) come from it and each keep it alive:
 //! rig-client ends the session (and rigd reclaims all of it) when the last of them is
 //! gone, or when the process exits. `Session.close()` lets go of the session's own
 //! hold; `with rig.Session(...)` does so at the block's end.
 //!
-//! Not here: the buffer protocol of host memory (`buffer`), channels (`runtime`).
+//! Not here: the buffer protocol of host memory (`buffer`), GPU buffers (`gpumem`),
+//! channels (`runtime`).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use pyo3::{exceptions::PyValueError, prelude::*, types::PyDict};
-use rig_client::{
-    gpumem::{GpuBuffer as RGpuBuffer, GpuMemory},
-    session::Session as RSession,
-};
+use pyo3::{prelude::*, types::PyDict};
+use rig_client::{gpumem::GpuMemory, session::Session as RSession};
 
 use crate::{
     block::block,
     buffer::HostBuffer,
     errors::{IntoPy, closed},
+    gpumem::GpuBuffer,
     runtime::Runtime,
 };
 
@@ -126,10 +125,7 @@ impl Session {
     fn gpu_memory(&self, py: Python<'_>, size: u64, align: u64) -> PyResult<GpuBuffer> {
         let s = self.get()?;
         let buf = block(py, GpuMemory::alloc_aligned(&s, size, align))?.py()?;
-        Ok(GpuBuffer {
-            session: s,
-            buf: Some(buf),
-        })
+        Ok(GpuBuffer::new(s, buf))
     }
 
     /// GPU memory the session leases from rigd, in bytes (what `rigctl dma` counts).
@@ -185,56 +181,6 @@ impl Session {
         match self.lock().as_ref() {
             Some(s) => format!("<rig.Session {} on {}>", s.id().0, self.device),
             None => format!("<rig.Session on {} (closed)>", self.device),
-        }
-    }
-}
-
-/// GPU memory of a session: `len(g)` bytes at `g.va` in its GPU address space.
-#[pyclass(module = "rig._rig")]
-#[derive(Debug)]
-pub struct GpuBuffer {
-    session: Arc<RSession>,
-    buf: Option<RGpuBuffer>,
-}
-
-impl GpuBuffer {
-    /// The buffer, unless freed.
-    pub fn get(&self) -> PyResult<&RGpuBuffer> {
-        self.buf.as_ref().ok_or_else(|| closed("GPU buffer"))
-    }
-
-    /// The session it belongs to.
-    pub fn session(&self) -> &Arc<RSession> {
-        &self.session
-    }
-}
-
-#[pymethods]
-impl GpuBuffer {
-    /// Its first byte in the session's GPU address space (what a kernel's pointer
-    /// argument holds).
-    #[getter]
-    fn va(&self) -> PyResult<u64> {
-        Ok(self.get()?.va().0)
-    }
-
-    fn __len__(&self) -> PyResult<usize> {
-        usize::try_from(self.get()?.len()).map_err(|_| PyValueError::new_err("too long"))
-    }
-
-    /// Gives the memory back: to the session at once, and its pages to rigd when no
-    /// other buffer uses them.
-    fn free(&mut self, py: Python<'_>) -> PyResult<()> {
-        let Some(b) = self.buf.take() else {
-            return Ok(());
-        };
-        block(py, GpuMemory::free(&self.session, b))?.py()
-    }
-
-    fn __repr__(&self) -> String {
-        match &self.buf {
-            Some(b) => format!("<rig.GpuBuffer {} bytes at {:#x}>", b.len(), b.va().0),
-            None => "<rig.GpuBuffer (freed)>".to_owned(),
         }
     }
 }
