@@ -1,11 +1,9 @@
-//! Registers of a held device: reads and writes of its memory BARs, and its bus
-//! mastering (root or the admin group). For people bringing up a device by hand and for
-//! tests that drive one; a runtime's own fast path will not go through rigd.
+//! Registers of a held device: where one lives ([`RegAddr`], `bar0:0x80`). The calls
+//! that read and write them and set bus mastering (root or the admin group) are
+//! `client/regs.rs`'s. For people bringing up a device by hand and for tests that drive
+//! one; a runtime's own fast path will not go through rigd.
 
-use rig_proto::v1 as pb;
 use serde::Serialize;
-
-use crate::{Client, ClientError};
 
 /// Where a register lives: a BAR and a byte offset in it, written `bar0:0x80`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,69 +43,6 @@ pub fn parse_u64(s: &str) -> Option<u64> {
     match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(hex) => u64::from_str_radix(&hex.replace('_', ""), 16).ok(),
         None => s.replace('_', "").parse().ok(),
-    }
-}
-
-impl Client {
-    /// Reads `count` consecutive registers of `width_bits` (8, 16, 32 or 64) from `at`.
-    ///
-    /// # Errors
-    /// [`ClientError::Rpc`]: `PermissionDenied` for a caller who may not,
-    /// `FailedPrecondition` for a device rig does not hold or a BAR it has not mapped,
-    /// `InvalidArgument` for an access outside the BAR, misaligned, or too many.
-    pub async fn read_bar(
-        &mut self,
-        bdf: &str,
-        at: RegAddr,
-        width_bits: u32,
-        count: u32,
-    ) -> Result<Vec<u64>, ClientError> {
-        let req = pb::ReadBarRequest {
-            bdf: bdf.to_owned(),
-            bar: at.bar,
-            offset: at.offset,
-            width_bits,
-            count,
-        };
-        let r = self.inner.read_bar(req).await;
-        Ok(self.reply(r).await?.values)
-    }
-
-    /// Writes one register of `width_bits` at `at`.
-    ///
-    /// # Errors
-    /// As [`Client::read_bar`], and a value wider than the access.
-    pub async fn write_bar(
-        &mut self,
-        bdf: &str,
-        at: RegAddr,
-        width_bits: u32,
-        value: u64,
-    ) -> Result<(), ClientError> {
-        let req = pb::WriteBarRequest {
-            bdf: bdf.to_owned(),
-            bar: at.bar,
-            offset: at.offset,
-            width_bits,
-            value,
-        };
-        let r = self.inner.write_bar(req).await;
-        self.reply(r).await?;
-        Ok(())
-    }
-
-    /// Turns a held device's bus mastering on or off; returns whether it was on.
-    ///
-    /// # Errors
-    /// [`ClientError::Rpc`]: `PermissionDenied`, or `FailedPrecondition` for a device
-    /// rig does not hold.
-    pub async fn set_bus_master(&mut self, bdf: &str, on: bool) -> Result<bool, ClientError> {
-        let req = pb::SetBusMasterRequest {
-            bdf: bdf.to_owned(),
-            on,
-        };
-        let r = self.inner.set_bus_master(req).await;
-        Ok(self.reply(r).await?.was_on)
     }
 }
 

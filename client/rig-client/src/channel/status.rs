@@ -1,37 +1,13 @@
 //! Channels as rigd reports them: every channel lent on its RM-served GPUs, with its
 //! owner, ring positions and any error the RM posted (`Dma.Channels`,
-//! [`Client::channels`]; `rigctl channels` prints it). Part of the `--json` schema.
+//! [`crate::Client::channels`]; `rigctl channels` prints it). Part of the `--json` schema.
 //!
 //! Not here: a channel of this process's own (`lent`).
 
-use rig_proto::{
-    convert::WireEnum,
-    v1::{self as pb, dma_client::DmaClient},
-};
+use rig_proto::{convert::WireEnum, v1 as pb};
 use serde::{Deserialize, Serialize};
 
 use super::{Engine, Rings};
-use crate::{Client, ClientError};
-
-impl Client {
-    /// Every channel lent on rigd's RM-served GPUs (all for root, the caller's own
-    /// otherwise), as `rigctl channels` shows them.
-    ///
-    /// # Errors
-    /// [`ClientError::Rpc`] with the daemon's reason, or [`ClientError::DaemonTooOld`].
-    pub async fn channels(&mut self) -> Result<Vec<ChannelInfo>, ClientError> {
-        let r = DmaClient::new(self.channel())
-            .channels(pb::DmaChannelsRequest {})
-            .await;
-        Ok(self
-            .reply(r)
-            .await?
-            .channels
-            .into_iter()
-            .map(ChannelInfo::from_wire)
-            .collect())
-    }
-}
 
 /// One channel lent on an RM-served GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +44,7 @@ pub struct ChannelFaultInfo {
 }
 
 impl ChannelInfo {
-    fn from_wire(c: pb::DmaChannel) -> Self {
+    pub(crate) fn from_wire(c: pb::DmaChannel) -> Self {
         Self {
             channel: c.channel,
             gpu: c.gpu,

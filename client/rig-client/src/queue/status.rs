@@ -1,32 +1,11 @@
 //! Queues as rigd reports them: every queue it lends, with its owner, rings and the
-//! positions the client last published (`Queues.Status`, [`Client::queues`];
+//! positions the client last published (`Queues.Status`, [`crate::Client::queues`];
 //! `rigctl queues` prints it). Part of the `--json` schema.
 //!
 //! Not here: a queue of this process's own (`lent`).
 
 use rig_model::addr::Iova;
-use rig_proto::v1::{self as pb, queues_client::QueuesClient};
-
-use crate::{Client, ClientError};
-
-impl Client {
-    /// Every queue rigd lends now (root sees all, others their own).
-    ///
-    /// # Errors
-    /// [`ClientError::Rpc`] with the daemon's reason, or [`ClientError::DaemonTooOld`].
-    pub async fn queues(&mut self) -> Result<Vec<QueueInfo>, ClientError> {
-        let r = QueuesClient::new(self.channel())
-            .status(pb::QueueStatusRequest {})
-            .await;
-        Ok(self
-            .reply(r)
-            .await?
-            .queues
-            .into_iter()
-            .map(Into::into)
-            .collect())
-    }
-}
+use rig_proto::v1 as pb;
 
 /// One lent queue, as rigd lists it (`Queues.Status`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -376,7 +376,7 @@ fn rpc(s: tonic::Status) -> SessionError {
 async fn connect_once(path: &Path) -> Result<Channel, ClientError> {
     let stream = tokio::net::UnixStream::connect(path)
         .await
-        .map_err(|e| crate::diagnose(path, e))?;
+        .map_err(|e| crate::client::diagnose(path, e))?;
     let first = Arc::new(Mutex::new(Some(stream)));
     tonic::transport::Endpoint::from_static("http://rigd")
         .connect_with_connector(tower::service_fn(move |_| {
