@@ -59,15 +59,24 @@ pub fn entry(va: GpuVa, words: u32) -> Result<u64, SegmentError> {
     if !ok {
         return Err(SegmentError { va, words });
     }
-    let get = NVC86F_GP_ENTRY0_GET;
-    let entry0 = NVC86F_GP_ENTRY0_FETCH.of(NVC86F_GP_ENTRY0_FETCH_UNCONDITIONAL)
-        | get.encode_masked(va >> get.lo);
-    let entry1 = NVC86F_GP_ENTRY1_GET_HI.encode_masked(va >> 32)
-        | NVC86F_GP_ENTRY1_LEVEL.of(NVC86F_GP_ENTRY1_LEVEL_MAIN)
-        | NVC86F_GP_ENTRY1_LENGTH.of(words)
-        | NVC86F_GP_ENTRY1_SYNC.of(NVC86F_GP_ENTRY1_SYNC_PROCEED);
-    Ok(u64::from(entry0) | u64::from(entry1) << 32)
+    // Masks and shifts folded from the fields at compile time: this runs for every
+    // ring entry a client submits.
+    Ok(va & ENTRY0_GET_MASK
+        | ENTRY_FIXED
+        | ((va >> 32) & ENTRY1_GET_HI_MASK) << 32
+        | u64::from(words) << (32 + NVC86F_GP_ENTRY1_LENGTH.lo))
 }
+
+/// GET (VA 31:2) in place in ENTRY0.
+const ENTRY0_GET_MASK: u64 = (NVC86F_GP_ENTRY0_GET.max() as u64) << NVC86F_GP_ENTRY0_GET.lo;
+/// GET_HI (VA 39:32), in ENTRY1 at its own bits (0 up).
+const ENTRY1_GET_HI_MASK: u64 =
+    (NVC86F_GP_ENTRY1_GET_HI.max() as u64) << NVC86F_GP_ENTRY1_GET_HI.lo;
+/// FETCH unconditional; LEVEL main and SYNC proceed in ENTRY1.
+const ENTRY_FIXED: u64 = NVC86F_GP_ENTRY0_FETCH.of(NVC86F_GP_ENTRY0_FETCH_UNCONDITIONAL) as u64
+    | ((NVC86F_GP_ENTRY1_LEVEL.of(NVC86F_GP_ENTRY1_LEVEL_MAIN)
+        | NVC86F_GP_ENTRY1_SYNC.of(NVC86F_GP_ENTRY1_SYNC_PROCEED)) as u64)
+        << 32;
 
 /// The segment a ring entry fetches, as [`entry`] encoded it: (GPU VA, words).
 pub fn decode(entry: u64) -> (GpuVa, u32) {
@@ -104,6 +113,36 @@ mod tests {
         }
         let last = entry(GpuVa(SEGMENT_VA_LIMIT - 4), 1).expect("ends at the limit");
         assert_eq!(decode(last), (GpuVa(SEGMENT_VA_LIMIT - 4), 1));
+    }
+
+    #[test]
+    fn every_length_and_address_bit_lands_in_its_field() {
+        let top = SEGMENT_VA_LIMIT - 4 * u64::from(MAX_SEGMENT_WORDS);
+        for (va, words) in [(top, MAX_SEGMENT_WORDS), (0x4, 1), (0x80_0000_0000, 3)] {
+            let e = entry(GpuVa(va), words).expect("a segment");
+            let (lo, hi) = (
+                u32::try_from(e & 0xffff_ffff).expect("low"),
+                u32::try_from(e >> 32).expect("high"),
+            );
+            assert_eq!(
+                NVC86F_GP_ENTRY0_FETCH.decode(lo),
+                NVC86F_GP_ENTRY0_FETCH_UNCONDITIONAL
+            );
+            assert_eq!(
+                u64::from(NVC86F_GP_ENTRY0_GET.decode(lo)) << 2,
+                va & 0xffff_ffff
+            );
+            assert_eq!(u64::from(NVC86F_GP_ENTRY1_GET_HI.decode(hi)), va >> 32);
+            assert_eq!(NVC86F_GP_ENTRY1_LENGTH.decode(hi), words);
+            assert_eq!(
+                NVC86F_GP_ENTRY1_LEVEL.decode(hi),
+                NVC86F_GP_ENTRY1_LEVEL_MAIN
+            );
+            assert_eq!(
+                NVC86F_GP_ENTRY1_SYNC.decode(hi),
+                NVC86F_GP_ENTRY1_SYNC_PROCEED
+            );
+        }
     }
 
     #[test]

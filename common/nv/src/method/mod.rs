@@ -1,6 +1,6 @@
 //! Pushbuffer words, one file per class: the method header every command starts with
 //! (here), the host class's methods that any channel takes ([`host`]: SET_OBJECT,
-//! 64-bit semaphore release and acquire, WFI), the copy engine's ([`copy`]: copies,
+//! 64-bit semaphore release and acquire, WFI), the copy engine's ([`mod@copy`]: copies,
 //! the engine's own semaphore release, memset), and the compute class's ([`compute`]:
 //! windows, local memory, invalidations, the launch). Pure: every function returns
 //! words, and rig-client's `channel::pushbuf` puts them into device-visible memory.
@@ -79,18 +79,17 @@ pub enum MethodError {
 }
 
 fn header(op: u32, subch: Subchannel, method: u32, count: u32) -> Result<u32, MethodError> {
-    let address = method
-        .is_multiple_of(4)
-        .then(|| NVC56F_DMA_METHOD_ADDRESS.encode(method >> 2))
-        .flatten()
-        .ok_or(MethodError::Method { method })?;
-    let count = NVC56F_DMA_METHOD_COUNT
-        .encode(count)
-        .ok_or(MethodError::Count { count })?;
-    Ok(NVC56F_DMA_SEC_OP.of(op)
-        | count
-        | NVC56F_DMA_METHOD_SUBCHANNEL.of(u32::from(subch.0))
-        | address)
+    // Plain shifts of the fields' positions: headers are built on every submission.
+    if !method.is_multiple_of(4) || method >> 2 > NVC56F_DMA_METHOD_ADDRESS.max() {
+        return Err(MethodError::Method { method });
+    }
+    if count > METHOD_COUNT_MAX {
+        return Err(MethodError::Count { count });
+    }
+    Ok(op << NVC56F_DMA_SEC_OP.lo
+        | count << NVC56F_DMA_METHOD_COUNT.lo
+        | u32::from(subch.0) << NVC56F_DMA_METHOD_SUBCHANNEL.lo
+        | method >> 2 << NVC56F_DMA_METHOD_ADDRESS.lo)
 }
 
 /// INC_METHOD: `count` data words follow, to `method`, `method + 4`, ….
