@@ -210,6 +210,8 @@ pub struct Channel {
     pub(super) arena_va: Option<GpuVa>,
     pub(super) arena_len: u64,
     pub(super) sem: Buffer,
+    /// The semaphore's GPU address, checked at open.
+    pub(super) sem_va: GpuVa,
     pub(super) timeline: Timeline,
     /// How wide the engine's releases are.
     pub(super) payload: Payload,
@@ -322,9 +324,7 @@ impl Channel {
 
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
     pub fn semaphore_va(&self) -> GpuVa {
-        // A channel opens on a served GPU's session only (`open`), whose leases all
-        // have GPU VAs.
-        self.sem.gpu_va().unwrap_or(GpuVa(0))
+        self.sem_va
     }
 
     /// How many bits of a value this channel's engine releases (32 on a copy channel).

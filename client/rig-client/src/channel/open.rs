@@ -168,6 +168,9 @@ impl Channel {
             Rings::Gpu => None,
         };
         let sem = session.alloc(16, 16).await?;
+        let sem_va = sem.gpu_va().ok_or(ChannelError::Protocol(
+            "a channel's session has no GPU addresses",
+        ))?;
         // A semaphore from reused session memory may hold an old value.
         sem.write_u64(0, 0)?;
         sem.write_u64(8, 0)?;
@@ -234,6 +237,7 @@ impl Channel {
             arena_va: layout.arena_va,
             arena_len: o.arena,
             sem,
+            sem_va,
             timeline: Timeline::new(),
             payload: payload_of(engine),
             settled: 0,
