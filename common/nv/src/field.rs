@@ -15,21 +15,25 @@ pub struct Field {
 
 impl Field {
     /// Bits `hi..=lo`; the generator checks `lo <= hi < 32` for every header field.
+    #[inline]
     pub const fn new(hi: u32, lo: u32) -> Self {
         Self { hi, lo }
     }
 
     /// Its width in bits.
+    #[inline]
     pub const fn bits(self) -> u32 {
         self.hi - self.lo + 1
     }
 
     /// The largest value it holds.
+    #[inline]
     pub const fn max(self) -> u32 {
         u32::MAX >> (32 - self.bits())
     }
 
     /// `value` in place, or `None` when it is wider than the field.
+    #[inline]
     pub const fn encode(self, value: u32) -> Option<u32> {
         if value > self.max() {
             None
@@ -41,6 +45,7 @@ impl Field {
     /// `value` in place, for a header's own value of this field (`_EN`, `_PITCH`, …):
     /// one that does not fit is a bug, refused at compile time where the call is in a
     /// constant.
+    #[inline]
     pub const fn of(self, value: u32) -> u32 {
         match self.encode(value) {
             Some(w) => w,
@@ -50,12 +55,14 @@ impl Field {
 
     /// `value` in place, cut to the field's width (for values masked by the caller,
     /// such as an address's bits 56:32 into a 25-bit `_UPPER` field).
+    #[inline]
     pub fn encode_masked(self, value: u64) -> u32 {
         let masked = u32::try_from(value & u64::from(self.max())).expect("masked to 32 bits");
         masked << self.lo
     }
 
     /// The field's value in `word`.
+    #[inline]
     pub const fn decode(self, word: u32) -> u32 {
         (word >> self.lo) & self.max()
     }
@@ -96,6 +103,7 @@ pub struct FieldError {
 
 impl MwField {
     /// A field of no index.
+    #[inline]
     pub const fn new(name: &'static str, hi: u32, lo: u32) -> Self {
         Self {
             name,
@@ -107,6 +115,7 @@ impl MwField {
     }
 
     /// Element `index` of an indexed field.
+    #[inline]
     pub const fn indexed(name: &'static str, index: u32, hi: u32, lo: u32) -> Self {
         Self {
             name,
@@ -118,6 +127,7 @@ impl MwField {
     }
 
     /// Element `(index, sub_index)` of a field of two indices.
+    #[inline]
     pub const fn indexed2(
         name: &'static str,
         index: u32,
@@ -135,6 +145,7 @@ impl MwField {
     }
 
     /// Its width in bits.
+    #[inline]
     pub const fn bits(self) -> u32 {
         self.hi - self.lo + 1
     }
@@ -144,6 +155,7 @@ impl MwField {
     /// # Errors
     /// [`FieldError`] for a value wider than the field or a field past the words' end;
     /// `words` is left as it was.
+    #[inline]
     pub fn set(self, words: &mut [u32], value: u64) -> Result<(), FieldError> {
         let bits = self.bits();
         let err = || FieldError {
@@ -174,6 +186,7 @@ impl MwField {
     }
 
     /// The field's value in `words`, `None` when it lies past their end.
+    #[inline]
     pub fn get(self, words: &[u32]) -> Option<u64> {
         (0..self.bits()).try_fold(0u64, |v, bit| {
             let at = self.lo + bit;

@@ -50,6 +50,7 @@ pub struct SegmentError {
 /// # Errors
 /// [`SegmentError`]: a misaligned or empty segment, one over the length field, or one
 /// that reaches 2^40.
+#[inline]
 pub fn entry(va: GpuVa, words: u32) -> Result<u64, SegmentError> {
     let va = va.get();
     let end = va.checked_add(4 * u64::from(words));
@@ -79,6 +80,7 @@ const ENTRY_FIXED: u64 = NVC86F_GP_ENTRY0_FETCH.of(NVC86F_GP_ENTRY0_FETCH_UNCOND
         << 32;
 
 /// The segment a ring entry fetches, as [`entry`] encoded it: (GPU VA, words).
+#[inline]
 pub fn decode(entry: u64) -> (GpuVa, u32) {
     let entry0 = u32::try_from(entry & 0xffff_ffff).expect("masked to 32 bits");
     let entry1 = u32::try_from(entry >> 32).expect("shifted to 32 bits");

@@ -101,6 +101,7 @@ pub enum ComputeError {
     },
 }
 
+#[inline]
 fn check(what: &'static str, addr: u64, align: u64, limit: u64) -> Result<(), ComputeError> {
     if !addr.is_multiple_of(align) || addr >= limit {
         return Err(ComputeError::Address {
@@ -113,16 +114,19 @@ fn check(what: &'static str, addr: u64, align: u64, limit: u64) -> Result<(), Co
     Ok(())
 }
 
+#[inline]
 fn halves(v: u64, upper_mask: u64) -> (u32, u32) {
     let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
     (word((v >> 32) & upper_mask), word(v & 0xffff_ffff))
 }
 
+#[inline]
 fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COMPUTE, method, count).expect("a HOPPER_COMPUTE_A method of clcbc0.h")
 }
 
 /// SET_OBJECT: binds HOPPER_COMPUTE_A to the compute subchannel (2 words).
+#[inline]
 pub fn set_object() -> [u32; 2] {
     super::host::set_object(SUBCH_COMPUTE, HOPPER_COMPUTE_A)
 }
@@ -132,6 +136,7 @@ pub fn set_object() -> [u32; 2] {
 /// # Errors
 /// [`ComputeError::Address`] unless `base` is 4 GiB aligned and below 2^49 (the method's
 /// fields; `window::Windows` checks the rest).
+#[inline]
 pub fn set_shared_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
     let base = base.get();
     check("the shared window", base, 1 << 32, 1 << 49)?;
@@ -143,6 +148,7 @@ pub fn set_shared_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
 ///
 /// # Errors
 /// [`ComputeError::Address`] unless `base` is 16 MiB aligned and below 2^49.
+#[inline]
 pub fn set_local_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
     let base = base.get();
     check("the local window", base, 16 << 20, 1 << 49)?;
@@ -174,6 +180,7 @@ pub const LOCAL_MEMORY_ALIGN: u64 = 0x2_0000;
 /// # Errors
 /// [`ComputeError::Address`] unless the buffer is 128 KiB aligned and below 2^57;
 /// [`ComputeError::LocalSize`] for a size per TPC of 2^40 or more.
+#[inline]
 pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
     check(
         "the local memory buffer",
@@ -198,11 +205,13 @@ pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
 }
 
 /// INVALIDATE_SKED_CACHES (2 words), once per channel before its first launch.
+#[inline]
 pub fn invalidate_sked_caches() -> [u32; 2] {
     [header(NVCBC0_INVALIDATE_SKED_CACHES, 1), 0]
 }
 
 /// INVALIDATE_SAMPLER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
+#[inline]
 pub fn invalidate_sampler_cache() -> [u32; 2] {
     [
         header(NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI, 1),
@@ -212,6 +221,7 @@ pub fn invalidate_sampler_cache() -> [u32; 2] {
 }
 
 /// INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, LINES ALL (2 words), once per channel.
+#[inline]
 pub fn invalidate_texture_header_cache() -> [u32; 2] {
     [
         header(NVCBC0_INVALIDATE_TEXTURE_HEADER_CACHE_NO_WFI, 1),
@@ -242,6 +252,7 @@ impl Invalidate {
 
 /// INVALIDATE_SHADER_CACHES_NO_WFI (2 words): drops cached code, data or constants
 /// without waiting for the engine to idle.
+#[inline]
 pub fn invalidate_shader_caches(what: Invalidate) -> [u32; 2] {
     let mut v = 0;
     if what.instruction {
@@ -271,6 +282,7 @@ pub enum PcasAction {
 ///
 /// # Errors
 /// [`ComputeError::Address`] unless `qmd` is 256-byte aligned and below 2^40.
+#[inline]
 pub fn send_pcas(qmd: GpuVa, action: PcasAction) -> Result<[u32; 4], ComputeError> {
     let qmd = qmd.get();
     check("a QMD", qmd, QMD_ALIGN, QMD_ADDRESS_LIMIT)?;
@@ -292,6 +304,7 @@ pub fn send_pcas(qmd: GpuVa, action: PcasAction) -> Result<[u32; 4], ComputeErro
 /// # Errors
 /// [`ComputeError::Address`] unless `addr` is aligned (4 bytes; 16 with a timestamp)
 /// and below 2^57.
+#[inline]
 pub fn report_semaphore(
     addr: GpuVa,
     payload: u32,

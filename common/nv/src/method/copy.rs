@@ -124,6 +124,7 @@ pub enum CopyError {
     },
 }
 
+#[inline]
 fn check(what: &'static str, addr: u64, align: u64) -> Result<(), CopyError> {
     if !addr.is_multiple_of(align) || addr >= ADDRESS_LIMIT {
         return Err(CopyError::Address { what, addr, align });
@@ -131,16 +132,19 @@ fn check(what: &'static str, addr: u64, align: u64) -> Result<(), CopyError> {
     Ok(())
 }
 
+#[inline]
 fn halves(v: u64) -> (u32, u32) {
     let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
     (word((v >> 32) & UPPER_MASK), word(v & 0xffff_ffff))
 }
 
+#[inline]
 fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COPY, method, count).expect("a HOPPER_DMA_COPY_A method of clc8b5.h")
 }
 
 /// SET_SEMAPHORE_A/B/PAYLOAD for `s` (4 words) and its LAUNCH_DMA bits.
+#[inline]
 fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
     let addr = s.addr.get();
     check("a semaphore", addr, if s.timestamp { 16 } else { 4 })?;
@@ -156,6 +160,7 @@ fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
     ))
 }
 
+#[inline]
 fn line_length(bytes: u64) -> Result<u32, CopyError> {
     Some(bytes)
         .filter(|&n| n > 0 && n <= MAX_COPY)
@@ -174,6 +179,7 @@ fn line_length(bytes: u64) -> Result<u32, CopyError> {
 /// # Errors
 /// [`CopyError::Address`] for an address past 2^57; [`CopyError::Length`] for 0 bytes
 /// or more than [`MAX_COPY`].
+#[inline]
 pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
     let (src, dst) = (src.get(), dst.get());
     check("the source", src, 1)?;
@@ -200,6 +206,7 @@ pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
 ///
 /// # Errors
 /// As [`copy`].
+#[inline]
 pub fn copy_flushed(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
     let mut w = copy(src, dst, bytes)?;
     w[8] |= FLUSH_ENABLE_TRUE;
@@ -212,6 +219,7 @@ pub fn copy_flushed(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], Copy
 /// # Errors
 /// [`CopyError::Address`] for an address past 2^57 or a misaligned semaphore;
 /// [`CopyError::Length`] for 0 bytes or more than [`MAX_COPY`].
+#[inline]
 pub fn copy_released(
     src: GpuVa,
     dst: GpuVa,
@@ -248,6 +256,7 @@ pub fn copy_released(
 ///
 /// # Errors
 /// [`CopyError::Address`] for a misaligned semaphore or one past 2^57.
+#[inline]
 pub fn release(done: Semaphore) -> Result<[u32; 6], CopyError> {
     let (sem, launch) = semaphore(done)?;
     Ok([
@@ -268,6 +277,7 @@ pub fn release(done: Semaphore) -> Result<[u32; 6], CopyError> {
 /// [`CopyError::Address`] unless `dst` is 4-byte aligned and below 2^57 (and `done`
 /// aligned); [`CopyError::Length`] unless `bytes` is a non-zero multiple of 4 of at
 /// most [`MAX_MEMSET`].
+#[inline]
 pub fn memset(
     dst: GpuVa,
     value: u32,

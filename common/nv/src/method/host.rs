@@ -42,6 +42,7 @@ const SEM_EXECUTE_RELEASE_TIMESTAMP_EN: u32 =
 const SEM_ADDR_HI_MASK: u64 = NVC86F_SEM_ADDR_HI_OFFSET.max() as u64;
 
 /// SET_OBJECT: binds `class` to `subch` (2 words).
+#[inline]
 pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
     [
         inc(subch, NVC86F_SET_OBJECT, 1).expect("SET_OBJECT is a valid one-word method"),
@@ -53,6 +54,7 @@ pub fn set_object(subch: Subchannel, class: u32) -> [u32; 2] {
 /// has finished everything before it. Ahead of a kernel launch it keeps a channel's
 /// grids in order, so that their releases land in order (docs/compute.md,
 /// "Completion").
+#[inline]
 pub fn wfi() -> [u32; 2] {
     [
         inc(Subchannel(0), NVC86F_WFI, 1).expect("NVC86F_WFI is a valid one-word method"),
@@ -65,6 +67,7 @@ pub fn wfi() -> [u32; 2] {
 ///
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 16-byte aligned and below 2^57.
+#[inline]
 pub fn release(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
     release_with(addr, value, Release::default())
 }
@@ -81,6 +84,7 @@ pub struct Release {
 }
 
 impl Default for Release {
+    #[inline]
     fn default() -> Self {
         Self {
             wait_idle: true,
@@ -94,6 +98,7 @@ impl Default for Release {
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is aligned (16 bytes with a timestamp, 8
 /// without) and below 2^57.
+#[inline]
 pub fn release_with(addr: GpuVa, value: u64, how: Release) -> Result<[u32; 6], MethodError> {
     let addr = addr.get();
     check_addr(addr, if how.timestamp { 16 } else { 8 })?;
@@ -112,6 +117,7 @@ pub fn release_with(addr: GpuVa, value: u64, how: Release) -> Result<[u32; 6], M
 ///
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 8-byte aligned and below 2^57.
+#[inline]
 pub fn acquire(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
     let addr = addr.get();
     check_addr(addr, 8)?;
@@ -124,6 +130,7 @@ pub fn acquire(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
     ))
 }
 
+#[inline]
 fn semaphore(addr: u64, value: u64, execute: u32) -> [u32; 6] {
     let (hi, lo) = split(addr, SEM_ADDR_HI_MASK);
     let (vhi, vlo) = split(value, u64::from(u32::MAX));

@@ -41,6 +41,7 @@ pub const METHOD_COUNT_MAX: u32 = NVC56F_DMA_METHOD_COUNT.max();
 /// SET_OBJECT binding `engine`'s class of `generation` to the subchannel rig uses for
 /// it: copy on [`SUBCH_COPY`], compute on [`SUBCH_COMPUTE`] (2 words), a channel's
 /// first command.
+#[inline]
 pub fn bind(generation: &Generation, engine: Engine) -> [u32; 2] {
     let subch = match engine {
         Engine::Copy => SUBCH_COPY,
@@ -55,11 +56,13 @@ pub struct Subchannel(u8);
 
 impl Subchannel {
     /// Subchannel `n`, below 8.
+    #[inline]
     pub fn new(n: u8) -> Option<Self> {
         (n < 8).then_some(Self(n))
     }
 
     /// Its number.
+    #[inline]
     pub fn get(self) -> u8 {
         self.0
     }
@@ -78,6 +81,7 @@ pub enum MethodError {
     Address { addr: u64, align: u64 },
 }
 
+#[inline]
 fn header(op: u32, subch: Subchannel, method: u32, count: u32) -> Result<u32, MethodError> {
     // Plain shifts of the fields' positions: headers are built on every submission.
     if !method.is_multiple_of(4) || method >> 2 > NVC56F_DMA_METHOD_ADDRESS.max() {
@@ -96,6 +100,7 @@ fn header(op: u32, subch: Subchannel, method: u32, count: u32) -> Result<u32, Me
 ///
 /// # Errors
 /// [`MethodError::Method`] or [`MethodError::Count`].
+#[inline]
 pub fn inc(subch: Subchannel, method: u32, count: u32) -> Result<u32, MethodError> {
     header(NVC56F_DMA_SEC_OP_INC_METHOD, subch, method, count)
 }
@@ -104,6 +109,7 @@ pub fn inc(subch: Subchannel, method: u32, count: u32) -> Result<u32, MethodErro
 ///
 /// # Errors
 /// As [`inc`].
+#[inline]
 pub fn non_inc(subch: Subchannel, method: u32, count: u32) -> Result<u32, MethodError> {
     header(NVC56F_DMA_SEC_OP_NON_INC_METHOD, subch, method, count)
 }
@@ -112,6 +118,7 @@ pub fn non_inc(subch: Subchannel, method: u32, count: u32) -> Result<u32, Method
 ///
 /// # Errors
 /// [`MethodError::Method`], or [`MethodError::Immediate`] for data above 13 bits.
+#[inline]
 pub fn immediate(subch: Subchannel, method: u32, data: u32) -> Result<u32, MethodError> {
     if data > METHOD_COUNT_MAX {
         return Err(MethodError::Immediate { data });
@@ -119,11 +126,13 @@ pub fn immediate(subch: Subchannel, method: u32, data: u32) -> Result<u32, Metho
     header(NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD, subch, method, data)
 }
 
+#[inline]
 fn split(addr: u64, hi_mask: u64) -> (u32, u32) {
     let word = |v: u64| u32::try_from(v).expect("masked to 32 bits");
     (word((addr >> 32) & hi_mask), word(addr & 0xffff_ffff))
 }
 
+#[inline]
 fn check_addr(addr: u64, align: u64) -> Result<(), MethodError> {
     if !addr.is_multiple_of(align) || addr >> 57 != 0 {
         return Err(MethodError::Address { addr, align });
