@@ -14,6 +14,8 @@
 //! image stops before it and the caller clears it on the GPU ([`Image::zeroed`]) rather
 //! than uploading zeros. Reference: docs/hardware/nvidia-compute.md (module placement).
 
+use rig_model::addr::GpuVa;
+
 use crate::kernel::Kernel;
 use crate::module::{Kind, Module, bank_name};
 use crate::reloc::{self, RelocError};
@@ -43,7 +45,7 @@ pub struct Bank {
     /// N of `.nv.constant<N>`.
     pub index: u8,
     /// Its GPU address (256-byte aligned).
-    pub addr: u64,
+    pub addr: GpuVa,
     /// Its size rounded up to 16 bytes, as the QMD takes it.
     pub size: u64,
 }
@@ -51,13 +53,13 @@ pub struct Bank {
 /// A module placed at a GPU address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Image {
-    base: u64,
+    base: GpuVa,
     bytes: Vec<u8>,
-    zeroed: (u64, u64),
+    zeroed: (GpuVa, u64),
     addrs: Vec<u64>,
     banks: Vec<Bank>,
     kernel_banks: Vec<(String, Bank)>,
-    variables: Vec<(String, u64)>,
+    variables: Vec<(String, GpuVa)>,
 }
 
 /// Why an image cannot be placed.
@@ -169,7 +171,9 @@ impl Layout<'_> {
     /// [`ImageError::Base`] for a misaligned base, [`ImageError::Overflow`] for an image
     /// that would end past 2^64, [`ImageError::Relocation`] for a value that does not fit
     /// its field (`R_CUDA_32` of an address at or above 4 GiB).
-    pub fn place(&self, base: u64) -> Result<Image, ImageError> {
+    pub fn place(&self, base: GpuVa) -> Result<Image, ImageError> {
+        let va = base;
+        let base = va.get();
         if !base.is_multiple_of(self.align) {
             return Err(ImageError::Base {
                 base,
@@ -218,7 +222,7 @@ impl Layout<'_> {
             };
             let bank = Bank {
                 index,
-                addr: addr(i),
+                addr: GpuVa(addr(i)),
                 size: align_up(s.size, 16).unwrap_or(s.size),
             };
             match bank_name(&s.name) {
@@ -227,9 +231,9 @@ impl Layout<'_> {
             }
         }
         Ok(Image {
-            base,
+            base: va,
             bytes,
-            zeroed: (base + self.data, self.size - self.data),
+            zeroed: (GpuVa(base + self.data), self.size - self.data),
             addrs: (0..sections.len()).map(addr).collect(),
             banks,
             kernel_banks,
@@ -237,7 +241,10 @@ impl Layout<'_> {
                 .module
                 .variables()
                 .iter()
-                .map(|v| (v.name.clone(), addr(v.section).wrapping_add(v.offset)))
+                .map(|v| {
+                    let at = addr(v.section).wrapping_add(v.offset);
+                    (v.name.clone(), GpuVa(at))
+                })
                 .collect(),
         })
     }
@@ -245,7 +252,7 @@ impl Layout<'_> {
 
 impl Image {
     /// The GPU address it was placed at.
-    pub fn base(&self) -> u64 {
+    pub fn base(&self) -> GpuVa {
         self.base
     }
 
@@ -257,16 +264,17 @@ impl Image {
     /// The GPU address and length of the zero-initialised data (`.nv.global`) after the
     /// uploaded bytes, up to the image's end, which the caller clears on the GPU; length
     /// 0 when there is none.
-    pub fn zeroed(&self) -> (u64, u64) {
+    pub fn zeroed(&self) -> (GpuVa, u64) {
         self.zeroed
     }
 
     /// The program address of `kernel` (a kernel of the placed module): its code
     /// section's address plus its entry offset.
-    pub fn entry(&self, kernel: &Kernel) -> Option<u64> {
+    pub fn entry(&self, kernel: &Kernel) -> Option<GpuVa> {
         self.addrs
             .get(kernel.text)
             .and_then(|a| a.checked_add(kernel.entry_offset()))
+            .map(GpuVa)
     }
 
     /// The module's constant banks (3, 4, …) at their addresses.
@@ -284,7 +292,7 @@ impl Image {
     }
 
     /// The address of the `__constant__` or `__device__` variable `name`.
-    pub fn variable(&self, name: &str) -> Option<u64> {
+    pub fn variable(&self, name: &str) -> Option<GpuVa> {
         self.variables
             .iter()
             .find(|(n, _)| n == name)

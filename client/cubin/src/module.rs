@@ -35,8 +35,9 @@ const EF_CUDA_SM_OFFSET: u32 = 8;
 pub const STO_CUDA_ENTRY: u8 = 0x10;
 /// `sh_type` of `.nv.info` sections.
 pub const SHT_CUDA_INFO: u32 = 0x7000_0000;
-/// The SM rig runs code for: the H200's.
-pub const SM: u32 = 90;
+/// The SM rig runs code for: its GPU generation's (rig-nv's `generation`: Hopper,
+/// sm_90). The facts this parser reads (EIATTRs, bank 0) were measured on sm_90.
+pub const SM: u32 = rig_nv::generation::HOPPER.sm;
 /// Constant banks a QMD binds: 0 to 7.
 pub const MAX_BANKS: u8 = 8;
 /// The largest constant bank (64 KiB).
@@ -164,7 +165,7 @@ pub enum ModuleError {
         found: u8,
     },
     /// Code for another GPU.
-    #[error("the cubin is for sm_{sm}; rig runs sm_90 code (the H200)")]
+    #[error("the cubin is for sm_{sm}; rig runs sm_{SM} code (Hopper: the H100 and H200)")]
     Arch {
         /// The SM in `e_flags`.
         sm: u32,

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use rig_cubin::module::Kind;
 use rig_cubin::{Eiattr, KernelError, Module, ModuleError, RelocType, Threads};
+use rig_model::addr::GpuVa;
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -332,7 +333,7 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
     let module = Module::parse(&read("kernels.sm_90.cubin")).unwrap();
     let layout = module.layout().unwrap();
     let base = 0x7f00_0000_0000u64;
-    let image = layout.place(base).unwrap();
+    let image = layout.place(GpuVa(base)).unwrap();
     let code_end = module
         .sections()
         .iter()
@@ -342,7 +343,7 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
         .max()
         .unwrap();
     for k in module.kernels() {
-        let entry = image.entry(k).unwrap();
+        let entry = image.entry(k).unwrap().get();
         assert_eq!(entry % 128, 0, "{}", k.name());
         let at = (entry - base) as usize;
         let code = module.code(k).unwrap();
@@ -350,8 +351,9 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
     }
     let bank = |n| *image.banks().iter().find(|b| b.index == n).unwrap();
     let (b3, b4) = (bank(3), bank(4));
+    let (b3_addr, b4_addr) = (b3.addr.get(), b4.addr.get());
     assert!(
-        b3.addr - base >= code_end + 0x1000,
+        b3_addr - base >= code_end + 0x1000,
         "4 KiB of slack after the code"
     );
     assert!(
@@ -359,7 +361,7 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
             .iter()
             .all(|&b| b == 0)
     );
-    assert_eq!((b3.addr % 256, b4.addr % 256), (0, 0));
+    assert_eq!((b3_addr % 256, b4_addr % 256), (0, 0));
     assert_eq!((b3.size, b4.size), (64, 16));
     let word = |addr: u64, n: usize| {
         let at = (addr - base) as usize;
@@ -369,16 +371,16 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
-    assert_eq!(word(b3.addr, 64), table, "__constant__ table in bank 3");
-    let counter = image.variable("counter").unwrap();
-    let bias = image.variable("bias").unwrap();
+    assert_eq!(word(b3_addr, 64), table, "__constant__ table in bank 3");
+    let counter = image.variable("counter").unwrap().get();
+    let bias = image.variable("bias").unwrap().get();
     assert_eq!(
-        word(b4.addr, 8),
+        word(b4_addr, 8),
         counter.to_le_bytes(),
         "bank 4 slot 0: &counter"
     );
     assert_eq!(
-        word(b4.addr + 8, 8),
+        word(b4_addr + 8, 8),
         bias.to_le_bytes(),
         "bank 4 slot 8: &bias"
     );
@@ -388,6 +390,7 @@ fn the_image_lays_out_code_banks_and_globals_and_relocates_bank_4() {
         "bias's initial value"
     );
     let (zero_at, zero_len) = image.zeroed();
+    let zero_at = zero_at.get();
     assert!(
         zero_at <= counter && counter + 8 <= zero_at + zero_len,
         "counter is zeroed"
@@ -421,12 +424,12 @@ fn tinygrads_kernels_load_with_a_jump_table_in_their_own_bank_2() {
     assert_eq!(table.size, 0x20, "eight 4-byte branch targets");
     let layout = module.layout().unwrap();
     let base = 0x7f00_0000_0000u64;
-    let image = layout.place(base).unwrap();
+    let image = layout.place(GpuVa(base)).unwrap();
     let own: Vec<_> = image.kernel_banks(name).collect();
     assert_eq!(own.len(), 1, "{own:?}");
     assert_eq!((own[0].index, own[0].size), (2, 0x20));
-    assert_eq!(own[0].addr % 256, 0);
-    let at = (own[0].addr - base) as usize;
+    assert_eq!(own[0].addr.get() % 256, 0);
+    let at = (own[0].addr.get() - base) as usize;
     assert_eq!(&image.bytes()[at..at + 0x20], table.data.as_slice());
     // The table holds offsets into the kernel's code (the branch is relative).
     let code = module
@@ -446,7 +449,7 @@ fn a_misaligned_base_is_refused() {
     let layout = module.layout().unwrap();
     assert_eq!(layout.align(), 256);
     assert!(matches!(
-        layout.place(0x1000_0080),
+        layout.place(GpuVa(0x1000_0080)),
         Err(rig_cubin::ImageError::Base { align: 256, .. })
     ));
 }
@@ -550,7 +553,7 @@ mod mutations {
         if let Ok(m) = Module::parse(bytes)
             && let Ok(layout) = m.layout()
         {
-            let _ = layout.place(0x1_0000_0000);
+            let _ = layout.place(GpuVa(0x1_0000_0000));
         }
     }
 

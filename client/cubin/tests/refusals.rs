@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use rig_cubin::info::{self, Eiattr};
 use rig_cubin::{ImageError, KernelError, Module, ModuleError, RelocError, RelocType};
 use rig_elf::ElfIndex;
+use rig_model::addr::GpuVa;
 
 fn good() -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/kernels.sm_90.cubin");
@@ -143,12 +144,12 @@ fn r_cuda_32_applies_below_4_gib_and_is_refused_above() {
     set_reloc_type(&mut bytes, ".rela.nv.constant4", 0, RelocType::R_CUDA_32.0);
     let module = Module::parse(&bytes).unwrap();
     let layout = module.layout().unwrap();
-    let low = layout.place(0x1000_0000).unwrap();
+    let low = layout.place(GpuVa(0x1000_0000)).unwrap();
     let b4 = low.banks().iter().find(|b| b.index == 4).unwrap();
-    let at = (b4.addr - low.base()) as usize + 8;
-    let bias = low.variable("bias").unwrap();
+    let at = (b4.addr.get() - low.base().get()) as usize + 8;
+    let bias = low.variable("bias").unwrap().get();
     assert_eq!(&low.bytes()[at..at + 4], &(bias as u32).to_le_bytes());
-    let err = layout.place(0x1_0000_0000).unwrap_err();
+    let err = layout.place(GpuVa(0x1_0000_0000)).unwrap_err();
     assert!(
         matches!(
             &err,

@@ -34,6 +34,8 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add("DEFAULT_SOCKET", rig_client::DEFAULT_SOCKET)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The SM the cubins rig loads are for (rig-cubin refuses others).
+    m.add("ARCH", format!("sm_{}", rig_cubin::module::SM))?;
     m.add_class::<session::Session>()?;
     m.add_class::<buffer::HostBuffer>()?;
     m.add_class::<gpumem::GpuBuffer>()?;

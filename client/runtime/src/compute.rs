@@ -56,14 +56,7 @@ use crate::{
     window::{self, Geometry, WindowError, Windows},
 };
 
-/// GH100's full shape (8 GPCs of 9 TPCs, 2 SMs per TPC, 64 warps per SM), for which
-/// local memory is sized until the session reports the GPU's own: what ran on the H200
-/// (docs/hardware/nvidia-compute.md, "What the H200 ran").
-pub const GH100: Geometry = Geometry {
-    tpcs: 72,
-    sms_per_tpc: 2,
-    max_warps_per_sm: 64,
-};
+pub use crate::window::GH100;
 
 /// Slots per template: launches of one (kernel, shape) in flight at once.
 pub const SLOTS: usize = 64;
@@ -80,8 +73,9 @@ pub struct ComputeOptions {
     /// Where ring, pushbuffer and arena live: [`Rings::Gpu`] (trusted uids) saves the
     /// GPU's fetches across PCIe, the QMD's and bank 0's among them.
     pub rings: Rings,
-    /// The GPU's shape, for sizing local memory.
-    pub geometry: Geometry,
+    /// The GPU's shape, for sizing local memory; `None` (the default): the session's
+    /// GPU as rigd reported it ([`Geometry::of_session`]).
+    pub geometry: Option<Geometry>,
     /// How long a launch may wait for a slot or room in the pushbuffer (a launch waits
     /// only when that many of its launches are still in flight).
     pub timeout: Duration,
@@ -113,7 +107,7 @@ impl Default for ComputeOptions {
             pushbuffer: 256 << 10,
             arena: 1 << 20,
             rings: Rings::Host,
-            geometry: GH100,
+            geometry: None,
             // TIMEOUT: a launch waits for one that went 64 launches before it; kernels
             // of seconds are the caller's to wait for with a longer timeout first.
             timeout: Duration::from_secs(10),
@@ -254,6 +248,10 @@ impl ComputeChannel {
             rings: o.rings,
         };
         let ch = Channel::open_opts(session, Engine::Compute, opts).await?;
+        let o = ComputeOptions {
+            geometry: Some(o.geometry.unwrap_or_else(|| Geometry::of_session(session))),
+            ..o
+        };
         Self::from_channel(ch, o).map_err(|b| b.0)
     }
 
@@ -295,7 +293,7 @@ impl ComputeChannel {
             arena: Arena::new(ch.arena_len()),
             ch,
             windows,
-            geometry: o.geometry,
+            geometry: o.geometry.unwrap_or(GH100),
             slm: None,
             local_capacity: 0,
             arena_va,

@@ -120,7 +120,7 @@ impl Prepared {
     /// [`LoadError::Image`] for a misaligned base or a relocation that does not fit,
     /// [`LoadError::Bank`] for a bank over 64 KiB.
     pub fn place(&self, base: GpuVa) -> Result<Placed, LoadError> {
-        let image = self.cubin.layout()?.place(base.get())?;
+        let image = self.cubin.layout()?.place(base)?;
         let banks = image
             .banks()
             .iter()
@@ -222,7 +222,7 @@ impl Module {
             module: Arc::clone(&self.inner),
             index,
             id: self.inner.id << 16 | u64::try_from(index).unwrap_or(0xffff) & 0xffff,
-            entry: GpuVa(entry),
+            entry,
         })
     }
 
@@ -237,7 +237,7 @@ impl Module {
 
     /// The GPU address of the `__constant__` or `__device__` variable `name`.
     pub fn variable(&self, name: &str) -> Option<GpuVa> {
-        self.inner.image.variable(name).map(GpuVa)
+        self.inner.image.variable(name)
     }
 
     /// Local memory per thread its hungriest kernel needs (`window::local_bytes`).
@@ -280,7 +280,7 @@ pub async fn load<A: Alloc>(
         kernel_banks,
     } = prepared.place(memory.va())?;
     let (zero_at, zero_len) = image.zeroed();
-    let zero_offset = zero_at - memory.va().get();
+    let zero_offset = zero_at.get() - memory.va().get();
     // The copy engine's memset writes 4-byte words from a 4-aligned address; globals
     // that start elsewhere are uploaded as zeros with the rest.
     let upload_zeros = zero_len > 0 && !zero_offset.is_multiple_of(4);
@@ -397,7 +397,7 @@ mod tests {
                 assert_eq!(own.len(), 1, "{own:?}");
                 assert_eq!((own[0].index, own[0].size), (2, 0x20));
                 let bank = image.kernel_banks(name).next().expect("its bank");
-                assert_eq!(own[0].addr, GpuVa(bank.addr));
+                assert_eq!(own[0].addr, bank.addr);
             } else {
                 assert!(own.is_empty(), "{name}: {own:?}");
             }

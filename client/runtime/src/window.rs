@@ -152,6 +152,31 @@ pub struct Geometry {
     pub max_warps_per_sm: u32,
 }
 
+/// GH100's full shape (8 GPCs of 9 TPCs, 2 SMs per TPC, 64 warps per SM): what ran on
+/// the H200 (docs/hardware/nvidia-compute.md, "What the H200 ran"). Local memory is
+/// sized for the session's own GPU as rigd read it at the claim; this shape only when
+/// rigd could not read one (its GR_GET_INFO failed, and said so in its log).
+pub const GH100: Geometry = Geometry {
+    tpcs: 72,
+    sms_per_tpc: 2,
+    max_warps_per_sm: 64,
+};
+
+impl Geometry {
+    /// The shape of `session`'s GPU as rigd read it at the claim (every TPC slot:
+    /// GPCs × TPCs per GPC), or [`GH100`]'s when rigd read none.
+    pub fn of_session(session: &rig_client::session::Session) -> Geometry {
+        session
+            .gpu()
+            .and_then(|g| g.geometry.as_ref())
+            .map_or(GH100, |g| Geometry {
+                tpcs: g.gpcs.saturating_mul(g.max_tpcs_per_gpc),
+                sms_per_tpc: g.sms_per_tpc,
+                max_warps_per_sm: g.max_warps_per_sm,
+            })
+    }
+}
+
 /// An SLM buffer's size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slm {
@@ -200,13 +225,6 @@ pub fn slm(per_thread: u64, geometry: Geometry) -> Result<Slm, WindowError> {
 mod tests {
     use super::*;
     use crate::testing::kernels;
-
-    /// GH100's full shape: 8 GPCs of 9 TPCs, 2 SMs per TPC, 64 warps per SM.
-    const GH100: Geometry = Geometry {
-        tpcs: 72,
-        sms_per_tpc: 2,
-        max_warps_per_sm: 64,
-    };
 
     #[test]
     fn the_stack_top_is_16_mib_less_the_reserve() {

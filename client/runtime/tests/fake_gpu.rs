@@ -23,9 +23,9 @@ use rig_nv::method::{
 };
 use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
-    CopyError, CopyOptions, HostAlloc, Launch, LaunchError, LoadError, Memory, MemoryError, Module,
-    Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span, Windows, cbank0, load,
-    qmd,
+    CopyError, CopyOptions, Geometry, HostAlloc, Launch, LaunchError, LoadError, Memory,
+    MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span,
+    Windows, cbank0, load, qmd,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -132,7 +132,7 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("parses")
         .layout()
         .expect("lays out")
-        .place(module.memory().va().get())
+        .place(module.memory().va())
         .expect("places");
     let mut banks = vec![ConstantBuffer {
         index: 0,
@@ -497,5 +497,36 @@ async fn copies_within_gpu_memory_go_to_the_copy_kernel_and_the_rest_to_the_copy
     assert_eq!(d.engine, Engine::Copy);
     let d = rt.copy(&s, Span::all(&host), Span::all(&a)).expect("h2d");
     assert_eq!(d.engine, Engine::Copy);
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_memory_is_sized_for_the_sessions_own_gpu_not_a_fixed_one() {
+    // The default fake GPU reports GH100's shape; this one 4 GPCs of 5 TPCs, 48 warps.
+    let server = support::dma_support::Server::start(64 * MIB).await;
+    let rm = rigd::nvrm::FakeRm::new();
+    let mut info = rigd::nvrm::FAKE_GR_INFO;
+    // SM_VERSION, GPCS, TPC_PER_GPC, SM_PER_TPC, SHADER_PIPE_SUB_COUNT, MAX_WARPS_PER_SM.
+    for (slot, value) in [(1, 4), (2, 5), (4, 20), (5, 48)] {
+        info[slot].1 = value;
+    }
+    rm.set_gr_info(&info);
+    let _gpu = server.serve_fake_gpu(GPU, rm, rigd::channels::Limits::default(), 32);
+    let s = Session::open(&server.socket, GPU).await.expect("session");
+    assert_eq!(
+        Geometry::of_session(&s),
+        Geometry {
+            tpcs: 20,
+            sms_per_tpc: 2,
+            max_warps_per_sm: 48
+        }
+    );
+    drop(s);
+    server.stop().await;
+
+    let f = serve(32).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    assert_eq!(Geometry::of_session(&s), rig_runtime::compute::GH100);
+    drop(s);
     f.server.stop().await;
 }

@@ -45,7 +45,7 @@ fn qmds(out: &mut String) {
         let image = module
             .layout()
             .expect("lays out")
-            .place(BASE)
+            .place(GpuVa(BASE))
             .expect("places");
         for kernel in module.kernels() {
             let block = match kernel.threads() {
@@ -86,7 +86,7 @@ fn qmds(out: &mut String) {
                 let launch = Launch {
                     kernel,
                     shape: &shape,
-                    program: GpuVa(program),
+                    program,
                     banks: &banks,
                     release: kind.map(|kind| Release {
                         addr: GpuVa(addr),

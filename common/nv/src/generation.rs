@@ -36,8 +36,9 @@ pub struct Generation {
     pub compute: u32,
     /// The QMD version the compute class reads.
     pub qmd: QmdVersion,
-    /// The SM architecture its cubins are built for (`sm_90`).
-    pub sm: &'static str,
+    /// The SM architecture its cubins are built for (90: `sm_90`), as a cubin's
+    /// `e_flags` name it.
+    pub sm: u32,
     /// Whether the PBDMA writes GP_GET into USERD (`gpfifo::USERD_GP_GET`).
     pub userd_gp_get: bool,
 }
@@ -49,7 +50,7 @@ pub const HOPPER: Generation = Generation {
     copy: HOPPER_DMA_COPY_A,
     compute: HOPPER_COMPUTE_A,
     qmd: QmdVersion::V04,
-    sm: "sm_90",
+    sm: 90,
     userd_gp_get: true,
 };
 
@@ -60,7 +61,7 @@ pub const BLACKWELL: Generation = Generation {
     copy: BLACKWELL_DMA_COPY_A,
     compute: BLACKWELL_COMPUTE_A,
     qmd: QmdVersion::V05,
-    sm: "sm_100",
+    sm: 100,
     userd_gp_get: false,
 };
 

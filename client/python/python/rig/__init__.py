@@ -17,6 +17,7 @@ docs/python.md in the repository describes every call.
 """
 
 from ._rig import (
+    ARCH,
     DEFAULT_SOCKET,
     Closed,
     ClientError,
@@ -39,6 +40,7 @@ from ._rig import (
 )
 
 __all__ = [
+    "ARCH",
     "DEFAULT_SOCKET",
     "Closed",
     "ClientError",

@@ -10,6 +10,7 @@ from typing import Literal
 from typing_extensions import Buffer as BufferLike
 
 DEFAULT_SOCKET: str
+ARCH: str
 __version__: str
 
 class RigError(Exception): ...

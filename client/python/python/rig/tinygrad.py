@@ -80,8 +80,8 @@ from tinygrad.runtime.support.hcq import (  # noqa: E402
     MMIOInterface,
 )
 
-# The only compute class rig's runtime builds QMDs for (HOPPER_COMPUTE_A, QMD V04).
-ARCH = "sm_90"
+# The SM of the cubins rig loads (rig-cubin's, from the GPU generation rig serves).
+ARCH = rig.ARCH
 
 
 class RigCUDARenderer(CUDARenderer):

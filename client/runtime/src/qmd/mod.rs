@@ -53,13 +53,13 @@ pub struct Launch<'a> {
 pub fn constant_buffer(b: rig_cubin::Bank) -> Result<ConstantBuffer, QmdError> {
     let size = u32::try_from(b.size).map_err(|_| QmdError::Bank {
         index: b.index,
-        addr: b.addr,
+        addr: b.addr.get(),
         size: u32::MAX,
         reason: "the size must be a multiple of 16 from 16 to 64 KiB",
     })?;
     Ok(ConstantBuffer {
         index: b.index,
-        addr: GpuVa(b.addr),
+        addr: b.addr,
         size,
     })
 }

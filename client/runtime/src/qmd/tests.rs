@@ -494,7 +494,7 @@ fn a_placed_modules_banks_bind_as_they_are() {
     let image = m
         .layout()
         .expect("lays out")
-        .place(0x7f00_0000_0000)
+        .place(GpuVa(0x7f00_0000_0000))
         .expect("places");
     let banks: Vec<ConstantBuffer> = image
         .banks()
@@ -508,7 +508,7 @@ fn a_placed_modules_banks_bind_as_they_are() {
     );
     let too_big = rig_cubin::Bank {
         index: 3,
-        addr: 0x1000,
+        addr: GpuVa(0x1000),
         size: 1 << 32,
     };
     assert!(matches!(
@@ -527,7 +527,7 @@ fn a_placed_modules_banks_bind_as_they_are() {
     let launch = Launch {
         kernel: k,
         shape: &shape,
-        program: GpuVa(image.entry(k).expect("placed")),
+        program: image.entry(k).expect("placed"),
         banks: &all,
         release: None,
         local_capacity: 0,
