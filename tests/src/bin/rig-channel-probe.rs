@@ -351,12 +351,29 @@ async fn fault(socket: &str, gpu: &str) -> Res<()> {
         Ok(()) => return Err("a release into an unmapped address landed".into()),
     }
     ch.close(&session).await?;
-    // The session itself still answers: a new channel opens and runs.
-    let mut again = open_one(&session, Engine::Copy, 64).await?;
+    // A faulted session is contained whole: rigd freed its channels and opens it no
+    // more, naming the fault (docs/RELIABILITY.md, "When a channel faults, and when the
+    // GPU is lost").
+    match open_one(&session, Engine::Copy, 64).await {
+        Ok(_) => return Err("a faulted session opened another channel".into()),
+        Err(e) => {
+            let line = rig_client::error_line(&e);
+            if !line.contains("faulted") {
+                return Err(format!("refused, but not for the fault: {line}").into());
+            }
+            println!("after_fault same_session refused: {line}");
+        }
+    }
+    // A new session of the same uid opens and runs.
+    let fresh = Session::open(socket, gpu).await?;
+    let mut again = open_one(&fresh, Engine::Copy, 64).await?;
     let v = again.release()?;
     again.submit()?;
     again.wait(v, LONG)?;
-    println!("after_fault new_channel={} released={v}", again.id());
+    println!(
+        "after_fault new_session new_channel={} released={v}",
+        again.id()
+    );
     Ok(())
 }
 
