@@ -235,8 +235,12 @@ pub struct Paths {
     pub sysfs: PathBuf,
     /// Debian's pci.ids (package `pci.ids`); names are omitted when it is missing.
     pub pci_ids: PathBuf,
-    /// Group database, read directly so that static binaries need no NSS.
-    pub group_file: PathBuf,
+    /// A group file (`/etc/group` format) to read groups from instead of the system's
+    /// name service. Unset (the default), groups are looked up through NSS
+    /// (`getgrnam_r`): /etc/group, LDAP, SSSD, whatever nsswitch.conf names. Set it for
+    /// a statically linked rigd, which cannot load NSS modules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_file: Option<PathBuf>,
     /// rigd's journal and state.
     pub state_dir: PathBuf,
     /// Vendor firmware files.
@@ -319,7 +323,7 @@ impl Default for Paths {
         Self {
             sysfs: PathBuf::from("/sys"),
             pci_ids: PathBuf::from("/usr/share/misc/pci.ids"),
-            group_file: PathBuf::from("/etc/group"),
+            group_file: None,
             state_dir: PathBuf::from("/var/lib/rig"),
             firmware: PathBuf::from("/lib/firmware"),
             proc: PathBuf::from("/proc"),
@@ -366,9 +370,15 @@ pub enum ConfigError {
         message: String,
     },
     #[error(
-        "Group `{group}` (server.group, server.admin_group or channels.gpu_rings_group) is not in {path}"
+        "Group `{group}` (server.group, server.admin_group or channels.gpu_rings_group) is not in {database}"
     )]
-    UnknownGroup { group: String, path: PathBuf },
+    UnknownGroup { group: String, database: String },
+    #[error("Failed to look group `{group}` up in the system's group database (NSS)")]
+    GroupLookup {
+        group: String,
+        #[source]
+        source: nix::Error,
+    },
     #[error("{path}: lease.allow rule {rule}: `{device}` is neither a PCI address nor \"*\"")]
     LeaseDevice {
         path: PathBuf,
@@ -536,12 +546,26 @@ fn line_col(text: &str, byte: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Looks a group's id up in a group file (`/etc/group` format).
+/// Looks a group's id up: in `group_file` (`/etc/group` format) when one is given,
+/// else through the system's name service (`getgrnam_r`, so LDAP and SSSD groups too).
 ///
 /// # Errors
-/// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::UnknownGroup`] if
-/// the group is not in it.
-pub fn resolve_group(name: &str, group_file: &Path) -> Result<u32, ConfigError> {
+/// [`ConfigError::Read`] if the file cannot be read, [`ConfigError::GroupLookup`] if
+/// NSS fails, [`ConfigError::UnknownGroup`] if the group is in neither.
+pub fn resolve_group(name: &str, group_file: Option<&Path>) -> Result<u32, ConfigError> {
+    let Some(group_file) = group_file else {
+        return match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(g.gid.as_raw()),
+            Ok(None) => Err(ConfigError::UnknownGroup {
+                group: name.to_owned(),
+                database: "the system's group database (NSS)".to_owned(),
+            }),
+            Err(source) => Err(ConfigError::GroupLookup {
+                group: name.to_owned(),
+                source,
+            }),
+        };
+    };
     let text = fs::read_to_string(group_file).map_err(|source| ConfigError::Read {
         path: group_file.to_owned(),
         source,
@@ -551,7 +575,7 @@ pub fn resolve_group(name: &str, group_file: &Path) -> Result<u32, ConfigError> 
         .map(|(_, gid, _)| gid)
         .ok_or_else(|| ConfigError::UnknownGroup {
             group: name.to_owned(),
-            path: group_file.to_owned(),
+            database: group_file.display().to_string(),
         })
 }
 
@@ -703,9 +727,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = dir.path().join("group");
         fs::write(&f, "root:x:0:\nbroken line\nrig:x:977:alice,bob\n").expect("write");
-        assert_eq!(resolve_group("rig", &f).expect("present"), 977);
-        let e = resolve_group("nope", &f).expect_err("absent");
+        assert_eq!(resolve_group("rig", Some(&f)).expect("present"), 977);
+        let e = resolve_group("nope", Some(&f)).expect_err("absent");
         assert!(e.to_string().contains("`nope`"), "{e}");
+        assert!(e.to_string().contains(&f.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn without_a_group_file_groups_come_from_nss() {
+        // root is in every system's group database; this name in none.
+        assert_eq!(resolve_group("root", None).expect("root"), 0);
+        let e = resolve_group("rig-no-such-group-anywhere", None).expect_err("absent");
+        assert!(e.to_string().contains("(NSS)"), "{e}");
+        assert_eq!(Config::default().paths.group_file, None);
     }
 
     #[test]

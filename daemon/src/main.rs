@@ -126,7 +126,7 @@ fn run(args: Args, log: Log) -> Result<(), Box<dyn std::error::Error + Send + Sy
         .server
         .group
         .as_deref()
-        .map(|g| config::resolve_group(g, &config.paths.group_file))
+        .map(|g| config::resolve_group(g, config.paths.group_file.as_deref()))
         .transpose()?;
     let (rig, warnings) = Rig::new(&config);
     for w in &warnings {

@@ -302,7 +302,7 @@ impl Policy {
     /// Builds the policy of `config`. A group missing from the group file grants
     /// nothing and comes back as a warning (at start rigd goes on without it).
     pub fn new(config: &Config) -> (Self, Vec<PolicyError>) {
-        let file = &config.paths.group_file;
+        let file = config.paths.group_file.as_deref();
         let mut problems = Vec::new();
         let mut resolve = |what: &str, name: &str| match config::resolve_group(name, file) {
             Ok(gid) => Some(Group {

@@ -61,6 +61,8 @@ cat > "$RUN/rigd.toml" << EOF
 socket = "$RUN/rigd.sock"
 group = "nogroup"
 [paths]
+# A static rigd has no NSS modules: read the group file itself.
+group_file = "/etc/group"
 state_dir = "$RUN/state"
 pci_ids = "$BIN/pci.ids"
 [dma]

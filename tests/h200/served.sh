@@ -41,6 +41,8 @@ cat > "$RUN/rigd.toml" <<EOF
 socket = "$RUN/rigd.sock"
 group = "nogroup"
 [paths]
+# A static rigd has no NSS modules: read the group file itself.
+group_file = "/etc/group"
 state_dir = "$RUN/state"
 [dma]
 pool_bytes = $((1536 << 20))

@@ -81,7 +81,7 @@ async fn server(
     config.paths.pci_ids = root.join("pci.ids");
     config.paths.state_dir = root.join("state");
     config.paths.dev = root.join("dev");
-    config.paths.group_file = dir.join("group");
+    config.paths.group_file = Some(dir.join("group"));
     config.paths.proc = PathBuf::from("/proc");
     config.take.allow_sysfs_mode = true;
     config.audit.journal_socket = dir.join("journal.socket");

@@ -30,7 +30,7 @@ async fn a_session_survives_a_reload_and_the_new_quota_applies_to_its_next_lease
     config.paths.state_dir = dir.path().join("state");
     config.paths.proc = dir.path().join("proc");
     config.paths.dev = dir.path().join("dev");
-    config.paths.group_file = groups;
+    config.paths.group_file = Some(groups);
     config.audit.journal_socket = dir.path().join("no-journal");
     config.dma.quota.per_uid_bytes = 8 * MIB;
     let socket = dir.path().join("rigd.sock");

@@ -70,7 +70,7 @@ async fn start() -> World {
     config.paths.pci_ids = dir.path().join("pci.ids");
     config.paths.state_dir = dir.path().join("state");
     config.paths.dev = dir.path().join("dev");
-    config.paths.group_file = groups;
+    config.paths.group_file = Some(groups);
     config.take.allow_sysfs_mode = true;
     config.roles.admins = vec!["rigadm".into()];
     config.roles.clients = vec!["rig".into()];

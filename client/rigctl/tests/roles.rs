@@ -109,7 +109,7 @@ async fn start() -> World {
     config.paths.pci_ids = dir.path().join("pci.ids");
     config.paths.state_dir = dir.path().join("state");
     config.paths.dev = dir.path().join("dev");
-    config.paths.group_file = groups;
+    config.paths.group_file = Some(groups);
     // The real procfs: audit lines read the callers' names there. Their supplementary
     // groups come from the connections (SO_PEERGROUPS, `service::peer`).
     config.paths.proc = PathBuf::from("/proc");

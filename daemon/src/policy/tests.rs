@@ -121,7 +121,7 @@ fn world(roles: &str) -> (tempfile::TempDir, Policy) {
         fs::write(p.join("status"), format!("Name:\tx\nGroups:\t100 {g}\n")).expect("status");
     }
     let mut config = Config::parse(roles, Path::new("t.toml")).expect("config");
-    config.paths.group_file = groups;
+    config.paths.group_file = Some(groups);
     config.paths.proc = dir.path().join("proc");
     let (policy, problems) = Policy::new(&config);
     assert!(problems.is_empty(), "{problems:?}");
@@ -200,7 +200,7 @@ fn an_unknown_group_grants_nothing_and_strict_refuses_it() {
     fs::write(&groups, "rig:x:951:\n").expect("group");
     let mut config =
         Config::parse("[roles]\nclients = [\"nope\"]\n", Path::new("t.toml")).expect("config");
-    config.paths.group_file = groups;
+    config.paths.group_file = Some(groups);
     config.paths.proc = dir.path().join("proc");
     let (p, problems) = Policy::new(&config);
     assert_eq!(problems.len(), 1);
@@ -242,7 +242,7 @@ fn groups_read_once_are_kept_a_while_and_a_new_policy_reads_them_afresh() {
     assert_eq!(p.role_of(c(1001, 100, 78)), Some(Role::Admin));
     let mut config =
         Config::parse("[roles]\nadmins = [\"rigadm\"]\n", Path::new("t.toml")).expect("config");
-    config.paths.group_file = dir.path().join("group");
+    config.paths.group_file = Some(dir.path().join("group"));
     config.paths.proc = dir.path().join("proc");
     let fresh = Policy::strict(&config).expect("policy");
     assert_eq!(

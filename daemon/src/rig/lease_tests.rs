@@ -47,7 +47,7 @@ fn config(dir: &Path) -> Config {
     c.paths.state_dir = dir.join("state");
     c.paths.proc = dir.join("proc");
     c.paths.dev = dir.join("dev");
-    c.paths.group_file = dir.join("group");
+    c.paths.group_file = Some(dir.join("group"));
     c.take.allow_sysfs_mode = true;
     c.lease.allow = vec![LeaseRule {
         devices: vec![DEV.into()],

@@ -393,7 +393,7 @@ mod tests {
         std::fs::write(&groups, "root:x:0:\nrigtrust:x:951:\n").expect("group file");
         let mut config = Config::default();
         config.channels.gpu_rings_group = Some("rigtrust".into());
-        config.paths.group_file = groups;
+        config.paths.group_file = Some(groups);
         config.paths.proc = dir.path().join("proc");
         config.paths.pci_ids = dir.path().join("none");
         config.paths.sysfs = dir.path().join("sys");
@@ -452,7 +452,7 @@ mod tests {
         std::fs::write(member.join("status"), "Name:\tx\nGroups:\t100 951\n").expect("status");
         let mut config = Config::default();
         config.channels.gpu_rings_group = Some("rigtrust".into());
-        config.paths.group_file = groups;
+        config.paths.group_file = Some(groups);
         config.paths.proc = dir.path().join("proc");
         config.paths.pci_ids = dir.path().join("none");
         config.paths.sysfs = dir.path().join("sys");

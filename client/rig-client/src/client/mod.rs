@@ -274,14 +274,10 @@ pub(crate) fn diagnose(path: &Path, e: io::Error) -> ClientError {
     }
 }
 
-/// The name of the group that owns the socket, read from /etc/group without NSS.
+/// The name of the group that owns the socket, through the system's name service
+/// (getgrgid_r: /etc/group, LDAP, SSSD).
 fn socket_group(path: &Path) -> Option<String> {
     let gid = std::fs::metadata(path).ok()?.gid();
-    let groups = std::fs::read_to_string("/etc/group").ok()?;
-    groups.lines().find_map(|l| {
-        let mut f = l.split(':');
-        let name = f.next()?;
-        let _ = f.next()?;
-        (f.next()?.parse::<u32>().ok()? == gid).then(|| name.to_owned())
-    })
+    let group = nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)).ok()??;
+    Some(group.name)
 }
