@@ -409,6 +409,23 @@ impl Runtime {
         self.with(py, |rt, _| rt.poll(done.to_rust()))?.py()
     }
 
+    /// `<rig.Runtime of session S: compute channel C, copy channel K>`; never waits (a
+    /// runtime in a wait on another thread shows as busy).
+    fn __repr__(&self) -> String {
+        let session = self.session.id().0;
+        match self.inner.try_lock() {
+            Ok(mut g) => match g.as_mut() {
+                Some(rt) => format!(
+                    "<rig.Runtime of session {session}: compute channel {}, copy channel {}>",
+                    rt.compute().channel().id(),
+                    rt.copies().channel().id()
+                ),
+                None => format!("<rig.Runtime of session {session} (closed)>"),
+            },
+            Err(_) => format!("<rig.Runtime of session {session} (busy)>"),
+        }
+    }
+
     /// Closes both channels in rigd (work in flight is waited for first).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let taken = detached(py, |_| {

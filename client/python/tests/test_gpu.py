@@ -68,6 +68,12 @@ def test_a_host_pool_serves_no_gpu_memory(socket, host_device):
         assert e.value.reason == "not_served"
 
 
+def test_arch_is_the_sm_of_the_cubins_rig_loads(cubin):
+    # The fixture is nvcc's sm_90 build: rig reads it because rig.ARCH is its SM.
+    assert rig.ARCH == "sm_90"
+    assert rig.inspect(cubin)
+
+
 def test_inspect_reads_a_cubins_kernels(cubin):
     kernels = {k.name: k for k in rig.inspect(cubin)}
     assert kernels, "the fixture has kernels"

@@ -157,6 +157,7 @@ def test_a_fault_is_typed_and_stays_in_its_session():
     # A session of its own: its channel group stops; the module's session goes on.
     with rig.Session(GPU, socket=SOCKET) as s:
         r = s.runtime()
+        assert repr(r).startswith(f"<rig.Runtime of session {s.id}: compute channel "), repr(r)
         m = r.load(CUBIN)
         d = r.launch(m["store_at"], grid=1, block=1, args=[0x10, 7])
         with pytest.raises(rig.Fault) as e:
