@@ -22,7 +22,7 @@
 
 use rig_model::addr::GpuVa;
 
-use super::{Subchannel, inc};
+use super::{Subchannel, inc, split};
 use crate::class::clcbc0::{
     HOPPER_COMPUTE_A, NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI,
     NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES, NVCBC0_INVALIDATE_SAMPLER_CACHE_NO_WFI_LINES_ALL,
@@ -115,12 +115,6 @@ fn check(what: &'static str, addr: u64, align: u64, limit: u64) -> Result<(), Co
 }
 
 #[inline]
-fn halves(v: u64, upper_mask: u64) -> (u32, u32) {
-    let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
-    (word((v >> 32) & upper_mask), word(v & 0xffff_ffff))
-}
-
-#[inline]
 fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COMPUTE, method, count).expect("a HOPPER_COMPUTE_A method of clcbc0.h")
 }
@@ -140,7 +134,7 @@ pub fn set_object() -> [u32; 2] {
 pub fn set_shared_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
     let base = base.get();
     check("the shared window", base, 1 << 32, 1 << 49)?;
-    let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
+    let (hi, lo) = split(base, WINDOW_UPPER_MASK);
     Ok([header(NVCBC0_SET_SHADER_SHARED_MEMORY_WINDOW_A, 2), hi, lo])
 }
 
@@ -152,7 +146,7 @@ pub fn set_shared_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
 pub fn set_local_memory_window(base: GpuVa) -> Result<[u32; 3], ComputeError> {
     let base = base.get();
     check("the local window", base, 16 << 20, 1 << 49)?;
-    let (hi, lo) = halves(base, WINDOW_UPPER_MASK);
+    let (hi, lo) = split(base, WINDOW_UPPER_MASK);
     Ok([header(NVCBC0_SET_SHADER_LOCAL_MEMORY_WINDOW_A, 2), hi, lo])
 }
 
@@ -191,8 +185,8 @@ pub fn set_local_memory(m: LocalMemory) -> Result<[u32; 7], ComputeError> {
     if m.per_tpc >> 40 != 0 {
         return Err(ComputeError::LocalSize { bytes: m.per_tpc });
     }
-    let (hi, lo) = halves(m.addr.get(), UPPER25_MASK);
-    let (size_hi, size_lo) = halves(m.per_tpc, SIZE_UPPER_MASK);
+    let (hi, lo) = split(m.addr.get(), UPPER25_MASK);
+    let (size_hi, size_lo) = split(m.per_tpc, SIZE_UPPER_MASK);
     Ok([
         header(NVCBC0_SET_SHADER_LOCAL_MEMORY_A, 2),
         hi,
@@ -313,7 +307,7 @@ pub fn report_semaphore(
     let addr = addr.get();
     let align = if timestamp { 16 } else { 4 };
     check("a report semaphore", addr, align, 1 << 57)?;
-    let (hi, lo) = halves(addr, UPPER25_MASK);
+    let (hi, lo) = split(addr, UPPER25_MASK);
     let d = REPORT_D_RELEASE
         | if timestamp {
             REPORT_D_STRUCTURE_SIZE_FOUR_WORDS

@@ -20,7 +20,7 @@
 
 use rig_model::addr::GpuVa;
 
-use super::{Subchannel, inc};
+use super::{Subchannel, inc, split};
 use crate::class::clc8b5::{
     NVC8B5_LAUNCH_DMA, NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE,
     NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NON_PIPELINED, NVC8B5_LAUNCH_DMA_DATA_TRANSFER_TYPE_NONE,
@@ -133,12 +133,6 @@ fn check(what: &'static str, addr: u64, align: u64) -> Result<(), CopyError> {
 }
 
 #[inline]
-fn halves(v: u64) -> (u32, u32) {
-    let word = |x: u64| u32::try_from(x).expect("masked to 32 bits");
-    (word((v >> 32) & UPPER_MASK), word(v & 0xffff_ffff))
-}
-
-#[inline]
 fn header(method: u32, count: u32) -> u32 {
     inc(SUBCH_COPY, method, count).expect("a HOPPER_DMA_COPY_A method of clc8b5.h")
 }
@@ -148,7 +142,7 @@ fn header(method: u32, count: u32) -> u32 {
 fn semaphore(s: Semaphore) -> Result<([u32; 4], u32), CopyError> {
     let addr = s.addr.get();
     check("a semaphore", addr, if s.timestamp { 16 } else { 4 })?;
-    let (hi, lo) = halves(addr);
+    let (hi, lo) = split(addr, UPPER_MASK);
     let kind = if s.timestamp {
         RELEASE_SEMAPHORE_WITH_TIMESTAMP
     } else {
@@ -185,8 +179,8 @@ pub fn copy(src: GpuVa, dst: GpuVa, bytes: u64) -> Result<[u32; 9], CopyError> {
     check("the source", src, 1)?;
     check("the destination", dst, 1)?;
     let len = line_length(bytes)?;
-    let (shi, slo) = halves(src);
-    let (dhi, dlo) = halves(dst);
+    let (shi, slo) = split(src, UPPER_MASK);
+    let (dhi, dlo) = split(dst, UPPER_MASK);
     Ok([
         header(NVC8B5_OFFSET_IN_UPPER, 4),
         shi,
@@ -231,8 +225,8 @@ pub fn copy_released(
     check("the destination", dst, 1)?;
     let len = line_length(bytes)?;
     let (sem, launch) = semaphore(done)?;
-    let (shi, slo) = halves(src);
-    let (dhi, dlo) = halves(dst);
+    let (shi, slo) = split(src, UPPER_MASK);
+    let (dhi, dlo) = split(dst, UPPER_MASK);
     Ok([
         sem[0],
         sem[1],
@@ -302,7 +296,7 @@ pub fn memset(
         words.extend(sem);
         launch |= bits;
     }
-    let (hi, lo) = halves(dst);
+    let (hi, lo) = split(dst, UPPER_MASK);
     words.extend([
         header(NVC8B5_SET_REMAP_CONST_B, 2),
         value,

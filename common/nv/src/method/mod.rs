@@ -126,6 +126,8 @@ pub fn immediate(subch: Subchannel, method: u32, data: u32) -> Result<u32, Metho
     header(NVC56F_DMA_SEC_OP_IMMD_DATA_METHOD, subch, method, data)
 }
 
+/// `addr`'s bits 63:32 masked by `hi_mask`, and bits 31:0: an `_UPPER` and a `_LOWER`
+/// method's data, for every class.
 #[inline]
 fn split(addr: u64, hi_mask: u64) -> (u32, u32) {
     let word = |v: u64| u32::try_from(v).expect("masked to 32 bits");
