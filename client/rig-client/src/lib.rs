@@ -32,7 +32,10 @@
 //! buffers: [`gpumem::GpuMemory::alloc`]), `dma` (pools as rigd reports them). A new
 //! kind of lent resource is one more peer: it speaks its requests through
 //! [`session::Session::call`], keeps what it needs beside the session
-//! ([`session::Session::local`]) and edits none of these.
+//! ([`session::Session::local`]) and edits none of these. One layer above the peers,
+//! `space` answers which lease holds an address ([`space::find_region`]), reading the
+//! session's ledger and gpumem's, so every check that memory is the session's asks it
+//! the same way.
 //!
 //! Methods return this crate's own types, never wire types (the side socket's request
 //! and reply bodies, which `Session::call` passes through for peers, excepted), and
@@ -53,6 +56,7 @@ pub mod model;
 pub mod queue;
 pub mod regs;
 pub mod session;
+pub mod space;
 pub mod take;
 
 pub use client::{Client, ClientError, DEFAULT_SOCKET, ERROR_DOMAIN, ErrorInfo, error_line};

@@ -49,7 +49,7 @@ use crate::{
     copy::{self, CopyChannel},
     launch::{Dim3, LaunchError, Shape},
     load::{self, Kernel, LoadError, Module},
-    memory::{Alloc, Memory, MemoryError, Span},
+    memory::{self, Alloc, Memory, MemoryError, Span},
     params::Arg,
     qmd::{QmdError, QmdVersion},
     template::{self, Key, Spec, Template},
@@ -364,8 +364,9 @@ impl ComputeChannel {
         let mem = alloc.alloc(session, slm.total, LOCAL_MEMORY_ALIGN).await?;
         // Kernels in flight may use the old buffer: they finish first.
         self.drain()?;
+        let addr = memory::gpu_va(&mem)?;
         self.ch.push(&words::set_local_memory(LocalMemory {
-            addr: mem.va(),
+            addr,
             per_tpc: slm.per_tpc,
             non_throttled_c: NON_THROTTLED_C_DEFAULT,
         })?)?;

@@ -50,7 +50,7 @@ pub use compute::{ComputeChannel, ComputeError, ComputeOptions};
 pub use copy::{CopyChannel, CopyError, CopyOptions};
 pub use launch::{Dim3, LaunchError, Shape};
 pub use load::{Kernel, LoadError, Module};
-pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span};
+pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span, gpu_va, region_at};
 pub use params::Arg;
 pub use qmd::{ConstantBuffer, Launch, Qmd, QmdError, QmdVersion, Release, ReleaseKind};
 pub use rig_nv::method::compute::PcasAction;

@@ -28,7 +28,7 @@ use rig_model::addr::GpuVa;
 
 use crate::{
     copy::{CopyChannel, CopyError},
-    memory::{Alloc, Memory, MemoryError, Span},
+    memory::{self, Alloc, Memory, MemoryError, Span},
     qmd::{ConstantBuffer, QmdError, constant_buffer},
     window::local_bytes,
 };
@@ -271,16 +271,17 @@ pub async fn load<A: Alloc>(
     timeout: Duration,
 ) -> Result<Module, LoadError> {
     let prepared = prepare(bytes)?;
-    let memory = alloc
+    let mem = alloc
         .alloc(session, prepared.size(), prepared.align())
         .await?;
+    let base = memory::gpu_va(&mem)?;
     let Placed {
         image,
         banks,
         kernel_banks,
-    } = prepared.place(memory.va())?;
+    } = prepared.place(base)?;
     let (zero_at, zero_len) = image.zeroed();
-    let zero_offset = zero_at.get() - memory.va().get();
+    let zero_offset = zero_at.get() - base.get();
     // The copy engine's memset writes 4-byte words from a 4-aligned address; globals
     // that start elsewhere are uploaded as zeros with the rest.
     let upload_zeros = zero_len > 0 && !zero_offset.is_multiple_of(4);
@@ -300,15 +301,13 @@ pub async fn load<A: Alloc>(
     let mut last = None;
     if len > 0 {
         let src = Span::new(&staging, 0, len)?;
-        let dst = Span::new(&memory, 0, len)?;
+        let dst = Span::new(&mem, 0, len)?;
         last = Some(copies.copy(session, src, dst)?);
     }
     if zero_len > 0 && !upload_zeros {
         // The image's size is a multiple of 4: the last word is the image's own.
-        let end = (zero_offset + zero_len)
-            .next_multiple_of(4)
-            .min(memory.len());
-        let dst = Span::new(&memory, zero_offset, end - zero_offset)?;
+        let end = (zero_offset + zero_len).next_multiple_of(4).min(mem.len());
+        let dst = Span::new(&mem, zero_offset, end - zero_offset)?;
         last = Some(copies.fill(session, dst, 0)?);
     }
     if let Some(v) = last {
@@ -324,7 +323,7 @@ pub async fn load<A: Alloc>(
             image,
             banks,
             kernel_banks,
-            memory: Box::new(memory),
+            memory: Box::new(mem),
         }),
     })
 }

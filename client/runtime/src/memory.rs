@@ -9,6 +9,11 @@
 //! ([`rig_client::session::Buffer`], [`HostAlloc`]) and for the GPU memory rigd lends
 //! the session ([`rig_client::gpumem::GpuBuffer`], [`GpuAlloc`]).
 //!
+//! Whether memory is the session's is one question, asked of rig-client's
+//! [`find_region`] (the lease that holds an address) by every `held_by` here; a
+//! [`Region`] found by address is itself memory, so a caller that names memory by
+//! its GPU address (the Python bindings, tinygrad) copies through the same checks.
+//!
 //! Not here: what a kernel's parameters point at. A GPU address passed as a parameter
 //! cannot be checked (the kernel computes its addresses); one outside the session's
 //! memory faults that kernel's channel group only, with the RM's MMU fault as the
@@ -19,6 +24,7 @@ use std::{fmt, future::Future};
 use rig_client::{
     gpumem::{GpuBuffer, GpuMemory},
     session::{Buffer, Session, SessionError},
+    space::{Holder, Region, find_region},
 };
 use rig_model::addr::GpuVa;
 
@@ -33,8 +39,9 @@ pub enum Place {
 
 /// Memory of one session's GPU address space.
 pub trait Memory: fmt::Debug + Send + Sync {
-    /// Where the GPU reaches its first byte.
-    fn va(&self) -> GpuVa;
+    /// Where the GPU reaches its first byte: `None` for memory with no GPU address (a
+    /// host buffer of a session on no served GPU), on which nothing can be submitted.
+    fn va(&self) -> Option<GpuVa>;
     /// Its length in bytes.
     fn len(&self) -> u64;
     /// Where its bytes are.
@@ -49,10 +56,8 @@ pub trait Memory: fmt::Debug + Send + Sync {
 }
 
 impl Memory for Buffer {
-    fn va(&self) -> GpuVa {
-        // Only a served GPU's session gives GPU VAs; any other buffer is not held by
-        // such a session (`held_by`), so nothing is ever submitted at this zero.
-        self.gpu_va().unwrap_or(GpuVa(0))
+    fn va(&self) -> Option<GpuVa> {
+        self.gpu_va()
     }
 
     fn len(&self) -> u64 {
@@ -64,29 +69,23 @@ impl Memory for Buffer {
     }
 
     fn held_by(&self, session: &Session) -> bool {
-        let (lease, offset) = self.lease();
-        let Some(va) = self.device_address().filter(|d| d.gpu_va().is_some()) else {
+        let Some(va) = self.gpu_va() else {
             return false;
         };
-        // The lease's handle, its mapping in this process and its GPU address all
+        // The lease's handle, its GPU address and its mapping in this process all
         // match: a handle alone is only unique within its session, and two sessions
         // give the same GPU addresses.
-        session.leases().iter().any(|l| {
-            l.id == lease
-                && l.host_address
-                    .checked_add(usize::try_from(offset).unwrap_or(usize::MAX))
-                    == Some(self.as_ptr() as usize)
-                && l.device_address.and_then(|d| d.checked_add(offset)) == Some(va)
-                && offset
-                    .checked_add(Buffer::len(self))
-                    .is_some_and(|end| end <= l.bytes)
+        find_region(session, va).is_some_and(|r| {
+            r.holder == Holder::Host(self.lease().0)
+                && r.contains(va, Buffer::len(self))
+                && r.host_address_of(va) == Some(self.as_ptr() as usize)
         })
     }
 }
 
 impl Memory for GpuBuffer {
-    fn va(&self) -> GpuVa {
-        GpuBuffer::va(self)
+    fn va(&self) -> Option<GpuVa> {
+        Some(GpuBuffer::va(self))
     }
 
     fn len(&self) -> u64 {
@@ -98,21 +97,41 @@ impl Memory for GpuBuffer {
     }
 
     fn held_by(&self, session: &Session) -> bool {
-        let (lease, offset) = self.lease();
         // The lease's id and its VA both match, and the buffer lies inside it: ids are
         // rigd's per GPU, and two sessions give the same VAs.
-        GpuMemory::leases(session).iter().any(|l| {
-            l.id == lease
-                && l.va.checked_add(offset) == Some(GpuBuffer::va(self))
-                && offset
-                    .checked_add(GpuBuffer::len(self))
-                    .is_some_and(|end| end <= l.bytes)
+        let va = GpuBuffer::va(self);
+        find_region(session, va).is_some_and(|r| {
+            r.holder == Holder::Gpu(self.lease().0) && r.contains(va, GpuBuffer::len(self))
         })
     }
 }
 
+/// A lease found by address ([`find_region`]): memory named by its GPU address.
+impl Memory for Region {
+    fn va(&self) -> Option<GpuVa> {
+        Some(self.va)
+    }
+
+    fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    fn place(&self) -> Place {
+        match self.holder {
+            Holder::Host(_) => Place::Host,
+            Holder::Gpu(_) => Place::Gpu,
+        }
+    }
+
+    fn held_by(&self, session: &Session) -> bool {
+        // Still there, the same lease at the same place (not given back and another
+        // leased at its address since).
+        find_region(session, self.va).as_ref() == Some(self)
+    }
+}
+
 impl<M: Memory + ?Sized> Memory for Box<M> {
-    fn va(&self) -> GpuVa {
+    fn va(&self) -> Option<GpuVa> {
         (**self).va()
     }
 
@@ -143,6 +162,18 @@ pub enum MemoryError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Memory with no GPU address (a host buffer of a session on no served GPU).
+    #[error("{len} bytes of memory with no GPU address (the session is on no served GPU)")]
+    NoGpuVa {
+        /// Its length.
+        len: u64,
+    },
+    /// No lease of the session holds this address.
+    #[error("No memory of this session holds {va}: nothing was submitted")]
+    Unmapped {
+        /// The address asked for.
+        va: GpuVa,
+    },
     /// A range outside its memory.
     #[error("Bytes {offset}..+{len} lie outside memory of {size} bytes at {va}")]
     OutOfRange {
@@ -169,39 +200,49 @@ pub enum MemoryError {
 #[derive(Debug, Clone, Copy)]
 pub struct Span<'a> {
     mem: &'a dyn Memory,
+    /// `mem`'s GPU address.
+    base: GpuVa,
     offset: u64,
     len: u64,
 }
 
 impl<'a> Span<'a> {
     /// All of `mem`.
-    pub fn all(mem: &'a dyn Memory) -> Self {
-        Self {
-            mem,
-            offset: 0,
-            len: mem.len(),
-        }
+    ///
+    /// # Errors
+    /// [`MemoryError::NoGpuVa`] for memory the GPU cannot reach.
+    pub fn all(mem: &'a dyn Memory) -> Result<Self, MemoryError> {
+        Self::new(mem, 0, mem.len())
     }
 
     /// `len` bytes of `mem` from `offset`.
     ///
     /// # Errors
+    /// [`MemoryError::NoGpuVa`] for memory the GPU cannot reach,
     /// [`MemoryError::OutOfRange`] for a range past its end.
     pub fn new(mem: &'a dyn Memory, offset: u64, len: u64) -> Result<Self, MemoryError> {
+        let base = gpu_va(mem)?;
         if offset.checked_add(len).is_none_or(|end| end > mem.len()) {
             return Err(MemoryError::OutOfRange {
-                va: mem.va(),
+                va: base,
                 offset,
                 len,
                 size: mem.len(),
             });
         }
-        Ok(Self { mem, offset, len })
+        Ok(Self {
+            mem,
+            base,
+            offset,
+            len,
+        })
     }
 
     /// Where the GPU reaches its first byte.
     pub fn va(&self) -> GpuVa {
-        GpuVa(self.mem.va().get() + self.offset)
+        // In range: `new` checked offset + len against the memory's length, and a
+        // lease's addresses do not wrap.
+        GpuVa(self.base.get() + self.offset)
     }
 
     /// Its length.
@@ -232,6 +273,33 @@ impl<'a> Span<'a> {
         }
         Ok(())
     }
+}
+
+/// `mem`'s GPU address, or why it has none.
+///
+/// # Errors
+/// [`MemoryError::NoGpuVa`].
+pub fn gpu_va(mem: &dyn Memory) -> Result<GpuVa, MemoryError> {
+    mem.va().ok_or(MemoryError::NoGpuVa { len: mem.len() })
+}
+
+/// The lease of `session` that holds `len` bytes from `va`, as memory: what a caller
+/// that names memory by its GPU address copies from or to.
+///
+/// # Errors
+/// [`MemoryError::Unmapped`] when no lease holds `va`, [`MemoryError::OutOfRange`]
+/// when the range runs past the lease that does.
+pub fn region_at(session: &Session, va: GpuVa, len: u64) -> Result<Region, MemoryError> {
+    let r = find_region(session, va).ok_or(MemoryError::Unmapped { va })?;
+    if !r.contains(va, len) {
+        return Err(MemoryError::OutOfRange {
+            va: r.va,
+            offset: va.get() - r.va.get(),
+            len,
+            size: r.bytes,
+        });
+    }
+    Ok(r)
 }
 
 /// Where the runtime gets memory: module images and the local memory buffer.

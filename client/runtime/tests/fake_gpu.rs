@@ -11,6 +11,7 @@ use std::time::Duration;
 use rig_client::{
     channel::{Channel, ChannelError, Engine},
     session::Session,
+    space::{Holder, find_host_region, find_region},
 };
 use rig_model::addr::{
     GpuVa,
@@ -25,7 +26,7 @@ use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
     CopyError, CopyOptions, Geometry, HostAlloc, Launch, LaunchError, LoadError, Memory,
     MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span,
-    Windows, cbank0, load, qmd,
+    Windows, cbank0, load, qmd, region_at,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -70,7 +71,7 @@ async fn a_module_loads_through_the_copy_engine_and_names_its_kernels_and_global
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let (mut copies, module) = loaded(&f, &s).await;
     assert_eq!(copies.channel().last_value(), 2, "the upload and the clear");
-    let base = module.memory().va().get();
+    let base = module.memory().va().expect("a GPU address").get();
     let counter = module.variable("counter").expect("a __device__ global");
     assert!((base..base + module.memory().len()).contains(&counter.get()));
     // The zero-initialised global is cleared by the copy engine, which releases 2.
@@ -132,7 +133,7 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
         .expect("parses")
         .layout()
         .expect("lays out")
-        .place(module.memory().va())
+        .place(module.memory().va().expect("a GPU address"))
         .expect("places");
     let mut banks = vec![ConstantBuffer {
         index: 0,
@@ -331,19 +332,27 @@ async fn bad_input_is_one_typed_error_each_with_nothing_submitted() {
     let mine = s.alloc(MIB, 4096).await.expect("my buffer");
     let copy_mark = (gp_puts(&f), copies.channel().last_value());
     let e = copies
-        .copy(&s, Span::all(&theirs), Span::all(&mine))
+        .copy(
+            &s,
+            Span::all(&theirs).expect("span"),
+            Span::all(&mine).expect("span"),
+        )
         .expect_err("not mine");
     assert!(
         matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })),
         "{e}"
     );
     let e = copies
-        .copy(&s, Span::all(&mine), Span::all(&theirs))
+        .copy(
+            &s,
+            Span::all(&mine).expect("span"),
+            Span::all(&theirs).expect("span"),
+        )
         .expect_err("not mine");
     assert!(matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })));
     let half = Span::new(&mine, 0, MIB / 2).expect("half");
     let e = copies
-        .copy(&s, half, Span::all(&mine))
+        .copy(&s, half, Span::all(&mine).expect("span"))
         .expect_err("lengths");
     assert!(matches!(e, CopyError::Lengths { .. }));
     assert!(matches!(
@@ -358,7 +367,12 @@ async fn bad_input_is_one_typed_error_each_with_nothing_submitted() {
     // The kernel copy refuses the same, and unaligned ends.
     let copy_u4 = module.kernel("copy_u4").expect("copy_u4");
     assert!(matches!(
-        c.copy(&s, &copy_u4, Span::all(&theirs), Span::all(&mine)),
+        c.copy(
+            &s,
+            &copy_u4,
+            Span::all(&theirs).expect("span"),
+            Span::all(&mine).expect("span")
+        ),
         Err(ComputeError::Copy(_))
     ));
     let odd = Span::new(&mine, 8, 64).expect("odd");
@@ -437,7 +451,13 @@ async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine(
         .expect("copy channel");
     let a = s.alloc(MIB, 4096).await.expect("a");
     let b = s.alloc(MIB, 4096).await.expect("b");
-    let v = copies.copy(&s, Span::all(&a), Span::all(&b)).expect("copy");
+    let v = copies
+        .copy(
+            &s,
+            Span::all(&a).expect("span"),
+            Span::all(&b).expect("span"),
+        )
+        .expect("copy");
     let sem = copies.channel().semaphore_va().get();
     let words = method::copy::copy_released(
         a.gpu_va().expect("va"),
@@ -459,12 +479,97 @@ async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine(
     f.server.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_named_by_its_gpu_address_is_found_in_the_ledger_and_checked_like_a_buffer() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut copies = CopyChannel::open(&s, CopyOptions::default())
+        .await
+        .expect("copy channel");
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let b = s.alloc(MIB, 4096).await.expect("b");
+    let (va, vb) = (a.gpu_va().expect("va"), b.gpu_va().expect("va"));
+
+    // The lease that holds a's second 4 KiB, found by address, is memory: a copy from
+    // it is the same words as one from the buffer.
+    let at = GpuVa(va.get() + 4096);
+    let ra = region_at(&s, at, 4096).expect("a's lease");
+    assert_eq!(ra.holder, Holder::Host(a.lease().0));
+    assert_eq!(Memory::place(&ra), Place::Host);
+    assert_eq!(ra.host_address_of(va), Some(a.as_ptr() as usize));
+    assert_eq!(find_host_region(&s, a.as_ptr() as usize), Some(ra));
+    let rb = region_at(&s, vb, 4096).expect("b's lease");
+    let src = Span::new(&ra, at.get() - ra.va.get(), 4096).expect("span");
+    let dst = Span::new(&rb, vb.get() - rb.va.get(), 4096).expect("span");
+    assert_eq!((src.va(), dst.va()), (at, vb));
+    let v = copies.copy(&s, src, dst).expect("copy by address");
+    let sem = copies.channel().semaphore_va().get();
+    let words = method::copy::copy_released(
+        at,
+        vb,
+        4096,
+        Semaphore {
+            addr: GpuVa(sem),
+            payload: u32::try_from(v).expect("a small value"),
+            timestamp: false,
+        },
+    )
+    .expect("words");
+    assert!(pushed(&s, &words));
+
+    // No lease there, or a range running past the lease: refused before anything.
+    let mark = (gp_puts(&f), copies.channel().last_value());
+    assert!(matches!(
+        region_at(&s, GpuVa(0x1000), 4),
+        Err(MemoryError::Unmapped { .. })
+    ));
+    let end = GpuVa(ra.va.get() + ra.bytes - 4);
+    assert!(matches!(
+        region_at(&s, end, 8),
+        Err(MemoryError::OutOfRange { .. })
+    ));
+
+    // Another session's addresses name this session's memory, never theirs: the same
+    // numbers are another lease (or none) here.
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let theirs = other.alloc(8 * MIB, 4096).await.expect("their buffer");
+    let far = GpuVa(theirs.gpu_va().expect("va").get() + 8 * MIB - 4096);
+    assert_eq!(
+        find_region(&other, far).map(|r| r.holder),
+        Some(Holder::Host(theirs.lease().0))
+    );
+    assert!(find_region(&s, far).is_none_or(|r| r.holder != Holder::Host(theirs.lease().0)));
+
+    // A lease given back after the lookup is no longer memory of the session: the
+    // region found before is refused at submission.
+    let (lease_b, _) = b.lease();
+    drop(b);
+    s.release(lease_b).await.expect("release");
+    let e = copies
+        .copy(
+            &s,
+            Span::new(&ra, 0, 4096).expect("span"),
+            Span::new(&rb, 0, 4096).expect("span"),
+        )
+        .expect_err("released");
+    assert!(
+        matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })),
+        "{e}"
+    );
+    assert_eq!(
+        (gp_puts(&f), copies.channel().last_value()),
+        mark,
+        "nothing submitted"
+    );
+    f.server.stop().await;
+}
+
 /// A host buffer that says it is GPU memory: what the copy routing sees.
 #[derive(Debug)]
 struct AsGpu(rig_client::session::Buffer);
 
 impl Memory for AsGpu {
-    fn va(&self) -> GpuVa {
+    fn va(&self) -> Option<GpuVa> {
         self.0.va()
     }
     fn len(&self) -> u64 {
@@ -488,14 +593,26 @@ async fn copies_within_gpu_memory_go_to_the_copy_kernel_and_the_rest_to_the_copy
     let a = AsGpu(s.alloc(MIB, 4096).await.expect("a"));
     let b = AsGpu(s.alloc(MIB, 4096).await.expect("b"));
     let host = s.alloc(MIB, 4096).await.expect("host");
-    let d = rt.copy(&s, Span::all(&a), Span::all(&b)).expect("d2d");
+    let d = rt
+        .copy(
+            &s,
+            Span::all(&a).expect("span"),
+            Span::all(&b).expect("span"),
+        )
+        .expect("d2d");
     assert_eq!((d.engine, d.value), (Engine::Compute, 1));
     let odd = Span::new(&a, 8, 4096).expect("odd");
     let d = rt
         .copy(&s, odd, Span::new(&b, 0, 4096).expect("span"))
         .expect("unaligned d2d");
     assert_eq!(d.engine, Engine::Copy);
-    let d = rt.copy(&s, Span::all(&host), Span::all(&a)).expect("h2d");
+    let d = rt
+        .copy(
+            &s,
+            Span::all(&host).expect("span"),
+            Span::all(&a).expect("span"),
+        )
+        .expect("h2d");
     assert_eq!(d.engine, Engine::Copy);
     f.server.stop().await;
 }

@@ -42,7 +42,7 @@ use std::{
 use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
 use rig_runtime::{
     Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel, Memory, MemoryError,
-    Module, PcasAction, Place, Runtime, RuntimeError, RuntimeOptions, Span,
+    Module, PcasAction, Place, Runtime, RuntimeError, RuntimeOptions, Span, gpu_va,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -582,8 +582,8 @@ async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
     report("h2d_256MiB_GBps", h2d, "GB/s");
     let args = [
         Arg::F32(3.0),
-        Arg::Ptr(x.va()),
-        Arg::Ptr(y.va()),
+        Arg::Ptr(gpu_va(&*x)?),
+        Arg::Ptr(gpu_va(&*y)?),
         Arg::U64(n),
     ];
     let grid = u32::try_from(n / 256)?;
@@ -608,7 +608,7 @@ async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
     for _ in 0..10 {
         let t = Instant::now();
         let done =
-            p.rt.copy(&p.s, Span::all(x.as_ref()), Span::all(y.as_ref()))?;
+            p.rt.copy(&p.s, Span::all(x.as_ref())?, Span::all(y.as_ref())?)?;
         p.rt.wait(done, LONG)?;
         d2d.push((n * 4) as f64 / t.elapsed().as_secs_f64() / 1e9);
     }
@@ -623,7 +623,7 @@ async fn saxpy_and_copies(p: &mut Probe) -> Res<()> {
 
 async fn kernels(p: &mut Probe) -> Res<()> {
     let out = p.buffer(64 * MIB).await?;
-    let o = Arg::Ptr(out.va());
+    let o = Arg::Ptr(gpu_va(&*out)?);
     for (grid, block) in [((4096, 1, 1), (256, 1, 1)), ((16, 8, 4), (8, 4, 2))] {
         let count = 4096u32 * 256;
         p.put(out.as_ref(), 0, &vec![0u8; count as usize * 4])?;
@@ -645,7 +645,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
     let input: Vec<u8> = (0..nr).flat_map(|i| (i % 1000).to_le_bytes()).collect();
     p.put(out.as_ref(), 0, &input)?;
     p.put(out.as_ref(), 8 * MIB, &[0u8; 8])?;
-    let sum_at = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 8 * MIB));
+    let sum_at = Arg::Ptr(rig_model::addr::GpuVa(gpu_va(&*out)?.get() + 8 * MIB));
     p.run(
         "reduce_sum",
         (nr / 256, 1, 1),
@@ -667,7 +667,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
         .flat_map(|i| (i.wrapping_mul(7) & 255).to_le_bytes())
         .collect();
     p.put(out.as_ref(), 0, &idx)?;
-    let res = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 16 * MIB));
+    let res = Arg::Ptr(rig_model::addr::GpuVa(gpu_va(&*out)?.get() + 16 * MIB));
     p.run(
         "local_array",
         (nl / 128, 1, 1),
@@ -690,7 +690,7 @@ async fn kernels(p: &mut Probe) -> Res<()> {
         0,
         &[o, Arg::U32(nn)],
     )?;
-    let counter_at = Arg::Ptr(rig_model::addr::GpuVa(out.va().get() + 24 * MIB));
+    let counter_at = Arg::Ptr(rig_model::addr::GpuVa(gpu_va(&*out)?.get() + 24 * MIB));
     p.run("read_counter", (1, 1, 1), (1, 1, 1), 0, &[counter_at])?;
     let table = [3u32, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3];
     let b = p.get(out.as_ref(), 0, u64::from(nn) * 4)?.0;
@@ -756,7 +756,12 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
     p.put(x.as_ref(), 0, &ones)?;
     p.put(y.as_ref(), 0, &vec![0u8; usize::try_from(n * 4)?])?;
     let a = f32::from(u16::try_from(tag % 1000 + 1)?);
-    let sax = [Arg::F32(a), Arg::Ptr(x.va()), Arg::Ptr(y.va()), Arg::U64(n)];
+    let sax = [
+        Arg::F32(a),
+        Arg::Ptr(gpu_va(&*x)?),
+        Arg::Ptr(gpu_va(&*y)?),
+        Arg::U64(n),
+    ];
     let grid = u32::try_from(n / 256)?;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let (mut lat, mut wrong, mut saxpys) = (Vec::new(), 0u64, 0u32);
@@ -764,7 +769,7 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
     while Instant::now() < deadline {
         let at = u64::from(i % 4096) * 4;
         let value = (tag << 20) | (i & 0xf_ffff);
-        let ptr = rig_model::addr::GpuVa(results.va().get() + at);
+        let ptr = rig_model::addr::GpuVa(gpu_va(&results)?.get() + at);
         let t = Instant::now();
         let v =
             p.rt.compute()
@@ -805,7 +810,7 @@ async fn spin(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         132,
         32,
         0,
-        &[Arg::U64(20_000_000_000), Arg::Ptr(done.va())],
+        &[Arg::U64(20_000_000_000), Arg::Ptr(gpu_va(&*done)?)],
     )?;
     std::thread::sleep(Duration::from_millis(200));
     if p.rt.compute().channel().completed()? >= v {

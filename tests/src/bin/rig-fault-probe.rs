@@ -46,6 +46,7 @@ use rig_client::{channel::ChannelError, session::Session};
 use rig_model::addr::GpuVa;
 use rig_runtime::{
     Alloc, Arg, ComputeError, CopyError, GpuAlloc, Memory, Module, Runtime, RuntimeOptions, Span,
+    gpu_va,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -160,10 +161,10 @@ impl Checker {
         self.counter.write(0, &[0u8; 8])?;
         let k = self.m.kernel(kernel)?;
         let args = [
-            Arg::Ptr(mem.va()),
+            Arg::Ptr(gpu_va(mem)?),
             Arg::U64(mem.len() / 16),
             Arg::U32(word),
-            Arg::Ptr(self.counter.va()),
+            Arg::Ptr(gpu_va(&self.counter)?),
         ];
         let n = if kernel == "fill_pattern" { 3 } else { 4 };
         let v = self
@@ -278,7 +279,7 @@ async fn fills(socket: &str, gpu: &str, cubin: &[u8], max: u64) -> Res<()> {
                 Arg::Ptr(buf.va()),
                 Arg::U64(buf.len() / 16),
                 Arg::U32(0x5a5a_5a5a),
-                Arg::Ptr(c.counter.va()),
+                Arg::Ptr(gpu_va(&c.counter)?),
             ],
         )?;
         second.compute().wait(v, LONG)?;
