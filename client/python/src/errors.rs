@@ -193,7 +193,10 @@ fn memory(e: &MemoryError) -> Class {
         MemoryError::Alloc { source, .. } => source
             .downcast_ref::<SessionError>()
             .map_or(Class::Other, session),
-        MemoryError::OutOfRange { .. } | MemoryError::NotOwned { .. } => Class::Value,
+        MemoryError::OutOfRange { .. }
+        | MemoryError::NotOwned { .. }
+        | MemoryError::NoGpuVa { .. }
+        | MemoryError::Unmapped { .. } => Class::Value,
     }
 }
 

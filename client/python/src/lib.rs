@@ -8,6 +8,8 @@
 //! [`runtime::Runtime`] (a compute and a copy channel), which loads cubins
 //! ([`module::Module`]), launches their kernels and copies, each returning a
 //! [`runtime::Done`] to wait on. [`module::inspect`] reads a cubin without a GPU.
+//! [`space::Region`] says which lease holds an address (`Session.find`), for callers
+//! that name memory by address.
 //!
 //! Calls are synchronous for Python: each runs on one tokio runtime of the extension
 //! ([`block`]) with the GIL released, so other Python threads run while a call waits
@@ -25,6 +27,7 @@ mod gpumem;
 mod module;
 mod runtime;
 mod session;
+mod space;
 
 use pyo3::prelude::*;
 
@@ -39,6 +42,7 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Session>()?;
     m.add_class::<buffer::HostBuffer>()?;
     m.add_class::<gpumem::GpuBuffer>()?;
+    m.add_class::<space::Region>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::Done>()?;
     m.add_class::<module::Module>()?;

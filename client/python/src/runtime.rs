@@ -26,8 +26,12 @@ use pyo3::{
 use rig_client::{
     channel::{Engine, Rings},
     session::Session as RSession,
+    space::{Region, find_region},
 };
-use rig_runtime::{Arg, ComputeOptions, CopyOptions, GpuAlloc, Memory, RuntimeOptions, Span};
+use rig_model::addr::GpuVa;
+use rig_runtime::{
+    Arg, ComputeOptions, CopyOptions, GpuAlloc, Memory, MemoryError, RuntimeOptions, Span,
+};
 
 use crate::{
     block::{block, detached},
@@ -138,39 +142,82 @@ impl Runtime {
 }
 
 /// Memory a copy takes: a host or a GPU buffer, borrowed for the call.
+/// One end of a copy or a fill: a buffer, or a GPU address of `session`'s (the lease
+/// that holds it, and where in it).
 enum Held<'py> {
     Host(PyRef<'py, HostBuffer>),
     Gpu(PyRef<'py, GpuBuffer>),
+    At { region: Region, offset: u64 },
 }
 
 impl<'py> Held<'py> {
-    fn of(o: &Bound<'py, PyAny>) -> PyResult<Self> {
-        if let Ok(h) = o.cast::<HostBuffer>() {
-            return Ok(Self::Host(h.borrow()));
+    /// `o` as an end of work on `session`: a buffer of that session, or an `int`, a
+    /// GPU address in it.
+    fn of(o: &Bound<'py, PyAny>, session: &Arc<RSession>) -> PyResult<Self> {
+        let held = if let Ok(h) = o.cast::<HostBuffer>() {
+            Self::Host(h.borrow())
+        } else if let Ok(g) = o.cast::<GpuBuffer>() {
+            Self::Gpu(g.borrow())
+        } else if o.is_instance_of::<PyInt>() && !o.is_instance_of::<PyBool>() {
+            let va = GpuVa(o.extract::<u64>()?);
+            let region = find_region(session, va)
+                .ok_or(MemoryError::Unmapped { va })
+                .py()?;
+            return Ok(Self::At {
+                offset: va.get() - region.va.get(),
+                region,
+            });
+        } else {
+            return Err(PyTypeError::new_err(format!(
+                "Expected a rig.HostBuffer, a rig.GpuBuffer or a GPU address (int), got {}",
+                o.get_type()
+                    .name()
+                    .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+            )));
+        };
+        let theirs = match &held {
+            Self::Host(h) => h.session(),
+            Self::Gpu(g) => g.session(),
+            Self::At { .. } => session,
+        };
+        if !Arc::ptr_eq(theirs, session) {
+            return Err(PyValueError::new_err(
+                "A buffer of another session: copies stay inside one session",
+            ));
         }
-        if let Ok(g) = o.cast::<GpuBuffer>() {
-            return Ok(Self::Gpu(g.borrow()));
-        }
-        Err(PyTypeError::new_err(format!(
-            "Expected a rig.HostBuffer or rig.GpuBuffer, got {}",
-            o.get_type()
-                .name()
-                .map_or_else(|_| "?".to_owned(), |n| n.to_string())
-        )))
+        Ok(held)
     }
 
     fn memory(&self) -> PyResult<&dyn Memory> {
         Ok(match self {
             Self::Host(h) => h.get()?,
             Self::Gpu(g) => g.get()?,
+            Self::At { region, .. } => region,
         })
     }
 
-    fn session(&self) -> &Arc<RSession> {
-        match self {
-            Self::Host(h) => h.session(),
-            Self::Gpu(g) => g.session(),
+    /// `size`, or what the end holds from `offset` on: a buffer to its end; an
+    /// address names no length (its lease holds other buffers), so it needs `size`.
+    fn size(&self, size: Option<u64>, offset: u64, what: &str) -> PyResult<u64> {
+        match (size, self) {
+            (Some(n), _) => Ok(n),
+            (None, Self::At { .. }) => Err(PyValueError::new_err(format!(
+                "`size` is needed when {what} is a GPU address"
+            ))),
+            (None, _) => Ok(self.memory()?.len().saturating_sub(offset)),
         }
+    }
+
+    /// `len` bytes from `offset` past the start of the buffer or the address.
+    fn span(&self, offset: u64, len: u64) -> PyResult<Span<'_>> {
+        let base = match self {
+            Self::At { offset, .. } => *offset,
+            _ => 0,
+        };
+        let offset = base
+            .checked_add(offset)
+            .ok_or_else(|| PyValueError::new_err("the offset overflows"))?;
+        Span::new(self.memory()?, offset, len).py()
     }
 }
 
@@ -338,8 +385,10 @@ impl Runtime {
     }
 
     /// Copies `size` bytes (all of `src` from `src_offset` by default) from `src` to
-    /// `dst` (host or GPU buffers of this session) on whichever engine does it fastest.
-    /// Returns at once.
+    /// `dst` on whichever engine does it fastest. Each end is a host or GPU buffer of
+    /// this session, or a GPU address (an `int`) in its address space, checked against
+    /// the session's leases (`Session.find`); an address names no length, so a copy
+    /// from one needs `size`. Returns at once.
     #[pyo3(signature = (dst, src, size = None, dst_offset = 0, src_offset = 0))]
     fn copy(
         &self,
@@ -350,18 +399,10 @@ impl Runtime {
         dst_offset: u64,
         src_offset: u64,
     ) -> PyResult<Done> {
-        let (d, s) = (Held::of(dst)?, Held::of(src)?);
-        for h in [&d, &s] {
-            if !Arc::ptr_eq(h.session(), &self.session) {
-                return Err(PyValueError::new_err(
-                    "A buffer of another session: copies stay inside one session",
-                ));
-            }
-        }
-        let (dm, sm) = (d.memory()?, s.memory()?);
-        let size = size.unwrap_or_else(|| sm.len().saturating_sub(src_offset));
-        let src = Span::new(sm, src_offset, size).py()?;
-        let dst = Span::new(dm, dst_offset, size).py()?;
+        let (d, s) = (Held::of(dst, &self.session)?, Held::of(src, &self.session)?);
+        let size = s.size(size, src_offset, "src")?;
+        let src = s.span(src_offset, size)?;
+        let dst = d.span(dst_offset, size)?;
         let session = &self.session;
         Ok(self
             .with(py, |rt, _| rt.copy(session, src, dst))?
@@ -370,7 +411,8 @@ impl Runtime {
     }
 
     /// Fills `dst` (from `offset`, `size` bytes: all of it by default) with the 32-bit
-    /// `value` on the copy engine. Returns at once.
+    /// `value` on the copy engine. `dst` may be a GPU address, as for `copy` (then
+    /// `size` is needed). Returns at once.
     #[pyo3(signature = (dst, value = 0, size = None, offset = 0))]
     fn fill(
         &self,
@@ -380,10 +422,9 @@ impl Runtime {
         size: Option<u64>,
         offset: u64,
     ) -> PyResult<Done> {
-        let d = Held::of(dst)?;
-        let dm = d.memory()?;
-        let size = size.unwrap_or_else(|| dm.len().saturating_sub(offset));
-        let span = Span::new(dm, offset, size).py()?;
+        let d = Held::of(dst, &self.session)?;
+        let size = d.size(size, offset, "dst")?;
+        let span = d.span(offset, size)?;
         let session = &self.session;
         let v = self
             .with(py, |rt, _| rt.copies().fill(session, span, value))?

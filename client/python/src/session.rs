@@ -13,7 +13,8 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use pyo3::{prelude::*, types::PyDict};
-use rig_client::{gpumem::GpuMemory, session::Session as RSession};
+use rig_client::{gpumem::GpuMemory, session::Session as RSession, space};
+use rig_model::addr::GpuVa;
 
 use crate::{
     block::block,
@@ -21,6 +22,7 @@ use crate::{
     errors::{IntoPy, closed},
     gpumem::GpuBuffer,
     runtime::Runtime,
+    space::Region,
 };
 
 /// A session with rigd on one device.
@@ -126,6 +128,18 @@ impl Session {
         let s = self.get()?;
         let buf = block(py, GpuMemory::alloc_aligned(&s, size, align))?.py()?;
         Ok(GpuBuffer::new(s, buf))
+    }
+
+    /// The lease of the session's GPU address space that holds the GPU address `va`
+    /// (host memory or GPU memory), or `None`.
+    fn find(&self, va: u64) -> PyResult<Option<Region>> {
+        Ok(space::find_region(&*self.get()?, GpuVa(va)).map(Region))
+    }
+
+    /// The host lease mapped at `addr` in this process (a `HostBuffer`'s CPU address,
+    /// or one inside it), or `None`.
+    fn find_host(&self, addr: usize) -> PyResult<Option<Region>> {
+        Ok(space::find_host_region(&*self.get()?, addr).map(Region))
     }
 
     /// GPU memory the session leases from rigd, in bytes (what `rigctl dma` counts).

@@ -1,6 +1,8 @@
 """GPU memory, cubins and the runtime against a GPU rigd serves through its fake RM:
 the bookkeeping is real (leases, quotas, reclaim), the GPU never runs anything."""
 
+import ctypes
+
 import pytest
 
 import rig
@@ -108,3 +110,32 @@ def test_a_bad_timeout_is_a_value_error(socket, gpu_device):
     with rig.Session(gpu_device, socket=socket) as s:
         with pytest.raises(ValueError):
             s.runtime(timeout=-1.0)
+
+
+def test_the_session_says_which_lease_holds_an_address(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as s:
+        g = s.gpu_memory(3 * PAGE)
+        h = s.host(4096)
+        inside = s.find(g.va + PAGE + 12)
+        assert inside is not None and not inside.host
+        assert inside.va <= g.va and g.va + len(g) <= inside.va + inside.size
+        assert inside.host_address is None
+        assert inside == s.find(g.va), "one lease, one region"
+        assert "gpu" in repr(inside)
+        # A host buffer: found by its GPU address and by its address in this process,
+        # the same lease both ways.
+        hv = s.find(h.va)
+        assert hv is not None and hv.host and hv.host_address is not None
+        view = memoryview(h)
+        cpu = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        assert s.find_host(cpu) == hv
+        assert hv.host_address + (h.va - hv.va) == cpu
+        # Past the end, below the GPU memory range, and nowhere at all.
+        assert s.find(inside.va + inside.size) != inside
+        assert s.find(inside.va - 1) != inside
+        assert s.find(0) is None
+        assert s.find_host(1) is None
+        del view
+        g.free()
+        s.trim(keep=0)
+        assert s.find(inside.va) is None, "given back, the lease is no longer there"

@@ -32,6 +32,11 @@ class FakeMem:
         self.addr, self.size, self.host, self.freed = ctypes.addressof(self.raw), size, host, False
 
 
+class FakeRegion:
+    def __init__(self, va: int, size: int, host: bool, host_address: int | None):
+        self.va, self.size, self.host, self.host_address = va, size, host, host_address
+
+
 class FakeKernel:
     def __init__(self, fn):
         self.fn = fn
@@ -117,10 +122,28 @@ class FakeBackend:
                 return
             self.ran[engine] = value
 
-    def copy(self, dst, dst_offset, src, src_offset, size):
-        assert dst_offset + size <= dst.size and src_offset + size <= src.size, "a copy past its memory"
-        engine = "copy" if dst.host or src.host else "compute"
-        return self._issue(engine, lambda: ctypes.memmove(dst.addr + dst_offset, src.addr + src_offset, size))
+    def find(self, va):
+        # What rig's session answers: the lease holding a GPU address (host memory is
+        # at its CPU address + HOST_SHIFT for the "GPU").
+        for m in self.mems:
+            start = m.addr + HOST_SHIFT if m.host else m.addr
+            if not m.freed and start <= va < start + m.size:
+                return FakeRegion(start, m.size, m.host, m.addr if m.host else None)
+        return None
+
+    def find_host(self, addr):
+        for m in self.mems:
+            if m.host and not m.freed and m.addr <= addr < m.addr + m.size:
+                return FakeRegion(m.addr + HOST_SHIFT, m.size, True, m.addr)
+        return None
+
+    def copy(self, dst_va, src_va, size):
+        # As rig's runtime checks a copy by address: both ends inside one lease each.
+        d, s = self.find(dst_va), self.find(src_va)
+        assert d is not None and s is not None, "a copy outside the session's memory"
+        assert dst_va + size <= d.va + d.size and src_va + size <= s.va + s.size, "a copy past its memory"
+        engine = "copy" if d.host or s.host else "compute"
+        return self._issue(engine, lambda: ctypes.memmove(cpu(dst_va), cpu(src_va), size))
 
     def load(self, lib):
         return FakeModule(KERNELS)
@@ -346,7 +369,7 @@ def test_rigs_backend_calls_rigs_api():
     """The real backend's calls are the extension's (the GPU runs them on the H200)."""
     for name in ("copy", "load", "launch", "done", "wait", "close"):
         assert hasattr(rig.Runtime, name), name
-    for name in ("gpu_memory", "host", "runtime", "close"):
+    for name in ("gpu_memory", "host", "runtime", "close", "find", "find_host"):
         assert hasattr(rig.Session, name), name
 
 

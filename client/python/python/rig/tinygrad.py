@@ -41,7 +41,6 @@ changes between releases; another version is refused at import unless
 
 from __future__ import annotations
 
-import bisect
 import collections
 import ctypes
 import functools
@@ -115,7 +114,9 @@ class Backend(Protocol):
     def gpu(self, size: int) -> tuple[Any, int]: ...
     def host(self, size: int) -> tuple[Any, int, int]: ...
     def free(self, mem: Any) -> None: ...
-    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> Done: ...
+    def find(self, va: int) -> Any: ...
+    def find_host(self, addr: int) -> Any: ...
+    def copy(self, dst_va: int, src_va: int, size: int) -> Done: ...
     def load(self, lib: bytes) -> Any: ...
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: list) -> Done: ...
     def poll(self, done: Done) -> bool: ...
@@ -148,8 +149,14 @@ class RigBackend:
     def free(self, mem: Any) -> None:
         mem.free()
 
-    def copy(self, dst: Any, dst_offset: int, src: Any, src_offset: int, size: int) -> Done:
-        return self.runtime.copy(dst, src, size, dst_offset=dst_offset, src_offset=src_offset)
+    def find(self, va: int) -> Any:
+        return self.session.find(va)
+
+    def find_host(self, addr: int) -> Any:
+        return self.session.find_host(addr)
+
+    def copy(self, dst_va: int, src_va: int, size: int) -> Done:
+        return self.runtime.copy(dst_va, src_va, size)
 
     def load(self, lib: bytes) -> Any:
         return self.runtime.load(lib)
@@ -501,12 +508,12 @@ class RigCopyQueue(_Queue):
 
     def _command(self, dev, op, vv):
         _, dest, src, size = op
-        (dm, do), (sm, so) = dev.place(dest, vv), dev.place(src, vv)
+        (d, d_host), (s, s_host) = dev.locate(dest, vv), dev.locate(src, vv)
         size, be = _resolve(size, vv), dev.backend
         # rig copies on the copy engine whenever an end is host memory (the copy kernel
         # only between two places in GPU memory): then the engine is known.
-        engine = "copy" if dm.host or sm.host else None
-        return engine, lambda: be.copy(dm.mem, do, sm.mem, so, size)
+        engine = "copy" if d_host or s_host else None
+        return engine, lambda: be.copy(d, s, size)
 
 
 class RigProgram(HCQProgram):
@@ -605,11 +612,9 @@ class RigAllocator(HCQAllocator):
         else:
             mem, gpu_va = be.gpu(size)
             buf = HCQBuffer(gpu_va, size, meta=_Mem(mem, gpu_va, False), owner=self.dev)
-        self.dev.index(buf)
         return buf
 
     def _do_free(self, buf: HCQBuffer, options: BufferSpec) -> None:
-        self.dev.unindex(buf)
         self.dev.backend.free(buf.meta.mem)
 
     def _map(self, buf: HCQBuffer) -> None:
@@ -665,7 +670,6 @@ class RigDevice(HCQCompiled):
         # The last GPU work each kind of queue issued: where a queue's commands start.
         self.last_done: dict[str, Done | None] = {}
         self.parked = []
-        self._index: dict[bool, tuple[list[int], dict[int, HCQBuffer]]] = {False: ([], {}), True: ([], {})}
         self.iface = _Iface(device, len(gpus), self.backend)
         super().__init__(
             device,
@@ -706,40 +710,25 @@ class RigDevice(HCQCompiled):
         finally:
             self._resuming = False
 
-    # The device's buffers by address (host buffers by CPU address, GPU buffers by GPU
-    # address), for commands that name memory through a symbolic address.
-    def index(self, buf: HCQBuffer) -> None:
-        starts, bufs = self._index[buf.meta.host]
-        bisect.insort(starts, buf.va_addr)
-        bufs[buf.va_addr] = buf
-
-    def unindex(self, buf: HCQBuffer) -> None:
-        starts, bufs = self._index[buf.meta.host]
-        starts.pop(bisect.bisect_left(starts, buf.va_addr))
-        del bufs[buf.va_addr]
-
-    def place(self, buf: HCQBuffer, var_vals: dict | None = None) -> tuple[_Mem, int]:
-        """The rig memory behind `buf` (a buffer of this device, a view of one, or a
-        symbolic address into one) and the offset in it."""
+    def locate(self, buf: HCQBuffer, var_vals: dict | None = None) -> tuple[int, bool]:
+        """`buf`'s address as the GPU sees it, and whether it is host memory: from the
+        buffer itself for a buffer of this device or a view of one (a host buffer's
+        `va_addr` is its CPU address), else from the session, which says which lease
+        holds the address (a symbolic one tinygrad resolved; a GPU address first, then
+        an address of this process)."""
         va, base = buf.va_addr, buf.base
         if isinstance(va, int) and base.owner is self and isinstance(base.meta, _Mem):
-            return base.meta, va - base.va_addr
+            return base.meta.gpu_va + (va - base.va_addr), base.meta.host
         addr = _resolve(va, var_vals)
-        for host in (False, True):
-            starts, bufs = self._index[host]
-            i = bisect.bisect_right(starts, addr) - 1
-            if i >= 0 and addr < starts[i] + bufs[starts[i]].size:
-                b = bufs[starts[i]]
-                return b.meta, addr - b.va_addr
+        if (r := self.backend.find(addr)) is not None:
+            return addr, r.host
+        if (r := self.backend.find_host(addr)) is not None:
+            return r.va + (addr - r.host_address), True
         raise RuntimeError(f"RIG: {addr:#x} is in no buffer of {self.device} (rig copies only the session's memory)")
 
     def gpu_va(self, buf: HCQBuffer, var_vals: dict | None = None) -> int:
         """`buf`'s address as the GPU sees it (a host buffer's `va_addr` is the CPU's)."""
-        va, base = buf.va_addr, buf.base
-        if isinstance(va, int) and isinstance(base.meta, _Mem) and not base.meta.host:
-            return va
-        m, off = self.place(buf, var_vals)
-        return m.gpu_va + off
+        return self.locate(buf, var_vals)[0]
 
 
 def register() -> None:
