@@ -31,7 +31,7 @@
 use std::time::Duration;
 
 use rig_client::{
-    channel::{Channel, ChannelError, Engine, Options, Rings},
+    channel::{Channel, ChannelError, Engine, Fence, Options, Rings},
     session::Session,
 };
 use rig_model::addr::{
@@ -482,6 +482,29 @@ impl ComputeChannel {
         let v = self.enqueue(kernel, grid, block, dynamic_shared, args)?;
         self.ch.submit()?;
         Ok(v)
+    }
+
+    /// Makes the next launch wait on the GPU until `fence` landed: a semaphore
+    /// acquire on this channel for another channel's value (rig-client's
+    /// `Channel::acquire`). For this channel's own value nothing is needed while grids
+    /// run in order; with [`ComputeOptions::ordered`] off, a WFI, unless the value
+    /// already landed.
+    ///
+    /// # Errors
+    /// [`ComputeError::Channel`]: a fence of another session (`ForeignFence`), a full
+    /// pushbuffer.
+    pub fn acquire(&mut self, fence: Fence) -> Result<(), ComputeError> {
+        if fence.channel != self.ch.id() {
+            self.ch.acquire(fence)?;
+            return Ok(());
+        }
+        if !self.ordered && fence.value > self.completed {
+            self.completed = self.completed.max(self.ch.completed()?);
+            if fence.value > self.completed {
+                self.ch.push(&rig_nv::method::wfi())?;
+            }
+        }
+        Ok(())
     }
 
     /// Rings the doorbell for everything enqueued.

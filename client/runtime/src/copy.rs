@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use rig_client::{
-    channel::{Channel, ChannelError, Engine, Options, Rings},
+    channel::{Channel, ChannelError, Engine, Fence, Options, Rings},
     session::Session,
 };
 
@@ -152,6 +152,19 @@ impl CopyChannel {
         let v = self.ch.fill(dst.va(), value, dst.len())?;
         self.ch.submit()?;
         Ok(v)
+    }
+
+    /// Makes the next copy or fill wait on the GPU until `fence` (another channel's
+    /// value, e.g. a launch whose output it copies) landed: a semaphore acquire on this
+    /// channel. The copy engine runs a channel's copies in order, so a fence of this
+    /// channel adds nothing.
+    ///
+    /// # Errors
+    /// [`CopyError::Channel`]: a fence of another session (`ForeignFence`), a full
+    /// pushbuffer.
+    pub fn acquire(&mut self, fence: Fence) -> Result<(), CopyError> {
+        self.ch.acquire(fence)?;
+        Ok(())
     }
 
     /// Waits up to `timeout` until the copy engine released `value`; a fault the RM

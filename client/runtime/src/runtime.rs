@@ -8,6 +8,13 @@
 //! with the copy kernel (16-byte aligned copies; others on the copy engine), and says
 //! in its [`Done`] which engine releases the value.
 //!
+//! Ordering: work on one channel follows that channel's earlier work. Work that needs
+//! the other channel's ([`Runtime::launch`], [`Runtime::copy_after`],
+//! [`Runtime::fill`] with `after`) waits for it on the GPU: a semaphore acquire on its
+//! own channel for each [`Done`] not yet landed (rig-client's `channel::fence`), so
+//! the host never waits between a copy and the kernel that reads it
+//! (docs/compute.md, "Dependencies").
+//!
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
 
@@ -22,8 +29,10 @@ use crate::{
     builtin,
     compute::{ComputeChannel, ComputeError, ComputeOptions},
     copy::{CopyChannel, CopyError, CopyOptions},
+    launch::Dim3,
     load::{self, Kernel, Module},
     memory::{Alloc, Place, Span},
+    params::Arg,
 };
 
 /// How a runtime's channels are opened.
@@ -150,23 +159,118 @@ impl Runtime {
         src: Span<'_>,
         dst: Span<'_>,
     ) -> Result<Done, RuntimeError> {
+        self.copy_after(session, src, dst, &[])
+    }
+
+    /// [`Runtime::copy`], starting on the GPU only once everything in `after` landed.
+    ///
+    /// # Errors
+    /// As [`Runtime::copy`]; [`Runtime::order`]'s.
+    pub fn copy_after(
+        &mut self,
+        session: &Session,
+        src: Span<'_>,
+        dst: Span<'_>,
+        after: &[Done],
+    ) -> Result<Done, RuntimeError> {
         let by_kernel = src.place() == Place::Gpu
             && dst.place() == Place::Gpu
             && src.va().is_aligned(16)
             && dst.va().is_aligned(16)
             && src.len().is_multiple_of(16);
         if by_kernel {
+            self.order(Engine::Compute, after)?;
             let value = self.compute.copy(session, &self.copy_kernel, src, dst)?;
             return Ok(Done {
                 engine: Engine::Compute,
                 value,
             });
         }
+        self.order(Engine::Copy, after)?;
         let value = self.copies.copy(session, src, dst)?;
         Ok(Done {
             engine: Engine::Copy,
             value,
         })
+    }
+
+    /// Fills `dst` with the 32-bit `value` on the copy engine (`CopyChannel::fill`),
+    /// starting on the GPU only once everything in `after` landed.
+    ///
+    /// # Errors
+    /// As `CopyChannel::fill`; [`Runtime::order`]'s.
+    pub fn fill(
+        &mut self,
+        session: &Session,
+        dst: Span<'_>,
+        value: u32,
+        after: &[Done],
+    ) -> Result<Done, RuntimeError> {
+        self.order(Engine::Copy, after)?;
+        let value = self.copies.fill(session, dst, value)?;
+        Ok(Done {
+            engine: Engine::Copy,
+            value,
+        })
+    }
+
+    /// Launches `kernel` (`ComputeChannel::launch`), starting on the GPU only once
+    /// everything in `after` landed.
+    ///
+    /// # Errors
+    /// As `ComputeChannel::launch`; [`Runtime::order`]'s.
+    pub fn launch(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+        after: &[Done],
+    ) -> Result<Done, RuntimeError> {
+        self.order(Engine::Compute, after)?;
+        let value = self
+            .compute
+            .launch(kernel, grid, block, dynamic_shared, args)?;
+        Ok(Done {
+            engine: Engine::Compute,
+            value,
+        })
+    }
+
+    /// Makes the next work on `engine`'s channel wait on the GPU for each of `after`
+    /// that has not landed yet: a semaphore acquire for the other channel's values
+    /// (their words are submitted first, so each is on its way), nothing or a WFI for
+    /// the channel's own (`ComputeChannel::acquire`). What already landed costs one
+    /// read of a semaphore and adds no word.
+    ///
+    /// # Errors
+    /// A dependency whose channel faulted (that channel's `Fault`: what it waited for
+    /// will never land, so nothing is pushed); a value its channel never promised
+    /// (`Timeline`, `NeverReleased`); a full pushbuffer.
+    pub fn order(&mut self, engine: Engine, after: &[Done]) -> Result<(), RuntimeError> {
+        for &d in after {
+            if self.poll(d)? {
+                continue;
+            }
+            let fence = match d.engine {
+                Engine::Compute => self
+                    .compute
+                    .channel()
+                    .fence(d.value)
+                    .map_err(ComputeError::from)?,
+                Engine::Copy => self
+                    .copies
+                    .channel()
+                    .fence(d.value)
+                    .map_err(CopyError::from)?,
+            };
+            match engine {
+                Engine::Compute => self.compute.acquire(fence)?,
+                Engine::Copy => self.copies.acquire(fence)?,
+            }
+        }
+        Ok(())
     }
 
     /// Waits up to `timeout` for `done`; a fault comes back typed.

@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use rig_client::{
-    channel::{Channel, ChannelError, Engine},
+    channel::{Channel, ChannelError, Engine, TimelineError},
     session::Session,
     space::{Holder, find_host_region, find_region},
 };
@@ -25,8 +25,8 @@ use rig_nv::method::{
 use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
     CopyError, CopyOptions, Geometry, HostAlloc, Launch, LaunchError, LoadError, Memory,
-    MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, Shape, Span,
-    Windows, cbank0, load, qmd, region_at,
+    MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, RuntimeError,
+    Shape, Span, Windows, cbank0, load, qmd, region_at,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -562,6 +562,166 @@ async fn memory_named_by_its_gpu_address_is_found_in_the_ledger_and_checked_like
         "nothing submitted"
     );
     f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let empty = module.kernel("empty").expect("empty");
+    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let b = s.alloc(MIB, 4096).await.expect("b");
+    let copy_sem = rt.copies().channel().semaphore_va();
+    let compute_sem = rt.compute().channel().semaphore_va();
+
+    // Copy → kernel: the launch's ring entries are the acquire of the copy engine's
+    // 32-bit value, then the launch; the host waited for nothing (the fake GPU never
+    // released the copy).
+    let up = rt
+        .copy(
+            &s,
+            Span::all(&a).expect("span"),
+            Span::all(&b).expect("span"),
+        )
+        .expect("copy");
+    assert_eq!((up.engine, up.value), (Engine::Copy, 3));
+    let k = rt
+        .launch(&empty, 1, 1, 0, &[], &[up])
+        .expect("a launch after the copy");
+    assert_eq!(k.engine, Engine::Compute);
+    let acquire_up = method::acquire32(copy_sem, 3).expect("words");
+    // One segment: SET_OBJECT, the acquire, the first launch's words.
+    let words = fetched(&s, rt.compute().channel(), 1).concat();
+    let pcas_at = words.len() - 4;
+    assert!(
+        at(&words, &acquire_up).is_some_and(|i| i < pcas_at),
+        "the acquire, then the launch: {words:x?}"
+    );
+    assert!(
+        !pushed(&s, &method::acquire(copy_sem, 3).expect("words")),
+        "32 bits, not 64"
+    );
+
+    // Kernel → copy: the copy channel acquires the QMD's 64-bit release.
+    let down = rt
+        .copy_after(
+            &s,
+            Span::all(&b).expect("span"),
+            Span::all(&a).expect("span"),
+            &[k],
+        )
+        .expect("a copy after the launch");
+    assert_eq!((down.engine, down.value), (Engine::Copy, 4));
+    let acquire_k = method::acquire(compute_sem, k.value).expect("words");
+    let copy_words = method::copy::copy_released(
+        b.gpu_va().expect("va"),
+        a.gpu_va().expect("va"),
+        MIB,
+        Semaphore {
+            addr: copy_sem,
+            payload: 4,
+            timestamp: false,
+        },
+    )
+    .expect("words");
+    let words = fetched(&s, rt.copies().channel(), 1).concat();
+    let (acq, copy) = (at(&words, &acquire_k), at(&words, &copy_words));
+    assert!(
+        acq.zip(copy).is_some_and(|(a, c)| a < c),
+        "the acquire, then the copy: {words:x?}"
+    );
+    // A fill after both: the channel's own value needs no word, and the launch was
+    // acquired already by this channel's earlier methods.
+    let fill = rt
+        .fill(&s, Span::new(&a, 0, 4096).expect("span"), 7, &[down, k])
+        .expect("fill");
+    assert_eq!(fill.value, 5);
+    let words = fetched(&s, rt.copies().channel(), 1).concat();
+    assert_eq!(at(&words, &acquire_k[..5]), None, "{words:x?}");
+
+    // What already landed costs no word: nothing new reaches the ring.
+    gpu_writes(&f, &s, copy_sem.get(), &5u64.to_le_bytes());
+    let mark = gp_puts(&f);
+    rt.order(Engine::Compute, &[up, fill]).expect("landed");
+    rt.compute().submit().expect("submit");
+    assert_eq!(gp_puts(&f), mark, "nothing to wait for");
+
+    // A value no channel promised is refused, typed, before any word.
+    let never = rig_runtime::Done {
+        engine: Engine::Copy,
+        value: 9,
+    };
+    let e = rt
+        .launch(&empty, 1, 1, 0, &[], &[never])
+        .expect_err("never released");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::Copy(CopyError::Channel(ChannelError::Timeline(
+                TimelineError::NeverReleased { value: 9, last: 5 }
+            )))
+        ),
+        "{e}"
+    );
+    // A dependency whose channel faulted: its value will never land, so nothing waits
+    // for it; the fault comes back.
+    let stuck = rt
+        .copy(
+            &s,
+            Span::all(&a).expect("span"),
+            Span::all(&b).expect("span"),
+        )
+        .expect("copy");
+    let id = rt.copies().channel().id();
+    assert!(f.gpu.post_fault(rigd::channels::ChannelId(id), 31));
+    let mark = (gp_puts(&f), rt.compute().channel().last_value());
+    let e = rt
+        .launch(&empty, 1, 1, 0, &[], &[stuck])
+        .expect_err("faulted");
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Copy(CopyError::Channel(ChannelError::Fault { .. }))
+        ),
+        "{e}"
+    );
+    assert_eq!((gp_puts(&f), rt.compute().channel().last_value()), mark);
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_of_another_session_is_refused() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let mut mine = CopyChannel::open(&s, CopyOptions::default())
+        .await
+        .expect("copy channel");
+    let mut theirs = CopyChannel::open(&other, CopyOptions::default())
+        .await
+        .expect("their copy channel");
+    let b = other.alloc(MIB, 4096).await.expect("b");
+    let v = theirs
+        .fill(&other, Span::all(&b).expect("span"), 0)
+        .expect("fill");
+    let fence = theirs.channel().fence(v).expect("fence");
+    let e = mine.acquire(fence).expect_err("another session's");
+    assert!(
+        matches!(e, CopyError::Channel(ChannelError::ForeignFence { .. })),
+        "{e}"
+    );
+    assert!(matches!(
+        theirs.channel().fence(v + 1),
+        Err(ChannelError::Timeline(TimelineError::NeverReleased { .. }))
+    ));
+    f.server.stop().await;
+}
+
+/// Where `needle` starts in `words`.
+fn at(words: &[u32], needle: &[u32]) -> Option<usize> {
+    words.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A host buffer that says it is GPU memory: what the copy routing sees.

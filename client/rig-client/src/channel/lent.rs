@@ -53,7 +53,7 @@ use super::{
     ring::{self, Ring, USERD_GP_GET, USERD_GP_PUT},
     timeline::{Payload, Timeline, extend},
 };
-use crate::session::{Buffer, SessionError};
+use crate::session::{Buffer, SessionError, SessionId};
 use rig_nv::method::{self, ComputeError, CopyError};
 
 /// How many spins of a wait go between reads of the error notifier.
@@ -180,6 +180,15 @@ pub enum ChannelError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "Channel {channel} (session {session}) cannot wait for channel {of} of session {of_session}: waits on the GPU stay inside one session's address space"
+    )]
+    ForeignFence {
+        channel: u64,
+        session: u64,
+        of: u64,
+        of_session: u64,
+    },
     #[error("rigd's channel reply does not follow the protocol: {0}")]
     Protocol(&'static str),
 }
@@ -193,6 +202,8 @@ pub enum ChannelError {
 #[derive(Debug)]
 pub struct Channel {
     pub(super) id: u64,
+    /// The session it was opened in: its GPU addresses mean something there only.
+    pub(super) session: SessionId,
     pub(super) engine: Engine,
     pub(super) token: u32,
     pub(super) doorbell_offset: usize,
@@ -232,6 +243,9 @@ pub struct Channel {
     pub(super) recorded: u64,
     /// Doorbells rung again by waits (rings in GPU memory).
     pub(super) rekicks: u64,
+    /// The largest value of each other channel this one's methods already wait for
+    /// (`fence`): a later acquire of no more is implied.
+    pub(super) acquired: Vec<(u64, u64)>,
     /// rigd closed it: the GPU no longer runs its work.
     pub(super) drained: bool,
 }

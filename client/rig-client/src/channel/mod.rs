@@ -15,12 +15,14 @@
 //! ([`Channel::open`] on a [`crate::session::Session`]: `open`), with its memory
 //! (`mem`) and the work whose completion the engine releases (`work`: copies,
 //! engine-aware releases, the words of a launch a runtime pushes, the runtime's
-//! arena); `status` reads rigd's list of every lent channel.
+//! arena); `fence` lets one channel wait on the GPU for another's value;
+//! `status` reads rigd's list of every lent channel.
 //!
 //! References: docs/hardware/nvidia-channels.md (the formats and rules) and
 //! docs/hardware/nvidia-rm.md ("The object sequence"); the words' own sources are
 //! rig-nv's headers.
 
+mod fence;
 mod lent;
 mod mem;
 mod open;
@@ -30,6 +32,7 @@ mod status;
 pub mod timeline;
 mod work;
 
+pub use fence::Fence;
 pub use lent::{
     Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, FAULT_CHECK_SPINS, Fault,
     GENERATION, REKICK_AFTER, REKICK_MAX,

@@ -221,6 +221,7 @@ impl Channel {
         let engine = Engine::from_wire(r.engine).unwrap_or(engine);
         let mut ch = Self {
             id,
+            session: session.id(),
             engine,
             token: r.token,
             doorbell_offset,
@@ -247,6 +248,7 @@ impl Channel {
             in_flight: VecDeque::new(),
             recorded: 0,
             rekicks: 0,
+            acquired: Vec::new(),
             drained: false,
         };
         ch.push_words(&engine.set_object())?;

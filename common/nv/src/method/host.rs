@@ -113,7 +113,10 @@ pub fn release_with(addr: GpuVa, value: u64, how: Release) -> Result<[u32; 6], M
 }
 
 /// Waits until the 64-bit value at `addr` reaches `value` (circular compare), letting
-/// the scheduler switch to another channel group while it waits (6 words).
+/// the scheduler switch to another channel group while it waits (6 words). The
+/// channel's host processes no later method until the compare holds; the PBDMA polls
+/// the word, and with ACQUIRE_SWITCH_TSG serves other channel groups meanwhile
+/// (docs/hardware/nvidia-channels.md, "Waits on the GPU").
 ///
 /// # Errors
 /// [`MethodError::Address`] unless `addr` is 8-byte aligned and below 2^57.
@@ -127,6 +130,23 @@ pub fn acquire(addr: GpuVa, value: u64) -> Result<[u32; 6], MethodError> {
         SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ
             | SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN
             | SEM_EXECUTE_PAYLOAD_SIZE_64BIT,
+    ))
+}
+
+/// [`acquire`] of the 32-bit word at `addr` (a copy engine's release, which writes
+/// only the low word): the circular compare is taken modulo 2^32, so it holds while
+/// the semaphore is fewer than 2^31 values behind or ahead (6 words).
+///
+/// # Errors
+/// [`MethodError::Address`] unless `addr` is 4-byte aligned and below 2^57.
+#[inline]
+pub fn acquire32(addr: GpuVa, value: u32) -> Result<[u32; 6], MethodError> {
+    let addr = addr.get();
+    check_addr(addr, 4)?;
+    Ok(semaphore(
+        addr,
+        u64::from(value),
+        SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ | SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN,
     ))
 }
 
@@ -178,6 +198,22 @@ mod tests {
         let a = acquire(GpuVa(0x12_3456_7898), 7).expect("aligned");
         assert_eq!(a[5], 0x0100_1003);
         assert_eq!((a[1], a[2], a[3], a[4]), (0x3456_7898, 0x12, 7, 0));
+    }
+
+    #[test]
+    fn a_32_bit_acquire_drops_the_payload_size_bit_and_the_high_word() {
+        let a = acquire32(GpuVa(0x12_3456_7894), 0xffff_fff0).expect("4-aligned");
+        // OPERATION ACQ_CIRC_GEQ (3), ACQUIRE_SWITCH_TSG (bit 12), PAYLOAD_SIZE 32BIT.
+        assert_eq!(a[5], 0x0000_1003);
+        assert_eq!(&a[..5], &[0x2005_0017, 0x3456_7894, 0x12, 0xffff_fff0, 0]);
+        assert!(matches!(
+            acquire32(GpuVa(0x1002), 1),
+            Err(MethodError::Address { .. })
+        ));
+        assert!(matches!(
+            acquire(GpuVa(0x1004), 1),
+            Err(MethodError::Address { .. })
+        ));
     }
 
     #[test]

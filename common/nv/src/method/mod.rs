@@ -23,7 +23,7 @@ pub mod host;
 
 pub use compute::{ComputeError, SUBCH_COMPUTE};
 pub use copy::{CopyError, SUBCH_COPY, copy, copy_flushed};
-pub use host::{Release, acquire, release, release_with, set_object, wfi};
+pub use host::{Release, acquire, acquire32, release, release_with, set_object, wfi};
 
 use rig_model::nv::Engine;
 
