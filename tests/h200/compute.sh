@@ -24,7 +24,9 @@
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
 #     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
-#                                           # (default all)
+#                                           # (default all; host and deps only when named)
+#     PHASES=deps DEPS_ROUNDS=3 ...          # waits between channels on the GPU, rig and
+#                                           # CUDA in turn (tests/h200/deps)
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
 #     PHASES=host HOST_CPUS="3 7" HOST_ROUNDS=3 HOST_PROBES="new=.dev/rig-compute-probe old=/tmp/old-probe" ...
@@ -279,6 +281,23 @@ if want kill; then
   say "kill: the new client ran in $((($(date +%s%N) - t0) / 1000000)) ms"
   say "kill: before $before"
   say "kill: after  $(smi) | $(held)"
+fi
+
+if asked deps; then
+  say "deps: waits between channels on the GPU (tests/h200/deps), rig (uid $NOBODY) and CUDA in turn on CPU 2"
+  if nvcc -cubin -arch=sm_90 -O2 -o "$RUN/deps.cubin" tests/h200/deps/deps.cu 2> "$RUN/nvcc-deps.log" &&
+    nvcc -O2 -o /tmp/cuda_deps tests/h200/deps/cuda_deps.c -lcuda 2>> "$RUN/nvcc-deps.log"; then
+    chmod 644 "$RUN/deps.cubin"
+    for round in $(seq 1 "${DEPS_ROUNDS:-3}"); do
+      (client $NOBODY 2 deps "$RUN/rigd.sock" "$GPU" "$RUN/deps.cubin") > "$RUN/deps-rig.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/deps-rig.out"
+      taskset -c 2 /tmp/cuda_deps "$RUN/deps.cubin" > "$RUN/deps-cuda.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/deps-cuda.out"
+    done
+  else
+    cat "$RUN/nvcc-deps.log"
+    FAIL=1
+  fi
 fi
 
 if want cuda && [ -z "${SKIP_CUDA:-}" ]; then

@@ -14,7 +14,10 @@
 //! (`session`, `buffer`).
 
 use std::{
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -42,14 +45,23 @@ use crate::{
 };
 
 /// What a launch or a copy returns: the engine that releases its value, and the value.
-#[pyclass(module = "rig._rig", frozen, get_all, from_py_object)]
+/// It belongs to the runtime that made it: another runtime's channels have their own
+/// timelines, so waiting on it, or ordering work after it, elsewhere is refused.
+#[pyclass(module = "rig._rig", frozen, from_py_object)]
 #[derive(Debug, Clone, Copy)]
 pub struct Done {
     /// `"compute"` or `"copy"`.
+    #[pyo3(get)]
     pub engine: &'static str,
     /// The value its engine releases when the work is done.
+    #[pyo3(get)]
     pub value: u64,
+    /// The runtime that made it ([`Runtime::id`]).
+    runtime: u64,
 }
+
+/// Numbers runtimes of this process, so that a `Done` names its own.
+static RUNTIMES: AtomicU64 = AtomicU64::new(1);
 
 #[pymethods]
 impl Done {
@@ -58,29 +70,40 @@ impl Done {
     }
 }
 
-impl From<rig_runtime::Done> for Done {
-    fn from(d: rig_runtime::Done) -> Self {
+impl Done {
+    fn of(d: rig_runtime::Done, runtime: u64) -> Self {
         Self {
             engine: match d.engine {
                 Engine::Compute => "compute",
                 _ => "copy",
             },
             value: d.value,
+            runtime,
         }
     }
-}
 
-impl Done {
-    fn to_rust(self) -> rig_runtime::Done {
-        rig_runtime::Done {
+    /// The runtime's own `Done`, for `rt`.
+    fn to_rust(self, rt: &Runtime) -> PyResult<rig_runtime::Done> {
+        if self.runtime != rt.id {
+            return Err(PyValueError::new_err(format!(
+                "{} {} belongs to another runtime: each runtime's channels count their own values",
+                self.engine, self.value
+            )));
+        }
+        Ok(rig_runtime::Done {
             engine: if self.engine == "compute" {
                 Engine::Compute
             } else {
                 Engine::Copy
             },
             value: self.value,
-        }
+        })
     }
+}
+
+/// `after`, as the runtime's own `Done`s.
+fn deps(rt: &Runtime, after: &[Done]) -> PyResult<Vec<rig_runtime::Done>> {
+    after.iter().map(|d| d.to_rust(rt)).collect()
 }
 
 /// A session's compute and copy channels.
@@ -90,6 +113,8 @@ pub struct Runtime {
     session: Arc<RSession>,
     inner: Mutex<Option<rig_runtime::Runtime>>,
     timeout: Duration,
+    /// This process's number for it (`Done::runtime`).
+    id: u64,
 }
 
 fn seconds(s: f64) -> PyResult<Duration> {
@@ -123,6 +148,7 @@ impl Runtime {
             session,
             inner: Mutex::new(Some(rt)),
             timeout,
+            id: RUNTIMES.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -346,8 +372,11 @@ impl Runtime {
     }
 
     /// Launches `kernel` on `grid` blocks of `block` threads with `shared` bytes of
-    /// dynamic shared memory; `args` one per parameter, in order. Returns at once.
-    #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0))]
+    /// dynamic shared memory; `args` one per parameter, in order. The grid starts only
+    /// once every `Done` in `after` has landed, waited for by the GPU (the host does
+    /// not wait). Returns at once.
+    #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0, after = Vec::new()))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn launch(
         &self,
         py: Python<'_>,
@@ -356,7 +385,9 @@ impl Runtime {
         block: &Bound<'_, PyAny>,
         args: Vec<Bound<'_, PyAny>>,
         shared: u32,
+        after: Vec<Done>,
     ) -> PyResult<Done> {
+        let after = deps(self, &after)?;
         let sizes = kernel.param_sizes();
         if args.len() != sizes.len() {
             return Err(PyValueError::new_err(format!(
@@ -373,23 +404,22 @@ impl Runtime {
         }
         let (grid, block) = (dim3(grid)?, dim3(block)?);
         let k = &kernel.inner;
-        let value = self
+        let done = self
             .with(py, |rt, _| {
-                rt.compute().launch(k, grid, block, shared, &typed)
+                rt.launch(k, grid, block, shared, &typed, &after)
             })?
             .py()?;
-        Ok(Done {
-            engine: "compute",
-            value,
-        })
+        Ok(Done::of(done, self.id))
     }
 
     /// Copies `size` bytes (all of `src` from `src_offset` by default) from `src` to
     /// `dst` on whichever engine does it fastest. Each end is a host or GPU buffer of
     /// this session, or a GPU address (an `int`) in its address space, checked against
     /// the session's leases (`Session.find`); an address names no length, so a copy
-    /// from one needs `size`. Returns at once.
-    #[pyo3(signature = (dst, src, size = None, dst_offset = 0, src_offset = 0))]
+    /// from one needs `size`. It starts once every `Done` in `after` has landed, as
+    /// `launch`'s. Returns at once.
+    #[pyo3(signature = (dst, src, size = None, dst_offset = 0, src_offset = 0, after = Vec::new()))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn copy(
         &self,
         py: Python<'_>,
@@ -398,22 +428,25 @@ impl Runtime {
         size: Option<u64>,
         dst_offset: u64,
         src_offset: u64,
+        after: Vec<Done>,
     ) -> PyResult<Done> {
+        let after = deps(self, &after)?;
         let (d, s) = (Held::of(dst, &self.session)?, Held::of(src, &self.session)?);
         let size = s.size(size, src_offset, "src")?;
         let src = s.span(src_offset, size)?;
         let dst = d.span(dst_offset, size)?;
         let session = &self.session;
-        Ok(self
-            .with(py, |rt, _| rt.copy(session, src, dst))?
-            .py()?
-            .into())
+        let done = self
+            .with(py, |rt, _| rt.copy_after(session, src, dst, &after))?
+            .py()?;
+        Ok(Done::of(done, self.id))
     }
 
     /// Fills `dst` (from `offset`, `size` bytes: all of it by default) with the 32-bit
     /// `value` on the copy engine. `dst` may be a GPU address, as for `copy` (then
-    /// `size` is needed). Returns at once.
-    #[pyo3(signature = (dst, value = 0, size = None, offset = 0))]
+    /// `size` is needed). It starts once every `Done` in `after` has landed.
+    /// Returns at once.
+    #[pyo3(signature = (dst, value = 0, size = None, offset = 0, after = Vec::new()))]
     fn fill(
         &self,
         py: Python<'_>,
@@ -421,18 +454,17 @@ impl Runtime {
         value: u32,
         size: Option<u64>,
         offset: u64,
+        after: Vec<Done>,
     ) -> PyResult<Done> {
+        let after = deps(self, &after)?;
         let d = Held::of(dst, &self.session)?;
         let size = d.size(size, offset, "dst")?;
         let span = d.span(offset, size)?;
         let session = &self.session;
-        let v = self
-            .with(py, |rt, _| rt.copies().fill(session, span, value))?
+        let done = self
+            .with(py, |rt, _| rt.fill(session, span, value, &after))?
             .py()?;
-        Ok(Done {
-            engine: "copy",
-            value: v,
-        })
+        Ok(Done::of(done, self.id))
     }
 
     /// Waits until `done`'s engine released its value: returns, or raises `rig.Fault`
@@ -441,13 +473,15 @@ impl Runtime {
     #[pyo3(signature = (done, timeout = None))]
     fn wait(&self, py: Python<'_>, done: Done, timeout: Option<f64>) -> PyResult<()> {
         let t = timeout.map_or(Ok(self.timeout), seconds)?;
-        self.with(py, |rt, _| rt.wait(done.to_rust(), t))?.py()
+        let done = done.to_rust(self)?;
+        self.with(py, |rt, _| rt.wait(done, t))?.py()
     }
 
     /// Whether `done`'s engine released its value, without waiting; raises `rig.Fault`
     /// when the GPU stopped the channel (faulted work never reads as done).
     fn done(&self, py: Python<'_>, done: Done) -> PyResult<bool> {
-        self.with(py, |rt, _| rt.poll(done.to_rust()))?.py()
+        let done = done.to_rust(self)?;
+        self.with(py, |rt, _| rt.poll(done))?.py()
     }
 
     /// `<rig.Runtime of session S: compute channel C, copy channel K>`; never waits (a

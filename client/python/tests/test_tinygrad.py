@@ -82,6 +82,7 @@ class FakeBackend:
         self.polls: dict[tuple[str, int], int] = {}
         self.mems: list[FakeMem] = []
         self.launches = 0
+        self.waited_on_gpu = 0
         self.fault: str | None = None
         FakeBackend.opened.append(self)
 
@@ -103,9 +104,19 @@ class FakeBackend:
         assert not mem.freed, "freed twice"
         mem.freed = True
 
-    def _issue(self, engine: str, work) -> FakeDone:
+    def _issue(self, engine: str, work, after=()) -> FakeDone:
+        # A GPU-side wait: when the engine reaches this work, the other engine's work
+        # it waits for lands first (as the channel's semaphore acquire holds it).
+        deps = [(d.engine, d.value) for d in after]
+        assert all(e != engine for e, _ in deps), "an engine's own work is in order already"
+
+        def run():
+            for e, v in deps:
+                self._run(e, v)
+            work()
+
         self.issued[engine] += 1
-        self.queues[engine].append((self.issued[engine], work))
+        self.queues[engine].append((self.issued[engine], run))
         if engine in self.eager:
             self._run(engine, self.issued[engine])
         return FakeDone(engine, self.issued[engine])
@@ -137,20 +148,21 @@ class FakeBackend:
                 return FakeRegion(m.addr + HOST_SHIFT, m.size, True, m.addr)
         return None
 
-    def copy(self, dst_va, src_va, size):
+    def copy(self, dst_va, src_va, size, after):
         # As rig's runtime checks a copy by address: both ends inside one lease each.
         d, s = self.find(dst_va), self.find(src_va)
         assert d is not None and s is not None, "a copy outside the session's memory"
         assert dst_va + size <= d.va + d.size and src_va + size <= s.va + s.size, "a copy past its memory"
         engine = "copy" if d.host or s.host else "compute"
-        return self._issue(engine, lambda: ctypes.memmove(cpu(dst_va), cpu(src_va), size))
+        return self._issue(engine, lambda: ctypes.memmove(cpu(dst_va), cpu(src_va), size), after)
 
     def load(self, lib):
         return FakeModule(KERNELS)
 
-    def launch(self, kernel, grid, block, args):
+    def launch(self, kernel, grid, block, args, after):
         self.launches += 1
-        return self._issue("compute", lambda: kernel.fn(grid, block, args))
+        self.waited_on_gpu += len(after)
+        return self._issue("compute", lambda: kernel.fn(grid, block, args), after)
 
     def poll(self, done):
         # Lands on the second look, so signals must wait for it properly.
@@ -244,7 +256,10 @@ def test_a_kernel_runs_after_the_copy_it_reads_and_before_the_copy_that_reads_it
     b = dev.allocator.alloc(4 * n, BufferSpec())
     src = memoryview(bytearray((ctypes.c_float * n)(*range(n))))
     dev.allocator._copyin(a, src)
+    gpu_waits = dev.backend.waited_on_gpu
     prg(b, a, global_size=(4, 1, 1), local_size=(256, 1, 1), vals=(n,))
+    # The launch waited for the upload on the GPU (an acquire), not on the host.
+    assert dev.backend.waited_on_gpu == gpu_waits + 1
     out = memoryview(bytearray(4 * n))
     dev.allocator._copyout(out, b)
     got = list((ctypes.c_float * n).from_buffer(out))

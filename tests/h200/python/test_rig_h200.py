@@ -102,13 +102,52 @@ def test_copies_in_every_direction_at_64_mib(session, rt):
     pattern = np.random.default_rng(7).integers(0, 255, n, dtype=np.uint8)
     np.frombuffer(src, dtype=np.uint8)[:] = pattern
     a, b = session.gpu_memory(n), session.gpu_memory(n)
-    rt.copy(a, src)
-    rt.wait(rt.copy(b, a))  # GPU to GPU: the copy kernel
+    up = rt.copy(a, src)
+    rt.wait(rt.copy(b, a, after=[up]))  # GPU to GPU: the copy kernel, after the upload
     dst = session.host(n)
     rt.wait(rt.copy(dst, b))
     assert np.array_equal(np.frombuffer(dst, dtype=np.uint8), pattern)
     for x in (a, b):
         x.free()
+
+
+def test_the_gpu_orders_copies_and_kernels_given_after(session, rt, mod):
+    # Upload, saxpy, download: each waits for the one before on the GPU, the host only
+    # for the last; every round's factor is different, so a stale read shows.
+    n = 4 * MIB
+    x = np.arange(n, dtype=np.float32)
+    hx, hy = session.host(4 * n), session.host(4 * n)
+    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
+    np.frombuffer(hx, dtype=np.float32)[:] = x
+    rt.wait(rt.copy(gx, hx))
+    for r in range(1, 9):
+        np.frombuffer(hy, dtype=np.float32)[:] = float(r)
+        up = rt.copy(gy, hy)
+        k = rt.launch(mod["saxpy"], grid=(n + 255) // 256, block=256, args=[np.float32(r), gx, gy, n], after=[up])
+        rt.wait(rt.copy(hy, gy, after=[k]))
+        assert np.array_equal(np.frombuffer(hy, dtype=np.float32), r * x + r), r
+    for b in (gx, gy):
+        b.free()
+
+
+def test_copies_and_fills_by_gpu_address(session, rt):
+    g = session.gpu_memory(2 * MIB)
+    h = session.host(2 * MIB)
+    region = session.find(g.va + 4096)
+    assert region is not None and not region.host and region.va <= g.va
+    assert session.find_host(np.frombuffer(h, dtype=np.uint8).ctypes.data) == session.find(h.va)
+    f = rt.fill(g.va, 0x01020304, size=2 * MIB)
+    np.frombuffer(h, dtype=np.uint8)[:] = 0
+    rt.wait(rt.copy(h.va + 64, g.va + 4096, size=8192, after=[f]))
+    got = np.frombuffer(h, dtype=np.uint32)
+    assert (got[16 : 16 + 2048] == 0x01020304).all() and got[15] == 0 and got[16 + 2048] == 0
+    with pytest.raises(ValueError):
+        rt.copy(h.va, 0x1000, size=8)  # no lease of the session there
+    other = session.runtime()
+    with pytest.raises(ValueError):
+        other.wait(f)  # another runtime's Done
+    other.close()
+    g.free()
 
 
 def test_a_wait_past_its_timeout_raises_and_a_later_wait_succeeds(session, rt, mod):

@@ -12,7 +12,12 @@
 //! waits to be killed) or `host` (the launch figures only: opening, then `empty`
 //! launched one at a time and back to back, for comparing CPUs and machine states in
 //! one device call) or `stores` (what stores into GPU memory through BAR1 cost the
-//! CPU, by pattern; no kernel). With `RIG_PROBE_UID=N` a root start drops
+//! CPU, by pattern; no kernel) or `deps` (with tests/h200/deps/deps.cu's cubin: GPU
+//! waits between channels, the gap between one kernel's end and the next one's start
+//! on the same channel, on a second compute channel waiting by acquire, and on one the
+//! host started after waiting, with the host time of a dependency; then uploads and
+//! downloads ordered around kernels by the GPU alone, every round's value checked).
+//! With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
 //! and the launch arena in GPU memory (rigd must allow the uid); with
@@ -40,9 +45,11 @@ use std::{
 };
 
 use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
+use rig_model::addr::GpuVa;
 use rig_runtime::{
-    Alloc, Arg, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel, Memory, MemoryError,
-    Module, PcasAction, Place, Runtime, RuntimeError, RuntimeOptions, Span, gpu_va,
+    Alloc, Arg, ComputeChannel, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel,
+    Memory, MemoryError, Module, PcasAction, Place, Runtime, RuntimeError, RuntimeOptions, Span,
+    gpu_va,
 };
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -53,7 +60,8 @@ const STAGE: u64 = 256 * MIB;
 // an H200, a channel's first work well under a second; 10 s says something is wrong.
 const LONG: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores | deps] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+  deps takes tests/h200/deps/deps.cu's cubin
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
        RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
@@ -115,6 +123,7 @@ fn main() -> ExitCode {
         Some("spin") => (Role::Spin, &args[2..]),
         Some("host") => (Role::Host, &args[2..]),
         Some("stores") => (Role::Stores, &args[2..]),
+        Some("deps") => (Role::Deps, &args[2..]),
         Some("swarm") => match args.get(2).and_then(|n| n.parse().ok()) {
             Some(n) => (Role::Swarm(n), &args[3..]),
             None => (Role::Usage, &args[..0]),
@@ -142,6 +151,7 @@ fn main() -> ExitCode {
                 Role::Spin => spin(&socket, &gpu, &bytes).await,
                 Role::Host => host(&socket, &gpu, &bytes).await,
                 Role::Stores => stores(&socket, &gpu).await,
+                Role::Deps => deps(&socket, &gpu, &bytes).await,
                 Role::All | Role::Usage => probe(&socket, &gpu, &bytes).await,
             }
         })
@@ -162,6 +172,7 @@ enum Role {
     Spin,
     Host,
     Stores,
+    Deps,
     Usage,
 }
 
@@ -820,4 +831,147 @@ async fn spin(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     std::io::Write::flush(&mut std::io::stdout())?;
     std::thread::sleep(Duration::from_secs(60));
     Err("spin: not killed within 60 s".into())
+}
+
+/// Nanoseconds from the first stamp (at +0) to the second (at +8) of `out`.
+fn gap_ns(out: &rig_client::session::Buffer) -> Res<f64> {
+    let mut b = [0u8; 16];
+    out.read(0, &mut b)?;
+    let end = u64::from_le_bytes(b[..8].try_into()?);
+    let start = u64::from_le_bytes(b[8..].try_into()?);
+    // CAST: a difference of two GPU clocks, signed: a negative one is a kernel that
+    // started before the one it was to follow ended.
+    #[expect(
+        clippy::cast_possible_wrap,
+        clippy::cast_precision_loss,
+        reason = "a small difference"
+    )]
+    Ok(start.wrapping_sub(end) as i64 as f64)
+}
+
+/// The `deps` role: waits between channels on the GPU (docs/compute.md,
+/// "Dependencies"), side by side with tests/h200/deps/cuda_deps.c.
+async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    const ROUNDS: usize = 500;
+    // The first kernel runs 20 µs, so the second is queued well before it ends.
+    const SPIN_NS: u64 = 20_000;
+    let s = Session::open(socket, gpu).await?;
+    let mut rt = Runtime::open(&s, &Device, options()).await?;
+    let m = rt.load(&s, &Device, cubin).await?;
+    let mut c2 = ComputeChannel::open(&s, options().compute).await?;
+    let (after, stamp) = (m.kernel("stamp_after")?, m.kernel("stamp")?);
+    let out = s.alloc(4096, 4096).await?;
+    let at = out.gpu_va().ok_or("the session is on a served GPU")?;
+    let (end_at, start_at) = (Arg::Ptr(at), Arg::Ptr(GpuVa(at.get() + 8)));
+    let first = [Arg::U64(SPIN_NS), end_at];
+    // Warm both channels and the kernels.
+    for _ in 0..3 {
+        let v = rt.compute().launch(&stamp, 1, 1, 0, &[start_at])?;
+        rt.compute().wait(v, LONG)?;
+        let v = c2.launch(&stamp, 1, 1, 0, &[start_at])?;
+        c2.wait(v, LONG)?;
+    }
+    let (mut same, mut cross, mut host_wait, mut dep_ns) = (vec![], vec![], vec![], vec![]);
+    let mut negative = 0u64;
+    for _ in 0..ROUNDS {
+        // One channel: the second grid follows the first by the channel's WFI.
+        out.write(0, &[0u8; 16])?;
+        rt.compute().launch(&after, 1, 1, 0, &first)?;
+        let v = rt.compute().launch(&stamp, 1, 1, 0, &[start_at])?;
+        rt.compute().wait(v, LONG)?;
+        same.push(gap_ns(&out)? / 1e3);
+
+        // Two channels, the second acquiring the first's value on the GPU.
+        out.write(0, &[0u8; 16])?;
+        let v1 = rt.compute().launch(&after, 1, 1, 0, &first)?;
+        let t = Instant::now();
+        let fence = rt.compute().channel().fence(v1)?;
+        c2.acquire(fence)?;
+        dep_ns.push(t.elapsed().as_secs_f64() * 1e9);
+        let v2 = c2.launch(&stamp, 1, 1, 0, &[start_at])?;
+        c2.wait(v2, LONG)?;
+        let g = gap_ns(&out)?;
+        negative += u64::from(g < 0.0);
+        cross.push(g / 1e3);
+
+        // Two channels, the host waiting in between (rig before GPU waits).
+        out.write(0, &[0u8; 16])?;
+        let v1 = rt.compute().launch(&after, 1, 1, 0, &first)?;
+        rt.compute().wait(v1, LONG)?;
+        let v2 = c2.launch(&stamp, 1, 1, 0, &[start_at])?;
+        c2.wait(v2, LONG)?;
+        host_wait.push(gap_ns(&out)? / 1e3);
+    }
+    check("deps_cross_channel_order", negative, ROUNDS as u64)?;
+    report("deps_gap_same_channel_us", same, "us");
+    report("deps_gap_cross_channel_acquire_us", cross, "us");
+    report("deps_gap_cross_channel_host_wait_us", host_wait, "us");
+    report("deps_host_per_dependency_ns", dep_ns, "ns");
+
+    // Uploads then a kernel that reads the upload's last word, and a kernel then a
+    // download of what it wrote: each pair ordered by the GPU alone, the host waiting
+    // only for the pair's last value. 32 MiB takes the copy engine about 0.6 ms, so a
+    // kernel that did not wait would read the previous round's word.
+    let n = 8 * MIB; // words
+    let bytes = 4 * n;
+    let host = s.alloc(bytes, 2 * MIB).await?;
+    let dev = Device.alloc(&s, bytes, 2 * MIB).await?;
+    let seen = Device.alloc(&s, 4096, 4096).await?;
+    let (read_last, fill) = (m.kernel("read_last")?, m.kernel("fill_words")?);
+    let (mut up_wrong, mut down_wrong) = (0u64, 0u64);
+    const PAIRS: u32 = 64;
+    for r in 1..=PAIRS {
+        let word = 0x5100_0000 | r;
+        host.write(bytes - 4, &word.to_le_bytes())?;
+        let up = rt.copy(&s, Span::all(&host)?, Span::new(dev.as_ref(), 0, bytes)?)?;
+        let k = rt.launch(
+            &read_last,
+            1,
+            1,
+            0,
+            &[
+                Arg::Ptr(gpu_va(dev.as_ref())?),
+                Arg::U64(n),
+                Arg::Ptr(gpu_va(seen.as_ref())?),
+                Arg::U32(r),
+            ],
+            &[up],
+        )?;
+        // The kernel → copy direction: the GPU fills, the copy engine brings it back.
+        let fv = 0x6200_0000 | r;
+        let f = rt.launch(
+            &fill,
+            132 * 4,
+            256,
+            0,
+            &[Arg::Ptr(gpu_va(dev.as_ref())?), Arg::U64(n), Arg::U32(fv)],
+            &[k],
+        )?;
+        let down = rt.copy_after(
+            &s,
+            Span::new(dev.as_ref(), 0, bytes)?,
+            Span::all(&host)?,
+            &[f],
+        )?;
+        rt.wait(down, LONG)?;
+        let mut last = [0u8; 4];
+        host.read(bytes - 4, &mut last)?;
+        down_wrong += u64::from(u32::from_le_bytes(last) != fv);
+        // What read_last saw, brought back with a copy after it (also GPU-ordered).
+        let (mut got, idx) = ([0u8; 4], u64::from(r) * 4);
+        let back = rt.copy_after(
+            &s,
+            Span::new(seen.as_ref(), idx, 4)?,
+            Span::new(&out, 64, 4)?,
+            &[k],
+        )?;
+        rt.wait(back, LONG)?;
+        out.read(64, &mut got)?;
+        up_wrong += u64::from(u32::from_le_bytes(got) != word);
+    }
+    check("deps_copy_then_kernel", up_wrong, u64::from(PAIRS))?;
+    check("deps_kernel_then_copy", down_wrong, u64::from(PAIRS))?;
+    c2.close(&s).await?;
+    rt.close(&s).await?;
+    Ok(())
 }

@@ -126,6 +126,7 @@ class Runtime:
         block: Dim,
         args: Sequence[Arg] = ...,
         shared: int = 0,
+        after: Sequence[Done] = ...,
     ) -> Done: ...
     def copy(
         self,
@@ -134,9 +135,15 @@ class Runtime:
         size: int | None = None,
         dst_offset: int = 0,
         src_offset: int = 0,
+        after: Sequence[Done] = ...,
     ) -> Done: ...
     def fill(
-        self, dst: Buffer | int, value: int = 0, size: int | None = None, offset: int = 0
+        self,
+        dst: Buffer | int,
+        value: int = 0,
+        size: int | None = None,
+        offset: int = 0,
+        after: Sequence[Done] = ...,
     ) -> Done: ...
     def wait(self, done: Done, timeout: float | None = None) -> None: ...
     def done(self, done: Done) -> bool: ...

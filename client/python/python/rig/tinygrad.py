@@ -116,9 +116,9 @@ class Backend(Protocol):
     def free(self, mem: Any) -> None: ...
     def find(self, va: int) -> Any: ...
     def find_host(self, addr: int) -> Any: ...
-    def copy(self, dst_va: int, src_va: int, size: int) -> Done: ...
+    def copy(self, dst_va: int, src_va: int, size: int, after: list[Done]) -> Done: ...
     def load(self, lib: bytes) -> Any: ...
-    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list) -> Done: ...
+    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list, after: list[Done]) -> Done: ...
     def poll(self, done: Done) -> bool: ...
     def wait(self, done: Done, timeout: float) -> None: ...
     def close(self) -> None: ...
@@ -155,14 +155,14 @@ class RigBackend:
     def find_host(self, addr: int) -> Any:
         return self.session.find_host(addr)
 
-    def copy(self, dst_va: int, src_va: int, size: int) -> Done:
-        return self.runtime.copy(dst_va, src_va, size)
+    def copy(self, dst_va: int, src_va: int, size: int, after: list[Done]) -> Done:
+        return self.runtime.copy(dst_va, src_va, size, after=after)
 
     def load(self, lib: bytes) -> Any:
         return self.runtime.load(lib)
 
-    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list) -> Done:
-        return self.runtime.launch(kernel, grid, block, args)
+    def launch(self, kernel: Any, grid: tuple, block: tuple, args: list, after: list[Done]) -> Done:
+        return self.runtime.launch(kernel, grid, block, args, after=after)
 
     def poll(self, done: Done) -> bool:
         return self.runtime.done(done)
@@ -338,13 +338,21 @@ def _follow(sig: RigSignal, value: int, deps: list[tuple[Backend, Done]]) -> boo
 
 def _issue(dev: RigDevice, deps: list[tuple[Backend, Done]], engine: str | None, issue: Any) -> Done:
     """Issues a command on `engine` (None: either) after `deps`: it follows its own
-    channel's earlier work by itself; other work is waited for on the host before it
-    goes. Then it is the one thing later commands follow."""
+    channel's earlier work by itself; the device's other channel's work is waited for
+    by the GPU (rig's `after`: a semaphore acquire, no host round trip); another
+    device's work on the host before it goes. Then it is the one thing later commands
+    follow: it lands only after what it waited for."""
     be = dev.backend
+    after = []
     for b, d in deps:
-        if b is not be or engine is None or d.engine != engine:
+        if b is not be:
             _wait(b, d, dev.timeout)
-    done = issue()
+        elif engine is None or d.engine != engine:
+            after.append(d)
+    try:
+        done = issue(after)
+    except rig.Fault as e:  # what it was to wait for faulted: the device's error
+        raise _device_error(e) from e
     deps[:] = [(be, done)]
     return done
 
@@ -380,8 +388,8 @@ class _Queue(HWQueue):
     """tinygrad's commands, recorded; `_submit` replays them on the device's runtime.
 
     Ordering: `deps` are the GPU work every later command must follow. A command on a
-    channel follows that channel's earlier work by itself; work of the other channel
-    is waited for on the host first. A signal is set when the last of `deps` lands. A
+    channel follows that channel's earlier work by itself; the GPU waits for work of
+    the other channel (`_issue`). A signal is set when the last of `deps` lands. A
     wait on a signal that no queued work sets parks the rest of the queue (and every
     later submission) until the host sets it. Values, sizes, signals and buffers may be
     symbolic (tinygrad's `Variable`s), resolved from `submit`'s `var_vals`.
@@ -492,11 +500,11 @@ class RigComputeQueue(_Queue):
         _, prg, bufs, vals, global_size, local_size = op
         be, kernel = dev.backend, prg.kernel
         if bufs is None:
-            return "compute", lambda: be.launch(kernel, global_size, local_size, vals)
+            return "compute", lambda after: be.launch(kernel, global_size, local_size, vals, after)
         args = _launch_args(dev, bufs, vals, vv)
         grid = tuple(_resolve(x, vv) for x in global_size)
         block = tuple(_resolve(x, vv) for x in local_size)
-        return "compute", lambda: be.launch(kernel, grid, block, args)
+        return "compute", lambda after: be.launch(kernel, grid, block, args, after)
 
 
 class RigCopyQueue(_Queue):
@@ -513,7 +521,7 @@ class RigCopyQueue(_Queue):
         # rig copies on the copy engine whenever an end is host memory (the copy kernel
         # only between two places in GPU memory): then the engine is known.
         engine = "copy" if d_host or s_host else None
-        return engine, lambda: be.copy(d, s, size)
+        return engine, lambda after: be.copy(d, s, size, after)
 
 
 class RigProgram(HCQProgram):
@@ -542,7 +550,7 @@ class RigProgram(HCQProgram):
             )
         args = _launch_args(dev, bufs, vals)
         be, kernel = dev.backend, self.kernel
-        done = _issue(dev, deps, "compute", lambda: be.launch(kernel, global_size, local_size, args))
+        done = _issue(dev, deps, "compute", lambda after: be.launch(kernel, global_size, local_size, args, after))
         dev.last_done["compute"] = done
         dev.prof_exec_counter += 1
         dev.timeline_signal._set_after(be, done, dev.next_timeline())
