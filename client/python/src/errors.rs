@@ -25,7 +25,7 @@ use pyo3::{
     types::{PyDict, PyTuple, PyType},
 };
 use rig_client::{ClientError, channel::ChannelError, session::SessionError};
-use rig_runtime::{ComputeError, CopyError, LoadError, MemoryError, RuntimeError};
+use rig_runtime::{ComputeError, CopyError, EventError, LoadError, MemoryError, RuntimeError};
 
 create_exception!(rig._rig, RigError, PyException, "Every error of rig.");
 create_exception!(
@@ -311,7 +311,20 @@ into_py!(rig_cubin::ModuleError, |_: &rig_cubin::ModuleError| {
 into_py!(RuntimeError, |e: &RuntimeError| match e {
     RuntimeError::Compute(c) => compute(c),
     RuntimeError::Copy(c) => copy(c),
+    RuntimeError::Event(e) => event(e),
 });
+
+fn event(e: &EventError) -> Class {
+    match e {
+        EventError::Page(s) => session(s),
+        EventError::Channel(c) => channel(c),
+        EventError::Timeout { .. } => Class::Timeout,
+        EventError::NoPage => Class::Other,
+        EventError::Unknown { .. }
+        | EventError::Overwritten { .. }
+        | EventError::Reversed { .. } => Class::Value,
+    }
+}
 
 /// A `Closed` for an object used after it was freed or closed.
 pub fn closed(what: &str) -> PyErr {

@@ -60,6 +60,53 @@ pub struct Done {
     runtime: u64,
 }
 
+/// A point in a runtime's work with the GPU's time (`Runtime.record`): CUDA's event with
+/// timing. Belongs to its runtime, as a `Done` does.
+#[pyclass(module = "rig._rig", frozen, from_py_object)]
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    /// `"compute"` or `"copy"`: the channel that recorded it.
+    #[pyo3(get)]
+    pub engine: &'static str,
+    /// Its id in the runtime.
+    #[pyo3(get)]
+    pub id: u64,
+    runtime: u64,
+}
+
+#[pymethods]
+impl Event {
+    fn __repr__(&self) -> String {
+        format!("<rig.Event {} {}>", self.engine, self.id)
+    }
+}
+
+impl Event {
+    fn to_rust(self, rt: &Runtime) -> PyResult<rig_runtime::Event> {
+        if self.runtime != rt.id {
+            return Err(PyValueError::new_err(format!(
+                "event {} belongs to another runtime",
+                self.id
+            )));
+        }
+        Ok(rig_runtime::Event {
+            engine: engine(self.engine)?,
+            id: self.id,
+        })
+    }
+}
+
+/// `"compute"` or `"copy"` as an engine.
+fn engine(name: &str) -> PyResult<Engine> {
+    match name {
+        "compute" => Ok(Engine::Compute),
+        "copy" => Ok(Engine::Copy),
+        other => Err(PyValueError::new_err(format!(
+            "engine {other:?}: \"compute\" or \"copy\""
+        ))),
+    }
+}
+
 /// Numbers runtimes of this process, so that a `Done` names its own.
 static RUNTIMES: AtomicU64 = AtomicU64::new(1);
 
@@ -475,6 +522,48 @@ impl Runtime {
         let t = timeout.map_or(Ok(self.timeout), seconds)?;
         let done = done.to_rust(self)?;
         self.with(py, |rt, _| rt.wait(done, t))?.py()
+    }
+
+    /// Records an event on the `engine` channel (`"compute"` by default): when that
+    /// engine has finished everything submitted to it before, the GPU writes its timer
+    /// there. Returns at once.
+    #[pyo3(signature = (engine = "compute"))]
+    fn record(&self, py: Python<'_>, engine: &str) -> PyResult<Event> {
+        let which = self::engine(engine)?;
+        let ev = self.with(py, |rt, _| rt.record(which))?.py()?;
+        Ok(Event {
+            engine: if which == Engine::Compute {
+                "compute"
+            } else {
+                "copy"
+            },
+            id: ev.id,
+            runtime: self.id,
+        })
+    }
+
+    /// The GPU's time at `event`, in nanoseconds (its timer, the clock `%globaltimer`
+    /// reads), waiting for it as `wait` does.
+    #[pyo3(signature = (event, timeout = None))]
+    fn event_time(&self, py: Python<'_>, event: Event, timeout: Option<f64>) -> PyResult<u64> {
+        let t = timeout.map_or(Ok(self.timeout), seconds)?;
+        let ev = event.to_rust(self)?;
+        self.with(py, |rt, _| rt.event_time(ev, t))?.py()
+    }
+
+    /// The GPU's nanoseconds from `start` to `end` (CUDA's `cuEventElapsedTime`, in
+    /// nanoseconds), waiting for both.
+    #[pyo3(signature = (start, end, timeout = None))]
+    fn elapsed(
+        &self,
+        py: Python<'_>,
+        start: Event,
+        end: Event,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let t = timeout.map_or(Ok(self.timeout), seconds)?;
+        let (a, b) = (start.to_rust(self)?, end.to_rust(self)?);
+        self.with(py, |rt, _| rt.elapsed(a, b, t))?.py()
     }
 
     /// Whether `done`'s engine released its value, without waiting; raises `rig.Fault`

@@ -14,7 +14,7 @@
 //! size). [`runtime::Runtime`] puts a compute channel, a copy channel and the copy
 //! kernel ([`builtin`]) together and sends each copy where it is fastest. Memory comes
 //! through the [`memory::Memory`] and [`memory::Alloc`] traits (host leases now, GPU
-//! memory beside them).
+//! memory beside them). [`event`] records the GPU's time on either channel.
 //!
 //! Completion: a kernel's value is released by its QMD's release slot (64 bits), a
 //! copy's by the copy engine in the copy's own LAUNCH_DMA (32 bits, compared
@@ -34,6 +34,7 @@ pub mod builtin;
 pub mod cbank0;
 pub mod compute;
 pub mod copy;
+pub mod event;
 pub mod launch;
 pub mod load;
 pub mod memory;
@@ -48,6 +49,7 @@ pub mod window;
 pub use cbank0::{Bank0, Cbank0Error};
 pub use compute::{ComputeChannel, ComputeError, ComputeOptions};
 pub use copy::{CopyChannel, CopyError, CopyOptions};
+pub use event::{Event, EventError, EventPage};
 pub use launch::{Dim3, LaunchError, Shape};
 pub use load::{Kernel, LoadError, Module};
 pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span, gpu_va, region_at};

@@ -29,6 +29,7 @@ use crate::{
     builtin,
     compute::{ComputeChannel, ComputeError, ComputeOptions},
     copy::{CopyChannel, CopyError, CopyOptions},
+    event::{Event, EventError, EventPage},
     launch::Dim3,
     load::{self, Kernel, Module},
     memory::{Alloc, Place, Span},
@@ -62,6 +63,9 @@ pub enum RuntimeError {
     /// The copy channel's.
     #[error(transparent)]
     Copy(#[from] CopyError),
+    /// An event's.
+    #[error(transparent)]
+    Event(#[from] EventError),
 }
 
 /// A compute channel, a copy channel and the copy kernel of one session.
@@ -71,6 +75,7 @@ pub struct Runtime {
     copies: CopyChannel,
     copy_kernel: Kernel,
     _builtin: Module,
+    events: Option<EventPage>,
 }
 
 impl Runtime {
@@ -97,7 +102,10 @@ impl Runtime {
         )
         .await
         .map_err(ComputeError::from)?;
-        Self::with(compute, copies, module)
+        let events = EventPage::new(session).await?;
+        let mut rt = Self::with(compute, copies, module)?;
+        rt.events = Some(events);
+        Ok(rt)
     }
 
     /// A runtime of channels opened by the caller, with `builtin` the runtime's own
@@ -118,7 +126,60 @@ impl Runtime {
             copies,
             copy_kernel,
             _builtin: builtin,
+            events: None,
         })
+    }
+
+    /// Gives a runtime built by [`Runtime::with`] its event page ([`EventPage::on`]).
+    pub fn set_event_page(&mut self, page: EventPage) {
+        self.events = Some(page);
+    }
+
+    /// Records an event on `engine`'s channel: when that engine has finished
+    /// everything submitted to it before, the GPU writes its timer into the event
+    /// (module `event`). Submits.
+    ///
+    /// # Errors
+    /// [`EventError::NoPage`]; the channel's.
+    pub fn record(&mut self, engine: Engine) -> Result<Event, RuntimeError> {
+        let page = self.events.as_mut().ok_or(EventError::NoPage)?;
+        let ch = match engine {
+            Engine::Compute => self.compute.channel(),
+            Engine::Copy => self.copies.channel(),
+        };
+        Ok(page.record(ch)?)
+    }
+
+    /// Waits up to `timeout` for `ev` and returns the GPU's time at it, in
+    /// nanoseconds.
+    ///
+    /// # Errors
+    /// As `EventPage::time`; [`EventError::NoPage`].
+    pub fn event_time(&mut self, ev: Event, timeout: Duration) -> Result<u64, RuntimeError> {
+        let page = self.events.as_ref().ok_or(EventError::NoPage)?;
+        let ch = match ev.engine {
+            Engine::Compute => self.compute.channel(),
+            Engine::Copy => self.copies.channel(),
+        };
+        Ok(page.time(ev, ch, timeout)?)
+    }
+
+    /// The GPU's nanoseconds from `start` to `end`, each waited for up to `timeout`:
+    /// CUDA's `cuEventElapsedTime`, to the nanosecond.
+    ///
+    /// # Errors
+    /// As [`Runtime::event_time`]; [`EventError::Reversed`].
+    pub fn elapsed(
+        &mut self,
+        start: Event,
+        end: Event,
+        timeout: Duration,
+    ) -> Result<u64, RuntimeError> {
+        let (a, b) = (
+            self.event_time(start, timeout)?,
+            self.event_time(end, timeout)?,
+        );
+        Ok(EventPage::elapsed((start, a), (end, b))?)
     }
 
     /// The compute channel: launches.

@@ -24,9 +24,9 @@ use rig_nv::method::{
 };
 use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
-    CopyError, CopyOptions, Geometry, HostAlloc, Launch, LaunchError, LoadError, Memory,
-    MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind, Runtime, RuntimeError,
-    Shape, Span, Windows, cbank0, load, qmd, region_at,
+    CopyError, CopyOptions, EventError, EventPage, Geometry, HostAlloc, Launch, LaunchError,
+    LoadError, Memory, MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind,
+    Runtime, RuntimeError, Shape, Span, Windows, cbank0, event, load, qmd, region_at,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -716,6 +716,97 @@ async fn a_fence_of_another_session_is_refused() {
         theirs.channel().fence(v + 1),
         Err(ChannelError::Timeline(TimelineError::NeverReleased { .. }))
     ));
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    assert!(matches!(
+        rt.record(Engine::Compute),
+        Err(RuntimeError::Event(EventError::NoPage))
+    ));
+    let page = s.alloc(event::SLOTS * 16, 4096).await.expect("page");
+    let base = page.gpu_va().expect("va");
+    rt.set_event_page(EventPage::on(page).expect("page"));
+
+    let a = rt.record(Engine::Compute).expect("record");
+    let b = rt.record(Engine::Copy).expect("record");
+    assert_eq!((a.id, b.id), (1, 2));
+    // The release: WFI first, then the id and the timer into the event's own slot.
+    let how = method::Release {
+        wait_idle: true,
+        timestamp: true,
+    };
+    let words = method::release_with(GpuVa(base.get() + 16), 1, how).expect("words");
+    let compute_words = fetched(&s, rt.compute().channel(), 1).concat();
+    assert!(at(&compute_words, &words).is_some(), "{compute_words:x?}");
+    let words = method::release_with(GpuVa(base.get() + 32), 2, how).expect("words");
+    assert!(at(&fetched(&s, rt.copies().channel(), 1).concat(), &words).is_some());
+
+    // Not landed: a typed timeout naming what the slot holds.
+    let e = rt.event_time(a, SHORT).expect_err("not landed");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::Event(EventError::Timeout {
+                id: 1,
+                holds: 0,
+                ..
+            })
+        ),
+        "{e}"
+    );
+    // The GPU lands both: id and time.
+    let land = |slot: u64, id: u64, ns: u64| {
+        let mut b = id.to_le_bytes().to_vec();
+        b.extend_from_slice(&ns.to_le_bytes());
+        gpu_writes(&f, &s, base.get() + slot * 16, &b);
+    };
+    land(1, 1, 10_000);
+    land(2, 2, 12_345);
+    assert_eq!(rt.event_time(a, SHORT).expect("landed"), 10_000);
+    assert_eq!(rt.elapsed(a, b, SHORT).expect("elapsed"), 2_345);
+    assert!(matches!(
+        rt.elapsed(b, a, SHORT),
+        Err(RuntimeError::Event(EventError::Reversed {
+            by_ns: 2_345,
+            ..
+        }))
+    ));
+    // Never recorded here, or its slot reused by a later record: refused, never
+    // another event's time.
+    let never = rig_runtime::Event {
+        engine: Engine::Compute,
+        id: 3,
+    };
+    assert!(matches!(
+        rt.event_time(never, SHORT),
+        Err(RuntimeError::Event(EventError::Unknown { id: 3, last: 2 }))
+    ));
+    land(1, 1 + event::SLOTS, 99);
+    assert!(matches!(
+        rt.event_time(a, SHORT),
+        Err(RuntimeError::Event(EventError::Overwritten { id: 1, .. }))
+    ));
+    // A fault posted for the recording channel ends the wait: the record behind
+    // faulted work never lands.
+    let c = rt.record(Engine::Compute).expect("record");
+    let id = rt.compute().channel().id();
+    assert!(f.gpu.post_fault(rigd::channels::ChannelId(id), 31));
+    let e = rt
+        .event_time(c, Duration::from_secs(5))
+        .expect_err("faulted");
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Event(EventError::Channel(ChannelError::Fault { .. }))
+        ),
+        "{e}"
+    );
     f.server.stop().await;
 }
 

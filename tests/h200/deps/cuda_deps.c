@@ -8,8 +8,8 @@
  *
  * The gap between one kernel's end and the next one's start (both %globaltimer), on
  * one stream, on a second stream ordered by cuEventRecord + cuStreamWaitEvent, and on
- * a second stream the host started after cuStreamSynchronize; and the host time of the
- * event record and wait. Events without timing, contexts with spin scheduling, as a
+ * a second stream the host started after cuStreamSynchronize; the host time of the
+ * event record and wait; and cuEventElapsedTime around a kernel of 100 µs. Events without timing, contexts with spin scheduling, as a
  * latency-minded runtime would. Frees everything it makes.
  */
 #include <cuda.h>
@@ -132,6 +132,25 @@ int main(int argc, char **argv) {
     report("deps_gap_cross_channel_acquire_us", cross, ROUNDS, "us");
     report("deps_gap_cross_channel_host_wait_us", hostw, ROUNDS, "us");
     report("deps_host_per_dependency_ns", dep, ROUNDS, "ns");
+
+    /* Events with timing around a kernel that spins 100 µs of %globaltimer. */
+    CUevent e0, e1;
+    CHECK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CHECK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    unsigned long long long_ns = 100000;
+    void *longer[] = {&long_ns, &end_at};
+    for (int r = 0; r < ROUNDS; r++) {
+        float ms;
+        CHECK(cuEventRecord(e0, s1));
+        CHECK(cuLaunchKernel(after, 1, 1, 1, 1, 1, 1, 0, s1, longer, NULL));
+        CHECK(cuEventRecord(e1, s1));
+        CHECK(cuEventSynchronize(e1));
+        CHECK(cuEventElapsedTime(&ms, e0, e1));
+        same[r] = ms * 1e3;
+    }
+    report("events_elapsed_100us_kernel_us", same, ROUNDS, "us");
+    CHECK(cuEventDestroy(e0));
+    CHECK(cuEventDestroy(e1));
     CHECK(cuMemFreeHost(host));
     CHECK(cuModuleUnload(mod));
     CHECK(cuEventDestroy(ev));

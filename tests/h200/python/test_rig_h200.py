@@ -130,6 +130,30 @@ def test_the_gpu_orders_copies_and_kernels_given_after(session, rt, mod):
         b.free()
 
 
+def test_events_time_gpu_work_on_either_engine(session, rt, mod):
+    flag = session.gpu_memory(4)
+    a = rt.record()
+    rt.launch(mod["spin"], 1, 1, args=[np.uint64(2_000_000), flag])  # about 1 ms of clocks
+    b = rt.record()
+    t0 = time.perf_counter_ns()
+    ns = rt.elapsed(a, b)
+    assert 100_000 < ns < 100_000_000, ns
+    assert rt.event_time(b) - rt.event_time(a) == ns
+    # The copy engine: 64 MiB host to GPU memory, about 1.2 ms at 55 GB/s.
+    n = 64 * MIB
+    src, dst = session.host(n), session.gpu_memory(n)
+    c0 = rt.record("copy")
+    rt.copy(dst, src)
+    c1 = rt.record("copy")
+    copy_ns = rt.elapsed(c0, c1)
+    assert 200_000 < copy_ns < 50_000_000, copy_ns
+    print(f"\nevents: spin kernel {ns} ns, 64 MiB upload {copy_ns} ns ({n / copy_ns:.1f} GB/s); host read {time.perf_counter_ns() - t0} ns")
+    with pytest.raises(ValueError):
+        rt.elapsed(b, a)
+    for x in (flag, dst):
+        x.free()
+
+
 def test_copies_and_fills_by_gpu_address(session, rt):
     g = session.gpu_memory(2 * MIB)
     h = session.host(2 * MIB)

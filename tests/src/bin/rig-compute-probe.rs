@@ -16,7 +16,8 @@
 //! waits between channels, the gap between one kernel's end and the next one's start
 //! on the same channel, on a second compute channel waiting by acquire, and on one the
 //! host started after waiting, with the host time of a dependency; then uploads and
-//! downloads ordered around kernels by the GPU alone, every round's value checked).
+//! downloads ordered around kernels by the GPU alone, every round's value checked;
+//! events' GPU time around a 100 µs kernel).
 //! With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
@@ -44,7 +45,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_client::{channel::Rings, gpumem::GpuMemory, session::Session};
+use rig_client::{
+    channel::{Engine, Rings},
+    gpumem::GpuMemory,
+    session::Session,
+};
 use rig_model::addr::GpuVa;
 use rig_runtime::{
     Alloc, Arg, ComputeChannel, ComputeError, ComputeOptions, CopyOptions, GpuAlloc, Kernel,
@@ -907,6 +912,19 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     report("deps_gap_cross_channel_acquire_us", cross, "us");
     report("deps_gap_cross_channel_host_wait_us", host_wait, "us");
     report("deps_host_per_dependency_ns", dep_ns, "ns");
+
+    // Events with the GPU's time around a kernel that spins 100 µs of %globaltimer,
+    // as CUDA's cuEventElapsedTime measures the same kernel.
+    let long = [Arg::U64(100_000), end_at];
+    let mut elapsed = vec![];
+    for _ in 0..ROUNDS {
+        let a = rt.record(Engine::Compute)?;
+        rt.compute().launch(&after, 1, 1, 0, &long)?;
+        let b = rt.record(Engine::Compute)?;
+        #[expect(clippy::cast_precision_loss, reason = "nanoseconds of a kernel")]
+        elapsed.push(rt.elapsed(a, b, LONG)? as f64 / 1e3);
+    }
+    report("events_elapsed_100us_kernel_us", elapsed, "us");
 
     // Uploads then a kernel that reads the upload's last word, and a kernel then a
     // download of what it wrote: each pair ordered by the GPU alone, the host waiting

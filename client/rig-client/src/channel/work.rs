@@ -180,6 +180,26 @@ impl Channel {
         Ok(v)
     }
 
+    /// Appends a host release of `value` at `addr`, memory of this session outside the
+    /// timeline (an event's slot, which the caller holds), as `how` says: with
+    /// `wait_idle` once the engine finished everything before it, with `timestamp` the
+    /// GPU's nanosecond clock at `addr + 8`. Not a timeline value: waits on the
+    /// channel do not see it, and it completes no work.
+    ///
+    /// # Errors
+    /// [`ChannelError::Method`] for an address that is misaligned (16 bytes with a
+    /// timestamp, 8 without) or past 2^57; as [`Channel::push`].
+    pub fn release_to(
+        &mut self,
+        addr: GpuVa,
+        value: u64,
+        how: method::Release,
+    ) -> Result<(), ChannelError> {
+        self.push_words(&method::release_with(addr, value, how)?)?;
+        self.tail_release = None;
+        Ok(())
+    }
+
     /// Appends a host release of `value`, which must not be below the last one: a
     /// timeline never moves backwards, so a smaller value is refused before it is
     /// written.
