@@ -12,8 +12,9 @@
 #   trap, a misaligned load, a reserved pushbuffer header, a copy-engine launch with a
 #   transfer type no header defines; tests/h200/faulty.cu), each of which rigd must
 #   contain;
-# - is killed with SIGKILL in the middle of 20 s of queued copies and of a 20 s kernel
-#   of 1 ms blocks, last, and rigd's reclaim is timed;
+# - is killed with SIGKILL in the middle of 20 s of queued copies, of a 20 s kernel
+#   of 1 ms blocks, and with a compute channel stopped at a GPU wait (a semaphore
+#   acquire) for a value nothing releases, last, and rigd's reclaim is timed;
 # - (`slice`) runs blocks of 1 s, then 5 s of 1 ms blocks, while a second session of
 #   its own launches tiny kernels one after the other: how long the second waited
 #   shows that rig's contexts are switched out between blocks, not within one
@@ -29,6 +30,8 @@
 #                                           # rig-fault-probe; MAX_GIB from the card's memory
 #     PHASES="fills kill" ...               # some of: fills contain kill slice (default all, in that order)
 #     CASES="kernel-store copy-read" ...    # the fault cases, in order (default all)
+#     KILLS="acquire" ...                   # what is in flight at the kills (default
+#                                           # copy kernel acquire)
 #     TIMESLICE_US=250 ...                  # rigd's [channels] timeslice_us (default 0)
 #     PHASES="hog cuda-hog" ...             # only when named: hog (it ends in Xid 109, which
 #                                           # fails the run), CUDA's two processes in its
@@ -127,7 +130,7 @@ if want contain && [ $FAIL = 0 ]; then
   ctl status
 fi
 if want kill && [ $FAIL = 0 ]; then
-  for what in copy kernel; do
+  for what in ${KILLS:-copy kernel acquire}; do
     say "SIGKILL in the middle of a 20 s $what (uid 65534)"
     busy "$what" "$RUN/rigd.sock" "$GPU" "$RUN/check.cubin" > "$RUN/busy.log" 2>&1 &
     BUSY=$!

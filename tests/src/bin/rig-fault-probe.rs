@@ -18,8 +18,9 @@
 //! the session a new channel (`CHANNEL_FAULTED`); then a new session must run a kernel
 //! correctly.
 //!
-//! `rig-fault-probe busy kernel|copy|hog SOCKET GPU CHECK_CUBIN`: a kernel of short
-//! blocks that runs for about 20 s, or 20 s of copy-engine fills queued, then `busy` on
+//! `rig-fault-probe busy kernel|copy|acquire|hog SOCKET GPU CHECK_CUBIN`: a kernel of
+//! short blocks that runs for about 20 s, or 20 s of copy-engine fills queued, or a
+//! compute channel stopped at a GPU wait for a value nothing releases, then `busy` on
 //! stdout, and the process waits to be killed (tests/h200/faults.sh kills it with
 //! SIGKILL); or (`hog`) a kernel of one 20 s block per SM, waited for: beside another
 //! session's work the RM ends it (Xid 109), after which a new session of the uid must
@@ -42,7 +43,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use rig_client::{channel::ChannelError, session::Session};
+use rig_client::{
+    channel::{ChannelError, Fence},
+    session::Session,
+};
 use rig_model::addr::GpuVa;
 use rig_runtime::{
     Alloc, Arg, ComputeError, CopyError, GpuAlloc, Memory, Module, Runtime, RuntimeOptions, Span,
@@ -561,6 +565,24 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
                 }
             };
         }
+        "acquire" => {
+            // A wait on the GPU for a value no work will ever release (a fence made by
+            // hand, a million values past the copy channel's last): the compute
+            // channel's host stops at the acquire, and the kernel behind it never
+            // starts. The other session must not notice; the kill must reclaim it.
+            let copy = c.rt.copies().channel();
+            let fence = Fence {
+                channel: copy.id(),
+                session: c.s.id(),
+                semaphore: copy.semaphore_va(),
+                value: copy.last_value() + 1_000_000,
+                payload: copy.payload(),
+            };
+            c.rt.compute().acquire(fence)?;
+            let k = c.m.kernel("spin")?;
+            c.rt.compute()
+                .launch(&k, 1, 1, 0, &[Arg::U64(1000), Arg::Ptr(done.va())])?
+        }
         "copy" => {
             // 32 fills of 16 GiB at about 95 GB/s: 20 s of copy-engine work queued.
             let buf = GpuAlloc.alloc(&c.s, 16 * GIB, 2 * MIB).await?;
@@ -576,7 +598,7 @@ async fn busy(what: &str, socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         _ => return Err(USAGE.into()),
     };
     std::thread::sleep(Duration::from_millis(500));
-    let running = if what == "kernel" {
+    let running = if what == "kernel" || what == "acquire" {
         c.rt.compute().channel().completed()? < v
     } else {
         c.rt.copies().channel().completed()? < v
