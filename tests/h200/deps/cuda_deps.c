@@ -9,7 +9,8 @@
  * The gap between one kernel's end and the next one's start (both %globaltimer), on
  * one stream, on a second stream ordered by cuEventRecord + cuStreamWaitEvent, and on
  * a second stream the host started after cuStreamSynchronize; the host time of the
- * event record and wait; and cuEventElapsedTime around a kernel of 100 µs. Events without timing, contexts with spin scheduling, as a
+ * event record and wait; cuEventElapsedTime around a kernel of 100 µs; and a 512 MiB
+ * upload on one stream beside a kernel of about as long on the other. Events without timing, contexts with spin scheduling, as a
  * latency-minded runtime would. Frees everything it makes.
  */
 #include <cuda.h>
@@ -151,6 +152,42 @@ int main(int argc, char **argv) {
     report("events_elapsed_100us_kernel_us", same, ROUNDS, "us");
     CHECK(cuEventDestroy(e0));
     CHECK(cuEventDestroy(e1));
+
+    /* A copy beside a kernel: 512 MiB pinned host -> device on s2, a kernel of about
+     * as long on s1. */
+    size_t big = 512u << 20;
+    void *src;
+    CUdeviceptr dst;
+    CHECK(cuMemHostAlloc(&src, big, 0));
+    CHECK(cuMemAlloc(&dst, big));
+    memset(src, 1, big);
+    double t0 = now_ns();
+    CHECK(cuMemcpyHtoDAsync(dst, src, big, s2));
+    CHECK(cuStreamSynchronize(s2));
+    unsigned long long kernel_ns = (unsigned long long)(now_ns() - t0);
+    void *spin_args[] = {&kernel_ns, &end_at};
+    double ac[20], ak[20], both[20];
+    for (int r = 0; r < 20; r++) {
+        double t = now_ns();
+        CHECK(cuMemcpyHtoDAsync(dst, src, big, s2));
+        CHECK(cuStreamSynchronize(s2));
+        ac[r] = (now_ns() - t) / 1e6;
+        t = now_ns();
+        CHECK(cuLaunchKernel(after, 1, 1, 1, 1, 1, 1, 0, s1, spin_args, NULL));
+        CHECK(cuStreamSynchronize(s1));
+        ak[r] = (now_ns() - t) / 1e6;
+        t = now_ns();
+        CHECK(cuMemcpyHtoDAsync(dst, src, big, s2));
+        CHECK(cuLaunchKernel(after, 1, 1, 1, 1, 1, 1, 0, s1, spin_args, NULL));
+        CHECK(cuStreamSynchronize(s2));
+        CHECK(cuStreamSynchronize(s1));
+        both[r] = (now_ns() - t) / 1e6;
+    }
+    report("beside_copy_512mib_alone_ms", ac, 20, "ms");
+    report("beside_kernel_alone_ms", ak, 20, "ms");
+    report("beside_copy_and_kernel_ms", both, 20, "ms");
+    CHECK(cuMemFree(dst));
+    CHECK(cuMemFreeHost(src));
     CHECK(cuMemFreeHost(host));
     CHECK(cuModuleUnload(mod));
     CHECK(cuEventDestroy(ev));

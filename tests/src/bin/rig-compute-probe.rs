@@ -926,6 +926,41 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     }
     report("events_elapsed_100us_kernel_us", elapsed, "us");
 
+    // A copy beside a kernel: 512 MiB host → GPU memory on the copy channel and a
+    // kernel of about as long on the compute channel, no dependency between them.
+    let big = 512 * MIB;
+    let src = s.alloc(big, 2 * MIB).await?;
+    let dst = Device.alloc(&s, big, 2 * MIB).await?;
+    let copy = |rt: &mut Runtime| -> Res<_> {
+        Ok(rt.copy(&s, Span::all(&src)?, Span::new(dst.as_ref(), 0, big)?)?)
+    };
+    let t = Instant::now();
+    let d = copy(&mut rt)?;
+    rt.wait(d, LONG)?;
+    let copy_alone = t.elapsed();
+    let kernel_ns = u64::try_from(copy_alone.as_nanos())?;
+    let spin = [Arg::U64(kernel_ns), end_at];
+    let (mut alone_copy, mut alone_kernel, mut beside) = (vec![], vec![], vec![]);
+    for _ in 0..20 {
+        let t = Instant::now();
+        let d = copy(&mut rt)?;
+        rt.wait(d, LONG)?;
+        alone_copy.push(us(t.elapsed()) / 1e3);
+        let t = Instant::now();
+        let k = rt.launch(&after, 1, 1, 0, &spin, &[])?;
+        rt.wait(k, LONG)?;
+        alone_kernel.push(us(t.elapsed()) / 1e3);
+        let t = Instant::now();
+        let d = copy(&mut rt)?;
+        let k = rt.launch(&after, 1, 1, 0, &spin, &[])?;
+        rt.wait(d, LONG)?;
+        rt.wait(k, LONG)?;
+        beside.push(us(t.elapsed()) / 1e3);
+    }
+    report("beside_copy_512mib_alone_ms", alone_copy, "ms");
+    report("beside_kernel_alone_ms", alone_kernel, "ms");
+    report("beside_copy_and_kernel_ms", beside, "ms");
+
     // Uploads then a kernel that reads the upload's last word, and a kernel then a
     // download of what it wrote: each pair ordered by the GPU alone, the host waiting
     // only for the pair's last value. 32 MiB takes the copy engine about 0.6 ms, so a
