@@ -37,6 +37,12 @@ class FakeRegion:
         self.va, self.size, self.host, self.host_address = va, size, host, host_address
 
 
+class FakeEvent:
+    def __init__(self):
+        self.ns: int | None = None
+        self.done: FakeDone | None = None
+
+
 class FakeKernel:
     def __init__(self, fn):
         self.fn = fn
@@ -73,6 +79,7 @@ class FakeBackend:
     eager = {"compute"}
 
     opened: list[FakeBackend] = []
+    clock_ns = 1_000_000
 
     def __init__(self, gpu: str, socket: str, rings: str, timeout: float):
         self.gpu_address, self.closed = gpu, False
@@ -83,6 +90,7 @@ class FakeBackend:
         self.mems: list[FakeMem] = []
         self.launches = 0
         self.waited_on_gpu = 0
+        self.recorded = 0
         self.fault: str | None = None
         FakeBackend.opened.append(self)
 
@@ -179,6 +187,24 @@ class FakeBackend:
             raise rig.Fault(self.fault)
         assert self.ran[done.engine] >= done.value
 
+    def record(self, engine):
+        # The fake GPU's timer: a counter of nanoseconds that moves only when work
+        # runs, read when the engine reaches the record.
+        ev = FakeEvent()
+
+        def stamp():
+            FakeBackend.clock_ns += 1000
+            ev.ns = FakeBackend.clock_ns
+
+        ev.done = self._issue(engine, stamp)
+        self.recorded += 1
+        return ev
+
+    def event_time(self, ev, timeout):
+        self.wait(ev.done, timeout)
+        assert ev.ns is not None, "the record ran"
+        return ev.ns
+
     def close(self):
         self.closed = True
 
@@ -271,8 +297,12 @@ def test_a_kernel_runs_after_the_copy_it_reads_and_before_the_copy_that_reads_it
 def test_a_timed_launch_waits_and_reports_a_time(dev):
     KERNELS["nop"] = lambda grid, block, args: None
     prg = dev.runtime("nop", b"fake cubin")
+    recorded = dev.backend.recorded
     t = prg(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
-    assert t is not None and t >= 0.0
+    # The time is the GPU's: two events recorded around the launch on the compute
+    # channel, the fake timer moving 1 µs per record.
+    assert dev.backend.recorded == recorded + 2
+    assert t is not None and abs(t - 1e-6) < 1e-9, t
     assert dev.timeline_signal.value == dev.timeline_value - 1
 
 

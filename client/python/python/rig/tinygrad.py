@@ -121,6 +121,8 @@ class Backend(Protocol):
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: list, after: list[Done]) -> Done: ...
     def poll(self, done: Done) -> bool: ...
     def wait(self, done: Done, timeout: float) -> None: ...
+    def record(self, engine: str) -> Any: ...
+    def event_time(self, event: Any, timeout: float) -> int: ...
     def close(self) -> None: ...
 
 
@@ -169,6 +171,12 @@ class RigBackend:
 
     def wait(self, done: Done, timeout: float) -> None:
         self.runtime.wait(done, timeout=timeout)
+
+    def record(self, engine: str) -> Any:
+        return self.runtime.record(engine)
+
+    def event_time(self, event: Any, timeout: float) -> int:
+        return self.runtime.event_time(event, timeout=timeout)
 
     def close(self) -> None:
         try:
@@ -231,8 +239,8 @@ class RigSignal(HCQSignal):
     def __init__(self, *args: Any, **kwargs: Any):
         self._v = 0
         self._pending: collections.deque[_Pending] = collections.deque()
-        # (backend, done) whose landing is this signal's timestamp, or None.
-        self._stamp_after: tuple[Backend, Done] | None = None
+        # (backend, event) whose GPU time is this signal's timestamp, or None.
+        self._stamp_event: tuple[Backend, Any] | None = None
         self._stamp_ns = 0
         super().__init__(*args, **kwargs)
         if isinstance(self.base_buf.va_addr, int):
@@ -290,37 +298,26 @@ class RigSignal(HCQSignal):
                 raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self._v})")
             time.sleep(0.0002)
 
-    def _stamp(self, backend: Backend, done: Done | None) -> None:
-        if done is None or _poll(backend, done):
-            self._stamp_after, self._stamp_ns = None, time.perf_counter_ns()
-        else:
-            self._stamp_after = (backend, done)
-            _LATE_STAMPS.append(self)
-
-    def _resolve_stamp(self) -> None:
-        if self._stamp_after is not None:
-            backend, done = self._stamp_after
-            _wait(backend, done, getenv("HCQDEV_WAIT_TIMEOUT_MS", 30000) / 1000)
-            self._stamp_after, self._stamp_ns = None, time.perf_counter_ns()
+    def _stamp(self, backend: Backend, engine: str) -> None:
+        """Records an event on `engine`'s channel: the GPU writes its timer there once
+        the channel's earlier work is done."""
+        try:
+            self._stamp_event = (backend, backend.record(engine))
+        except rig.RigError as e:
+            raise _device_error(e) from e
 
     @property
     def timestamp(self):  # type: ignore[override]
-        """When the work before the timestamp command landed, in microseconds, as the
-        host saw it: at submission when nothing was in flight, else when it is first
-        asked for, after the wait for that work (rig's channels release values, not GPU
-        times). Timestamps queued earlier are taken first, so they never come later."""
-        if self._stamp_after is not None:
-            while _LATE_STAMPS:
-                s = _LATE_STAMPS.popleft()
-                s._resolve_stamp()
-                if s is self:
-                    break
-            self._resolve_stamp()
+        """When the work before the timestamp command was done, in microseconds of the
+        GPU's timer (rig's events: docs/compute.md, "Events"), read once it landed."""
+        if self._stamp_event is not None:
+            backend, ev = self._stamp_event
+            try:
+                self._stamp_ns = backend.event_time(ev, getenv("HCQDEV_WAIT_TIMEOUT_MS", 30000) / 1000)
+            except rig.RigError as e:
+                raise _device_error(e) from e
+            self._stamp_event = None
         return self._stamp_ns / self.timestamp_divider
-
-
-# Signals whose timestamp waits for work still in flight, in the order queued.
-_LATE_STAMPS: collections.deque[RigSignal] = collections.deque()
 
 
 def _follow(sig: RigSignal, value: int, deps: list[tuple[Backend, Done]]) -> bool:
@@ -456,7 +453,12 @@ class _Queue(HWQueue):
             elif kind == "timestamp":
                 sig = self._sig(op[1], vv)
                 self._settle_deps(deps, dev)
-                sig._stamp(deps[0][0] if deps else be, deps[0][1] if deps else None)
+                # On the channel of the work it follows, so that its record lands after
+                # it; another device's work is waited for here first.
+                if deps and deps[0][0] is not be:
+                    _wait(deps[0][0], deps[0][1], dev.timeout)
+                    deps.clear()
+                sig._stamp(be, deps[0][1].engine if deps else self.kind)
             else:
                 _issue(dev, deps, *self._command(dev, op, vv))
             p.at += 1
