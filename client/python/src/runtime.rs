@@ -22,6 +22,7 @@ use std::{
 };
 
 use pyo3::{
+    buffer::PyBuffer,
     exceptions::{PyTypeError, PyValueError},
     prelude::*,
     types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt},
@@ -38,7 +39,7 @@ use rig_runtime::{
 
 use crate::{
     block::{block, detached},
-    buffer::HostBuffer,
+    buffer::{HostBuffer, contiguous_bytes},
     errors::{IntoPy, closed},
     gpumem::GpuBuffer,
     module::{Kernel, Module},
@@ -169,7 +170,45 @@ fn seconds(s: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{s} is not a timeout in seconds")))
 }
 
+/// The most an upload or a download stages at once.
+const STAGING: usize = 64 << 20;
+
+/// A writable, C-contiguous byte view of `o` (`memoryview(o).cast("B")`).
+fn writable_bytes(o: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let flat = pyo3::types::PyMemoryView::from(o)?.call_method1("cast", ("B",))?;
+    let b = PyBuffer::<u8>::get(&flat)?;
+    if b.readonly() {
+        return Err(PyTypeError::new_err("`out` is read-only"));
+    }
+    Ok(b)
+}
+
 impl Runtime {
+    /// A host lease of up to `STAGING` bytes for `len` bytes of data.
+    fn staging(&self, py: Python<'_>, len: usize) -> PyResult<rig_client::session::Buffer> {
+        let n = len.clamp(4, STAGING) as u64;
+        block(py, self.session.alloc(n, 4096))?.py()
+    }
+
+    /// One copy between `staging`'s first `n` bytes and a span `ends` puts on the other
+    /// side, waited for.
+    fn through<'a>(
+        &self,
+        py: Python<'_>,
+        staging: &'a rig_client::session::Buffer,
+        n: u64,
+        ends: impl FnOnce(Span<'a>) -> (Span<'a>, Span<'a>) + Send,
+    ) -> PyResult<()> {
+        let here = Span::new(staging, 0, n).py()?;
+        let (src, dst) = ends(here);
+        let (session, timeout) = (&self.session, self.timeout);
+        self.with(py, |rt, _| {
+            let done = rt.copy(session, src, dst)?;
+            rt.wait(done, timeout)
+        })?
+        .py()
+    }
+
     /// Opens the channels in `session`, module images in GPU memory.
     pub fn open(
         py: Python<'_>,
@@ -522,6 +561,79 @@ impl Runtime {
         let t = timeout.map_or(Ok(self.timeout), seconds)?;
         let done = done.to_rust(self)?;
         self.with(py, |rt, _| rt.wait(done, t))?.py()
+    }
+
+    /// Copies `data` (`bytes`, or anything with the buffer protocol, C-contiguous: a
+    /// numpy array) into `dst` (a buffer of this session or a GPU address in it) from
+    /// `offset`, through staging host leases of at most 64 MiB, and waits for it.
+    #[pyo3(signature = (dst, data, offset = 0))]
+    fn upload(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        data: &Bound<'_, PyAny>,
+        offset: u64,
+    ) -> PyResult<()> {
+        let bytes = contiguous_bytes(data)?;
+        let d = Held::of(dst, &self.session)?;
+        // The whole range first: nothing is copied into a range that does not fit.
+        d.span(offset, bytes.len() as u64)?;
+        let staging = self.staging(py, bytes.len())?;
+        for (i, chunk) in bytes.chunks(STAGING).enumerate() {
+            let at = offset + (i * STAGING) as u64;
+            staging.write(0, chunk).py()?;
+            let dst = d.span(at, chunk.len() as u64)?;
+            self.through(py, &staging, chunk.len() as u64, |src| (src, dst))?;
+        }
+        Ok(())
+    }
+
+    /// The bytes of `src` (a buffer of this session or a GPU address in it) from
+    /// `offset`: `size` of them (all of a buffer from `offset` by default; an address
+    /// needs `size`), through staging host leases, waited for. Into `out` when given
+    /// (anything writable with the buffer protocol, C-contiguous: a numpy array, whose
+    /// length is then the size), which is returned; else as `bytes`.
+    #[pyo3(signature = (src, out = None, size = None, offset = 0))]
+    fn download<'py>(
+        &self,
+        py: Python<'py>,
+        src: &Bound<'py, PyAny>,
+        out: Option<Bound<'py, PyAny>>,
+        size: Option<u64>,
+        offset: u64,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let s = Held::of(src, &self.session)?;
+        let target = match &out {
+            Some(o) => Some(writable_bytes(o)?),
+            None => None,
+        };
+        let size = match (&target, size) {
+            (Some(t), None) => t.item_count() as u64,
+            (Some(t), Some(n)) if n != t.item_count() as u64 => {
+                return Err(PyValueError::new_err(format!(
+                    "`out` holds {} bytes, `size` says {n}",
+                    t.item_count()
+                )));
+            }
+            (_, n) => s.size(n, offset, "src")?,
+        };
+        s.span(offset, size)?;
+        let len = usize::try_from(size).map_err(|_| PyValueError::new_err("too long"))?;
+        let mut bytes = vec![0u8; len];
+        let staging = self.staging(py, len)?;
+        for (i, chunk) in bytes.chunks_mut(STAGING).enumerate() {
+            let n = chunk.len() as u64;
+            let from = s.span(offset + (i * STAGING) as u64, n)?;
+            self.through(py, &staging, n, |dst| (from, dst))?;
+            staging.read(0, chunk).py()?;
+        }
+        match (out, target) {
+            (Some(o), Some(t)) => {
+                t.copy_from_slice(py, &bytes)?;
+                Ok(o)
+            }
+            _ => Ok(PyBytes::new(py, &bytes).into_any()),
+        }
     }
 
     /// Records an event on the `engine` channel (`"compute"` by default): when that

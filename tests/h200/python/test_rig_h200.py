@@ -130,6 +130,22 @@ def test_the_gpu_orders_copies_and_kernels_given_after(session, rt, mod):
         b.free()
 
 
+def test_numpy_arrays_go_up_and_down_in_one_call(session, rt):
+    # 96 MiB: two staging rounds each way.
+    a = np.random.default_rng(3).standard_normal(24 * MIB).astype(np.float32)
+    g = session.gpu_memory(a.nbytes)
+    rt.upload(g, a)
+    back = np.empty_like(a)
+    assert rt.download(g, out=back) is back
+    assert np.array_equal(back, a)
+    assert rt.download(g.va + 4, size=8) == a[1:3].tobytes()
+    with pytest.raises(ValueError):
+        rt.upload(g, a, offset=4)  # past its end: nothing copied
+    with pytest.raises(TypeError):
+        rt.download(g, out=bytes(8))  # read-only
+    g.free()
+
+
 def test_events_time_gpu_work_on_either_engine(session, rt, mod):
     flag = session.gpu_memory(4)
     a = rt.record()
