@@ -418,13 +418,54 @@ def test_rigs_backend_calls_rigs_api():
         assert hasattr(rig.Session, name), name
 
 
-def test_another_tinygrad_is_refused_by_name():
+def _python(code: str, *args: str) -> str:
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+    return out.stdout + out.stderr
+
+
+def test_a_tinygrad_whose_hcq_differs_is_refused_naming_what_differs():
+    # HWQueue.copy as a later tinygrad might have it: the version string says nothing.
     code = (
-        "import importlib.metadata as m; m.version = lambda n: '0.12.0'\n"
+        "import tinygrad.runtime.support.hcq as h\n"
+        "h.HWQueue.copy = lambda self, dest, src, size, queue=None: self\n"
         "try:\n import rig.tinygrad\nexcept ImportError as e: print(e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert "built for tinygrad 0.13.0, and tinygrad 0.12.0 is installed" in out.stdout, out
+    out = _python(code)
+    assert "HWQueue.copy takes (dest, src, size, queue), rig passes (dest, src, copy_size) first" in out, out
+    assert "tinygrad (0.13.0) differs" in out, out
+
+
+def test_a_tinygrad_without_metadata_or_with_another_version_string_is_checked_by_its_interface():
+    code = (
+        "import importlib.metadata as m\n"
+        "def v(n): raise m.PackageNotFoundError(n)\n"
+        "m.version = v\n"
+        "import tinygrad.runtime.support.hcq as h\n"
+        "del h.MMIOInterface\n"
+        "try:\n import rig.tinygrad\nexcept ImportError as e: print(e)\n"
+    )
+    out = _python(code)
+    assert "(without package metadata) differs" in out and "hcq.MMIOInterface.__init__ is missing" in out, out
+    ok = "import importlib.metadata as m; m.version = lambda n: '0.13.1.dev0'\nimport rig.tinygrad; print('imported')\n"
+    assert "imported" in _python(ok)
+
+
+def test_python_m_rig_tinygrad_runs_a_program_on_rig(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "import os, sys\n"
+        "from tinygrad.device import Device\n"
+        "print('DEV', os.environ['DEV'], 'RIG' in Device._devices, sys.argv[1:], __name__)\n"
+    )
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "DEV"}
+    out = subprocess.run(
+        [sys.executable, "-m", "rig.tinygrad", str(prog), "--steps", "3"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )
+    assert out.stdout.strip() == "DEV RIG True ['--steps', '3'] __main__", out

@@ -25,8 +25,9 @@ How tinygrad's device maps onto rig (docs/tinygrad.md says more):
   work is set when rig's wait (or poll) on that work's value returns (the engine's own
   release), so work that faulted never reads as done: the wait raises instead. A wait
   between two commands on one channel costs nothing (the channel runs its work in
-  order); a wait on work of the other channel is kept by the host before it submits
-  more; a wait on a signal nothing queued sets parks the queue until the host sets it;
+  order); a wait on work of the other channel is the GPU's (rig's ``after``: the
+  channel acquires the other's value); a wait on a signal nothing queued sets parks the
+  queue until the host sets it; a timestamp is a rig event, the GPU's time;
 - addresses: a host buffer's ``va_addr`` is its CPU address (tinygrad writes host
   buffers through it); kernels are given its GPU address.
 
@@ -34,9 +35,14 @@ Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is 
 n-th); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
 (default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30).
 
-Pinned to tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
-changes between releases; another version is refused at import unless
-``RIG_TINYGRAD_ANY=1``.
+Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
+changes between releases, and tinygrad's main branch can keep a version number while it
+does, so at import the module checks the parts of HCQ it uses (``_NEEDS``: each
+callable and its parameters) and refuses a tinygrad that differs, naming what differs,
+unless ``RIG_TINYGRAD_ANY=1``.
+
+``python -m rig.tinygrad prog.py [args]`` runs an unmodified tinygrad program on RIG:
+the device is registered and ``DEV`` defaults to ``RIG``.
 """
 
 from __future__ import annotations
@@ -56,11 +62,78 @@ import rig
 
 TINYGRAD = "0.13.0"
 
-_have = importlib.metadata.version("tinygrad")
-if _have != TINYGRAD and os.environ.get("RIG_TINYGRAD_ANY") != "1":
+# What this module needs of tinygrad's HCQ layer, as tinygrad 0.13.0 has it: each
+# callable it calls or overrides, the parameters it passes by position (in order) and
+# by name. tinygrad's main branch can keep a version number while HCQ changes, and
+# tinygrad is often installed from source, so the interface is checked, not the
+# version string.
+_NEEDS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("tinygrad.runtime.support.hcq", "HCQCompiled.__init__",
+     ("device", "allocator", "compilers", "runtime", "signal_t", "comp_queue_t", "copy_queue_t"),
+     ("kernargs_size", "arch")),
+    ("tinygrad.runtime.support.hcq", "HCQProgram.__init__", ("args_state_t", "dev", "name"), ("kernargs_alloc_size", "lib")),
+    ("tinygrad.runtime.support.hcq", "HCQProgram.__call__", (), ("global_size", "local_size", "vals", "wait", "timeout")),
+    ("tinygrad.runtime.support.hcq", "HCQBuffer.__init__", ("va_addr", "size"), ("meta", "view", "owner")),
+    ("tinygrad.runtime.support.hcq", "HCQSignal.__init__", ("base_buf",), ("value", "owner", "is_timeline", "timestamp_divider")),
+    ("tinygrad.runtime.support.hcq", "HCQAllocator._alloc", ("size", "options"), ()),
+    ("tinygrad.runtime.support.hcq", "HCQAllocator._map", ("buf",), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.wait", ("signal", "value"), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.signal", ("signal", "value"), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.timestamp", ("signal",), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.exec", ("prg", "args_state", "global_size", "local_size"), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.copy", ("dest", "src", "copy_size"), ()),
+    ("tinygrad.runtime.support.hcq", "HWQueue.submit", ("dev", "var_vals"), ()),
+    ("tinygrad.runtime.support.hcq", "MMIOInterface.__init__", ("addr", "nbytes"), ()),
+    ("tinygrad.runtime.support.hcq", "HCQArgsState", (), ()),
+    ("tinygrad.device", "BufferSpec", (), ()),
+    ("tinygrad.helpers", "mv_address", ("mv",), ()),
+    ("tinygrad.uop.ops", "sym_infer", (), ()),
+    ("tinygrad.renderer.cstyle", "CUDARenderer", (), ()),
+)
+
+
+def _interface_differences() -> list[str]:
+    """What differs between the installed tinygrad's HCQ and `_NEEDS`, one line each."""
+    import importlib
+    import inspect
+
+    out = []
+    for module, path, positional, named in _NEEDS:
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in path.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            out.append(f"{module}.{path} is missing")
+            continue
+        if not (positional or named):
+            continue
+        try:
+            params = [p for p in inspect.signature(obj).parameters.values() if p.name != "self"]
+        except (TypeError, ValueError):
+            out.append(f"{module}.{path} has no signature to check")
+            continue
+        names = [p.name for p in params]
+        if names[: len(positional)] != list(positional):
+            out.append(f"{path} takes ({', '.join(names)}), rig passes ({', '.join(positional)}) first")
+        missing = [n for n in named if n not in names]
+        if missing:
+            out.append(f"{path} has no parameter {', '.join(missing)}")
+    return out
+
+
+def _tinygrad_version() -> str:
+    try:
+        return importlib.metadata.version("tinygrad")
+    except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path
+        return "without package metadata"
+
+
+if os.environ.get("RIG_TINYGRAD_ANY") != "1" and (_differs := _interface_differences()):
     raise ImportError(
-        f"rig.tinygrad is built for tinygrad {TINYGRAD}, and tinygrad {_have} is installed "
-        f"(pip install tinygrad=={TINYGRAD}, or RIG_TINYGRAD_ANY=1 to try it anyway)"
+        f"rig.tinygrad needs tinygrad's HCQ interface as tinygrad {TINYGRAD} has it; the installed "
+        f"tinygrad ({_tinygrad_version()}) differs: " + "; ".join(_differs)
+        + f" (pip install tinygrad=={TINYGRAD}, or RIG_TINYGRAD_ANY=1 to try it anyway)"
     )
 
 from tinygrad.device import BufferSpec, Device  # noqa: E402
@@ -749,4 +822,22 @@ def register() -> None:
         Device._devices.append("RIG")
 
 
-register()
+def main(argv: list[str]) -> None:
+    """``python -m rig.tinygrad prog.py [args]``: runs `prog.py` as ``__main__`` with
+    the RIG device registered and ``DEV=RIG`` unless ``DEV`` is set."""
+    import runpy
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: python -m rig.tinygrad PROGRAM.py [ARGS...]  (runs it with DEV=RIG)")
+        raise SystemExit(0 if argv else 2)
+    import rig.tinygrad  # noqa: F401  # the registered module, not this __main__ copy
+
+    os.environ.setdefault("DEV", "RIG")
+    sys.argv = list(argv)
+    runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+else:
+    register()
