@@ -9,40 +9,14 @@
  * Prints one line per figure: `anchor <name> median <x> p99 <y> <unit> (n <count>)`.
  * Uses the GPU only through CUDA; frees everything it makes. No managed memory.
  */
+#define ANCHOR "cuda_anchor"
+#include "anchor.h"
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define CHECK(x)                                                               \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            const char *s_ = "?";                                              \
-            cuGetErrorName(r_, &s_);                                           \
-            fprintf(stderr, "cuda_anchor: %s failed: %s\n", #x, s_);           \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void report(const char *name, double *v, int n, const char *unit) {
-    qsort(v, n, sizeof *v, cmp);
-    printf("anchor %s median %.3f p99 %.3f %s (n %d)\n", name, v[n / 2],
-           v[(int)(n * 0.99)], unit, n);
-}
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 10000;

@@ -15,6 +15,8 @@
  * Uses the GPU only through CUDA (spin scheduling, as a latency-minded runtime would);
  * frees everything it makes; no managed memory.
  */
+#define ANCHOR "cuda_compute_anchor"
+#include "anchor.h"
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,46 +24,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHECK(x)                                                               \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_ != CUDA_SUCCESS) {                                              \
-            const char *s_ = "?";                                              \
-            cuGetErrorName(r_, &s_);                                           \
-            fprintf(stderr, "cuda_compute_anchor: %s failed: %s\n", #x, s_);   \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void report(const char *name, double *v, int n, const char *unit) {
-    qsort(v, n, sizeof *v, cmp);
-    printf("anchor %s median %.3f p99 %.3f %s (n %d)\n", name, v[n / 2],
-           v[(int)((n - 1) * 0.99 + 0.5)], unit, n);
-}
-
-static void *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); exit(1); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc(n);
-    if (fread(b, 1, n, f) != (size_t)n) { perror(path); exit(1); }
-    fclose(f);
-    return b;
-}
 
 static int swarm(const void *image, double seconds) {
     CUdevice dev;

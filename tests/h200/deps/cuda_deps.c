@@ -13,6 +13,8 @@
  * upload on one stream beside a kernel of about as long on the other. Events without timing, contexts with spin scheduling, as a
  * latency-minded runtime would. Frees everything it makes.
  */
+#define ANCHOR "cuda_deps"
+#include "../anchor.h"
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,48 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                             \
-    do {                                                                     \
-        CUresult r_ = (x);                                                   \
-        if (r_ != CUDA_SUCCESS) {                                            \
-            const char *s_ = "?";                                            \
-            cuGetErrorName(r_, &s_);                                         \
-            fprintf(stderr, "cuda_deps: %s failed: %s\n", #x, s_);           \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
 enum { ROUNDS = 500 };
 static const unsigned long long SPIN_NS = 20000;
 
-static double now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void report(const char *name, double *v, int n, const char *unit) {
-    qsort(v, n, sizeof *v, cmp);
-    printf("anchor %s median %.3f p99 %.3f %s (n %d)\n", name, v[n / 2],
-           v[(int)((n - 1) * 0.99 + 0.5)], unit, n);
-}
-
-static void *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { perror(path); exit(1); }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc(n);
-    if (fread(b, 1, n, f) != (size_t)n) { perror(path); exit(1); }
-    fclose(f);
-    return b;
-}
+static double now_ns(void) { return now_us() * 1e3; }
 
 /* Nanoseconds from the end stamp to the start stamp, in µs. */
 static double gap_us(volatile unsigned long long *out) {
