@@ -22,6 +22,7 @@
 
 mod block;
 pub(crate) mod buffer;
+mod devices;
 mod errors;
 mod gpumem;
 mod module;
@@ -50,6 +51,7 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<module::Kernel>()?;
     m.add_class::<module::KernelInfo>()?;
     m.add_function(wrap_pyfunction!(module::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(devices::devices, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_launch_args, m)?)?;
     Ok(())
 }

@@ -52,13 +52,7 @@ impl Session {
     #[new]
     #[pyo3(signature = (device, socket = None))]
     fn new(py: Python<'_>, device: &str, socket: Option<std::path::PathBuf>) -> PyResult<Self> {
-        let socket = socket
-            .or_else(|| {
-                std::env::var_os("RIG_SOCKET")
-                    .filter(|s| !s.is_empty())
-                    .map(Into::into)
-            })
-            .unwrap_or_else(|| rig_client::DEFAULT_SOCKET.into());
+        let socket = crate::devices::socket_path(socket);
         let s = block(py, RSession::open(&socket, device))?.py()?;
         Ok(Self {
             inner: Mutex::new(Some(Arc::new(s))),

@@ -139,3 +139,14 @@ def test_the_session_says_which_lease_holds_an_address(socket, gpu_device):
         g.free()
         s.trim(keep=0)
         assert s.find(inside.va) is None, "given back, the lease is no longer there"
+
+
+def test_devices_lists_what_rigd_serves_with_its_shape(socket, gpu_device, host_device):
+    served = rig.devices(socket=socket)
+    by_bdf = {d["bdf"]: d for d in served}
+    g = by_bdf[gpu_device]
+    assert g["health"] == "serving" and g["reason"] == ""
+    assert (g["arch"], g["sms"]) == ("sm_90", 132), g
+    assert host_device not in by_bdf, "a DMA pool's device is not a served GPU"
+    with pytest.raises(rig.ClientError):
+        rig.devices(socket="/nonexistent/rigd.sock")

@@ -469,3 +469,19 @@ def test_python_m_rig_tinygrad_runs_a_program_on_rig(tmp_path):
         capture_output=True, text=True, timeout=60, env=env,
     )
     assert out.stdout.strip() == "DEV RIG True ['--steps', '3'] __main__", out
+
+
+def test_rig_gpu_defaults_to_the_gpus_rigd_serves(monkeypatch):
+    monkeypatch.delenv("RIG_GPU", raising=False)
+    served = [
+        {"bdf": "0000:01:00.0", "health": "serving", "reason": ""},
+        {"bdf": "0000:02:00.0", "health": "lost", "reason": "needs a reset"},
+        {"bdf": "0000:03:00.0", "health": "serving", "reason": ""},
+    ]
+    monkeypatch.setattr(rig, "devices", lambda socket=None: served)
+    assert rt._gpus() == ["0000:01:00.0", "0000:03:00.0"]
+    monkeypatch.setattr(rig, "devices", lambda socket=None: served[1:2])
+    with pytest.raises(RuntimeError, match="serves no GPU that lends now"):
+        rt._gpus()
+    monkeypatch.setenv("RIG_GPU", "0000:09:00.0, 0000:0a:00.0")
+    assert rt._gpus() == ["0000:09:00.0", "0000:0a:00.0"]

@@ -105,6 +105,10 @@ pub struct ServedGpu {
     pub reason: String,
     /// When it was lost (ms since the epoch); 0 unless lost.
     pub since_unix_ms: u64,
+    /// Its compute engine's shape (SMs, warps); `None` when the RM would not say, or
+    /// from a rigd older than this field.
+    #[serde(default)]
+    pub geometry: Option<rig_model::nv::ComputeGeometry>,
 }
 
 /// An unbind that timed out and has not returned: one of rigd's workers is in the

@@ -167,11 +167,20 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
         writeln!(out, "rigd holds no devices")?;
     }
     for g in &s.served {
-        if g.reason.is_empty() {
-            writeln!(out, "{}  served through its driver: {}", g.bdf, g.health)?;
+        let state = if g.reason.is_empty() {
+            &g.health
         } else {
-            writeln!(out, "{}  served through its driver: {}", g.bdf, g.reason)?;
-        }
+            &g.reason
+        };
+        let shape = g.geometry.map_or(String::new(), |c| {
+            format!(
+                " (sm_{}{}, {} SMs)",
+                c.sm_version >> 8,
+                c.sm_version & 0xff,
+                c.sms()
+            )
+        });
+        writeln!(out, "{}  served through its driver: {state}{shape}", g.bdf)?;
     }
     for d in &s.devices {
         let since = std::time::SystemTime::now()

@@ -245,6 +245,20 @@ impl Rig {
         self.each_gpu(|h| h.health())
     }
 
+    /// Each served GPU's health and compute geometry (what `rigctl status` and
+    /// `rig.devices()` show), by PCI address.
+    pub fn served_gpus(
+        &self,
+    ) -> Vec<(
+        String,
+        (
+            crate::channels::Health,
+            Option<rig_model::nv::ComputeGeometry>,
+        ),
+    )> {
+        self.each_gpu(|h| (h.health(), h.geometry()))
+    }
+
     /// Reads each served GPU's recovery action and says its health: on a blocking
     /// thread.
     pub fn check_gpu_health(&self) -> Vec<(String, crate::channels::Health)> {

@@ -440,7 +440,7 @@ impl RigApi for Service {
                     recovered,
                     rig.stuck_unbinds(),
                     rig.outlived(),
-                    rig.gpu_health(),
+                    rig.served_gpus(),
                 ))
             })
             .await?;
@@ -467,7 +467,7 @@ impl RigApi for Service {
                 .collect(),
             served: served
                 .into_iter()
-                .map(|(bdf, h)| status::served_gpu(bdf, &h))
+                .map(|(bdf, (h, geometry))| status::served_gpu(bdf, &h, geometry.as_ref()))
                 .collect(),
         }))
     }

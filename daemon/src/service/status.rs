@@ -28,8 +28,12 @@ use crate::{
 /// The `domain` of every `google.rpc.ErrorInfo` rigd sends.
 pub const DOMAIN: &str = "rig.dev";
 
-/// A served GPU's health on the wire (`rigctl status`).
-pub fn served_gpu(bdf: String, h: &crate::channels::Health) -> pb::ServedGpu {
+/// A served GPU's health and compute geometry on the wire (`rigctl status`).
+pub fn served_gpu(
+    bdf: String,
+    h: &crate::channels::Health,
+    geometry: Option<&rig_model::nv::ComputeGeometry>,
+) -> pb::ServedGpu {
     use crate::channels::Health as H;
     let (health, since) = match h {
         H::Serving => (pb::GpuHealth::Serving, None),
@@ -46,6 +50,7 @@ pub fn served_gpu(bdf: String, h: &crate::channels::Health) -> pb::ServedGpu {
         since_unix_ms: since
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        geometry: geometry.map(Into::into),
     }
 }
 

@@ -38,6 +38,7 @@ from ._rig import (
     Session,
     Timeout,
     __version__,
+    devices,
     inspect,
 )
 
@@ -63,5 +64,6 @@ __all__ = [
     "Session",
     "Timeout",
     "__version__",
+    "devices",
     "inspect",
 ]

@@ -32,7 +32,7 @@ How tinygrad's device maps onto rig (docs/tinygrad.md says more):
   buffers through it); kernels are given its GPU address.
 
 Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is the
-n-th); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
+n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
 (default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
@@ -728,9 +728,17 @@ class _Iface:
 
 
 def _gpus() -> list[str]:
+    """RIG_GPU's addresses, else every GPU rigd serves that lends now (`rig.devices()`)."""
     gpus = [g.strip() for g in os.environ.get("RIG_GPU", "").split(",") if g.strip()]
+    if gpus:
+        return gpus
+    try:
+        served = rig.devices(os.environ.get("RIG_SOCKET") or None)
+    except rig.RigError as e:
+        raise RuntimeError(f"RIG: RIG_GPU is unset and rigd could not be asked which GPUs it serves: {e}") from e
+    gpus = [str(d["bdf"]) for d in served if d["health"] == "serving"]
     if not gpus:
-        raise RuntimeError("RIG: set RIG_GPU to the PCI address of a GPU rigd serves (rigctl list)")
+        raise RuntimeError("RIG: rigd serves no GPU that lends now (rigctl status); set RIG_GPU to one's PCI address")
     return gpus
 
 

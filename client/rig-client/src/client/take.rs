@@ -125,6 +125,7 @@ impl Client {
                     bdf: g.bdf,
                     reason: g.reason,
                     since_unix_ms: g.since_unix_ms,
+                    geometry: g.geometry.map(Into::into),
                 })
                 .collect(),
         })
