@@ -665,6 +665,18 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
         ),
         "{e}"
     );
+    // A launch behind an acquire that has not landed times out naming what its
+    // channel waits for on the GPU.
+    let e = rt
+        .wait(k, SHORT)
+        .expect_err("the fake GPU releases nothing");
+    assert!(
+        e.to_string().contains(&format!(
+            "its methods wait on the GPU for channel {}'s value 3",
+            rt.copies().channel().id()
+        )),
+        "{e}"
+    );
     // A dependency whose channel faulted: its value will never land, so nothing waits
     // for it; the fault comes back.
     let stuck = rt

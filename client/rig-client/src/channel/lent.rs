@@ -114,6 +114,18 @@ pub(super) fn payload_of(engine: Engine) -> Payload {
     }
 }
 
+/// `; its methods wait on the GPU for channel C's value V, ...`, or nothing.
+fn waits_on_line(waits_on: &[(u64, u64)]) -> String {
+    if waits_on.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = waits_on
+        .iter()
+        .map(|(c, v)| format!("channel {c}'s value {v}"))
+        .collect();
+    format!("; its methods wait on the GPU for {}", each.join(", "))
+}
+
 /// The error the RM posted in a channel's notifier (its `reason()` names the
 /// ROBUST_CHANNEL_* code): the shared vocabulary's.
 pub use rig_model::nv::ChannelFault as Fault;
@@ -126,7 +138,8 @@ pub enum ChannelError {
     #[error("Channel {channel}: the GPU stopped it: {} (info32 {}, info16 {:#x})", .fault.reason(), .fault.info32, .fault.info16)]
     Fault { channel: u64, fault: Fault },
     #[error(
-        "Channel {channel}: timeline value {value} did not land within {waited:?} (the semaphore reads {current}, GP_GET {gp_get}, GP_PUT {gp_put}; no error posted)"
+        "Channel {channel}: timeline value {value} did not land within {waited:?} (the semaphore reads {current}, GP_GET {gp_get}, GP_PUT {gp_put}; no error posted{})",
+        waits_on_line(.waits_on)
     )]
     Timeout {
         channel: u64,
@@ -135,6 +148,9 @@ pub enum ChannelError {
         current: u64,
         gp_get: u32,
         gp_put: u32,
+        /// (channel, value) of each other channel this one's methods wait for on the
+        /// GPU (`Channel::acquire`): the largest value acquired of each.
+        waits_on: Vec<(u64, u64)>,
     },
     #[error(
         "Channel {channel}: its ring is full ({entries} entries, none fetched since): wait for earlier work"
@@ -544,6 +560,7 @@ impl Channel {
                         current,
                         gp_get: userd(USERD_GP_GET),
                         gp_put: userd(USERD_GP_PUT),
+                        waits_on: self.acquired.clone(),
                     });
                 }
             }
