@@ -332,28 +332,18 @@ async fn bad_input_is_one_typed_error_each_with_nothing_submitted() {
     let mine = s.alloc(MIB, 4096).await.expect("my buffer");
     let copy_mark = (gp_puts(&f), copies.channel().last_value());
     let e = copies
-        .copy(
-            &s,
-            Span::all(&theirs).expect("span"),
-            Span::all(&mine).expect("span"),
-        )
+        .copy(&s, all(&theirs), all(&mine))
         .expect_err("not mine");
     assert!(
         matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })),
         "{e}"
     );
     let e = copies
-        .copy(
-            &s,
-            Span::all(&mine).expect("span"),
-            Span::all(&theirs).expect("span"),
-        )
+        .copy(&s, all(&mine), all(&theirs))
         .expect_err("not mine");
     assert!(matches!(e, CopyError::Memory(MemoryError::NotOwned { .. })));
     let half = Span::new(&mine, 0, MIB / 2).expect("half");
-    let e = copies
-        .copy(&s, half, Span::all(&mine).expect("span"))
-        .expect_err("lengths");
+    let e = copies.copy(&s, half, all(&mine)).expect_err("lengths");
     assert!(matches!(e, CopyError::Lengths { .. }));
     assert!(matches!(
         Span::new(&mine, MIB / 2, MIB),
@@ -367,12 +357,7 @@ async fn bad_input_is_one_typed_error_each_with_nothing_submitted() {
     // The kernel copy refuses the same, and unaligned ends.
     let copy_u4 = module.kernel("copy_u4").expect("copy_u4");
     assert!(matches!(
-        c.copy(
-            &s,
-            &copy_u4,
-            Span::all(&theirs).expect("span"),
-            Span::all(&mine).expect("span")
-        ),
+        c.copy(&s, &copy_u4, all(&theirs), all(&mine)),
         Err(ComputeError::Copy(_))
     ));
     let odd = Span::new(&mine, 8, 64).expect("odd");
@@ -451,13 +436,7 @@ async fn a_copy_between_the_sessions_own_buffers_is_released_by_the_copy_engine(
         .expect("copy channel");
     let a = s.alloc(MIB, 4096).await.expect("a");
     let b = s.alloc(MIB, 4096).await.expect("b");
-    let v = copies
-        .copy(
-            &s,
-            Span::all(&a).expect("span"),
-            Span::all(&b).expect("span"),
-        )
-        .expect("copy");
+    let v = copies.copy(&s, all(&a), all(&b)).expect("copy");
     let sem = copies.channel().semaphore_va().get();
     let words = method::copy::copy_released(
         a.gpu_va().expect("va"),
@@ -579,13 +558,7 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
     // Copy → kernel: the launch's ring entries are the acquire of the copy engine's
     // 32-bit value, then the launch; the host waited for nothing (the fake GPU never
     // released the copy).
-    let up = rt
-        .copy(
-            &s,
-            Span::all(&a).expect("span"),
-            Span::all(&b).expect("span"),
-        )
-        .expect("copy");
+    let up = rt.copy(&s, all(&a), all(&b)).expect("copy");
     assert_eq!((up.engine, up.value), (Engine::Copy, 3));
     let k = rt
         .launch(&empty, 1, 1, 0, &[], &[up])
@@ -606,12 +579,7 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
 
     // Kernel → copy: the copy channel acquires the QMD's 64-bit release.
     let down = rt
-        .copy_after(
-            &s,
-            Span::all(&b).expect("span"),
-            Span::all(&a).expect("span"),
-            &[k],
-        )
+        .copy_after(&s, all(&b), all(&a), &[k])
         .expect("a copy after the launch");
     assert_eq!((down.engine, down.value), (Engine::Copy, 4));
     let acquire_k = method::acquire(compute_sem, k.value).expect("words");
@@ -679,13 +647,7 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
     );
     // A dependency whose channel faulted: its value will never land, so nothing waits
     // for it; the fault comes back.
-    let stuck = rt
-        .copy(
-            &s,
-            Span::all(&a).expect("span"),
-            Span::all(&b).expect("span"),
-        )
-        .expect("copy");
+    let stuck = rt.copy(&s, all(&a), all(&b)).expect("copy");
     let id = rt.copies().channel().id();
     assert!(f.gpu.post_fault(rigd::channels::ChannelId(id), 31));
     let mark = (gp_puts(&f), rt.compute().channel().last_value());
@@ -715,9 +677,7 @@ async fn a_fence_of_another_session_is_refused() {
         .await
         .expect("their copy channel");
     let b = other.alloc(MIB, 4096).await.expect("b");
-    let v = theirs
-        .fill(&other, Span::all(&b).expect("span"), 0)
-        .expect("fill");
+    let v = theirs.fill(&other, all(&b), 0).expect("fill");
     let fence = theirs.channel().fence(v).expect("fence");
     let e = mine.acquire(fence).expect_err("another session's");
     assert!(
@@ -822,6 +782,11 @@ async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
     f.server.stop().await;
 }
 
+/// All of `m`, which has a GPU address.
+fn all(m: &dyn Memory) -> Span<'_> {
+    Span::all(m).expect("memory of a served GPU's session")
+}
+
 /// Where `needle` starts in `words`.
 fn at(words: &[u32], needle: &[u32]) -> Option<usize> {
     words.windows(needle.len()).position(|w| w == needle)
@@ -856,26 +821,14 @@ async fn copies_within_gpu_memory_go_to_the_copy_kernel_and_the_rest_to_the_copy
     let a = AsGpu(s.alloc(MIB, 4096).await.expect("a"));
     let b = AsGpu(s.alloc(MIB, 4096).await.expect("b"));
     let host = s.alloc(MIB, 4096).await.expect("host");
-    let d = rt
-        .copy(
-            &s,
-            Span::all(&a).expect("span"),
-            Span::all(&b).expect("span"),
-        )
-        .expect("d2d");
+    let d = rt.copy(&s, all(&a), all(&b)).expect("d2d");
     assert_eq!((d.engine, d.value), (Engine::Compute, 1));
     let odd = Span::new(&a, 8, 4096).expect("odd");
     let d = rt
         .copy(&s, odd, Span::new(&b, 0, 4096).expect("span"))
         .expect("unaligned d2d");
     assert_eq!(d.engine, Engine::Copy);
-    let d = rt
-        .copy(
-            &s,
-            Span::all(&host).expect("span"),
-            Span::all(&a).expect("span"),
-        )
-        .expect("h2d");
+    let d = rt.copy(&s, all(&host), all(&a)).expect("h2d");
     assert_eq!(d.engine, Engine::Copy);
     f.server.stop().await;
 }
