@@ -9,7 +9,7 @@
  * The gap between one kernel's end and the next one's start (both %globaltimer), on
  * one stream, on a second stream ordered by cuEventRecord + cuStreamWaitEvent, and on
  * a second stream the host started after cuStreamSynchronize; the host time of the
- * event record and wait; cuEventElapsedTime around a kernel of 100 µs; and a 512 MiB
+ * event record and wait; cuEventElapsedTime around a kernel of 100 µs; and a 256 MiB
  * upload on one stream beside a kernel of about as long on the other. Events without timing, contexts with spin scheduling, as a
  * latency-minded runtime would. Frees everything it makes.
  */
@@ -117,9 +117,9 @@ int main(int argc, char **argv) {
     CHECK(cuEventDestroy(e0));
     CHECK(cuEventDestroy(e1));
 
-    /* A copy beside a kernel: 512 MiB pinned host -> device on s2, a kernel of about
+    /* A copy beside a kernel: 256 MiB pinned host -> device on s2, a kernel of about
      * as long on s1. */
-    size_t big = 512u << 20;
+    size_t big = 256u << 20;
     void *src;
     CUdeviceptr dst;
     CHECK(cuMemHostAlloc(&src, big, 0));
@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
         CHECK(cuStreamSynchronize(s1));
         both[r] = (now_ns() - t) / 1e6;
     }
-    report("beside_copy_512mib_alone_ms", ac, 20, "ms");
+    report("beside_copy_256mib_alone_ms", ac, 20, "ms");
     report("beside_kernel_alone_ms", ak, 20, "ms");
     report("beside_copy_and_kernel_ms", both, 20, "ms");
     CHECK(cuMemFree(dst));
