@@ -25,6 +25,8 @@
 #     SKIP_CUDA=1 ...                       # rig only
 #     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
 #                                           # (default all; host and deps only when named)
+#     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default none:
+#                                           # copy channels in the session's GR0 group)
 #     PHASES=deps DEPS_ROUNDS=3 ...          # waits between channels on the GPU, rig and
 #                                           # CUDA in turn (tests/h200/deps)
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
@@ -70,6 +72,7 @@ per_device_bytes = $((1024 << 20))
 serve = ["$GPU"]
 per_session = 4
 gpu_rings_group = "nogroup"
+copy_engines = [${COPY_ENGINES:-}]
 EOF
 want() { case " ${PHASES:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 # Phases that `all` leaves out: only when named.

@@ -231,13 +231,18 @@ class RigBackend:
         return self.session.find_host(addr)
 
     def copy(self, dst_va: int, src_va: int, size: int, after: list[Done]) -> Done:
-        return self.runtime.copy(dst_va, src_va, size, after=after)
+        if not after:
+            return self.runtime.copy(dst_va, src_va, size)
+        return self.runtime.copy(dst_va, src_va, size, 0, 0, after)
 
     def load(self, lib: bytes) -> Any:
         return self.runtime.load(lib)
 
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: list, after: list[Done]) -> Done:
-        return self.runtime.launch(kernel, grid, block, args, after=after)
+        # Positional, and no list when nothing is waited for: the per-launch path.
+        if not after:
+            return self.runtime.launch(kernel, grid, block, args)
+        return self.runtime.launch(kernel, grid, block, args, 0, after)
 
     def poll(self, done: Done) -> bool:
         return self.runtime.done(done)
