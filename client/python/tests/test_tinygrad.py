@@ -91,6 +91,7 @@ class FakeBackend:
         self.launches = 0
         self.waited_on_gpu = 0
         self.recorded = 0
+        self.record_engines: list[str] = []
         self.fault: str | None = None
         FakeBackend.opened.append(self)
 
@@ -198,6 +199,7 @@ class FakeBackend:
 
         ev.done = self._issue(engine, stamp)
         self.recorded += 1
+        self.record_engines.append(engine)
         return ev
 
     def event_time(self, ev, timeout):
@@ -297,11 +299,17 @@ def test_a_kernel_runs_after_the_copy_it_reads_and_before_the_copy_that_reads_it
 def test_a_timed_launch_waits_and_reports_a_time(dev):
     KERNELS["nop"] = lambda grid, block, args: None
     prg = dev.runtime("nop", b"fake cubin")
+    # A copy first: the timeline's last work is then the copy engine's.
+    b = dev.allocator.alloc(64, BufferSpec())
+    dev.allocator._copyin(b, memoryview(bytearray(64)))
     recorded = dev.backend.recorded
     t = prg(global_size=(1, 1, 1), local_size=(1, 1, 1), wait=True)
     # The time is the GPU's: two events recorded around the launch on the compute
-    # channel, the fake timer moving 1 µs per record.
+    # channel (the start too, although the queue first waits for the timeline, whose
+    # last work may be a copy), the fake timer moving 1 µs per record.
     assert dev.backend.recorded == recorded + 2
+    assert dev.backend.record_engines[-2:] == ["compute", "compute"]
+    dev.allocator.free(b, 64, BufferSpec())
     assert t is not None and abs(t - 1e-6) < 1e-9, t
     assert dev.timeline_signal.value == dev.timeline_value - 1
 

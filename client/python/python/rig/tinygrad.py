@@ -531,12 +531,14 @@ class _Queue(HWQueue):
             elif kind == "timestamp":
                 sig = self._sig(op[1], vv)
                 self._settle_deps(deps, dev)
-                # On the channel of the work it follows, so that its record lands after
-                # it; another device's work is waited for here first.
-                if deps and deps[0][0] is not be:
+                # On this queue's own channel: the time its engine reaches this point.
+                # Work it follows on another channel (or device) is waited for here
+                # first, so the record cannot land before it; a record on that other
+                # channel would time the other channel's end, not this queue's.
+                if deps and (deps[0][0] is not be or deps[0][1].engine != self.kind):
                     _wait(deps[0][0], deps[0][1], dev.timeout)
                     deps.clear()
-                sig._stamp(be, deps[0][1].engine if deps else self.kind)
+                sig._stamp(be, self.kind)
             else:
                 _issue(dev, deps, *self._command(dev, op, vv))
             p.at += 1
