@@ -84,16 +84,19 @@ impl Event {
 
 impl Event {
     fn to_rust(self, rt: &Runtime) -> PyResult<rig_runtime::Event> {
-        if self.runtime != rt.id {
-            return Err(PyValueError::new_err(format!(
-                "event {} belongs to another runtime",
-                self.id
-            )));
-        }
+        rt.owns(self.runtime, || format!("event {}", self.id))?;
         Ok(rig_runtime::Event {
             engine: engine(self.engine)?,
             id: self.id,
         })
+    }
+}
+
+/// An engine's name in Python.
+fn engine_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Compute => "compute",
+        _ => "copy",
     }
 }
 
@@ -121,10 +124,7 @@ impl Done {
 impl Done {
     fn of(d: rig_runtime::Done, runtime: u64) -> Self {
         Self {
-            engine: match d.engine {
-                Engine::Compute => "compute",
-                _ => "copy",
-            },
+            engine: engine_name(d.engine),
             value: d.value,
             runtime,
         }
@@ -132,18 +132,9 @@ impl Done {
 
     /// The runtime's own `Done`, for `rt`.
     fn to_rust(self, rt: &Runtime) -> PyResult<rig_runtime::Done> {
-        if self.runtime != rt.id {
-            return Err(PyValueError::new_err(format!(
-                "{} {} belongs to another runtime: each runtime's channels count their own values",
-                self.engine, self.value
-            )));
-        }
+        rt.owns(self.runtime, || format!("{} {}", self.engine, self.value))?;
         Ok(rig_runtime::Done {
-            engine: if self.engine == "compute" {
-                Engine::Compute
-            } else {
-                Engine::Copy
-            },
+            engine: engine(self.engine)?,
             value: self.value,
         })
     }
@@ -184,6 +175,18 @@ fn writable_bytes(o: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
 }
 
 impl Runtime {
+    /// Refuses what another runtime made (`Done`, `Event`: named by `what`): each
+    /// runtime's channels count their own values.
+    fn owns(&self, runtime: u64, what: impl FnOnce() -> String) -> PyResult<()> {
+        if runtime == self.id {
+            return Ok(());
+        }
+        Err(PyValueError::new_err(format!(
+            "{} belongs to another runtime: each runtime's channels count their own values",
+            what()
+        )))
+    }
+
     /// A host lease of up to `STAGING` bytes for `len` bytes of data.
     fn staging(&self, py: Python<'_>, len: usize) -> PyResult<rig_client::session::Buffer> {
         let n = len.clamp(4, STAGING) as u64;
@@ -644,11 +647,7 @@ impl Runtime {
         let which = self::engine(engine)?;
         let ev = self.with(py, |rt, _| rt.record(which))?.py()?;
         Ok(Event {
-            engine: if which == Engine::Compute {
-                "compute"
-            } else {
-                "copy"
-            },
+            engine: engine_name(which),
             id: ev.id,
             runtime: self.id,
         })

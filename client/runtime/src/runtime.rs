@@ -143,6 +143,7 @@ impl Runtime {
     /// [`EventError::NoPage`]; the channel's.
     pub fn record(&mut self, engine: Engine) -> Result<Event, RuntimeError> {
         let page = self.events.as_mut().ok_or(EventError::NoPage)?;
+        // As in `event_time`: the page and the channel are fields apart.
         let ch = match engine {
             Engine::Compute => self.compute.channel(),
             Engine::Copy => self.copies.channel(),
@@ -157,6 +158,7 @@ impl Runtime {
     /// As `EventPage::time`; [`EventError::NoPage`].
     pub fn event_time(&mut self, ev: Event, timeout: Duration) -> Result<u64, RuntimeError> {
         let page = self.events.as_ref().ok_or(EventError::NoPage)?;
+        // The page and the channel are fields apart: `channel()` would borrow all.
         let ch = match ev.engine {
             Engine::Compute => self.compute.channel(),
             Engine::Copy => self.copies.channel(),
@@ -314,18 +316,10 @@ impl Runtime {
             if self.poll(d)? {
                 continue;
             }
-            let fence = match d.engine {
-                Engine::Compute => self
-                    .compute
-                    .channel()
-                    .fence(d.value)
-                    .map_err(ComputeError::from)?,
-                Engine::Copy => self
-                    .copies
-                    .channel()
-                    .fence(d.value)
-                    .map_err(CopyError::from)?,
-            };
+            let fence = self
+                .channel(d.engine)
+                .fence(d.value)
+                .map_err(|e| channel_error(d.engine, e))?;
             match engine {
                 Engine::Compute => self.compute.acquire(fence)?,
                 Engine::Copy => self.copies.acquire(fence)?,
@@ -353,22 +347,23 @@ impl Runtime {
     /// # Errors
     /// The channel's `Fault`.
     pub fn poll(&mut self, done: Done) -> Result<bool, RuntimeError> {
-        let ch = match done.engine {
-            Engine::Compute => self.compute.channel(),
-            Engine::Copy => self.copies.channel(),
-        };
-        let fault = |ch: &Channel, fault| ChannelError::Fault {
-            channel: ch.id(),
-            fault,
-        };
+        let ch = self.channel(done.engine);
         let landed = match ch.fault() {
-            Some(f) => Err(fault(ch, f)),
+            Some(fault) => Err(ChannelError::Fault {
+                channel: ch.id(),
+                fault,
+            }),
             None => ch.completed().map(|c| c >= done.value),
         };
-        Ok(match done.engine {
-            Engine::Compute => landed.map_err(ComputeError::from)?,
-            Engine::Copy => landed.map_err(CopyError::from)?,
-        })
+        landed.map_err(|e| channel_error(done.engine, e))
+    }
+
+    /// `engine`'s channel.
+    fn channel(&mut self, engine: Engine) -> &mut Channel {
+        match engine {
+            Engine::Compute => self.compute.channel(),
+            Engine::Copy => self.copies.channel(),
+        }
     }
 
     /// Closes both channels in rigd.
@@ -379,5 +374,13 @@ impl Runtime {
         let compute = self.compute.close(session).await;
         self.copies.close(session).await?;
         Ok(compute?)
+    }
+}
+
+/// A channel's error as the error of the runtime's channel for `engine`.
+fn channel_error(engine: Engine, e: ChannelError) -> RuntimeError {
+    match engine {
+        Engine::Compute => ComputeError::from(e).into(),
+        Engine::Copy => CopyError::from(e).into(),
     }
 }
