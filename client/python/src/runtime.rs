@@ -641,11 +641,12 @@ impl Runtime {
 
     /// Records an event on the `engine` channel (`"compute"` by default): when that
     /// engine has finished everything submitted to it before, the GPU writes its timer
-    /// there. Returns at once.
-    #[pyo3(signature = (engine = "compute"))]
-    fn record(&self, py: Python<'_>, engine: &str) -> PyResult<Event> {
+    /// there; after every `Done` in `after` too, waited for by the GPU. Returns at once.
+    #[pyo3(signature = (engine = "compute", after = Vec::new()))]
+    fn record(&self, py: Python<'_>, engine: &str, after: Vec<Done>) -> PyResult<Event> {
         let which = self::engine(engine)?;
-        let ev = self.with(py, |rt, _| rt.record(which))?.py()?;
+        let after = deps(self, &after)?;
+        let ev = self.with(py, |rt, _| rt.record(which, &after))?.py()?;
         Ok(Event {
             engine: engine_name(which),
             id: ev.id,

@@ -188,7 +188,7 @@ class FakeBackend:
             raise rig.Fault(self.fault)
         assert self.ran[done.engine] >= done.value
 
-    def record(self, engine):
+    def record(self, engine, after):
         # The fake GPU's timer: a counter of nanoseconds that moves only when work
         # runs, read when the engine reaches the record.
         ev = FakeEvent()
@@ -197,7 +197,7 @@ class FakeBackend:
             FakeBackend.clock_ns += 1000
             ev.ns = FakeBackend.clock_ns
 
-        ev.done = self._issue(engine, stamp)
+        ev.done = self._issue(engine, stamp, after)
         self.recorded += 1
         self.record_engines.append(engine)
         return ev

@@ -136,12 +136,17 @@ impl Runtime {
     }
 
     /// Records an event on `engine`'s channel: when that engine has finished
-    /// everything submitted to it before, the GPU writes its timer into the event
-    /// (module `event`). Submits.
+    /// everything submitted to it before, and everything in `after` landed (waited
+    /// for on the GPU, as [`Runtime::order`] does), the GPU writes its timer into the
+    /// event (module `event`). Submits.
     ///
     /// # Errors
-    /// [`EventError::NoPage`]; the channel's.
-    pub fn record(&mut self, engine: Engine) -> Result<Event, RuntimeError> {
+    /// [`EventError::NoPage`]; [`Runtime::order`]'s; the channel's.
+    pub fn record(&mut self, engine: Engine, after: &[Done]) -> Result<Event, RuntimeError> {
+        if self.events.is_none() {
+            return Err(EventError::NoPage.into());
+        }
+        self.order(engine, after)?;
         let page = self.events.as_mut().ok_or(EventError::NoPage)?;
         // As in `event_time`: the page and the channel are fields apart.
         let ch = match engine {

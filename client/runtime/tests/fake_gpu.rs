@@ -698,15 +698,15 @@ async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
     let (copies, module) = loaded(&f, &s).await;
     let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
     assert!(matches!(
-        rt.record(Engine::Compute),
+        rt.record(Engine::Compute, &[]),
         Err(RuntimeError::Event(EventError::NoPage))
     ));
     let page = s.alloc(event::SLOTS * 16, 4096).await.expect("page");
     let base = page.gpu_va().expect("va");
     rt.set_event_page(EventPage::on(page).expect("page"));
 
-    let a = rt.record(Engine::Compute).expect("record");
-    let b = rt.record(Engine::Copy).expect("record");
+    let a = rt.record(Engine::Compute, &[]).expect("record");
+    let b = rt.record(Engine::Copy, &[]).expect("record");
     assert_eq!((a.id, b.id), (1, 2));
     // The release: WFI first, then the id and the timer into the event's own slot.
     let how = method::Release {
@@ -764,9 +764,23 @@ async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
         rt.event_time(a, SHORT),
         Err(RuntimeError::Event(EventError::Overwritten { id: 1, .. }))
     ));
+    // After a copy not landed: the compute channel acquires it before the release.
+    let h = s.alloc(MIB, 4096).await.expect("buffer");
+    let up = rt.copy(&s, all(&h), all(&h)).expect("copy");
+    let after_copy = rt.record(Engine::Compute, &[up]).expect("record");
+    let release = method::release_with(GpuVa(base.get() + 16 * after_copy.id), after_copy.id, how)
+        .expect("words");
+    let acquire = method::acquire32(rt.copies().channel().semaphore_va(), 3).expect("words");
+    let compute_words = fetched(&s, rt.compute().channel(), 1).concat();
+    assert!(
+        at(&compute_words, &acquire)
+            .zip(at(&compute_words, &release))
+            .is_some_and(|(a, r)| a < r),
+        "the acquire, then the release: {compute_words:x?}"
+    );
     // A fault posted for the recording channel ends the wait: the record behind
     // faulted work never lands.
-    let c = rt.record(Engine::Compute).expect("record");
+    let c = rt.record(Engine::Compute, &[]).expect("record");
     let id = rt.compute().channel().id();
     assert!(f.gpu.post_fault(rigd::channels::ChannelId(id), 31));
     let e = rt

@@ -918,9 +918,9 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     let long = [Arg::U64(100_000), end_at];
     let mut elapsed = vec![];
     for _ in 0..ROUNDS {
-        let a = rt.record(Engine::Compute)?;
+        let a = rt.record(Engine::Compute, &[])?;
         rt.compute().launch(&after, 1, 1, 0, &long)?;
-        let b = rt.record(Engine::Compute)?;
+        let b = rt.record(Engine::Compute, &[])?;
         #[expect(clippy::cast_precision_loss, reason = "nanoseconds of a kernel")]
         elapsed.push(rt.elapsed(a, b, LONG)? as f64 / 1e3);
     }

@@ -194,7 +194,7 @@ class Backend(Protocol):
     def launch(self, kernel: Any, grid: tuple, block: tuple, args: list, after: list[Done]) -> Done: ...
     def poll(self, done: Done) -> bool: ...
     def wait(self, done: Done, timeout: float) -> None: ...
-    def record(self, engine: str) -> Any: ...
+    def record(self, engine: str, after: list[Done]) -> Any: ...
     def event_time(self, event: Any, timeout: float) -> int: ...
     def close(self) -> None: ...
 
@@ -250,8 +250,8 @@ class RigBackend:
     def wait(self, done: Done, timeout: float) -> None:
         self.runtime.wait(done, timeout=timeout)
 
-    def record(self, engine: str) -> Any:
-        return self.runtime.record(engine)
+    def record(self, engine: str, after: list[Done]) -> Any:
+        return self.runtime.record(engine, after) if after else self.runtime.record(engine)
 
     def event_time(self, event: Any, timeout: float) -> int:
         return self.runtime.event_time(event, timeout=timeout)
@@ -376,11 +376,11 @@ class RigSignal(HCQSignal):
                 raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self._v})")
             time.sleep(0.0002)
 
-    def _stamp(self, backend: Backend, engine: str) -> None:
+    def _stamp(self, backend: Backend, engine: str, after: list[Done]) -> None:
         """Records an event on `engine`'s channel: the GPU writes its timer there once
-        the channel's earlier work is done."""
+        the channel's earlier work, and `after` (the other channel's), are done."""
         try:
-            self._stamp_event = (backend, backend.record(engine))
+            self._stamp_event = (backend, backend.record(engine, after))
         except rig.RigError as e:
             raise _device_error(e) from e
 
@@ -531,14 +531,14 @@ class _Queue(HWQueue):
             elif kind == "timestamp":
                 sig = self._sig(op[1], vv)
                 self._settle_deps(deps, dev)
-                # On this queue's own channel: the time its engine reaches this point.
-                # Work it follows on another channel (or device) is waited for here
-                # first, so the record cannot land before it; a record on that other
-                # channel would time the other channel's end, not this queue's.
-                if deps and (deps[0][0] is not be or deps[0][1].engine != self.kind):
+                # On this queue's own channel: the time its engine reaches this point
+                # (a record on another channel would time that channel's end). Work of
+                # the other channel it follows is waited for by the GPU, as a command's
+                # is (`after`); another device's on the host.
+                if deps and deps[0][0] is not be:
                     _wait(deps[0][0], deps[0][1], dev.timeout)
                     deps.clear()
-                sig._stamp(be, self.kind)
+                sig._stamp(be, self.kind, [d for _, d in deps if d.engine != self.kind])
             else:
                 _issue(dev, deps, *self._command(dev, op, vv))
             p.at += 1
