@@ -17,7 +17,7 @@ for p in json.load(sys.stdin)["packages"]:
 }
 [ -n "$dirs" ] || { echo "cycles: no crates found" >&2; exit 2; }
 failed=0
-for d in $dirs daemon/fuzz/fuzz_targets firmware/fuzz/fuzz_targets client/python/python/rig; do
+for d in $dirs daemon/fuzz/fuzz_targets firmware/fuzz/fuzz_targets client/python/python/rig_gpu; do
     [ -d "$d" ] || continue
     out=$(python3 scripts/modcycles.py "$d" --skip 'tests$|^testing|_tests$') || {
         failed=1

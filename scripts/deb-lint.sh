@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lintian on rig's .deb (packaging/deb/build.sh), installed by this script if absent.
 # Fails on any error or warning lintian reports; overrides live in the package
-# (usr/share/lintian/overrides/rig) with their reasons in build.sh.
+# (usr/share/lintian/overrides/rig-gpu) with their reasons in build.sh.
 #   scripts/deb-lint.sh DEB
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"

@@ -26,7 +26,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(ROOT, "packaging/k8s/rig-device-plugin.yaml")
 # Where packaging/deb/build.sh puts them.
-SHIPPED_MANIFEST = "usr/share/rig/k8s/rig-device-plugin.yaml"
+SHIPPED_MANIFEST = "usr/share/rig-gpu/k8s/rig-device-plugin.yaml"
 PLUGIN_PATH = "/usr/bin/rig-device-plugin"
 RIGCTL_PATH = "/usr/bin/rigctl"
 

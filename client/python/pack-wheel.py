@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Packs the `rig-client` wheel from an extension module cargo already built.
+"""Packs the `rig-gpu` wheel from an extension module cargo already built.
 
     client/python/pack-wheel.py --so target/release/lib_rig.so --out DIR
 
@@ -7,8 +7,12 @@ The test command builds the extension in its one release build of the workspace
 (tests/vm/build-guest.sh, `--lib`: the same compilation as everything else) and packs
 it here, instead of asking maturin to compile the tree a second time with the features
 of this crate alone. The wheel is what maturin makes of pyproject.toml (the same name,
-module path, tags and files): a PEP 427 zip of python/rig/, the module as
-rig/_rig.abi3.so, and its dist-info. Prints the wheel's path.
+module path, tags and files): a PEP 427 zip of python/rig_gpu/, the module as
+rig_gpu/_rig.abi3.so, and its dist-info. Prints the wheel's path.
+
+The distribution is `rig-gpu` and the import package `rig_gpu`: the index's `rig`
+(SpiNNaker's tools) already installs a package `rig`, and two distributions that
+install one package overwrite each other (CHANGELOG.md, 0.2.0).
 """
 
 import argparse
@@ -20,7 +24,9 @@ import sys
 import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-NAME = "rig_client"
+DIST = "rig-gpu"
+# The import package, and the wheel's file-name form of DIST (PEP 427).
+PACKAGE = NAME = "rig_gpu"
 # CPython's stable ABI from 3.11 (Cargo.toml: pyo3's abi3-py311); this machine's
 # architecture, no manylinux audit (the wheel is for this machine and its like).
 TAG = "cp311-abi3-linux_x86_64"
@@ -50,37 +56,46 @@ def main() -> None:
     v = version()
     dist = f"{NAME}-{v}.dist-info"
     files: list[tuple[str, bytes]] = []
-    for p in sorted((HERE / "python" / "rig").iterdir()):
+    for p in sorted((HERE / "python" / PACKAGE).iterdir()):
         if p.is_file() and p.suffix in (".py", ".pyi", ".typed"):
-            files.append((f"rig/{p.name}", p.read_bytes()))
-    files.append(("rig/_rig.abi3.so", a.so.read_bytes()))
+            files.append((f"{PACKAGE}/{p.name}", p.read_bytes()))
+    files.append((f"{PACKAGE}/_rig.abi3.so", a.so.read_bytes()))
     summary = re.search(r'^description = "([^"]+)"', (HERE / "pyproject.toml").read_text(), re.M)
     files.append((f"{dist}/METADATA", (
         "Metadata-Version: 2.1\n"
-        "Name: rig-client\n"
+        f"Name: {DIST}\n"
         f"Version: {v}\n"
         f"Summary: {summary.group(1) if summary else 'rig from Python'}\n"
         "License: MIT OR Apache-2.0\n"
         "Requires-Python: >=3.11\n"
-        # rig.tinygrad's pin (pyproject.toml's optional dependency).
+        # rig_gpu.tinygrad's pin (pyproject.toml's optional dependency).
         "Provides-Extra: tinygrad\n"
         'Requires-Dist: tinygrad==0.13.0; extra == "tinygrad"\n').encode()))
-    files.append((f"{dist}/WHEEL", (
+    print(write_wheel(a.out, NAME, v, TAG, files, purelib=False))
+
+
+def write_wheel(out: pathlib.Path, name: str, v: str, tag: str, files: list[tuple[str, bytes]],
+                purelib: bool) -> pathlib.Path:
+    """Writes `files` (the package's and its METADATA) with WHEEL and RECORD as
+    out/name-v-tag.whl; returns its path. client/python/tests/standin.py makes its
+    stand-in wheels with it."""
+    dist = f"{name}-{v}.dist-info"
+    files = files + [(f"{dist}/WHEEL", (
         "Wheel-Version: 1.0\n"
         "Generator: rig pack-wheel.py\n"
-        "Root-Is-Purelib: false\n"
-        f"Tag: {TAG}\n").encode()))
+        f"Root-Is-Purelib: {'true' if purelib else 'false'}\n"
+        f"Tag: {tag}\n").encode())]
     record = "\n".join(record_line(p, d) for p, d in files) + f"\n{dist}/RECORD,,\n"
     files.append((f"{dist}/RECORD", record.encode()))
-    a.out.mkdir(parents=True, exist_ok=True)
-    wheel = a.out / f"{NAME}-{v}-{TAG}.whl"
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / f"{name}-{v}-{tag}.whl"
     with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
         for p, d in files:
             info = zipfile.ZipInfo(p, date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if p.endswith(".so") else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, d)
-    print(wheel)
+    return wheel
 
 
 if __name__ == "__main__":

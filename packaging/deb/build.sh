@@ -1,23 +1,31 @@
 #!/bin/bash
-# Builds rig's .deb from the workspace, offline: dpkg-deb, no debian/ tree, no network.
+# Builds rig's .deb, rig-gpu, from the workspace, offline: dpkg-deb, no debian/ tree, no
+# network; and beside it the transitional `rig` that moves an install of the old name over.
 #
 #   packaging/deb/build.sh [--bins DIR] [--out DIR] [--fast]
 #
 # --bins DIR  take rigd, rigctl and rig-device-plugin from DIR (default: build them,
 #             release, into target/release). The disposable machine's test passes the
 #             release build it made.
-# --out DIR   where rig_VERSION_ARCH.deb goes (default target/deb).
+# --out DIR   where rig-gpu_VERSION_ARCH.deb and rig_VERSION_all.deb go (default target/deb).
 # --fast      gzip -1 instead of xz (for test boots; the same files).
 #
 # Ships: /usr/sbin/rigd, /usr/bin/rigctl, /usr/bin/rig-device-plugin and its DaemonSet
-# manifest (/usr/share/rig/k8s/, from packaging/k8s; docs/k8s.md) (the probes are test
+# manifest (/usr/share/rig-gpu/k8s/, from packaging/k8s; docs/k8s.md) (the probes are test
 # tools, not shipped), the units, sysusers, tmpfiles and
 # modules-load files from systemd/, /etc/rig/rigd.toml (a conffile: the defaults,
 # commented), man pages and bash/zsh/fish completions generated from the clap
 # definitions (`rigctl generate-docs`, daemon/examples/rigd-docs.rs; help2man for
 # rig-device-plugin), the maintainer
 # scripts beside this file. Version from Cargo.toml's [workspace.package].
-# Prints the .deb's path on stdout.
+#
+# The name: Debian has its own `rig` (a random identity generator, 1.11-1.1, with
+# /usr/bin/rig, /usr/share/rig/ and /usr/share/doc/rig/), so this package is rig-gpu and
+# ships nothing under those paths. Until 0.2.0 it was named rig: rig_VERSION_all.deb
+# (control-rig.in) is the empty transitional package of that name which, installed with
+# rig-gpu in one apt call, takes the old package away whole (docs/systemd.md,
+# "Upgrading from the package named rig"). Prints rig-gpu's path, then the
+# transitional's, on stdout.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -61,7 +69,8 @@ done
 # being shipped; rigd's from an example that compiles rigd's main.rs for its Args.
 GEN=$(mktemp -d)
 R=$(mktemp -d)
-trap 'rm -rf "$GEN" "$R"' EXIT
+T=$(mktemp -d)
+trap 'rm -rf "$GEN" "$R" "$T"' EXIT
 "$BINS/rigctl" generate-docs "$GEN"
 cargo build -q --locked --workspace --example rigd-docs >&2
 "${CARGO_TARGET_DIR:-$REPO/target}/debug/examples/rigd-docs" "$GEN" >&2
@@ -77,7 +86,7 @@ inst 0755 "$BINS/rigctl" usr/bin/rigctl
 inst 0755 "$BINS/rig-device-plugin" usr/bin/rig-device-plugin
 strip --strip-unneeded --remove-section=.comment --remove-section=.note "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" \
   "$R/usr/bin/rig-device-plugin"
-inst 0644 packaging/k8s/rig-device-plugin.yaml usr/share/rig/k8s/rig-device-plugin.yaml
+inst 0644 packaging/k8s/rig-device-plugin.yaml usr/share/rig-gpu/k8s/rig-device-plugin.yaml
 # Bookworm's systemd and lintian expect units under /lib (merged /usr makes it one place).
 inst 0644 systemd/rigd.service lib/systemd/system/rigd.service
 inst 0644 systemd/rigd.socket lib/systemd/system/rigd.socket
@@ -91,20 +100,22 @@ gzip -9n "$R"/usr/share/man/man*/*
 inst 0644 "$GEN/completions/rigctl.bash" usr/share/bash-completion/completions/rigctl
 inst 0644 "$GEN/completions/_rigctl" usr/share/zsh/vendor-completions/_rigctl
 inst 0644 "$GEN/completions/rigctl.fish" usr/share/fish/vendor_completions.d/rigctl.fish
-inst 0644 "$HERE/copyright" usr/share/doc/rig/copyright
+inst 0644 "$HERE/copyright" usr/share/doc/rig-gpu/copyright
 # Not active: the drop-in a metrics TCP port needs (docs/systemd.md).
-inst 0644 systemd/rigd-metrics-tcp.conf usr/share/doc/rig/examples/rigd.service.d/metrics-tcp.conf
+inst 0644 systemd/rigd-metrics-tcp.conf usr/share/doc/rig-gpu/examples/rigd.service.d/metrics-tcp.conf
 DATE=$(date -R -d "@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2> /dev/null || date +%s)}")
-mkdir -p "$R/usr/share/doc/rig"
-cat > "$R/usr/share/doc/rig/changelog" <<CL
-rig ($VERSION) unstable; urgency=medium
+mkdir -p "$R/usr/share/doc/rig-gpu"
+cat > "$R/usr/share/doc/rig-gpu/changelog" <<CL
+rig-gpu ($VERSION) unstable; urgency=medium
 
   * Built from the rig workspace (packaging/deb/build.sh); the project's
-    history is its git log.
+    history is its git log, its user-visible changes CHANGELOG.md.
+  * 0.2.0: the package is rig-gpu (it was rig, the name of Debian's random
+    identity generator); install rig_0.2.0_all.deb with it to move over.
 
  -- rig maintainers <rig@example.invalid>  $DATE
 CL
-gzip -9n "$R/usr/share/doc/rig/changelog"
+gzip -9n "$R/usr/share/doc/rig-gpu/changelog"
 
 mkdir -p "$R/DEBIAN"
 for s in postinst prerm postrm; do install -m 0755 "$HERE/$s" "$R/DEBIAN/$s"; done
@@ -115,7 +126,7 @@ sed -e "s/@VERSION@/$VERSION/" -e "s/@ARCH@/$ARCH/" -e "s/@SIZE@/$SIZE/" \
 # rigd and rigctl built static (the guest build) need no libc; dynamic ones do.
 if file -L "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" | grep -q 'dynamically linked'; then
   S=$(mktemp -d); mkdir -p "$S/debian"
-  printf 'Source: rig\n\nPackage: rig\nArchitecture: any\n' > "$S/debian/control"
+  printf 'Source: rig-gpu\n\nPackage: rig-gpu\nArchitecture: any\n' > "$S/debian/control"
   DEPS=$(cd "$S" && dpkg-shlibdeps -O "$R/usr/sbin/rigd" "$R/usr/bin/rigctl" "$R/usr/bin/rig-device-plugin" 2> "$S/err" |
     sed -n 's/^shlibs:Depends=//p') || { echo "build.sh: dpkg-shlibdeps failed:" >&2; cat "$S/err" >&2; exit 1; }
   rm -rf "$S"
@@ -124,16 +135,31 @@ else
   # glibc with crt-static makes static-pie executables: ET_DYN without DT_NEEDED, which
   # lintian takes for libraries. They are programs, and need no libc package.
   mkdir -p "$R/usr/share/lintian/overrides"
-  printf 'rig: shared-library-lacks-prerequisites [%s]\n' usr/bin/rigctl usr/bin/rig-device-plugin usr/sbin/rigd \
-    > "$R/usr/share/lintian/overrides/rig"
-  chmod 0644 "$R/usr/share/lintian/overrides/rig"
+  printf 'rig-gpu: shared-library-lacks-prerequisites [%s]\n' usr/bin/rigctl usr/bin/rig-device-plugin usr/sbin/rigd \
+    > "$R/usr/share/lintian/overrides/rig-gpu"
+  chmod 0644 "$R/usr/share/lintian/overrides/rig-gpu"
 fi
 (cd "$R" && find . -path ./DEBIAN -prune -o -type f -print | sed 's|^\./||' | sort | xargs md5sum) > "$R/DEBIAN/md5sums"
 chmod 0644 "$R/DEBIAN/md5sums" "$R/DEBIAN/conffiles" "$R/DEBIAN/control"
 
 mkdir -p "$OUT"
-DEB=$OUT/rig_${VERSION}_${ARCH}.deb
+DEB=$OUT/rig-gpu_${VERSION}_${ARCH}.deb
 Z=(-Zxz); [ "$FAST" = 1 ] && Z=(-Zgzip -z1)
 dpkg-deb --root-owner-group "${Z[@]}" --build "$R" "$DEB" > /dev/null
 say "$(basename "$DEB"): $(du -h "$DEB" | cut -f1), $(dpkg-deb -c "$DEB" | grep -vc '/$') files"
+
+# The transitional rig: no files (not even /usr/share/doc/rig, which is Debian's rig's),
+# Depends on rig-gpu, which Replaces and Breaks rig << 0.2~, so apt unpacks it over the
+# old rig first. Left with no file, dpkg drops it when rig-gpu is unpacked ("disappears",
+# postrm disappear): nothing named rig stays installed for `apt upgrade` to swap for
+# Debian's rig, nor as config files whose purge would run the old postrm (which removes
+# /var/lib/rig and /run/rig). Lintian's empty-package and no-copyright tags are the
+# point of it; it is not linted.
+mkdir -p "$T/DEBIAN"
+sed -e "s/@VERSION@/$VERSION/" "$HERE/control-rig.in" > "$T/DEBIAN/control"
+chmod 0755 "$T" "$T/DEBIAN"; chmod 0644 "$T/DEBIAN/control"
+TRANS=$OUT/rig_${VERSION}_all.deb
+dpkg-deb --root-owner-group "${Z[@]}" --build "$T" "$TRANS" > /dev/null
+say "$(basename "$TRANS"): transitional, no files"
 echo "$DEB"
+echo "$TRANS"

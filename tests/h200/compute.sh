@@ -12,7 +12,7 @@
 # client whose kernels must be right (`kill`). `python`: the rig wheel (.dev/*.whl)
 # installed for the image's python3 and its H200 tests (tests/h200/python) run as uid
 # 65534, CuPy beside them for the figures. `tinygrad`: tinygrad 0.13.0 on rig's device
-# (rig/tinygrad.py) as uid 65534, its figures beside tinygrad on CUDA, and tinygrad's
+# (rig_gpu/tinygrad.py) as uid 65534, its figures beside tinygrad on CUDA, and tinygrad's
 # own tests (TG_TESTS) on both. `host`: the machine (CPU, clock source, each CPU's
 # load over a second), then the launch figures alone, rig's and CUDA's, on each CPU of
 # HOST_CPUS (default all but 0), HOST_ROUNDS times (default 1), and what stores through
@@ -163,7 +163,7 @@ if asked host; then
 fi
 
 if want python; then
-  WHEEL=$(ls "$BIN"/rig_client-*.whl 2> /dev/null | head -n1)
+  WHEEL=$(ls "$BIN"/rig_gpu-*.whl 2> /dev/null | head -n1)
   if [ -z "$WHEEL" ]; then
     say "python: no rig wheel in $BIN"
     FAIL=1
@@ -183,7 +183,7 @@ if want tinygrad; then
   # image's python3; tinygrad's own tests run on RIG as uid 65534 and on CUDA (tinygrad
   # over libcuda), at once, in pytest-xdist workers of their own.
   TG=$BIN/tinygrad
-  WHEEL=$(ls "$BIN"/rig_client-*.whl 2> /dev/null | head -n1)
+  WHEEL=$(ls "$BIN"/rig_gpu-*.whl 2> /dev/null | head -n1)
   rm -rf /tmp/rig-tg && mkdir -p /tmp/rig-tg && chown $NOBODY:$NOBODY /tmp/rig-tg
   python_site "$WHEEL" "$TG"/tinygrad-*.whl && chmod -R a+rX "$TG" &&
     chown -R $NOBODY:$NOBODY "$TG/src" || FAIL=1
@@ -199,7 +199,7 @@ if want tinygrad; then
     TG_PIDS=
     for b in ${TG_BACKENDS:-RIG CUDA}; do
       (cd "$TG/src" && for f in $TG_TESTS; do
-        DEV=$b PYTEST_PLUGINS=rig.tinygrad timeout "${TG_TIMEOUT:-240}" \
+        DEV=$b PYTEST_PLUGINS=rig_gpu.tinygrad timeout "${TG_TIMEOUT:-240}" \
           $as_nobody python3 -m pytest -q -p no:cacheprovider -n "${TG_WORKERS:-6}" \
           -o cache_dir=/tmp/rig-tg/.pytest --junitxml="/tmp/rig-tg/$b-$(echo "$f" | sed 's#/#__#g').xml" \
           "$f" > "/tmp/rig-tg/$b-$(basename "$f").log" 2>&1

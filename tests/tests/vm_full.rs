@@ -88,6 +88,26 @@ fn the_deb_installs_serves_group_rig_and_purges_without_a_trace() {
 }
 
 #[test]
+fn the_old_package_name_moves_to_rig_gpu_and_debians_rig_installs_beside_it() {
+    let Some(out) = FULL_PT.outcome() else { return };
+
+    let r = out.assert_passed("deb-install");
+    // The rename's checks ran (the scenario could pass on its first half alone).
+    for what in [
+        "no package named rig is left, not even its config files",
+        "the edited conffile was kept",
+        "rigd restarted on rig-gpu's binary",
+        "Debian's rig installs beside rig-gpu",
+        "purging Debian's rig left rig-gpu serving",
+    ] {
+        assert!(
+            r.checks.iter().any(|c| c.ok && c.what == what),
+            "deb-install never checked {what:?}"
+        );
+    }
+}
+
+#[test]
 fn the_cached_root_image_is_not_written_by_a_boot() {
     let Some(out) = FULL.outcome() else { return };
 

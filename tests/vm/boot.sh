@@ -83,13 +83,17 @@ install -m 0644 "$VM_DIR/guest/lib.sh" "$P/rig/lib.sh"
 install -m 0644 "$VM_DIR"/guest/scenarios/*.sh "$P/rig/scenarios/"
 install -m 0644 "$VM_DIR/guest/rig-vm-run.service" "$P/rig/systemd/"
 # Full flavour: rig's .deb (build-guest.sh makes it from the guest binaries), unpacked
-# for /init to install file by file, and whole for the deb-install scenario. Unit files
-# from RIG_VM_SYSTEMD_DIR, when set, override the package's.
+# for /init to install file by file, and whole, with the transitional rig built beside
+# it, for the deb-install scenario. Unit files from RIG_VM_SYSTEMD_DIR, when set,
+# override the package's.
 if [ "$FLAVOUR" = full ]; then
-  DEB=${RIG_VM_DEB:-$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1)}
+  DEB=${RIG_VM_DEB:-$(ls -t "$GUEST_DEB_DIR"/rig-gpu_*.deb 2> /dev/null | head -n1)}
   [ -n "$DEB" ] && [ -f "$DEB" ] ||
     { echo "no rig .deb in $GUEST_DEB_DIR: run tests/vm/build-guest.sh (or set RIG_VM_DEB)" >&2; exit 5; }
-  install -m 0644 "$DEB" "$P/rig/rig.deb"
+  TRANS=$(dirname "$DEB")/rig_$(dpkg-deb -f "$DEB" Version)_all.deb
+  [ -f "$TRANS" ] || { echo "no $TRANS beside $DEB (packaging/deb/build.sh makes both)" >&2; exit 5; }
+  install -m 0644 "$DEB" "$P/rig/rig-gpu.deb"
+  install -m 0644 "$TRANS" "$P/rig/rig-transitional.deb"
   dpkg-deb -x "$DEB" "$P/rig/root"
   if [ -n "${RIG_VM_SYSTEMD_DIR:-}" ]; then
     for u in rigd.service rigd.socket; do

@@ -28,7 +28,7 @@ BIN_ARGS=()
 for b in "${GUEST_BINS[@]}" rig-device-plugin; do BIN_ARGS+=(--bin "$b"); done
 cargo build --release --locked --workspace --lib "${BIN_ARGS[@]}"
 # The .deb again only when what it is made of changed (the binaries, packaging/, systemd/).
-deb=$(ls -t "$GUEST_DEB_DIR"/rig_*.deb 2> /dev/null | head -n1 || true)
+deb=$(ls -t "$GUEST_DEB_DIR"/rig-gpu_*.deb 2> /dev/null | head -n1 || true)
 if [ -z "$deb" ] || [ -n "$(find "$RELEASE/rigd" "$RELEASE/rigctl" "$RELEASE/rig-device-plugin" \
   packaging systemd -newer "$deb" 2> /dev/null | head -n1)" ]; then
   "$REPO_DIR/packaging/deb/build.sh" --bins "$RELEASE" --out "$GUEST_DEB_DIR" > /dev/null
@@ -43,4 +43,4 @@ for b in "${GUEST_BINS[@]}"; do
   install -s -m 0755 "$RELEASE/$b" "$GUEST_BIN_DIR/$b"
 done
 cargo build --release --locked --workspace --bin rigd
-say "guest binaries: ${GUEST_BINS[*]} (rigd with crash-points); .deb: $(ls -t "$GUEST_DEB_DIR"/rig_*.deb | head -n1)"
+say "guest binaries: ${GUEST_BINS[*]} (rigd with crash-points); .deb: $(ls -t "$GUEST_DEB_DIR"/rig-gpu_*.deb | head -n1)"

@@ -38,7 +38,7 @@ part setup "$VM_DIR/setup.sh"
 part guest-build "$VM_DIR/build-guest.sh"
 # lintian on the release .deb build-guest.sh made: the package users install, and the
 # one the full flavour installs.
-part deb-lint "$REPO_DIR/scripts/deb-lint.sh" "$(ls -t "$GUEST_DEB_DIR"/rig_*.deb | head -n1)"
+part deb-lint "$REPO_DIR/scripts/deb-lint.sh" "$(ls -t "$GUEST_DEB_DIR"/rig-gpu_*.deb | head -n1)"
 part fast-image "$VM_DIR/build-fast.sh"
 part full-image "$VM_DIR/build-full.sh"
 part host-build cargo test --workspace --locked --no-run --test 'vm_*'

@@ -28,7 +28,7 @@ use rig_client::session::{Buffer, Session as RSession};
 use crate::errors::{IntoPy, closed};
 
 /// Host memory of a session, shared with the device.
-#[pyclass(module = "rig._rig")]
+#[pyclass(module = "rig_gpu._rig")]
 #[derive(Debug)]
 pub struct HostBuffer {
     session: Arc<RSession>,

@@ -27,27 +27,27 @@ use pyo3::{
 use rig_client::{ClientError, channel::ChannelError, session::SessionError};
 use rig_runtime::{ComputeError, CopyError, EventError, LoadError, MemoryError, RuntimeError};
 
-create_exception!(rig._rig, RigError, PyException, "Every error of rig.");
+create_exception!(rig_gpu._rig, RigError, PyException, "Every error of rig.");
 create_exception!(
-    rig._rig,
+    rig_gpu._rig,
     Refused,
     RigError,
     "rigd refused the request; `reason` names the refusal (snake_case)."
 );
 create_exception!(
-    rig._rig,
+    rig_gpu._rig,
     Fault,
     RigError,
     "The GPU stopped a channel; `fault` names the RM's error, `channel` the channel."
 );
 create_exception!(
-    rig._rig,
+    rig_gpu._rig,
     CubinError,
     RigError,
     "A cubin rig cannot load or run."
 );
 create_exception!(
-    rig._rig,
+    rig_gpu._rig,
     LaunchError,
     RigError,
     "A launch's shape or arguments are refused before anything is submitted."
@@ -90,7 +90,7 @@ impl Twin {
             .get_or_try_init(py, || {
                 let ns = PyDict::new(py);
                 ns.set_item("__doc__", self.doc)?;
-                ns.set_item("__module__", "rig._rig")?;
+                ns.set_item("__module__", "rig_gpu._rig")?;
                 let bases = PyTuple::new(py, [py.get_type::<RigError>(), (self.builtin)(py)])?;
                 let class = py.get_type::<PyType>().call1((self.name, bases, ns))?;
                 Ok(class.cast_into::<PyType>()?.unbind())

@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// GPU memory of a session: `len(g)` bytes at `g.va` in its GPU address space.
-#[pyclass(module = "rig._rig")]
+#[pyclass(module = "rig_gpu._rig")]
 #[derive(Debug)]
 pub struct GpuBuffer {
     session: Arc<RSession>,

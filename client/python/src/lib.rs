@@ -1,4 +1,4 @@
-//! rig from Python: the extension module `rig._rig`, which the `rig` package
+//! rig from Python: the extension module `rig_gpu._rig`, which the `rig_gpu` package
 //! (`python/rig/__init__.py`) re-exports. It wraps the lean client library and the
 //! runtime above it; it adds no protocol and no GPU knowledge of its own.
 //!

@@ -10,7 +10,7 @@ use rig_cubin::{Kernel as CubinKernel, Module as Cubin, Threads};
 use crate::errors::IntoPy;
 
 /// What rig read of one kernel of a cubin.
-#[pyclass(module = "rig._rig", frozen, get_all)]
+#[pyclass(module = "rig_gpu._rig", frozen, get_all)]
 #[derive(Debug, Clone)]
 pub struct KernelInfo {
     /// The entry symbol's name.
@@ -68,7 +68,7 @@ pub fn inspect(data: &[u8]) -> PyResult<Vec<KernelInfo>> {
 
 /// A cubin loaded into a session's GPU memory. Its memory is freed when it and every
 /// kernel taken from it are gone.
-#[pyclass(module = "rig._rig", frozen)]
+#[pyclass(module = "rig_gpu._rig", frozen)]
 #[derive(Debug)]
 pub struct Module {
     pub(crate) inner: rig_runtime::Module,
@@ -104,7 +104,7 @@ impl Module {
 }
 
 /// A kernel of a loaded module.
-#[pyclass(module = "rig._rig", frozen)]
+#[pyclass(module = "rig_gpu._rig", frozen)]
 #[derive(Debug)]
 pub struct Kernel {
     pub(crate) inner: rig_runtime::Kernel,

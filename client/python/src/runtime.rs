@@ -48,7 +48,7 @@ use crate::{
 /// What a launch or a copy returns: the engine that releases its value, and the value.
 /// It belongs to the runtime that made it: another runtime's channels have their own
 /// timelines, so waiting on it, or ordering work after it, elsewhere is refused.
-#[pyclass(module = "rig._rig", frozen, from_py_object)]
+#[pyclass(module = "rig_gpu._rig", frozen, from_py_object)]
 #[derive(Debug, Clone, Copy)]
 pub struct Done {
     /// `"compute"` or `"copy"`.
@@ -63,7 +63,7 @@ pub struct Done {
 
 /// A point in a runtime's work with the GPU's time (`Runtime.record`): CUDA's event with
 /// timing. Belongs to its runtime, as a `Done` does.
-#[pyclass(module = "rig._rig", frozen, from_py_object)]
+#[pyclass(module = "rig_gpu._rig", frozen, from_py_object)]
 #[derive(Debug, Clone, Copy)]
 pub struct Event {
     /// `"compute"` or `"copy"`: the channel that recorded it.
@@ -146,7 +146,7 @@ fn deps(rt: &Runtime, after: &[Done]) -> PyResult<Vec<rig_runtime::Done>> {
 }
 
 /// A session's compute and copy channels.
-#[pyclass(module = "rig._rig", frozen)]
+#[pyclass(module = "rig_gpu._rig", frozen)]
 #[derive(Debug)]
 pub struct Runtime {
     session: Arc<RSession>,

@@ -26,7 +26,7 @@ use crate::{
 };
 
 /// A session with rigd on one device.
-#[pyclass(module = "rig._rig", frozen)]
+#[pyclass(module = "rig_gpu._rig", frozen)]
 #[derive(Debug)]
 pub struct Session {
     inner: Mutex<Option<Arc<RSession>>>,

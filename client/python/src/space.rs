@@ -11,7 +11,7 @@ use rig_client::space::{Holder, Region as RRegion};
 
 /// One lease of a session's GPU address space: host memory the GPU reaches across
 /// PCIe, or GPU memory.
-#[pyclass(module = "rig._rig", frozen, eq)]
+#[pyclass(module = "rig_gpu._rig", frozen, eq)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Region(pub RRegion);
 

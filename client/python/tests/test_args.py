@@ -5,8 +5,8 @@ import struct
 import numpy as np
 import pytest
 
-import rig
-from rig import _rig
+import rig_gpu as rig
+from rig_gpu import _rig
 
 
 def test_ints_and_floats_take_the_parameters_width():

@@ -5,7 +5,7 @@ import ctypes
 
 import pytest
 
-import rig
+import rig_gpu as rig
 
 PAGE = 2 << 20
 

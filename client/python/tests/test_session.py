@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-import rig
+import rig_gpu as rig
 
 
 def test_a_session_opens_on_a_pool_and_closes(socket, host_device):
@@ -48,7 +48,7 @@ def test_rigs_errors_are_also_the_builtins_code_already_catches():
         (rig.Closed, ValueError),
     ]:
         assert issubclass(cls, rig.RigError) and issubclass(cls, builtin), cls
-        assert cls.__module__ == "rig._rig" and cls.__doc__, cls
+        assert cls.__module__ == "rig_gpu._rig" and cls.__doc__, cls
     try:
         raise rig.Timeout("waited 1 s")
     except TimeoutError as e:

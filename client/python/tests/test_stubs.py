@@ -1,11 +1,11 @@
-"""The type stubs (python/rig/_rig.pyi) and the built module agree."""
+"""The type stubs (python/rig_gpu/_rig.pyi) and the built module agree."""
 
 import ast
 import pathlib
 
-import rig._rig as ext
+import rig_gpu._rig as ext
 
-STUBS = pathlib.Path(__file__).parents[1] / "python" / "rig" / "_rig.pyi"
+STUBS = pathlib.Path(__file__).parents[1] / "python" / "rig_gpu" / "_rig.pyi"
 # Aliases the stubs define for annotations only.
 STUB_ONLY = {"Buffer", "Arg", "Dim"}
 

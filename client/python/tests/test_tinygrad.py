@@ -1,4 +1,4 @@
-"""tinygrad's RIG device (rig/tinygrad.py) over a fake backend: tinygrad's own HCQ
+"""tinygrad's RIG device (rig_gpu/tinygrad.py) over a fake backend: tinygrad's own HCQ
 allocator, queues and signals drive it; the fake runs each engine's work only when a
 wait or poll reaches it, so a command that did not wait for the other engine's work
 reads stale memory and fails here. No GPU: kernels are Python functions (the device
@@ -15,8 +15,8 @@ import pytest
 os.environ.setdefault("CACHELEVEL", "0")
 tinygrad_device = pytest.importorskip("tinygrad.device")
 
-import rig  # noqa: E402
-import rig.tinygrad as rt  # noqa: E402
+import rig_gpu as rig  # noqa: E402
+import rig_gpu.tinygrad as rt  # noqa: E402
 from tinygrad import Tensor, dtypes  # noqa: E402
 from tinygrad.device import BufferSpec, Device  # noqa: E402
 
@@ -439,7 +439,7 @@ def test_a_tinygrad_whose_hcq_differs_is_refused_naming_what_differs():
     code = (
         "import tinygrad.runtime.support.hcq as h\n"
         "h.HWQueue.copy = lambda self, dest, src, size, queue=None: self\n"
-        "try:\n import rig.tinygrad\nexcept ImportError as e: print(e)\n"
+        "try:\n import rig_gpu.tinygrad\nexcept ImportError as e: print(e)\n"
     )
     out = _python(code)
     assert "HWQueue.copy takes (dest, src, size, queue), rig passes (dest, src, copy_size) first" in out, out
@@ -453,11 +453,11 @@ def test_a_tinygrad_without_metadata_or_with_another_version_string_is_checked_b
         "m.version = v\n"
         "import tinygrad.runtime.support.hcq as h\n"
         "del h.MMIOInterface\n"
-        "try:\n import rig.tinygrad\nexcept ImportError as e: print(e)\n"
+        "try:\n import rig_gpu.tinygrad\nexcept ImportError as e: print(e)\n"
     )
     out = _python(code)
     assert "(without package metadata) differs" in out and "hcq.MMIOInterface.__init__ is missing" in out, out
-    ok = "import importlib.metadata as m; m.version = lambda n: '0.13.1.dev0'\nimport rig.tinygrad; print('imported')\n"
+    ok = "import importlib.metadata as m; m.version = lambda n: '0.13.1.dev0'\nimport rig_gpu.tinygrad; print('imported')\n"
     assert "imported" in _python(ok)
 
 
@@ -473,7 +473,7 @@ def test_python_m_rig_tinygrad_runs_a_program_on_rig(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "DEV"}
     out = subprocess.run(
-        [sys.executable, "-m", "rig.tinygrad", str(prog), "--steps", "3"],
+        [sys.executable, "-m", "rig_gpu.tinygrad", str(prog), "--steps", "3"],
         capture_output=True, text=True, timeout=60, env=env,
     )
     assert out.stdout.strip() == "DEV RIG True ['--steps', '3'] __main__", out

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-import rig
+import rig_gpu as rig
 
 SOCKET = os.environ["RIG_SOCKET"]
 GPU = os.environ["RIG_GPU"]

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-import rig.tinygrad  # noqa: F401  (registers RIG)
+import rig_gpu.tinygrad  # noqa: F401  (registers RIG)
 from tinygrad import Context, Device, Tensor
 from tinygrad.device import BufferSpec
 

@@ -5,7 +5,7 @@ Every result is checked against numpy on the host."""
 import numpy as np
 import pytest
 
-import rig.tinygrad
+import rig_gpu.tinygrad
 from tinygrad import Device, Tensor, TinyJit, dtypes, nn
 
 D = "RIG"
@@ -14,8 +14,8 @@ rng = np.random.default_rng(0)
 
 def test_the_device_is_rigs_on_sm_90():
     dev = Device[D]
-    assert isinstance(dev, rig.tinygrad.RigDevice)
-    assert isinstance(dev.backend, rig.tinygrad.RigBackend)
+    assert isinstance(dev, rig_gpu.tinygrad.RigDevice)
+    assert isinstance(dev.backend, rig_gpu.tinygrad.RigBackend)
     assert dev.arch == "sm_90"
     assert dev.backend.session.gpu is not None
 

@@ -1,4 +1,4 @@
-# Type stubs of the extension module rig._rig (client/python/src): what editors and
+# Type stubs of the extension module rig_gpu._rig (client/python/src): what editors and
 # mypy know of it. Kept beside the sources; tests/test_stubs.py checks that every name
 # here exists in the built module and every public name there is here.
 

@@ -4,7 +4,7 @@ Importing this module registers the device with tinygrad; then ``DEV=RIG`` (or
 ``Tensor(..., device="RIG")``) runs tinygrad on a GPU that rigd lends, from an
 unprivileged process::
 
-    import rig.tinygrad  # registers RIG
+    import rig_gpu.tinygrad  # registers RIG
     from tinygrad import Tensor
     x = Tensor.rand(4096, 4096, device="RIG")
     print((x @ x).sum().item())
@@ -41,7 +41,7 @@ does, so at import the module checks the parts of HCQ it uses (``_NEEDS``: each
 callable and its parameters) and refuses a tinygrad that differs, naming what differs,
 unless ``RIG_TINYGRAD_ANY=1``.
 
-``python -m rig.tinygrad prog.py [args]`` runs an unmodified tinygrad program on RIG:
+``python -m rig_gpu.tinygrad prog.py [args]`` runs an unmodified tinygrad program on RIG:
 the device is registered and ``DEV`` defaults to ``RIG``.
 """
 
@@ -58,7 +58,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import rig
+import rig_gpu as rig
 
 TINYGRAD = "0.13.0"
 
@@ -131,7 +131,7 @@ def _tinygrad_version() -> str:
 
 if os.environ.get("RIG_TINYGRAD_ANY") != "1" and (_differs := _interface_differences()):
     raise ImportError(
-        f"rig.tinygrad needs tinygrad's HCQ interface as tinygrad {TINYGRAD} has it; the installed "
+        f"rig_gpu.tinygrad needs tinygrad's HCQ interface as tinygrad {TINYGRAD} has it; the installed "
         f"tinygrad ({_tinygrad_version()}) differs: " + "; ".join(_differs)
         + f" (pip install tinygrad=={TINYGRAD}, or RIG_TINYGRAD_ANY=1 to try it anyway)"
     )
@@ -838,14 +838,14 @@ def register() -> None:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m rig.tinygrad prog.py [args]``: runs `prog.py` as ``__main__`` with
+    """``python -m rig_gpu.tinygrad prog.py [args]``: runs `prog.py` as ``__main__`` with
     the RIG device registered and ``DEV=RIG`` unless ``DEV`` is set."""
     import runpy
 
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m rig.tinygrad PROGRAM.py [ARGS...]  (runs it with DEV=RIG)")
+        print("usage: python -m rig_gpu.tinygrad PROGRAM.py [ARGS...]  (runs it with DEV=RIG)")
         raise SystemExit(0 if argv else 2)
-    import rig.tinygrad  # noqa: F401  # the registered module, not this __main__ copy
+    import rig_gpu.tinygrad  # noqa: F401  # the registered module, not this __main__ copy
 
     os.environ.setdefault("DEV", "RIG")
     sys.argv = list(argv)

@@ -3,7 +3,7 @@
 rigd lends a GPU's channels and memory to unprivileged processes; this package is the
 client library's Python face. A complete program::
 
-    import rig
+    import rig_gpu as rig
 
     with rig.Session("0000:01:00.0") as s:
         rt = s.runtime()
