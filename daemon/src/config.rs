@@ -134,9 +134,11 @@ pub struct Channels {
     /// The largest ring one channel may have, in entries (8 bytes of pinned host
     /// memory each): a power of two up to 2^31.
     pub max_ring_entries: u64,
-    /// Async copy engines (COPY0 + n) to spread sessions' copy channels over, one per
-    /// session; empty: copy channels run in the session's GR0 group.
-    pub copy_engines: Vec<u8>,
+    /// Where sessions' copy channels run: `"auto"`, the copy engines the RM marks
+    /// asynchronous (not GR's) that reach system memory; or the async copy engines
+    /// (COPY0 + n) to spread sessions over, one per session; `[]`: in the session's
+    /// GR0 group, behind its kernels.
+    pub copy_engines: CopyEngines,
     /// Members of this group (and root) may have their channels' rings, USERD and
     /// pushbuffers in GPU memory, mapped through BAR1: the shortest round trip, but
     /// a client's mapping outlives rigd's free of it (docs/channels.md). Unset: only
@@ -163,7 +165,7 @@ impl Default for Channels {
             serve: Vec::new(),
             per_session: 8,
             max_ring_entries: 1 << 20,
-            copy_engines: Vec::new(),
+            copy_engines: CopyEngines::Auto,
             gpu_rings_group: None,
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
@@ -480,6 +482,46 @@ impl MetricsListen {
     }
 }
 
+/// `[channels] copy_engines`: `"auto"` or a list of copy engine numbers (COPY0 + n).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum CopyEngines {
+    /// The RM's asynchronous copy engines that reach system memory
+    /// (docs/hardware/nvidia-channels.md, "Which copy engine").
+    #[default]
+    Auto,
+    /// These, one per session in turn; none: the session's GR0 group.
+    Listed(Vec<u8>),
+}
+
+/// What the file may hold for [`CopyEngines`].
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CopyEnginesText {
+    Word(String),
+    List(Vec<u8>),
+}
+
+impl<'de> Deserialize<'de> for CopyEngines {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match CopyEnginesText::deserialize(d)? {
+            CopyEnginesText::Word(w) if w == "auto" => Ok(Self::Auto),
+            CopyEnginesText::Word(w) => Err(serde::de::Error::custom(format!(
+                "copy_engines: \"{w}\" is neither \"auto\" nor a list of copy engine numbers"
+            ))),
+            CopyEnginesText::List(v) => Ok(Self::Listed(v)),
+        }
+    }
+}
+
+impl Serialize for CopyEngines {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::Listed(v) => v.serialize(s),
+        }
+    }
+}
+
 impl GpuMemory {
     /// Checks that both quotas are whole 2 MiB pages.
     ///
@@ -671,6 +713,30 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "not in systemd/rigd.toml: {missing:?}");
+    }
+
+    #[test]
+    fn copy_engines_are_auto_by_default_a_list_or_empty_and_nothing_else() {
+        let parse = |v: &str| {
+            Config::parse(
+                &format!("[channels]\ncopy_engines = {v}\n"),
+                Path::new("t.toml"),
+            )
+            .map(|c| c.channels.copy_engines)
+        };
+        assert_eq!(Config::default().channels.copy_engines, CopyEngines::Auto);
+        assert_eq!(parse("\"auto\"").expect("auto"), CopyEngines::Auto);
+        assert_eq!(
+            parse("[2, 5]").expect("list"),
+            CopyEngines::Listed(vec![2, 5])
+        );
+        assert_eq!(parse("[]").expect("empty"), CopyEngines::Listed(vec![]));
+        let e = parse("\"fast\"").expect_err("a word that is not auto");
+        assert!(e.to_string().contains("neither \"auto\" nor a list"), "{e}");
+        assert!(parse("[300]").is_err(), "engine numbers are bytes");
+        // Written back as it was read.
+        let t = toml::Value::try_from(Config::default()).expect("serialize");
+        assert_eq!(t["channels"]["copy_engines"].as_str(), Some("auto"));
     }
 
     #[test]

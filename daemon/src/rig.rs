@@ -56,6 +56,7 @@ use ledger::{Kind, Ledger};
 pub use outlived::Outlived;
 
 pub use reload::{ReloadError, Reloaded};
+pub use served::ServedGpu;
 
 pub use lease::{LeaseHolder, LentDevice, LentRegion};
 

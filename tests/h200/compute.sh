@@ -25,8 +25,8 @@
 #     SKIP_CUDA=1 ...                       # rig only
 #     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
 #                                           # (default all; host and deps only when named)
-#     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default none:
-#                                           # copy channels in the session's GR0 group)
+#     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default "auto";
+#                                           # empty: copy channels in the session's GR0 group)
 #     PHASES=deps DEPS_ROUNDS=3 ...          # waits between channels on the GPU, rig and
 #                                           # CUDA in turn (tests/h200/deps)
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
@@ -52,6 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# [channels] copy_engines: COPY_ENGINES when set (empty: the GR0 group), else rigd's
+# default, "auto" (the RM's async copy engines).
+if [ -n "${COPY_ENGINES+set}" ]; then CE_TOML="[$COPY_ENGINES]"; else CE_TOML='"auto"'; fi
 # Host leases hold the probe's 256 MiB staging buffer, pushbuffers and semaphores; GPU
 # memory holds everything else (the defaults: 64 GiB per uid, 128 GiB per GPU).
 cat > "$RUN/rigd.toml" <<EOF
@@ -72,7 +75,7 @@ per_device_bytes = $((1024 << 20))
 serve = ["$GPU"]
 per_session = 4
 gpu_rings_group = "nogroup"
-copy_engines = [${COPY_ENGINES:-}]
+copy_engines = $CE_TOML
 EOF
 want() { case " ${PHASES:-all} " in *" all "* | *" $1 "*) return 0 ;; esac; return 1; }
 # Phases that `all` leaves out: only when named.

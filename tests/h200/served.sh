@@ -36,6 +36,9 @@ rss() { grep -E '^(VmRSS|RssAnon|RssFile|RssShmem|HugetlbPages)' "/proc/$RIGD/st
 channels() { "$BIN/rigctl" --socket "$RUN/rigd.sock" channels --json; }
 count_channels() { channels | grep -c '"channel"'; }
 
+# [channels] copy_engines: COPY_ENGINES when set (empty: the GR0 group), else rigd's
+# default, "auto" (the RM's async copy engines).
+if [ -n "${COPY_ENGINES+set}" ]; then CE_TOML="[$COPY_ENGINES]"; else CE_TOML='"auto"'; fi
 cat > "$RUN/rigd.toml" <<EOF
 [server]
 socket = "$RUN/rigd.sock"
@@ -53,7 +56,7 @@ per_device_bytes = $((1536 << 20))
 [channels]
 serve = ["$GPU"]
 per_session = 4
-copy_engines = [${COPY_ENGINES:-}]
+copy_engines = $CE_TOML
 # The probes run with gid nogroup: they may have rings in GPU memory.
 gpu_rings_group = "nogroup"
 EOF

@@ -109,6 +109,10 @@ pub struct ServedGpu {
     /// from a rigd older than this field.
     #[serde(default)]
     pub geometry: Option<rig_model::nv::ComputeGeometry>,
+    /// The copy engines (COPY0 + n) its sessions' copy channels are spread over;
+    /// empty: each session's GR0 group (or a rigd older than this field).
+    #[serde(default)]
+    pub copy_engines: Vec<u32>,
 }
 
 /// An unbind that timed out and has not returned: one of rigd's workers is in the

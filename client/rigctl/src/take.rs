@@ -180,7 +180,17 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
                 c.sms()
             )
         });
-        writeln!(out, "{}  served through its driver: {state}{shape}", g.bdf)?;
+        let copies = if g.copy_engines.is_empty() {
+            "; copies in each session's GR0 group".to_owned()
+        } else {
+            let ces: Vec<_> = g.copy_engines.iter().map(|n| format!("COPY{n}")).collect();
+            format!("; copies on {}", ces.join(" "))
+        };
+        writeln!(
+            out,
+            "{}  served through its driver: {state}{shape}{copies}",
+            g.bdf
+        )?;
     }
     for d in &s.devices {
         let since = std::time::SystemTime::now()

@@ -66,8 +66,8 @@ use crate::{
     error::{Class, Classify, Reason},
     gpumem::{self, GpuMemoryHost, Lender},
     nvrm::{
-        AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, DeviceMem, Doorbell, Engine,
-        Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
+        AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, CopyEngine, DeviceMem,
+        Doorbell, Engine, Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
     },
 };
 
@@ -88,7 +88,9 @@ pub struct Limits {
     /// Async copy engines (NV2080_ENGINE_TYPE_COPY0 + n) that sessions' copy channels
     /// are spread over, one engine per session; empty: copy channels join the
     /// session's GR0 group and share the graphics runlist with every client's compute.
-    pub copy_engines: Vec<u8>,
+    /// None: the GPU's own asynchronous copy engines, as the RM describes them
+    /// ([`async_copy_engines`]).
+    pub copy_engines: Option<Vec<u8>>,
     /// The most GPU memory one channel's ring, USERD and pushbuffer may take when
     /// they live in GPU memory ([`Rings::Gpu`]).
     pub gpu_ring_bytes: u64,
@@ -111,7 +113,7 @@ impl Default for Limits {
         Self {
             channels_per_session: 8,
             max_ring_entries: 1 << 20,
-            copy_engines: Vec::new(),
+            copy_engines: None,
             gpu_ring_bytes: 4 << 20,
             gpu_rings_per_uid: 32,
             switch_timeout_penalty: Duration::from_secs(60),
@@ -351,6 +353,9 @@ pub trait ChannelHost: GpuMemoryHost + Send + Sync + fmt::Debug {
     /// Sets how many channels one session may have open, for opens from now on (a
     /// reload): a session above a lowered limit keeps its channels and opens no more.
     fn set_channels_per_session(&self, limit: usize);
+    /// The copy engines (COPY0 + n) sessions' copy channels are spread over; empty:
+    /// each session's GR0 group.
+    fn copy_engines(&self) -> Vec<u8>;
 }
 
 /// A channel lent to a session, with what `rigctl channels` shows of it.
@@ -381,7 +386,7 @@ struct Client<R: Rm> {
     graphics: Option<Arc<ChannelGroup<R>>>,
     /// The async copy engine's group its copy channels run in, when configured.
     copy: Option<Arc<ChannelGroup<R>>>,
-    /// That engine: one of `Limits::copy_engines`, picked by session.
+    /// That engine: one of `Served::copy_engines`, picked by session.
     copy_engine: Option<u8>,
     /// Its GR0 group's timeslice (`Limits::timeslice_us`); 0: the RM's default.
     timeslice_us: u64,
@@ -510,6 +515,18 @@ fn lock_client<R: Rm>(c: &Mutex<Client<R>>) -> MutexGuard<'_, Client<R>> {
     c.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The copy engines a session's copy channels may have to themselves: present,
+/// asynchronous (not `CE_GRCE`, whose work waits behind the graphics engine's) and
+/// able to move system memory (`CE_SYSMEM`: host leases are system memory), in COPYn
+/// order (docs/hardware/nvidia-channels.md, "Which copy engine").
+#[must_use]
+pub fn async_copy_engines(ces: &[CopyEngine]) -> Vec<u8> {
+    ces.iter()
+        .filter(|c| !c.grce() && c.sysmem())
+        .map(|c| c.index)
+        .collect()
+}
+
 /// One RM-served GPU's channels, by session.
 #[derive(Debug)]
 pub struct Served<R: Rm> {
@@ -518,6 +535,9 @@ pub struct Served<R: Rm> {
     /// As configured at start; `channels_per_session` is `per_session`'s, which a
     /// reload changes.
     limits: Limits,
+    /// The copy engines sessions' copy channels are spread over: `limits.copy_engines`,
+    /// or the GPU's asynchronous ones when that is None.
+    copy_engines: Vec<u8>,
     per_session: AtomicUsize,
     state: Mutex<State<R>>,
     /// GPU memory lent in the sessions' spaces (`memory`).
@@ -532,8 +552,32 @@ impl<R: Rm> Served<R> {
     /// Serves `gpu` under its PCI address.
     pub fn new(gpu: Gpu<R>, limits: Limits) -> Self {
         let name = gpu.card().bdf.clone();
+        let copy_engines = limits
+            .copy_engines
+            .clone()
+            .unwrap_or_else(|| match gpu.copy_engines() {
+                Ok(ces) => {
+                    let picked = async_copy_engines(&ces);
+                    tracing::info!(
+                        gpu = %name,
+                        copy_engines = ?picked,
+                        caps = %ces.iter().map(|c| format!("COPY{}:{:02x}{:02x}", c.index, c.caps[0], c.caps[1])).collect::<Vec<_>>().join(" "),
+                        "sessions' copy channels go on these copy engines (none: in GR0's group)"
+                    );
+                    picked
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        gpu = %name,
+                        error = &e as &dyn std::error::Error,
+                        "the RM did not say which copy engines are asynchronous: copy channels join GR0's group"
+                    );
+                    Vec::new()
+                }
+            });
         let gpu = Arc::new(gpu);
         Self {
+            copy_engines,
             memory: Lender::new(
                 Arc::clone(&gpu),
                 name.clone(),
@@ -553,6 +597,12 @@ impl<R: Rm> Served<R> {
                 penalised: HashMap::new(),
             }),
         }
+    }
+
+    /// The copy engines sessions' copy channels are spread over (COPY0 + n); empty:
+    /// they join each session's GR0 group.
+    pub fn copy_engines(&self) -> &[u8] {
+        &self.copy_engines
     }
 
     /// The GPU.
@@ -869,6 +919,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         &self.name
     }
 
+    fn copy_engines(&self) -> Vec<u8> {
+        self.copy_engines.clone()
+    }
+
     fn set_channels_per_session(&self, limit: usize) {
         // Relaxed: a lone number read once per open, ordered with nothing else.
         self.per_session.store(limit, Ordering::Relaxed);
@@ -890,7 +944,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         // The RM calls run outside the map's lock; a second attach of the same
         // session racing this one loses below, and its space is freed as it drops.
         let space = Arc::new(AddressSpace::new(&self.gpu).map_err(|e| self.rm_error(e))?);
-        let ces = &self.limits.copy_engines;
+        let ces = &self.copy_engines;
         let copy_engine =
             (!ces.is_empty()).then(|| ces[usize::try_from(session.0).unwrap_or(0) % ces.len()]);
         let mut st = self.lock();

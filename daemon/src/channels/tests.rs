@@ -284,9 +284,57 @@ fn a_channel_after_the_last_one_closed_goes_in_a_new_group_and_the_old_is_freed(
 }
 
 #[test]
+fn by_default_copy_channels_go_on_the_rms_asynchronous_copy_engines_that_reach_host_memory() {
+    use r580::{NV2080_CTRL_CE_CAPS_CE_GRCE as GRCE, NV2080_CTRL_CE_CAPS_CE_SYSMEM as SYSMEM};
+    let rm = FakeRm::new();
+    // COPY0 and COPY1 are graphics' (GRCE), COPY3 cannot reach system memory, COPY4 is
+    // not present; COPY2 and COPY5 are the ones.
+    rm.set_copy_engines(&[
+        (0, [GRCE | SYSMEM, 0]),
+        (1, [GRCE | SYSMEM, 0]),
+        (2, [SYSMEM, 0]),
+        (3, [0x10, 0]),
+        (5, [SYSMEM | 0x02, 0x40]),
+    ]);
+    let gpu = Gpu::open(rm.clone(), None).expect("fake GPU");
+    assert_eq!(
+        super::async_copy_engines(&gpu.copy_engines().expect("caps")),
+        [2, 5]
+    );
+    let s = Served::new(gpu, Limits::default());
+    assert_eq!(s.copy_engines(), [2, 5]);
+    for id in 1..=2u32 {
+        s.attach(SessionId(u64::from(id)), peer(1000 + id, 10))
+            .expect("attach");
+        s.open(SessionId(u64::from(id)), host(Engine::Copy, 64))
+            .expect("copy");
+    }
+    s.open(SessionId(1), host(Engine::Compute, 64))
+        .expect("compute");
+    // Each session's copy channel in a copy engine group of its own, and session 1's
+    // compute channel in its GR0 group beside it.
+    assert_eq!(count(&rm.calls(), r580::KEPLER_CHANNEL_GROUP_A), 3);
+}
+
+#[test]
+fn with_no_caps_from_the_rm_copy_channels_join_gr0s_group() {
+    // The fake leaves CE_GET_ALL_CAPS unanswered: no engine present.
+    let (rm, s) = served(Limits::default());
+    s.attach(SessionId(1), peer(1001, 10)).expect("attach");
+    s.open(SessionId(1), host(Engine::Copy, 64)).expect("copy");
+    s.open(SessionId(1), host(Engine::Compute, 64))
+        .expect("compute");
+    assert_eq!(
+        count(&rm.calls(), r580::KEPLER_CHANNEL_GROUP_A),
+        1,
+        "one group: GR0's"
+    );
+}
+
+#[test]
 fn copy_channels_spread_over_the_configured_copy_engines_and_fall_back_to_gr0() {
     let (rm, s) = served(Limits {
-        copy_engines: vec![2, 3],
+        copy_engines: Some(vec![2, 3]),
         ..Limits::default()
     });
     for id in 1..=3u32 {
@@ -672,7 +720,7 @@ fn a_configured_timeslice_is_set_on_each_graphics_group_and_none_by_default() {
 
     let (rm, s) = served(Limits {
         timeslice_us: 250,
-        copy_engines: vec![2],
+        copy_engines: Some(vec![2]),
         ..Limits::default()
     });
     for (n, engine) in [
@@ -796,7 +844,7 @@ fn a_reset_required_answer_to_rigds_own_call_marks_the_gpu_lost_at_once() {
 #[test]
 fn each_graphics_group_asks_once_for_instruction_level_compute_preemption() {
     let (rm, s) = served(Limits {
-        copy_engines: vec![2],
+        copy_engines: Some(vec![2]),
         ..Limits::default()
     });
     let (a, b) = (SessionId(1), SessionId(2));

@@ -127,6 +127,9 @@ struct State {
     gr_info: Option<BTreeMap<u32, u32>>,
     /// What GPU_GET_RECOVERY_ACTION answers (0: none).
     recovery_action: u32,
+    /// What CE_GET_ALL_CAPS answers: (COPYn, caps) of each present engine; None: the
+    /// control is left unanswered (no engine present).
+    copy_engines: Option<Vec<(u8, [u8; r580::NV2080_CTRL_CE_CAPS_TBL_SIZE])>>,
     /// Every call but GPU_GET_RECOVERY_ACTION fails with this status, as the RM's do on
     /// a GPU that needs a reset.
     lost: Option<NvStatus>,
@@ -176,6 +179,11 @@ impl FakeRm {
     /// Answers GPU_GET_CLASSLIST with `classes`.
     pub fn set_classes(&self, classes: Vec<u32>) {
         self.lock().classes = Some(classes);
+    }
+
+    /// What CE_GET_ALL_CAPS answers: each present copy engine (COPYn) with its caps.
+    pub fn set_copy_engines(&self, engines: &[(u8, [u8; r580::NV2080_CTRL_CE_CAPS_TBL_SIZE])]) {
+        self.lock().copy_engines = Some(engines.to_vec());
     }
 
     /// Answers SYSTEM_GET_PRIVILEGED_STATUS with `flags` (as a root rigd that kept
@@ -528,6 +536,22 @@ impl Rm for FakeRm {
             r580::NV2080_CTRL_CMD_GPU_GET_RECOVERY_ACTION => {
                 let action = self.lock().recovery_action;
                 put_u32(params, 0, action);
+            }
+            r580::NV2080_CTRL_CMD_CE_GET_ALL_CAPS => {
+                if let Some(ces) = &self.lock().copy_engines {
+                    // capsTbl[64][2] at 0, present (a u64) at 128.
+                    let mut present = 0u64;
+                    for &(n, caps) in ces {
+                        let at = usize::from(n) * r580::NV2080_CTRL_CE_CAPS_TBL_SIZE;
+                        if let Some(row) = params.get_mut(at..at + caps.len()) {
+                            row.copy_from_slice(&caps);
+                            present |= 1 << n;
+                        }
+                    }
+                    if let Some(p) = params.get_mut(128..136) {
+                        p.copy_from_slice(&present.to_ne_bytes());
+                    }
+                }
             }
             r580::NV0000_CTRL_CMD_SYSTEM_GET_PRIVILEGED_STATUS => {
                 if let Some(b) = params.first_mut() {

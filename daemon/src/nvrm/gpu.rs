@@ -28,6 +28,34 @@ use rig_nv::class::clc661::HOPPER_USERMODE_A;
 /// A GPU's UUID, as GPU_GET_GID_INFO gives it in binary.
 pub type GpuUuid = [u8; 16];
 
+/// One copy engine, COPY0 + `index`, with its caps as CE_GET_ALL_CAPS gives them
+/// (`NV2080_CTRL_CE_CAPS_CE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyEngine {
+    pub index: u8,
+    pub caps: [u8; r580::NV2080_CTRL_CE_CAPS_TBL_SIZE],
+}
+
+impl CopyEngine {
+    /// Synchronous with graphics (`CE_GRCE`): its work waits behind kernels.
+    #[must_use]
+    pub fn grce(&self) -> bool {
+        self.caps[0] & r580::NV2080_CTRL_CE_CAPS_CE_GRCE != 0
+    }
+
+    /// May move system memory (`CE_SYSMEM`): host leases are system memory.
+    #[must_use]
+    pub fn sysmem(&self) -> bool {
+        self.caps[0] & r580::NV2080_CTRL_CE_CAPS_CE_SYSMEM != 0
+    }
+
+    /// Shares physical engines with another copy engine (`CE_SHARED`).
+    #[must_use]
+    pub fn shared(&self) -> bool {
+        self.caps[0] & r580::NV2080_CTRL_CE_CAPS_CE_SHARED != 0
+    }
+}
+
 /// Handles rigd picks for OS descriptors (the RM's own lie at RS_UNIQUE_HANDLE_BASE
 /// 0xcaf00000, `resserv/rs_client.h`).
 const OS_DESCRIPTOR_HANDLE_BASE: u32 = 0x5249_0000;
@@ -197,6 +225,36 @@ impl<R: Rm> Gpu<R> {
             )
             .map_err(at(Step::RecoveryAction))?;
         Ok(action)
+    }
+
+    /// The GPU's copy engines as the RM describes them (CE_GET_ALL_CAPS), in COPYn
+    /// order, each one the RM marks present. `channels` picks the asynchronous ones
+    /// for sessions' copy channels (docs/hardware/nvidia-channels.md, "Which copy
+    /// engine").
+    ///
+    /// # Errors
+    /// [`NvrmError::Call`] (`CopyEngineCaps`): a driver without the control.
+    pub fn copy_engines(&self) -> Result<Vec<CopyEngine>, NvrmError> {
+        let mut p = r580::Nv2080CtrlCeGetAllCapsParams {
+            caps_tbl: [[0; r580::NV2080_CTRL_CE_CAPS_TBL_SIZE]; r580::NV2080_CTRL_MAX_CES],
+            present: 0,
+        };
+        self.rm
+            .control(
+                self.h_subdevice,
+                r580::NV2080_CTRL_CMD_CE_GET_ALL_CAPS,
+                p.as_mut_bytes(),
+            )
+            .map_err(at(Step::CopyEngineCaps))?;
+        Ok((0..r580::NV2080_CTRL_MAX_CES)
+            .filter(|&n| p.present & (1 << n) != 0)
+            .filter_map(|n| {
+                Some(CopyEngine {
+                    index: u8::try_from(n).ok()?,
+                    caps: p.caps_tbl[n],
+                })
+            })
+            .collect())
     }
 
     /// Refuses to serve when the RM would count rigd's client as an administrator:

@@ -59,7 +59,7 @@ pub use channel::{
 pub use error::{CallError, NvrmError, Step};
 #[cfg(any(test, feature = "fakes"))]
 pub use fake::{Call, FAKE_CLIENT, FAKE_GR_INFO, FAKE_TOKEN, FAKE_UUID, FakeRm};
-pub use gpu::{GENERATION, Gpu, GpuUuid};
+pub use gpu::{CopyEngine, GENERATION, Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
 pub use space::{AddressSpace, GPU_MEMORY_BASE, LEASE_BASE, OWN_BASE, Region, VA_END};

@@ -12,9 +12,19 @@ use crate::{
         ChannelError, ChannelHost, ChannelId, ChannelRequest, ChannelView, Limits, OpenedChannel,
         Rings, Served,
     },
-    dma,
+    config, dma,
     nvrm::{self, NvrmError, SysRm},
 };
+
+/// What `rigctl status` shows of a served GPU.
+#[derive(Debug, Clone)]
+pub struct ServedGpu {
+    pub health: crate::channels::Health,
+    /// The graphics engine's geometry, when the RM gave it.
+    pub geometry: Option<rig_model::nv::ComputeGeometry>,
+    /// Where sessions' copy channels run (COPY0 + n); empty: their GR0 group.
+    pub copy_engines: Vec<u8>,
+}
 
 /// Where a served GPU's pool puts leases in each session's GPU address space: below
 /// the range of lent GPU memory.
@@ -79,7 +89,10 @@ impl Rig {
         Limits {
             channels_per_session: c.per_session,
             max_ring_entries: c.max_ring_entries,
-            copy_engines: c.copy_engines.clone(),
+            copy_engines: match &c.copy_engines {
+                config::CopyEngines::Auto => None,
+                config::CopyEngines::Listed(v) => Some(v.clone()),
+            },
             gpu_ring_bytes: c.gpu_ring_bytes,
             gpu_rings_per_uid: c.gpu_rings_per_uid,
             switch_timeout_penalty: std::time::Duration::from_secs(c.switch_timeout_penalty_s),
@@ -245,18 +258,14 @@ impl Rig {
         self.each_gpu(|h| h.health())
     }
 
-    /// Each served GPU's health and compute geometry (what `rigctl status` and
-    /// `rig.devices()` show), by PCI address.
-    pub fn served_gpus(
-        &self,
-    ) -> Vec<(
-        String,
-        (
-            crate::channels::Health,
-            Option<rig_model::nv::ComputeGeometry>,
-        ),
-    )> {
-        self.each_gpu(|h| (h.health(), h.geometry()))
+    /// Each served GPU's health, compute geometry and copy engines (what `rigctl
+    /// status` and `rig.devices()` show), by PCI address.
+    pub fn served_gpus(&self) -> Vec<(String, ServedGpu)> {
+        self.each_gpu(|h| ServedGpu {
+            health: h.health(),
+            geometry: h.geometry(),
+            copy_engines: h.copy_engines(),
+        })
     }
 
     /// Reads each served GPU's recovery action and says its health: on a blocking
@@ -398,6 +407,37 @@ mod tests {
         );
         assert_eq!(rm.vidmem_in_use(), 0);
         assert_eq!(rm.live_maps(), 0);
+    }
+
+    #[test]
+    fn status_shows_where_copy_channels_run_as_configured_or_as_the_rm_says() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let serve = |engines: config::CopyEngines| {
+            let mut config = Config::default();
+            config.channels.copy_engines = engines;
+            config.paths.proc = dir.path().join("proc");
+            config.paths.pci_ids = dir.path().join("none");
+            config.paths.sysfs = dir.path().join("sys");
+            let (rig, _) = Rig::new(&config);
+            let rm = FakeRm::new();
+            // COPY0 is graphics' (GRCE); COPY2 and COPY3 are asynchronous.
+            rm.set_copy_engines(&[(0, [0x21, 0]), (2, [0x20, 0]), (3, [0x22, 0])]);
+            let gpu = nvrm::Gpu::open(rm, None).expect("fake GPU");
+            let spec = dma::PoolSpec {
+                mode: dma::PoolMode::Host,
+                blocks: 1,
+                backing: Backing::Shmem,
+                pin_threads: 1,
+            };
+            rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
+                .expect("serve");
+            let served = rig.served_gpus();
+            assert_eq!(served.len(), 1);
+            served[0].1.copy_engines.clone()
+        };
+        assert_eq!(serve(config::CopyEngines::Auto), [2, 3]);
+        assert_eq!(serve(config::CopyEngines::Listed(vec![5])), [5]);
+        assert!(serve(config::CopyEngines::Listed(vec![])).is_empty());
     }
 
     #[test]

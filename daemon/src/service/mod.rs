@@ -467,7 +467,7 @@ impl RigApi for Service {
                 .collect(),
             served: served
                 .into_iter()
-                .map(|(bdf, (h, geometry))| status::served_gpu(bdf, &h, geometry.as_ref()))
+                .map(|(bdf, g)| status::served_gpu(bdf, &g))
                 .collect(),
         }))
     }

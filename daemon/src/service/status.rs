@@ -28,13 +28,11 @@ use crate::{
 /// The `domain` of every `google.rpc.ErrorInfo` rigd sends.
 pub const DOMAIN: &str = "rig.dev";
 
-/// A served GPU's health and compute geometry on the wire (`rigctl status`).
-pub fn served_gpu(
-    bdf: String,
-    h: &crate::channels::Health,
-    geometry: Option<&rig_model::nv::ComputeGeometry>,
-) -> pb::ServedGpu {
+/// A served GPU's health, compute geometry and copy engines on the wire (`rigctl
+/// status`).
+pub fn served_gpu(bdf: String, g: &crate::rig::ServedGpu) -> pb::ServedGpu {
     use crate::channels::Health as H;
+    let h = &g.health;
     let (health, since) = match h {
         H::Serving => (pb::GpuHealth::Serving, None),
         H::Stalled { .. } => (pb::GpuHealth::Stalled, None),
@@ -50,7 +48,8 @@ pub fn served_gpu(
         since_unix_ms: since
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        geometry: geometry.map(Into::into),
+        geometry: g.geometry.as_ref().map(Into::into),
+        copy_engines: g.copy_engines.iter().copied().map(u32::from).collect(),
     }
 }
 

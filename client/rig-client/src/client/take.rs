@@ -126,6 +126,7 @@ impl Client {
                     reason: g.reason,
                     since_unix_ms: g.since_unix_ms,
                     geometry: g.geometry.map(Into::into),
+                    copy_engines: g.copy_engines,
                 })
                 .collect(),
         })

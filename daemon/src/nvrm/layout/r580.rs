@@ -95,6 +95,22 @@ pub const NV2080_CTRL_GPU_RECOVERY_ACTION_DRAIN_P2P: u32 = 3;
 pub const NV2080_CTRL_GPU_RECOVERY_ACTION_DRAIN_AND_RESET: u32 = 4;
 /// `NV2080_CTRL_CMD_GPU_GET_GID_INFO` (`ctrl/ctrl2080/ctrl2080gpu.h`).
 pub const NV2080_CTRL_CMD_GPU_GET_GID_INFO: u32 = 0x2080_014A;
+/// `NV2080_CTRL_CMD_CE_GET_ALL_CAPS` (`ctrl/ctrl2080/ctrl2080ce.h`): every copy engine's
+/// caps, [`Nv2080CtrlCeGetAllCapsParams`]. Flags 0x10108 in the RM's control table
+/// (`g_subdevice_nvoc.c` of 580.142): not privileged.
+pub const NV2080_CTRL_CMD_CE_GET_ALL_CAPS: u32 = 0x2080_2A0A;
+/// `NV2080_CTRL_MAX_CES`: the caps table's rows, one per copy engine (COPY0 + n).
+pub const NV2080_CTRL_MAX_CES: usize = 64;
+/// `NV2080_CTRL_CE_CAPS_TBL_SIZE`: bytes of caps per copy engine.
+pub const NV2080_CTRL_CE_CAPS_TBL_SIZE: usize = 2;
+// Caps bits (`NV2080_CTRL_CE_CAPS_CE_*`, "byte_index:bit_mask"), in byte 0.
+/// `CE_GRCE` (0:0x01): the engine is synchronous with graphics (its work runs in the
+/// graphics engine's runlist, one after the other with kernels).
+pub const NV2080_CTRL_CE_CAPS_CE_GRCE: u8 = 0x01;
+/// `CE_SHARED` (0:0x02): shares physical copy engines with another.
+pub const NV2080_CTRL_CE_CAPS_CE_SHARED: u8 = 0x02;
+/// `CE_SYSMEM` (0:0x20): may be used for system-memory transfers.
+pub const NV2080_CTRL_CE_CAPS_CE_SYSMEM: u8 = 0x20;
 /// `NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN` (`ctrl/ctrlc36f.h`).
 pub const NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN: u32 = 0xC36F_0108;
 /// `NVA06C_CTRL_CMD_SET_TIMESLICE` (`ctrl/ctrla06c.h`), on a channel group: its
@@ -483,6 +499,17 @@ pub struct Nv2080CtrlGpuGetGidInfoParams {
     pub data: [u8; NV2080_GPU_MAX_GID_LENGTH],
 }
 const _: () = assert!(size_of::<Nv2080CtrlGpuGetGidInfoParams>() == 268);
+
+/// `NV2080_CTRL_CE_GET_ALL_CAPS_PARAMS` (`ctrl/ctrl2080/ctrl2080ce.h`): row n is COPYn's
+/// caps, meaningful where bit n of `present` is set.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlCeGetAllCapsParams {
+    pub caps_tbl: [[u8; NV2080_CTRL_CE_CAPS_TBL_SIZE]; NV2080_CTRL_MAX_CES],
+    /// `NV_DECLARE_ALIGNED(NvU64 present, 8)`: at 128, no padding before it.
+    pub present: u64,
+}
+const _: () = assert!(size_of::<Nv2080CtrlCeGetAllCapsParams>() == 136);
 
 #[cfg(test)]
 mod tests {
