@@ -18,7 +18,7 @@ use rig_model::addr::{
     layout::{LOCAL_WINDOW, SHARED_WINDOW},
 };
 use rig_nv::method::{
-    self,
+    self, Waiting,
     compute::{Invalidate, PcasAction},
     copy::Semaphore,
 };
@@ -544,6 +544,38 @@ async fn memory_named_by_its_gpu_address_is_found_in_the_ledger_and_checked_like
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_channel_of_the_same_engine_keeps_the_group_on_and_another_engines_yields() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let empty = module.kernel("empty").expect("empty");
+    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let mut c2 = compute(&s, 4).await;
+    let k = rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let fence = rt.compute().channel().fence(k.value).expect("fence");
+    c2.acquire(fence).expect("acquire");
+    c2.channel().submit().expect("submit");
+    let sem = rt.compute().channel().semaphore_va();
+    let words = fetched(&s, c2.channel(), 1).concat();
+    // Both compute channels are in the session's one group: it stays on the engine.
+    let stay = method::acquire(sem, k.value, Waiting::Stay).expect("words");
+    let switch = method::acquire(sem, k.value, Waiting::SwitchGroup).expect("words");
+    assert!(at(&words, &stay).is_some(), "{words:x?}");
+    assert_eq!(at(&words, &switch), None, "{words:x?}");
+    // A copy's fence is another engine's (another group): the wait yields.
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let up = rt.copy(&s, all(&a), all(&a)).expect("copy");
+    let fence = rt.copies().channel().fence(up.value).expect("fence");
+    c2.acquire(fence).expect("acquire");
+    c2.channel().submit().expect("submit");
+    let copy_sem = rt.copies().channel().semaphore_va();
+    let words = fetched(&s, c2.channel(), 1).concat();
+    let yields = method::acquire32(copy_sem, 3, Waiting::SwitchGroup).expect("words");
+    assert!(at(&words, &yields).is_some(), "{words:x?}");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
@@ -564,7 +596,7 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
         .launch(&empty, 1, 1, 0, &[], &[up])
         .expect("a launch after the copy");
     assert_eq!(k.engine, Engine::Compute);
-    let acquire_up = method::acquire32(copy_sem, 3).expect("words");
+    let acquire_up = method::acquire32(copy_sem, 3, Waiting::SwitchGroup).expect("words");
     // One segment: SET_OBJECT, the acquire, the first launch's words.
     let words = fetched(&s, rt.compute().channel(), 1).concat();
     let pcas_at = words.len() - 4;
@@ -573,7 +605,10 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
         "the acquire, then the launch: {words:x?}"
     );
     assert!(
-        !pushed(&s, &method::acquire(copy_sem, 3).expect("words")),
+        !pushed(
+            &s,
+            &method::acquire(copy_sem, 3, Waiting::SwitchGroup).expect("words")
+        ),
         "32 bits, not 64"
     );
 
@@ -582,7 +617,7 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
         .copy_after(&s, all(&b), all(&a), &[k])
         .expect("a copy after the launch");
     assert_eq!((down.engine, down.value), (Engine::Copy, 4));
-    let acquire_k = method::acquire(compute_sem, k.value).expect("words");
+    let acquire_k = method::acquire(compute_sem, k.value, Waiting::SwitchGroup).expect("words");
     let copy_words = method::copy::copy_released(
         b.gpu_va().expect("va"),
         a.gpu_va().expect("va"),
@@ -770,7 +805,12 @@ async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
     let after_copy = rt.record(Engine::Compute, &[up]).expect("record");
     let release = method::release_with(GpuVa(base.get() + 16 * after_copy.id), after_copy.id, how)
         .expect("words");
-    let acquire = method::acquire32(rt.copies().channel().semaphore_va(), 3).expect("words");
+    let acquire = method::acquire32(
+        rt.copies().channel().semaphore_va(),
+        3,
+        Waiting::SwitchGroup,
+    )
+    .expect("words");
     let compute_words = fetched(&s, rt.compute().channel(), 1).concat();
     assert!(
         at(&compute_words, &acquire)

@@ -141,7 +141,12 @@ fn channel_words(out: &mut String) {
     line(
         out,
         "acquire",
-        &method::acquire(GpuVa(0x12_3456_7818), 0x2_0000_0001).expect("words"),
+        &method::acquire(
+            GpuVa(0x12_3456_7818),
+            0x2_0000_0001,
+            method::Waiting::SwitchGroup,
+        )
+        .expect("words"),
     );
     line(
         out,

@@ -877,7 +877,7 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         c2.wait(v, LONG)?;
     }
     let (mut same, mut cross, mut host_wait, mut dep_ns) = (vec![], vec![], vec![], vec![]);
-    let mut stay = vec![];
+    let mut switched = vec![];
     let mut negative = 0u64;
     for _ in 0..ROUNDS {
         // One channel: the second grid follows the first by the channel's WFI.
@@ -900,21 +900,23 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         negative += u64::from(g < 0.0);
         cross.push(g / 1e3);
 
-        // The same acquire without ACQUIRE_SWITCH_TSG (bit 12 of SEM_EXECUTE, its
-        // last word): both compute channels are in the session's one channel group, so
-        // a failed acquire that switches the group out also switches out the kernel it
-        // waits for. A diagnostic beside rig's words, pushed raw.
+        // The same wait with ACQUIRE_SWITCH_TSG, as rig pushed it before: both compute
+        // channels are in the session's one channel group, so switching it out also
+        // switches out the kernel waited for. Pushed raw, for the comparison.
         out.write(0, &[0u8; 16])?;
         let v1 = rt.compute().launch(&after, 1, 1, 0, &first)?;
         let fence = rt.compute().channel().fence(v1)?;
-        let mut words = rig_nv::method::acquire(fence.semaphore, fence.value)?;
-        words[5] &= !(1 << 12);
+        let words = rig_nv::method::acquire(
+            fence.semaphore,
+            fence.value,
+            rig_nv::method::Waiting::SwitchGroup,
+        )?;
         c2.channel().push(&words)?;
         let v2 = c2.launch(&stamp, 1, 1, 0, &[start_at])?;
         c2.wait(v2, LONG)?;
         let g = gap_ns(&out)?;
         negative += u64::from(g < 0.0);
-        stay.push(g / 1e3);
+        switched.push(g / 1e3);
 
         // Two channels, the host waiting in between (rig before GPU waits).
         out.write(0, &[0u8; 16])?;
@@ -927,7 +929,11 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     check("deps_cross_channel_order", negative, 2 * ROUNDS as u64)?;
     report("deps_gap_same_channel_us", same, "us");
     report("deps_gap_cross_channel_acquire_us", cross, "us");
-    report("deps_gap_cross_channel_acquire_no_switch_us", stay, "us");
+    report(
+        "deps_gap_cross_channel_acquire_switch_group_us",
+        switched,
+        "us",
+    );
     report("deps_gap_cross_channel_host_wait_us", host_wait, "us");
     report("deps_host_per_dependency_ns", dep_ns, "ns");
 

@@ -13,6 +13,10 @@
 //!   a copy engine's semaphore (its high word is never written), 64 for the compute
 //!   engine's and the host's;
 //! - a fence of another session is refused (its address means other memory here);
+//! - a wait for a channel on the same engine keeps the channel group on the engine
+//!   (rigd puts a session's channels of one engine in one group, and switching it
+//!   out switches out the work waited for); a wait for another engine's lets the
+//!   scheduler serve other groups;
 //! - a fence on the channel itself adds nothing: one channel's host runs its methods
 //!   in order, and its engine's order is the engine's own (WFI, for a compute channel
 //!   that lets grids overlap, is the runtime's concern); nor does a fence an earlier
@@ -22,7 +26,7 @@
 //! Not here: the words (rig-nv's `method::acquire`), what waits for what (rig-runtime).
 
 use rig_model::addr::GpuVa;
-use rig_nv::method;
+use rig_nv::method::{self, Waiting};
 
 use super::{Channel, ChannelError, TimelineError, timeline::Payload};
 use crate::session::SessionId;
@@ -69,7 +73,11 @@ impl Channel {
 
     /// Makes this channel wait on the GPU, before any method pushed after this call,
     /// until `fence` has landed: a host semaphore acquire (6 words), which the PBDMA
-    /// polls while its scheduler serves other channel groups. Returns whether words
+    /// polls. For a fence of a channel on the same engine, which rigd puts in the
+    /// same channel group, the group stays on while it waits ([`Waiting::Stay`]:
+    /// switching it out would switch out the work it waits for); for another engine's
+    /// the scheduler serves other groups meanwhile ([`Waiting::SwitchGroup`];
+    /// docs/hardware/nvidia-channels.md, "Waits on the GPU"). Returns whether words
     /// were pushed (none for a fence on this channel itself). Like every push it takes
     /// effect at the next [`Channel::submit`].
     ///
@@ -94,13 +102,22 @@ impl Channel {
             // order, so everything after that one already waits for more.
             return Ok(false);
         }
+        // The release's width says the engine: 64 bits the host's and compute's, 32
+        // the copy engine's.
+        let meanwhile = if fence.payload == self.payload {
+            Waiting::Stay
+        } else {
+            Waiting::SwitchGroup
+        };
         let words = match fence.payload {
             // CAST: the copy engine writes the low 32 bits; the compare is circular
             // modulo 2^32 (`timeline::extend` reads it back the same way).
-            Payload::Word32 => {
-                method::acquire32(fence.semaphore, (fence.value & 0xffff_ffff) as u32)?
-            }
-            Payload::Word64 => method::acquire(fence.semaphore, fence.value)?,
+            Payload::Word32 => method::acquire32(
+                fence.semaphore,
+                (fence.value & 0xffff_ffff) as u32,
+                meanwhile,
+            )?,
+            Payload::Word64 => method::acquire(fence.semaphore, fence.value, meanwhile)?,
         };
         // Not work an engine releases: the last command no longer releases a value,
         // but nothing raw that only a QMD could complete was pushed either.

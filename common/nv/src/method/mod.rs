@@ -23,7 +23,7 @@ pub mod host;
 
 pub use compute::{ComputeError, SUBCH_COMPUTE};
 pub use copy::{CopyError, SUBCH_COPY, copy, copy_flushed};
-pub use host::{Release, acquire, acquire32, release, release_with, set_object, wfi};
+pub use host::{Release, Waiting, acquire, acquire32, release, release_with, set_object, wfi};
 
 use rig_model::nv::Engine;
 
@@ -195,7 +195,7 @@ mod tests {
             Err(MethodError::Address { .. })
         ));
         assert!(matches!(
-            acquire(GpuVa(1 << 57), 1),
+            acquire(GpuVa(1 << 57), 1, host::Waiting::Stay),
             Err(MethodError::Address { .. })
         ));
     }
