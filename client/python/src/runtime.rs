@@ -639,6 +639,19 @@ impl Runtime {
         }
     }
 
+    /// Holds the doorbells: launches, copies, fills and events from now on are queued
+    /// on their channels and reach the GPU at `submit()` (or at a wait, which submits
+    /// first), one submission per channel, so the GPU's time between two events is the
+    /// work's and not the host's time between the calls.
+    fn hold(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |rt, _| rt.hold())
+    }
+
+    /// Rings both channels' doorbells for everything queued and ends a `hold()`.
+    fn submit(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, |rt, _| rt.submit())?.py()
+    }
+
     /// Records an event on the `engine` channel (`"compute"` by default): when that
     /// engine has finished everything submitted to it before, the GPU writes its timer
     /// there; after every `Done` in `after` too, waited for by the GPU. Returns at once.

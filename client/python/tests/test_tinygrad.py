@@ -93,6 +93,11 @@ class FakeBackend:
         self.recorded = 0
         self.record_engines: list[str] = []
         self.fault: str | None = None
+        # Doorbells held by the queue's submit (`hold`/`submit`), and what was
+        # issued while they were.
+        self.held = False
+        self.held_issues = 0
+        self.submits = 0
         FakeBackend.opened.append(self)
 
     def _mem(self, size: int, host: bool) -> FakeMem:
@@ -125,6 +130,7 @@ class FakeBackend:
             work()
 
         self.issued[engine] += 1
+        self.held_issues += self.held
         self.queues[engine].append((self.issued[engine], run))
         if engine in self.eager:
             self._run(engine, self.issued[engine])
@@ -187,6 +193,13 @@ class FakeBackend:
         if self.fault is not None:
             raise rig.Fault(self.fault)
         assert self.ran[done.engine] >= done.value
+
+    def hold(self):
+        self.held = True
+
+    def submit(self):
+        self.held = False
+        self.submits += 1
 
     def record(self, engine, after):
         # The fake GPU's timer: a counter of nanoseconds that moves only when work
@@ -309,6 +322,9 @@ def test_a_timed_launch_waits_and_reports_a_time(dev):
     # last work may be a copy), the fake timer moving 1 µs per record.
     assert dev.backend.recorded == recorded + 2
     assert dev.backend.record_engines[-2:] == ["compute", "compute"]
+    # Both records and the launch were issued with the doorbells held: the queue
+    # reaches the GPU as one submission.
+    assert dev.backend.held_issues >= 3 and not dev.backend.held
     dev.allocator.free(b, 64, BufferSpec())
     assert t is not None and abs(t - 1e-6) < 1e-9, t
     assert dev.timeline_signal.value == dev.timeline_value - 1
@@ -420,7 +436,7 @@ def test_a_faulting_kernel_raises_with_rigs_fault_as_the_cause(dev):
 
 def test_rigs_backend_calls_rigs_api():
     """The real backend's calls are the extension's (the GPU runs them on the H200)."""
-    for name in ("copy", "load", "launch", "done", "wait", "close"):
+    for name in ("copy", "load", "launch", "done", "wait", "record", "event_time", "hold", "submit", "close"):
         assert hasattr(rig.Runtime, name), name
     for name in ("gpu_memory", "host", "runtime", "close", "find", "find_host"):
         assert hasattr(rig.Session, name), name

@@ -498,9 +498,19 @@ impl ComputeChannel {
             self.ch.acquire(fence)?;
             return Ok(());
         }
-        if !self.ordered && fence.value > self.completed {
+        self.after_own(fence.value)
+    }
+
+    /// Makes the next launch start after this channel's own `value`: nothing while
+    /// grids run in order; with [`ComputeOptions::ordered`] off, a WFI unless it
+    /// landed. Nothing is submitted.
+    ///
+    /// # Errors
+    /// [`ComputeError::Channel`]: a full pushbuffer.
+    pub fn after_own(&mut self, value: u64) -> Result<(), ComputeError> {
+        if !self.ordered && value > self.completed {
             self.completed = self.completed.max(self.ch.completed()?);
-            if fence.value > self.completed {
+            if value > self.completed {
                 self.ch.push(&rig_nv::method::wfi())?;
             }
         }
@@ -541,6 +551,23 @@ impl ComputeChannel {
         src: Span<'_>,
         dst: Span<'_>,
     ) -> Result<u64, ComputeError> {
+        let v = self.enqueue_copy(session, copy_kernel, src, dst)?;
+        self.ch.submit()?;
+        Ok(v)
+    }
+
+    /// [`ComputeChannel::copy`] without ringing the doorbell
+    /// ([`ComputeChannel::submit`]).
+    ///
+    /// # Errors
+    /// As [`ComputeChannel::copy`].
+    pub fn enqueue_copy(
+        &mut self,
+        session: &Session,
+        copy_kernel: &Kernel,
+        src: Span<'_>,
+        dst: Span<'_>,
+    ) -> Result<u64, ComputeError> {
         copy::check(session, &src, &dst)?;
         let len = src.len();
         if !(src.va().is_aligned(16) && dst.va().is_aligned(16) && len.is_multiple_of(16)) {
@@ -553,7 +580,7 @@ impl ComputeChannel {
         let n16 = len / 16;
         let blocks = u32::try_from(n16.div_ceil(COPY_BLOCK.into()).min(COPY_GRID.into()))
             .unwrap_or(COPY_GRID);
-        self.launch(
+        self.enqueue(
             copy_kernel,
             blocks,
             COPY_BLOCK,

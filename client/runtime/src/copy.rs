@@ -132,10 +132,23 @@ impl CopyChannel {
         src: Span<'_>,
         dst: Span<'_>,
     ) -> Result<u64, CopyError> {
-        check(session, &src, &dst)?;
-        let v = self.ch.copy(src.va(), dst.va(), src.len())?;
+        let v = self.enqueue_copy(session, src, dst)?;
         self.ch.submit()?;
         Ok(v)
+    }
+
+    /// [`CopyChannel::copy`] without ringing the doorbell ([`CopyChannel::submit`]).
+    ///
+    /// # Errors
+    /// As [`CopyChannel::copy`].
+    pub fn enqueue_copy(
+        &mut self,
+        session: &Session,
+        src: Span<'_>,
+        dst: Span<'_>,
+    ) -> Result<u64, CopyError> {
+        check(session, &src, &dst)?;
+        Ok(self.ch.copy(src.va(), dst.va(), src.len())?)
     }
 
     /// Fills `dst` with the 32-bit `value` (a multiple of 4 bytes at a 4-aligned
@@ -145,13 +158,34 @@ impl CopyChannel {
     /// # Errors
     /// As [`CopyChannel::copy`]; [`CopyError::Channel`] for a misaligned or odd range.
     pub fn fill(&mut self, session: &Session, dst: Span<'_>, value: u32) -> Result<u64, CopyError> {
+        let v = self.enqueue_fill(session, dst, value)?;
+        self.ch.submit()?;
+        Ok(v)
+    }
+
+    /// [`CopyChannel::fill`] without ringing the doorbell ([`CopyChannel::submit`]).
+    ///
+    /// # Errors
+    /// As [`CopyChannel::fill`].
+    pub fn enqueue_fill(
+        &mut self,
+        session: &Session,
+        dst: Span<'_>,
+        value: u32,
+    ) -> Result<u64, CopyError> {
         if dst.is_empty() {
             return Err(CopyError::Empty);
         }
         dst.check(session)?;
-        let v = self.ch.fill(dst.va(), value, dst.len())?;
-        self.ch.submit()?;
-        Ok(v)
+        Ok(self.ch.fill(dst.va(), value, dst.len())?)
+    }
+
+    /// Rings the doorbell for everything enqueued.
+    ///
+    /// # Errors
+    /// [`CopyError::Channel`] (`RingFull`).
+    pub fn submit(&mut self) -> Result<(), CopyError> {
+        Ok(self.ch.submit()?)
     }
 
     /// Makes the next copy or fill wait on the GPU until `fence` (another channel's

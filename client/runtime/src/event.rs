@@ -135,7 +135,8 @@ impl EventPage {
     }
 
     /// Records an event on `ch`: once its engine finished everything pushed before,
-    /// the GPU writes the event's id and its timer into the event's slot. Submits.
+    /// the GPU writes the event's id and its timer into the event's slot. The caller
+    /// submits ([`crate::Runtime::record`] does, unless its doorbells are held).
     ///
     /// # Errors
     /// [`EventError::Channel`] (a full pushbuffer or ring).
@@ -150,7 +151,6 @@ impl EventPage {
                 timestamp: true,
             },
         )?;
-        ch.submit()?;
         self.last = id;
         Ok(Event {
             engine: ch.engine(),

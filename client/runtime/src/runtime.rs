@@ -76,6 +76,9 @@ pub struct Runtime {
     copy_kernel: Kernel,
     _builtin: Module,
     events: Option<EventPage>,
+    /// Doorbells held ([`Runtime::hold`]): work is queued on both channels and
+    /// submitted at [`Runtime::submit`] or before a wait.
+    held: bool,
 }
 
 impl Runtime {
@@ -127,6 +130,7 @@ impl Runtime {
             copy_kernel,
             _builtin: builtin,
             events: None,
+            held: false,
         })
     }
 
@@ -153,7 +157,38 @@ impl Runtime {
             Engine::Compute => self.compute.channel(),
             Engine::Copy => self.copies.channel(),
         };
-        Ok(page.record(ch)?)
+        let ev = page.record(ch)?;
+        if !self.held {
+            ch.submit().map_err(|e| channel_error(engine, e))?;
+        }
+        Ok(ev)
+    }
+
+    /// Holds the doorbells: launches, copies, fills and events from now on are written
+    /// to their channels and queued, and the GPU sees them at [`Runtime::submit`] (or
+    /// at a wait, which submits first), so a run of work reaches the GPU as one
+    /// submission per channel, and the GPU's time between two events is the work's,
+    /// not the host's time between calls. A dependency on another channel still
+    /// submits that channel first (an acquire never waits for unsent work).
+    pub fn hold(&mut self) {
+        self.held = true;
+    }
+
+    /// Rings both channels' doorbells for everything queued and ends a
+    /// [`Runtime::hold`].
+    ///
+    /// # Errors
+    /// Either channel's (`RingFull`).
+    pub fn submit(&mut self) -> Result<(), RuntimeError> {
+        self.held = false;
+        self.flush()
+    }
+
+    /// Rings both doorbells (nothing new rings none).
+    fn flush(&mut self) -> Result<(), RuntimeError> {
+        self.compute.submit()?;
+        self.copies.submit()?;
+        Ok(())
     }
 
     /// Waits up to `timeout` for `ev` and returns the GPU's time at it, in
@@ -162,6 +197,9 @@ impl Runtime {
     /// # Errors
     /// As `EventPage::time`; [`EventError::NoPage`].
     pub fn event_time(&mut self, ev: Event, timeout: Duration) -> Result<u64, RuntimeError> {
+        if self.held {
+            self.flush()?;
+        }
         let page = self.events.as_ref().ok_or(EventError::NoPage)?;
         // The page and the channel are fields apart: `channel()` would borrow all.
         let ch = match ev.engine {
@@ -248,14 +286,23 @@ impl Runtime {
             && src.len().is_multiple_of(16);
         if by_kernel {
             self.order(Engine::Compute, after)?;
-            let value = self.compute.copy(session, &self.copy_kernel, src, dst)?;
+            let value = if self.held {
+                self.compute
+                    .enqueue_copy(session, &self.copy_kernel, src, dst)?
+            } else {
+                self.compute.copy(session, &self.copy_kernel, src, dst)?
+            };
             return Ok(Done {
                 engine: Engine::Compute,
                 value,
             });
         }
         self.order(Engine::Copy, after)?;
-        let value = self.copies.copy(session, src, dst)?;
+        let value = if self.held {
+            self.copies.enqueue_copy(session, src, dst)?
+        } else {
+            self.copies.copy(session, src, dst)?
+        };
         Ok(Done {
             engine: Engine::Copy,
             value,
@@ -275,7 +322,11 @@ impl Runtime {
         after: &[Done],
     ) -> Result<Done, RuntimeError> {
         self.order(Engine::Copy, after)?;
-        let value = self.copies.fill(session, dst, value)?;
+        let value = if self.held {
+            self.copies.enqueue_fill(session, dst, value)?
+        } else {
+            self.copies.fill(session, dst, value)?
+        };
         Ok(Done {
             engine: Engine::Copy,
             value,
@@ -297,9 +348,13 @@ impl Runtime {
         after: &[Done],
     ) -> Result<Done, RuntimeError> {
         self.order(Engine::Compute, after)?;
-        let value = self
-            .compute
-            .launch(kernel, grid, block, dynamic_shared, args)?;
+        let value = if self.held {
+            self.compute
+                .enqueue(kernel, grid, block, dynamic_shared, args)?
+        } else {
+            self.compute
+                .launch(kernel, grid, block, dynamic_shared, args)?
+        };
         Ok(Done {
             engine: Engine::Compute,
             value,
@@ -318,7 +373,16 @@ impl Runtime {
     /// (`Timeline`, `NeverReleased`); a full pushbuffer.
     pub fn order(&mut self, engine: Engine, after: &[Done]) -> Result<(), RuntimeError> {
         for &d in after {
-            if self.poll(d)? {
+            if self.landed(d)? {
+                continue;
+            }
+            // The channel's own work: the copy engine runs a channel's copies in order,
+            // and the compute channel orders its own grids; no fence, so nothing is
+            // submitted for it (a held run stays held).
+            if d.engine == engine {
+                if engine == Engine::Compute {
+                    self.compute.after_own(d.value)?;
+                }
                 continue;
             }
             let fence = self
@@ -333,11 +397,15 @@ impl Runtime {
         Ok(())
     }
 
-    /// Waits up to `timeout` for `done`; a fault comes back typed.
+    /// Waits up to `timeout` for `done`; a fault comes back typed. Held doorbells
+    /// ([`Runtime::hold`]) are rung first; the hold goes on.
     ///
     /// # Errors
     /// The channel's `Fault` or `Timeout`.
     pub fn wait(&mut self, done: Done, timeout: Duration) -> Result<(), RuntimeError> {
+        if self.held {
+            self.flush()?;
+        }
         match done.engine {
             Engine::Compute => self.compute.wait(done.value, timeout)?,
             Engine::Copy => self.copies.wait(done.value, timeout)?,
@@ -348,10 +416,20 @@ impl Runtime {
     /// Whether `done` has landed, without waiting: one read of the engine's semaphore
     /// and of the channel's error notifier. A posted fault comes back typed, as from
     /// `wait`, whether or not the value landed: faulted work never reads as done.
+    /// Held doorbells are rung first, as by `wait`.
     ///
     /// # Errors
     /// The channel's `Fault`.
     pub fn poll(&mut self, done: Done) -> Result<bool, RuntimeError> {
+        if self.held {
+            self.flush()?;
+        }
+        self.landed(done)
+    }
+
+    /// [`Runtime::poll`] without ringing held doorbells: `order` asks it of
+    /// dependencies, inside a held run.
+    fn landed(&mut self, done: Done) -> Result<bool, RuntimeError> {
         let ch = self.channel(done.engine);
         let landed = match ch.fault() {
             Some(fault) => Err(ChannelError::Fault {

@@ -544,6 +544,44 @@ async fn memory_named_by_its_gpu_address_is_found_in_the_ledger_and_checked_like
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_doorbells_queue_launches_copies_and_events_until_submit_or_a_wait() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let empty = module.kernel("empty").expect("empty");
+    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    rt.set_event_page(EventPage::new(&s).await.expect("event page"));
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let before = gp_puts(&f);
+    rt.hold();
+    let start = rt.record(Engine::Compute, &[]).expect("record");
+    let k = rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let end = rt.record(Engine::Compute, &[]).expect("record");
+    let up = rt.copy(&s, all(&a), all(&a)).expect("copy");
+    let fill = rt.fill(&s, all(&a), 7, &[up]).expect("fill");
+    assert_eq!(gp_puts(&f), before, "nothing reached the GPU while held");
+    // One submission per channel: the GPU sees every command of the run at once.
+    rt.submit().expect("submit");
+    let after = gp_puts(&f);
+    assert_ne!(after, before);
+    let compute_words = fetched(&s, rt.compute().channel(), 1).concat();
+    assert!(!compute_words.is_empty());
+    assert_eq!(
+        (k.engine, up.engine, fill.engine),
+        (Engine::Compute, Engine::Copy, Engine::Copy)
+    );
+    assert!(start.id < end.id);
+    // Held again: a wait rings the doorbells itself (here it times out: the fake GPU
+    // runs nothing), so a held run cannot wait on work it never sent.
+    rt.hold();
+    let k2 = rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let mark = gp_puts(&f);
+    assert!(rt.wait(k2, SHORT).is_err());
+    assert_ne!(gp_puts(&f), mark, "the wait submitted first");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_a_channel_of_the_same_engine_keeps_the_group_on_and_another_engines_yields() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");

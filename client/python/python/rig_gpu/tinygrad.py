@@ -48,6 +48,7 @@ the device is registered and ``DEV`` defaults to ``RIG``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import functools
 import importlib.metadata
@@ -196,6 +197,8 @@ class Backend(Protocol):
     def wait(self, done: Done, timeout: float) -> None: ...
     def record(self, engine: str, after: list[Done]) -> Any: ...
     def event_time(self, event: Any, timeout: float) -> int: ...
+    def hold(self) -> None: ...
+    def submit(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -255,6 +258,12 @@ class RigBackend:
 
     def event_time(self, event: Any, timeout: float) -> int:
         return self.runtime.event_time(event, timeout=timeout)
+
+    def hold(self) -> None:
+        self.runtime.hold()
+
+    def submit(self) -> None:
+        self.runtime.submit()
 
     def close(self) -> None:
         try:
@@ -501,9 +510,20 @@ class _Queue(HWQueue):
 
     def _submit(self, dev: RigDevice) -> None:
         p = _Parked(self, 0, dev.after(self.kind), self._var_vals)
-        if dev.parked or not self._run(dev, p):
-            dev.parked.append(p)
-            dev.resume()
+        # One submission per channel for the queue's commands (and those of parked
+        # queues it lets go on): the GPU then runs a timestamp, a kernel and the next
+        # timestamp back to back, not as the host reaches each.
+        dev.backend.hold()
+        try:
+            if dev.parked or not self._run(dev, p):
+                dev.parked.append(p)
+                dev.resume()
+        except BaseException:
+            # What was queued still goes; the error in flight is the one to see.
+            with contextlib.suppress(Exception):
+                dev.backend.submit()
+            raise
+        dev.backend.submit()
 
     def _sig(self, sig: RigSignal, var_vals: dict | None) -> RigSignal:
         va = sig.base_buf.va_addr
