@@ -17,7 +17,8 @@
 //! on the same channel, on a second compute channel waiting by acquire, and on one the
 //! host started after waiting, with the host time of a dependency; then uploads and
 //! downloads ordered around kernels by the GPU alone, every round's value checked;
-//! events' GPU time around a 100 µs kernel).
+//! events' GPU time around a 100 µs kernel; the gap between a copy-engine upload's
+//! end and a kernel behind it, waiting on the GPU with and without the group switch).
 //! With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
@@ -949,6 +950,64 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
         elapsed.push(rt.elapsed(a, b, LONG)? as f64 / 1e3);
     }
     report("events_elapsed_100us_kernel_us", elapsed, "us");
+
+    // A kernel behind a copy on the other engine: a 4 KiB upload, an event on the copy
+    // channel right after it (the copy engine's time once it is done), and `stamp`
+    // behind the copy by a GPU wait; the gap is the kernel's start minus the event.
+    // The library's words (another engine's fence: ACQUIRE_SWITCH_TSG), then the
+    // same wait staying on the engine, pushed raw.
+    let small = s.alloc(4096, 4096).await?;
+    let small_dst = Device.alloc(&s, 4096, 4096).await?;
+    let (mut yields, mut stays) = (vec![], vec![]);
+    for stay in [false, true] {
+        for _ in 0..ROUNDS / 2 {
+            out.write(0, &[0u8; 16])?;
+            let up = rt.copy(
+                &s,
+                Span::all(&small)?,
+                Span::new(small_dst.as_ref(), 0, 4096)?,
+            )?;
+            let ev = rt.record(Engine::Copy, &[])?;
+            let k = if stay {
+                let fence = rt.copies().channel().fence(up.value)?;
+                let words = rig_nv::method::acquire32(
+                    fence.semaphore,
+                    (fence.value & 0xffff_ffff) as u32,
+                    rig_nv::method::Waiting::Stay,
+                )?;
+                rt.compute().channel().push(&words)?;
+                rt.launch(&stamp, 1, 1, 0, &[start_at], &[])?
+            } else {
+                rt.launch(&stamp, 1, 1, 0, &[start_at], &[up])?
+            };
+            rt.wait(k, LONG)?;
+            let copied = rt.event_time(ev, LONG)?;
+            let mut b = [0u8; 8];
+            out.read(8, &mut b)?;
+            // The event's release follows the copy's own, so a kernel may start a
+            // little before it: the gap is signed (ordering is checked below,
+            // `deps_copy_then_kernel`).
+            let started = u64::from_le_bytes(b);
+            #[expect(
+                clippy::cast_possible_wrap,
+                clippy::cast_precision_loss,
+                reason = "a small difference of two GPU clocks"
+            )]
+            let gap = started.wrapping_sub(copied) as i64 as f64 / 1e3;
+            if stay {
+                stays.push(gap)
+            } else {
+                yields.push(gap)
+            }
+        }
+    }
+    check(
+        "deps_copy_engine_order",
+        negative,
+        2 * ROUNDS as u64 + ROUNDS as u64,
+    )?;
+    report("deps_gap_copy_then_kernel_acquire_us", yields, "us");
+    report("deps_gap_copy_then_kernel_acquire_stay_us", stays, "us");
 
     // A copy beside a kernel: 256 MiB host → GPU memory on the copy channel and a
     // kernel of about as long on the compute channel, no dependency between them.
