@@ -409,28 +409,41 @@ mod tests {
         assert_eq!(rm.live_maps(), 0);
     }
 
+    /// A rig of `config` (its paths under `dir`) serving `rm`'s fake GPU with a pool
+    /// of `blocks` shmem blocks; returns it and the GPU's name.
+    fn serve_fake(
+        config: &mut Config,
+        dir: &std::path::Path,
+        rm: FakeRm,
+        blocks: u32,
+    ) -> (Rig, String) {
+        config.paths.proc = dir.join("proc");
+        config.paths.pci_ids = dir.join("none");
+        config.paths.sysfs = dir.join("sys");
+        let (rig, _) = Rig::new(config);
+        let gpu = nvrm::Gpu::open(rm, None).expect("fake GPU");
+        let name = gpu.card().bdf.clone();
+        let spec = dma::PoolSpec {
+            mode: dma::PoolMode::Host,
+            blocks,
+            backing: Backing::Shmem,
+            pin_threads: 1,
+        };
+        rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
+            .expect("serve");
+        (rig, name)
+    }
+
     #[test]
     fn status_shows_where_copy_channels_run_as_configured_or_as_the_rm_says() {
         let dir = tempfile::tempdir().expect("tempdir");
         let serve = |engines: config::CopyEngines| {
             let mut config = Config::default();
             config.channels.copy_engines = engines;
-            config.paths.proc = dir.path().join("proc");
-            config.paths.pci_ids = dir.path().join("none");
-            config.paths.sysfs = dir.path().join("sys");
-            let (rig, _) = Rig::new(&config);
             let rm = FakeRm::new();
             // COPY0 is graphics' (GRCE); COPY2 and COPY3 are asynchronous.
             rm.set_copy_engines(&[(0, [0x21, 0]), (2, [0x20, 0]), (3, [0x22, 0])]);
-            let gpu = nvrm::Gpu::open(rm, None).expect("fake GPU");
-            let spec = dma::PoolSpec {
-                mode: dma::PoolMode::Host,
-                blocks: 1,
-                backing: Backing::Shmem,
-                pin_threads: 1,
-            };
-            rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
-                .expect("serve");
+            let (rig, _) = serve_fake(&mut config, dir.path(), rm, 1);
             let served = rig.served_gpus();
             assert_eq!(served.len(), 1);
             served[0].1.copy_engines.clone()
@@ -448,20 +461,7 @@ mod tests {
         let mut config = Config::default();
         config.channels.gpu_rings_group = Some("rigtrust".into());
         config.paths.group_file = Some(groups);
-        config.paths.proc = dir.path().join("proc");
-        config.paths.pci_ids = dir.path().join("none");
-        config.paths.sysfs = dir.path().join("sys");
-        let (rig, _) = Rig::new(&config);
-        let gpu = nvrm::Gpu::open(FakeRm::new(), None).expect("fake GPU");
-        let name = gpu.card().bdf.clone();
-        let spec = dma::PoolSpec {
-            mode: dma::PoolMode::Host,
-            blocks: 2,
-            backing: Backing::Shmem,
-            pin_threads: 1,
-        };
-        rig.serve_gpu_with(Arc::new(Served::new(gpu, rig.channel_limits())), spec)
-            .expect("serve");
+        let (rig, name) = serve_fake(&mut config, dir.path(), FakeRm::new(), 2);
         let ask = |uid, cpu_view| {
             let peer = PeerCred {
                 uid,
