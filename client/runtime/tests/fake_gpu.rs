@@ -51,6 +51,15 @@ async fn loaded(f: &Fixture, s: &Session) -> (CopyChannel, Module) {
     (copies, module)
 }
 
+/// A runtime on the session's own channels (a compute channel of 4 slots, the loaded
+/// copy channel and module), with the module's `empty` kernel.
+async fn runtime(f: &Fixture, s: &Session) -> (Runtime, rig_runtime::Kernel) {
+    let (copies, module) = loaded(f, s).await;
+    let empty = module.kernel("empty").expect("empty");
+    let rt = Runtime::with(compute(s, 4).await, copies, module).expect("runtime");
+    (rt, empty)
+}
+
 async fn compute(s: &Session, slots: usize) -> ComputeChannel {
     ComputeChannel::open(
         s,
@@ -547,9 +556,7 @@ async fn memory_named_by_its_gpu_address_is_found_in_the_ledger_and_checked_like
 async fn held_doorbells_queue_launches_copies_and_events_until_submit_or_a_wait() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let (copies, module) = loaded(&f, &s).await;
-    let empty = module.kernel("empty").expect("empty");
-    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let (mut rt, empty) = runtime(&f, &s).await;
     rt.set_event_page(EventPage::new(&s).await.expect("event page"));
     let a = s.alloc(MIB, 4096).await.expect("a");
     let before = gp_puts(&f);
@@ -585,9 +592,7 @@ async fn held_doorbells_queue_launches_copies_and_events_until_submit_or_a_wait(
 async fn a_wait_for_a_channel_of_the_same_engine_keeps_the_group_on_and_another_engines_yields() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let (copies, module) = loaded(&f, &s).await;
-    let empty = module.kernel("empty").expect("empty");
-    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let (mut rt, empty) = runtime(&f, &s).await;
     let mut c2 = compute(&s, 4).await;
     let k = rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
     let fence = rt.compute().channel().fence(k.value).expect("fence");
@@ -617,9 +622,7 @@ async fn a_wait_for_a_channel_of_the_same_engine_keeps_the_group_on_and_another_
 async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let (copies, module) = loaded(&f, &s).await;
-    let empty = module.kernel("empty").expect("empty");
-    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let (mut rt, empty) = runtime(&f, &s).await;
     let a = s.alloc(MIB, 4096).await.expect("a");
     let b = s.alloc(MIB, 4096).await.expect("b");
     let copy_sem = rt.copies().channel().semaphore_va();
@@ -768,8 +771,7 @@ async fn a_fence_of_another_session_is_refused() {
 async fn an_event_is_a_release_with_the_gpus_time_into_a_slot_of_its_own() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let (copies, module) = loaded(&f, &s).await;
-    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let (mut rt, _) = runtime(&f, &s).await;
     assert!(matches!(
         rt.record(Engine::Compute, &[]),
         Err(RuntimeError::Event(EventError::NoPage))
@@ -907,9 +909,7 @@ impl Memory for AsGpu {
 async fn copies_within_gpu_memory_go_to_the_copy_kernel_and_the_rest_to_the_copy_engine() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    let (copies, module) = loaded(&f, &s).await;
-    let compute = compute(&s, 4).await;
-    let mut rt = Runtime::with(compute, copies, module).expect("runtime");
+    let (mut rt, _) = runtime(&f, &s).await;
     let a = AsGpu(s.alloc(MIB, 4096).await.expect("a"));
     let b = AsGpu(s.alloc(MIB, 4096).await.expect("b"));
     let host = s.alloc(MIB, 4096).await.expect("host");
