@@ -158,9 +158,7 @@ impl Runtime {
             Engine::Copy => self.copies.channel(),
         };
         let ev = page.record(ch)?;
-        if !self.held {
-            ch.submit().map_err(|e| channel_error(engine, e))?;
-        }
+        self.ring(engine)?;
         Ok(ev)
     }
 
@@ -182,6 +180,17 @@ impl Runtime {
     pub fn submit(&mut self) -> Result<(), RuntimeError> {
         self.held = false;
         self.flush()
+    }
+
+    /// Rings `engine`'s doorbell for what was just queued, unless doorbells are held.
+    fn ring(&mut self, engine: Engine) -> Result<(), RuntimeError> {
+        if !self.held {
+            match engine {
+                Engine::Compute => self.compute.submit()?,
+                Engine::Copy => self.copies.submit()?,
+            }
+        }
+        Ok(())
     }
 
     /// Rings both doorbells (nothing new rings none).
@@ -286,23 +295,18 @@ impl Runtime {
             && src.len().is_multiple_of(16);
         if by_kernel {
             self.order(Engine::Compute, after)?;
-            let value = if self.held {
-                self.compute
-                    .enqueue_copy(session, &self.copy_kernel, src, dst)?
-            } else {
-                self.compute.copy(session, &self.copy_kernel, src, dst)?
-            };
+            let value = self
+                .compute
+                .enqueue_copy(session, &self.copy_kernel, src, dst)?;
+            self.ring(Engine::Compute)?;
             return Ok(Done {
                 engine: Engine::Compute,
                 value,
             });
         }
         self.order(Engine::Copy, after)?;
-        let value = if self.held {
-            self.copies.enqueue_copy(session, src, dst)?
-        } else {
-            self.copies.copy(session, src, dst)?
-        };
+        let value = self.copies.enqueue_copy(session, src, dst)?;
+        self.ring(Engine::Copy)?;
         Ok(Done {
             engine: Engine::Copy,
             value,
@@ -322,11 +326,8 @@ impl Runtime {
         after: &[Done],
     ) -> Result<Done, RuntimeError> {
         self.order(Engine::Copy, after)?;
-        let value = if self.held {
-            self.copies.enqueue_fill(session, dst, value)?
-        } else {
-            self.copies.fill(session, dst, value)?
-        };
+        let value = self.copies.enqueue_fill(session, dst, value)?;
+        self.ring(Engine::Copy)?;
         Ok(Done {
             engine: Engine::Copy,
             value,
@@ -348,13 +349,10 @@ impl Runtime {
         after: &[Done],
     ) -> Result<Done, RuntimeError> {
         self.order(Engine::Compute, after)?;
-        let value = if self.held {
-            self.compute
-                .enqueue(kernel, grid, block, dynamic_shared, args)?
-        } else {
-            self.compute
-                .launch(kernel, grid, block, dynamic_shared, args)?
-        };
+        let value = self
+            .compute
+            .enqueue(kernel, grid, block, dynamic_shared, args)?;
+        self.ring(Engine::Compute)?;
         Ok(Done {
             engine: Engine::Compute,
             value,
