@@ -4,7 +4,8 @@
 //! Flow: rigd makes DMA blocks as sealed memfds ([`memfd`]), maps them ([`mman`]) and
 //! sends their descriptors to a client over a `SOCK_SEQPACKET` side socket
 //! ([`scm`]); the client receives them there, checks their seals ([`memfd`]) and maps
-//! them ([`mman`]). Each module is one kernel interface, each call a small safe
+//! them ([`mman`]). Channels' blocked waits sleep on a [`wake`] descriptor rigd
+//! signals when the GPU raised an interrupt. Each module is one kernel interface, each call a small safe
 //! wrapper of one syscall whose `// SAFETY:` says why it holds (rust-vmm's layering:
 //! bindings → this → callers that never see `unsafe`).
 //!
@@ -30,3 +31,4 @@ pub mod mman;
     reason = "owning descriptors the kernel installs (SCM_RIGHTS), registering with tokio"
 )]
 pub mod scm;
+pub mod wake;

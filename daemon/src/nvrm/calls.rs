@@ -12,7 +12,7 @@ use std::{
     fmt,
     fs::{File, OpenOptions},
     num::NonZeroUsize,
-    os::fd::{AsFd, BorrowedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd},
     path::{Path, PathBuf},
     sync::OnceLock,
 };
@@ -61,6 +61,18 @@ pub trait Doorbell: fmt::Debug + Send + Sync {
     /// # Errors
     /// dup(2)'s.
     fn share(&self) -> std::io::Result<std::os::fd::OwnedFd>;
+}
+
+/// A file the RM marks readable when the GPU raises a non-stall interrupt: the one an
+/// OS event (NV01_EVENT_OS_EVENT) is registered on (`nvrm::events`).
+pub trait EventFile: fmt::Debug + Send + Sync {
+    /// The key the event object's NV0005 `data` must name.
+    fn key(&self) -> u32;
+    /// What to poll (POLLIN | POLLPRI).
+    fn fd(&self) -> BorrowedFd<'_>;
+    /// After poll said readable: clears the mark where poll itself did not (the RM's
+    /// file: poll consumes it, so nothing; the fake's eventfd: a read).
+    fn consume(&self);
 }
 
 /// How the CPU maps GPU memory through BAR1 (NVOS33_FLAGS_CACHING_TYPE, `nvos.h`).
@@ -123,6 +135,8 @@ pub trait Rm: fmt::Debug + Send + Sync + 'static {
     type Usermode: Doorbell;
     /// A CPU view of GPU memory.
     type Window: Window;
+    /// A file OS events are posted to.
+    type Events: EventFile;
 
     /// The root client.
     fn client(&self) -> NvHandle;
@@ -164,6 +178,9 @@ pub trait Rm: fmt::Debug + Send + Sync + 'static {
         device: NvHandle,
         usermode: NvHandle,
     ) -> Result<Self::Usermode, CallError>;
+    /// A fresh file for OS events of the root client: NV_ESC_ALLOC_OS_EVENT with the
+    /// file's own descriptor number as its key. Dropping it frees the registration.
+    fn open_events(&self) -> Result<Self::Events, CallError>;
     /// RM_MAP_MEMORY of `len` bytes of `memory` (GPU memory) into a fresh,
     /// unregistered `/dev/nvidiaN`, mmapped.
     fn map_window(
@@ -296,6 +313,38 @@ impl Window for SysWindow {
     }
 }
 
+/// A fresh `/dev/nvidiactl`, holding no client, that OS events are posted to. Opened
+/// blocking: the driver's poll waits on the file's queue only without O_NONBLOCK
+/// (docs/hardware/nvidia-rm.md, "Non-stall interrupts and OS events").
+#[derive(Debug)]
+pub struct SysEvents {
+    file: File,
+    client: NvHandle,
+    key: u32,
+}
+
+impl EventFile for SysEvents {
+    fn key(&self) -> u32 {
+        self.key
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
+    fn consume(&self) {}
+}
+
+impl Drop for SysEvents {
+    fn drop(&mut self) {
+        // Closing the file frees the registration too (nvidia_close); this says so
+        // first, while the client is known to be alive.
+        if let Err(e) = rm::free_os_event(self.file.as_fd(), self.client, self.key) {
+            tracing::debug!(error = %e, "freeing the OS event registration on drop");
+        }
+    }
+}
+
 impl SysRm {
     /// RM_MAP_MEMORY of `object` into a fresh `/dev/nvidiaN` file (never
     /// REGISTER_FD'd: docs/hardware/nvidia-rm.md, "Handing mappings to another
@@ -331,6 +380,7 @@ impl SysRm {
 impl Rm for SysRm {
     type Usermode = SysUsermode;
     type Window = SysWindow;
+    type Events = SysEvents;
 
     fn client(&self) -> NvHandle {
         self.root.handle()
@@ -437,6 +487,22 @@ impl Rm for SysRm {
         let (map, file) =
             self.map_object(device, usermode, USERMODE_LEN, 0, "the usermode page")?;
         Ok(SysUsermode { map, file })
+    }
+
+    fn open_events(&self) -> Result<SysEvents, CallError> {
+        let file = open_rw(self.dev_dir.join("nvidiactl"))?;
+        // The key is the file's own number, as CUDA's are (docs/hardware/nvidia-rm.md):
+        // unique among rigd's open files, so unique per client.
+        let key = u32::try_from(file.as_raw_fd()).map_err(|_| CallError::Map {
+            what: "an event file's number",
+            source: std::io::ErrorKind::InvalidData.into(),
+        })?;
+        rm::alloc_os_event(file.as_fd(), self.client(), key)?;
+        Ok(SysEvents {
+            file,
+            client: self.client(),
+            key,
+        })
     }
 
     fn map_window(

@@ -182,6 +182,9 @@ pub enum Step {
     NvlinkStatus,
     NvlinkCaps,
     P2pCaps,
+    OpenEvents,
+    AllocEvent,
+    EventNotification,
     UnmapDma,
     Free,
 }
@@ -224,6 +227,11 @@ impl fmt::Display for Step {
             Self::NvlinkStatus => "read the GPU's NVLink status (NVLINK_GET_NVLINK_STATUS)",
             Self::NvlinkCaps => "read the GPU's NVLink caps (NVLINK_GET_NVLINK_CAPS)",
             Self::P2pCaps => "read the pair's P2P capabilities (SYSTEM_GET_P2P_CAPS_V2)",
+            Self::OpenEvents => "open an event file and register it (NV_ESC_ALLOC_OS_EVENT)",
+            Self::AllocEvent => "allocate the non-stall interrupt's event (NV01_EVENT_OS_EVENT)",
+            Self::EventNotification => {
+                "ask for the event on every interrupt (EVENT_SET_NOTIFICATION)"
+            }
             Self::UnmapDma => "unmap host memory for the RM (NV_ESC_RM_UNMAP_MEMORY_DMA)",
             Self::Free => "free an RM object (NV_ESC_RM_FREE)",
         })

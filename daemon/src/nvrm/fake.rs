@@ -14,6 +14,7 @@
 
 use std::{
     collections::BTreeMap,
+    os::fd::AsRawFd,
     sync::{Arc, Mutex, PoisonError},
 };
 
@@ -97,6 +98,8 @@ pub enum Call {
     Doorbell {
         token: u32,
     },
+    OpenEvents,
+    CloseEvents,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +136,8 @@ struct State {
     /// Every call but GPU_GET_RECOVERY_ACTION fails with this status, as the RM's do on
     /// a GPU that needs a reset.
     lost: Option<NvStatus>,
+    /// The event files open: what [`FakeRm::interrupt`] signals.
+    events: Vec<Arc<rig_sys::wake::Wake>>,
 }
 
 /// What the fake's GR_GET_INFO answers: an H200's shape (GH100: 8 GPCs of up to 9 TPCs,
@@ -247,6 +252,18 @@ impl FakeRm {
         self.lock().calls.clone()
     }
 
+    /// What a non-stall interrupt does: marks every event file open readable.
+    pub fn interrupt(&self) {
+        for e in &self.lock().events {
+            let _ = e.signal();
+        }
+    }
+
+    /// How many event files are open.
+    pub fn event_files(&self) -> usize {
+        self.lock().events.len()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -316,6 +333,38 @@ impl Doorbell for FakeUsermode {
 impl Drop for FakeUsermode {
     fn drop(&mut self) {
         let _ = self.rm.record(Call::UnmapUsermode);
+    }
+}
+
+/// An event file, standing in: an eventfd [`FakeRm::interrupt`] signals.
+#[derive(Debug)]
+pub struct FakeEvents {
+    rm: FakeRm,
+    wake: Arc<rig_sys::wake::Wake>,
+}
+
+impl super::calls::EventFile for FakeEvents {
+    fn key(&self) -> u32 {
+        // CAST: descriptor numbers are small and non-negative.
+        self.wake.fd().as_raw_fd().unsigned_abs()
+    }
+
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.wake.fd()
+    }
+
+    fn consume(&self) {
+        let _ = self.wake.drain();
+    }
+}
+
+impl Drop for FakeEvents {
+    fn drop(&mut self) {
+        let _ = self.rm.record(Call::CloseEvents);
+        self.rm
+            .lock()
+            .events
+            .retain(|e| !Arc::ptr_eq(e, &self.wake));
     }
 }
 
@@ -416,6 +465,7 @@ fn put_u32(params: &mut [u8], at: usize, v: u32) {
 impl Rm for FakeRm {
     type Usermode = FakeUsermode;
     type Window = FakeWindow;
+    type Events = FakeEvents;
 
     fn client(&self) -> NvHandle {
         FAKE_CLIENT
@@ -642,6 +692,20 @@ impl Rm for FakeRm {
         Ok(FakeUsermode {
             rm: self.clone(),
             page,
+        })
+    }
+
+    fn open_events(&self) -> Result<FakeEvents, CallError> {
+        self.rm(Call::OpenEvents)?;
+        let (wake, _) = rig_sys::wake::Wake::pair().map_err(|source| CallError::Map {
+            what: "the fake event file",
+            source,
+        })?;
+        let wake = Arc::new(wake);
+        self.lock().events.push(Arc::clone(&wake));
+        Ok(FakeEvents {
+            rm: self.clone(),
+            wake,
         })
     }
 

@@ -14,7 +14,8 @@
 //! `FakeRm`) makes the calls; [`Gpu`] holds one GPU's device and usermode page;
 //! [`AddressSpace`] one client's RM-owned FERMI_VASPACE_A (no UVM: `space` says why);
 //! [`HostMem`] is sealed-memfd host memory at a GPU VA of a space; [`ChannelGroup`]
-//! and [`Channel`] a scheduled GPFIFO channel; [`topo`] reads the GPUs' NVLink links
+//! and [`Channel`] a scheduled GPFIFO channel; [`NonStall`] the GPU's non-stall
+//! interrupts as a pollable file; [`topo`] reads the GPUs' NVLink links
 //! and P2P capabilities (read only, for `rigctl topo`). Each holds an `Arc` of what it lives in,
 //! so teardown order follows from ownership, and each frees what it made in reverse,
 //! also when its creation fails half-way.
@@ -27,6 +28,7 @@
 mod calls;
 mod channel;
 mod error;
+mod events;
 #[cfg(any(test, feature = "fakes"))]
 mod fake;
 #[cfg(test)]
@@ -49,16 +51,17 @@ use zerocopy::FromZeros;
 
 use crate::sys::nvrm::{self as rm, AllocObject, NvHandle};
 pub use calls::{
-    Caching, Doorbell, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysRm, SysUsermode, SysWindow,
-    USERMODE_LEN, Window,
+    Caching, Doorbell, EventFile, NVC361_NOTIFY_CHANNEL_PENDING, Rm, SysEvents, SysRm, SysUsermode,
+    SysWindow, USERMODE_LEN, Window,
 };
 pub use channel::{
     Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, Placement, RingMem, USERD_GP_GET,
     USERD_GP_PUT, ring_len, userd_offset,
 };
 pub use error::{CallError, NvrmError, Step};
+pub use events::{NONSTALL_NOTIFY_INDEX, NonStall};
 #[cfg(any(test, feature = "fakes"))]
-pub use fake::{Call, FAKE_CLIENT, FAKE_GR_INFO, FAKE_TOKEN, FAKE_UUID, FakeRm};
+pub use fake::{Call, FAKE_CLIENT, FAKE_GR_INFO, FAKE_TOKEN, FAKE_UUID, FakeEvents, FakeRm};
 pub use gpu::{CopyEngine, GENERATION, Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;

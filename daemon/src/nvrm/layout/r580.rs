@@ -500,6 +500,56 @@ pub struct Nv2080CtrlGpuGetGidInfoParams {
 }
 const _: () = assert!(size_of::<Nv2080CtrlGpuGetGidInfoParams>() == 268);
 
+/// `NV01_EVENT_OS_EVENT` (`nvos.h`): an event the RM posts to a file registered with
+/// NV_ESC_ALLOC_OS_EVENT.
+pub const NV01_EVENT_OS_EVENT: u32 = 0x0000_0079;
+/// `NV2080_NOTIFIERS_FIFO_EVENT_MTHD` (`class/cl2080_notification.h`): the host's
+/// non-stall interrupt, which on Hopper the RM also fires for every host-driven engine's
+/// (docs/hardware/nvidia-rm.md, "Non-stall interrupts and OS events").
+pub const NV2080_NOTIFIERS_FIFO_EVENT_MTHD: u32 = 35;
+/// `NV01_EVENT_NONSTALL_INTR` (`nvos.h`), a flag of NV0005's `notifyIndex`.
+pub const NV01_EVENT_NONSTALL_INTR: u32 = 0x0800_0000;
+/// `NV01_EVENT_WITHOUT_EVENT_DATA` (`nvos.h`): the RM queues nothing per event, it only
+/// marks the file readable.
+pub const NV01_EVENT_WITHOUT_EVENT_DATA: u32 = 0x1000_0000;
+
+/// `NV0005_ALLOC_PARAMETERS` (`class/cl0005.h`): an event object's.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv0005AllocParameters {
+    /// 0: the allocating client.
+    pub h_parent_client: NvHandle,
+    /// The object whose events these are (the RM sets it to the RM_ALLOC's parent).
+    pub h_src_resource: NvHandle,
+    pub h_class: u32,
+    /// Index 15:0, flags 31:24 (`NV01_EVENT_*`).
+    pub notify_index: u32,
+    /// `data` (NvP64): for NV01_EVENT_OS_EVENT, the key given to ALLOC_OS_EVENT.
+    pub data: u64,
+}
+const _: () = assert!(size_of::<Nv0005AllocParameters>() == 24);
+
+/// `NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION` (`ctrl/ctrl2080/ctrl2080event.h`).
+pub const NV2080_CTRL_CMD_EVENT_SET_NOTIFICATION: u32 = 0x2080_0301;
+/// `NV2080_CTRL_EVENT_SET_NOTIFICATION_ACTION_REPEAT`.
+pub const NV2080_CTRL_EVENT_SET_NOTIFICATION_ACTION_REPEAT: u32 = 2;
+
+/// `NV2080_CTRL_EVENT_SET_NOTIFICATION_PARAMS` (`ctrl/ctrl2080/ctrl2080event.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Nv2080CtrlEventSetNotificationParams {
+    pub event: u32,
+    pub action: u32,
+    /// `bNotifyState` (NvBool), then C's padding.
+    pub notify_state: u8,
+    pub pad0: [u8; 3],
+    pub info32: u32,
+    pub info16: u16,
+    /// C's tail padding.
+    pub pad1: u16,
+}
+const _: () = assert!(size_of::<Nv2080CtrlEventSetNotificationParams>() == 20);
+
 /// `NV2080_CTRL_CE_GET_ALL_CAPS_PARAMS` (`ctrl/ctrl2080/ctrl2080ce.h`): row n is COPYn's
 /// caps, meaningful where bit n of `present` is set.
 #[repr(C)]

@@ -48,6 +48,8 @@ pub const NV_ESC_RM_MAP_MEMORY_DMA: u32 = 0x57;
 pub const NV_ESC_RM_UNMAP_MEMORY_DMA: u32 = 0x58;
 pub const NV_ESC_CARD_INFO: u32 = NV_IOCTL_BASE;
 pub const NV_ESC_REGISTER_FD: u32 = NV_IOCTL_BASE + 1;
+pub const NV_ESC_ALLOC_OS_EVENT: u32 = NV_IOCTL_BASE + 6;
+pub const NV_ESC_FREE_OS_EVENT: u32 = NV_IOCTL_BASE + 7;
 pub const NV_ESC_CHECK_VERSION_STR: u32 = NV_IOCTL_BASE + 10;
 
 /// `_IOWR('F', nr, size)`, built by nix's `request_code_readwrite!` (the layout of
@@ -94,6 +96,10 @@ pub const NV_ESC_CARD_INFO_CMD: u32 = nv_iowr(
     CARD_INFO_ENTRIES * size_of::<NvIoctlCardInfo>(),
 );
 pub const NV_ESC_REGISTER_FD_CMD: u32 = nv_iowr(NV_ESC_REGISTER_FD, size_of::<NvIoctlRegisterFd>());
+pub const NV_ESC_ALLOC_OS_EVENT_CMD: u32 =
+    nv_iowr(NV_ESC_ALLOC_OS_EVENT, size_of::<NvIoctlOsEvent>());
+pub const NV_ESC_FREE_OS_EVENT_CMD: u32 =
+    nv_iowr(NV_ESC_FREE_OS_EVENT, size_of::<NvIoctlOsEvent>());
 pub const NV_ESC_CHECK_VERSION_STR_CMD: u32 =
     nv_iowr(NV_ESC_CHECK_VERSION_STR, size_of::<NvIoctlRmApiVersion>());
 
@@ -361,6 +367,21 @@ pub struct NvIoctlRegisterFd {
     pub ctl_fd: i32,
 }
 const _: () = assert!(size_of::<NvIoctlRegisterFd>() == 4);
+
+/// `nv_ioctl_alloc_os_event_t` = `nv_ioctl_free_os_event_t` (`nv-ioctl.h`): ALLOC_OS_EVENT
+/// and FREE_OS_EVENT. `fd` is only a key the RM matches against `NV0005`'s `data`
+/// (docs/hardware/nvidia-rm.md, "Non-stall interrupts and OS events").
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct NvIoctlOsEvent {
+    pub h_client: NvHandle,
+    /// `hDevice`: unused by the RM.
+    pub h_device: NvHandle,
+    pub fd: u32,
+    /// The RM's status (the ioctl itself returns 0).
+    pub status: u32,
+}
+const _: () = assert!(size_of::<NvIoctlOsEvent>() == 16);
 
 /// `Ok` for `NV_OK`, else the typed status.
 pub fn check_status(escape: &'static str, raw: u32) -> Result<(), RmError> {
@@ -856,6 +877,54 @@ pub fn register_fd(dev: BorrowedFd<'_>, ctl: BorrowedFd<'_>) -> Result<(), RmErr
         ctl_fd: ctl.as_raw_fd(),
     };
     escape(dev, "NV_ESC_REGISTER_FD", NV_ESC_REGISTER_FD_CMD, &mut p)
+}
+
+/// NV_ESC_ALLOC_OS_EVENT on `file`: the RM will post `h_client`'s events whose `data`
+/// is `key` to this file, which poll(2) then reports readable (POLLIN | POLLPRI). The
+/// file need hold no client; `key` is unique per client.
+///
+/// # Errors
+/// [`RmError::Ioctl`], [`RmError::Status`] (NV_ERR_INSUFFICIENT_RESOURCES for a key
+/// the client already registered).
+pub fn alloc_os_event(file: BorrowedFd<'_>, h_client: NvHandle, key: u32) -> Result<(), RmError> {
+    os_event(
+        file,
+        h_client,
+        key,
+        "NV_ESC_ALLOC_OS_EVENT",
+        NV_ESC_ALLOC_OS_EVENT_CMD,
+    )
+}
+
+/// NV_ESC_FREE_OS_EVENT on `file`: undoes [`alloc_os_event`] (closing the file does too).
+///
+/// # Errors
+/// [`RmError::Ioctl`], [`RmError::Status`].
+pub fn free_os_event(file: BorrowedFd<'_>, h_client: NvHandle, key: u32) -> Result<(), RmError> {
+    os_event(
+        file,
+        h_client,
+        key,
+        "NV_ESC_FREE_OS_EVENT",
+        NV_ESC_FREE_OS_EVENT_CMD,
+    )
+}
+
+fn os_event(
+    file: BorrowedFd<'_>,
+    h_client: NvHandle,
+    key: u32,
+    name: &'static str,
+    cmd: u32,
+) -> Result<(), RmError> {
+    let mut p = NvIoctlOsEvent {
+        h_client,
+        h_device: 0,
+        fd: key,
+        status: 0,
+    };
+    escape(file, name, cmd, &mut p)?;
+    check_status(name, p.status)
 }
 
 /// NV_ESC_CHECK_VERSION_STR on `/dev/nvidiactl`. With

@@ -16,6 +16,8 @@ fn escape_numbers_match_the_reference_table() {
     assert_eq!(NV_ESC_CARD_INFO_CMD, 0xD200_46C8);
     assert_eq!(NV_ESC_REGISTER_FD_CMD, 0xC004_46C9);
     assert_eq!(NV_ESC_CHECK_VERSION_STR_CMD, 0xC048_46D2);
+    assert_eq!(NV_ESC_ALLOC_OS_EVENT_CMD, 0xC010_46CE);
+    assert_eq!(NV_ESC_FREE_OS_EVENT_CMD, 0xC010_46CF);
 }
 
 #[test]
