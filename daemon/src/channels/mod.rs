@@ -44,6 +44,7 @@ mod health;
 mod memory;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -67,7 +68,7 @@ use crate::{
     gpumem::{self, GpuMemoryHost, Lender},
     nvrm::{
         AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, CopyEngine, DeviceMem,
-        Doorbell, Engine, Gpu, GroupEngine, NvrmError, RingMem, Rm, Window, ring_len,
+        Doorbell, Engine, Gpu, GroupEngine, NonStall, NvrmError, RingMem, Rm, Window, ring_len,
     },
 };
 
@@ -282,6 +283,9 @@ pub struct OpenedChannel {
     pub ring: OwnedFd,
     pub notifier: OwnedFd,
     pub usermode: OwnedFd,
+    /// The channel's wake descriptor (an eventfd rigd signals on the GPU's non-stall
+    /// interrupts, `wake`); None where rigd has no event on the GPU.
+    pub wake: Option<OwnedFd>,
 }
 
 /// One channel as `rigctl channels` shows it.
@@ -546,6 +550,10 @@ pub struct Served<R: Rm> {
     boost: boost::Boost,
     /// Whether the GPU lends, and the reclaims in flight (`health`).
     health: GpuHealth,
+    /// Lent channels' wake descriptors and the thread that signals them on the GPU's
+    /// non-stall interrupts; None when the RM gave no event (waits then never sleep
+    /// in the kernel).
+    wakers: Option<wake::Wakers>,
 }
 
 impl<R: Rm> Served<R> {
@@ -576,7 +584,9 @@ impl<R: Rm> Served<R> {
                 }
             });
         let gpu = Arc::new(gpu);
+        let wakers = Self::watch_interrupts(&gpu, &name);
         Self {
+            wakers,
             copy_engines,
             memory: Lender::new(
                 Arc::clone(&gpu),
@@ -597,6 +607,53 @@ impl<R: Rm> Served<R> {
                 penalised: HashMap::new(),
             }),
         }
+    }
+
+    /// The GPU's non-stall event and the thread that wakes blocked waits on it; None,
+    /// logged, when the RM refused the event (clients' waits then spin and yield).
+    fn watch_interrupts(gpu: &Arc<Gpu<R>>, name: &str) -> Option<wake::Wakers> {
+        let events = match NonStall::open(gpu) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(
+                    gpu = name,
+                    error = &e as &dyn std::error::Error,
+                    "no non-stall event: clients' waits will not sleep in the kernel"
+                );
+                return None;
+            }
+        };
+        match wake::Wakers::start(events) {
+            Ok(w) => {
+                tracing::info!(
+                    gpu = name,
+                    "blocked waits sleep until the GPU's non-stall interrupt"
+                );
+                Some(w)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    gpu = name,
+                    error = &e as &dyn std::error::Error,
+                    "no thread for the GPU's non-stall interrupts: clients' waits will not sleep in the kernel"
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether lent channels get a wake descriptor, and how many interrupts the thread
+    /// has seen; None when they get none.
+    pub fn wake_edges(&self) -> Option<u64> {
+        self.wakers
+            .as_ref()
+            .filter(|w| w.watching())
+            .map(wake::Wakers::edges)
+    }
+
+    /// How many lent channels have a wake descriptor.
+    pub fn wake_descriptors(&self) -> usize {
+        self.wakers.as_ref().map_or(0, wake::Wakers::count)
     }
 
     /// The copy engines sessions' copy channels are spread over (COPY0 + n); empty:
@@ -745,6 +802,9 @@ impl<R: Rm> Served<R> {
     ) -> (usize, Vec<NvrmError>, std::time::Duration) {
         let mut r = self.health.reclaim(session);
         let (n, failed) = c.close_all(&mut r);
+        if let Some(w) = &self.wakers {
+            w.end_session(session);
+        }
         let (took, slowest, step) = r.took();
         drop(r);
         for e in &failed {
@@ -1030,6 +1090,11 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 .usermode()
                 .share()
                 .map_err(self.share("the usermode page"))?,
+            wake: self.wakers.as_ref().and_then(|w| {
+                w.add(session, id)
+                    .inspect_err(|e| tracing::warn!(gpu = %self.name, session = session.0, channel = id.0, error = e as &dyn std::error::Error, "no wake descriptor for a channel: its waits will not sleep"))
+                    .ok()
+            }),
         };
         client.channels.insert(
             id,
@@ -1067,6 +1132,9 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             .channels
             .remove(&channel)
             .ok_or(ChannelError::UnknownChannel { channel })?;
+        if let Some(w) = &self.wakers {
+            w.remove(session, channel);
+        }
         // The channel is gone whatever a teardown step said (each step still ran):
         // the client is told it closed, rigd's log says what went wrong.
         if let Err(e) = lent.channel.close() {

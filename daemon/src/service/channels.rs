@@ -1,5 +1,6 @@
 //! Channels on the wire: the side socket's open and close requests (their replies
-//! carry the ring, notifier and usermode descriptors), `Dma.Channels` for `rigctl
+//! carry the ring, notifier and usermode descriptors, and the wake descriptor where
+//! rigd watches the GPU's interrupts), `Dma.Channels` for `rigctl
 //! channels`, and the error-notifier watch's task. The bookkeeping is `channels`'; the
 //! side socket's framing is `dma::side`'s; the codes of channel errors are
 //! `status`'s; engines, rings and faults are `rig_model::nv`'s, converted by
@@ -85,6 +86,7 @@ pub async fn open(
                 pushbuffer_offset: o.pushbuffer_offset,
                 pushbuffer_gpu_va: o.pushbuffer_gpu_va,
                 pushbuffer_bytes: o.pushbuffer_bytes,
+                wake: o.wake.is_some(),
             });
             tracing::debug!(
                 session = session.0,
@@ -93,10 +95,9 @@ pub async fn open(
                 rings = ?o.rings,
                 "channel opened"
             );
-            (
-                pb::SessionReply { body: Some(body) },
-                vec![o.ring, o.notifier, o.usermode],
-            )
+            let mut fds = vec![o.ring, o.notifier, o.usermode];
+            fds.extend(o.wake);
+            (pb::SessionReply { body: Some(body) }, fds)
         }
         Err(e) => failure(&e),
     }
