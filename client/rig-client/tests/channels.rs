@@ -14,7 +14,7 @@ use dma_support::{Server, wait_until};
 use rig_client::{
     Client,
     addr::GpuVa,
-    channel::{Channel, ChannelError, Engine, Rings, TimelineError},
+    channel::{Channel, ChannelError, Engine, Rings, TimelineError, WaitPolicy},
     session::{Addressing, Session, SessionErrorKind},
 };
 use rigd::{
@@ -105,7 +105,8 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     assert_eq!(c.uid, nix::unistd::getuid().as_raw());
     assert!(c.fault.is_none());
 
-    // Nothing lands on a fake GPU: the wait times out, naming the state.
+    // Nothing lands on a fake GPU: the wait times out, naming the state. Past its
+    // spin it slept, so it armed the interrupt: a second entry.
     let e = ch.wait(v, SHORT).expect_err("no GPU to release");
     assert!(
         matches!(
@@ -113,12 +114,13 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
             ChannelError::Timeout {
                 value: 1,
                 current: 0,
-                gp_put: 1,
+                gp_put: 2,
                 ..
             }
         ),
         "{e}"
     );
+    assert_eq!(ch.interrupts(), 1);
     assert_eq!(ch.rekicks(), 0, "host rings never ring again");
     // The "GPU" releases (rigd writes the semaphore through its own view of the lease).
     f.server
@@ -140,6 +142,127 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
         .await
         .expect("close (the fake never drains: logged)");
     assert!(f.server.rig.channel_status(None).is_empty());
+    f.server.stop().await;
+}
+
+/// CPU time this thread has used (user and system).
+fn thread_cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_THREAD).expect("getrusage");
+    let us = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().unsigned_abs())
+            + Duration::from_micros(t.tv_usec().unsigned_abs())
+    };
+    us(u.user_time()) + us(u.system_time())
+}
+
+/// The words of the last ring entry `ch` submitted, as the GPU would fetch them.
+fn last_entry(session: &Session, ch: &Channel) -> Vec<u32> {
+    let (va, n) = ch.submitted(1).expect("ring")[0];
+    let (lease, off) = dma_support::lease_of(session, va.get());
+    let mut b = vec![0u8; 4 * n as usize];
+    session.read_lease(lease, off, &mut b).expect("read");
+    b.chunks_exact(4)
+        .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_wait_sleeps_until_the_gpus_interrupt_wakes_it() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let a = session.alloc(MIB, 4096).await.expect("buffer");
+    let mut ch = Channel::open(&session, Engine::Copy, 256)
+        .await
+        .expect("channel");
+    assert!(
+        ch.wake_fd().is_some(),
+        "rigd watches the fake GPU's interrupts"
+    );
+    assert_eq!(f.gpu.wake_descriptors(), 1);
+    assert_eq!(ch.wait_policy(), WaitPolicy::default());
+    let va = a.gpu_va().expect("GPU VA");
+    ch.copy(va, GpuVa(va.get() + 4096), 4096).expect("copy");
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    ch.set_wait_policy(WaitPolicy::Block);
+
+    // The "GPU" lands the value after 150 ms and raises the interrupt 20 ms later; a
+    // wake with nothing landed comes first, at 50 ms.
+    let sem = ch.semaphore_va().get();
+    let (waited, cpu) = std::thread::scope(|t| {
+        t.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            f.rm.interrupt();
+            std::thread::sleep(Duration::from_millis(100));
+            f.server.gpu_writes(&session, GPU, sem, &1u64.to_le_bytes());
+            std::thread::sleep(Duration::from_millis(20));
+            f.rm.interrupt();
+        });
+        let (start, cpu) = (std::time::Instant::now(), thread_cpu());
+        ch.wait(v, Duration::from_secs(10)).expect("woken, landed");
+        (start.elapsed(), thread_cpu() - cpu)
+    });
+    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    // Spinning or yielding for that long would take the whole wait's CPU.
+    assert!(cpu < waited / 3, "{cpu:?} of CPU in a {waited:?} wait");
+    assert_eq!(ch.interrupts(), 1, "armed once for the value");
+    assert!(
+        ch.sleeps() >= 2,
+        "slept again after the early wake: {}",
+        ch.sleeps()
+    );
+    // The arm: a host acquire of the channel's own semaphore for the value, then
+    // NON_STALL_INTERRUPT, in their own submission.
+    let words = last_entry(&session, &ch);
+    assert_eq!(words.len(), 7, "{words:x?}");
+    let addr = u64::from(words[1]) | u64::from(words[2]) << 32;
+    assert_eq!(addr, sem, "SEM_ADDR_LO, SEM_ADDR_HI");
+    assert_eq!(words[3], 1, "the value");
+    assert_eq!(words[6], 0x8000_0008, "NON_STALL_INTERRUPT");
+
+    // Nothing releases value 2: the blocked wait still ends at its timeout, typed.
+    let v2 = ch.release().expect("release");
+    ch.submit().expect("submit");
+    let e = ch.wait(v2, SHORT).expect_err("never lands");
+    assert!(matches!(e, ChannelError::Timeout { value: 2, .. }), "{e}");
+    assert_eq!(ch.interrupts(), 2);
+    ch.close(&session).await.expect("close");
+    assert_eq!(f.gpu.wake_descriptors(), 0, "closed with its channel");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fault_wakes_a_blocked_wait_and_the_session_end_forgets_its_wakes() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&session, Engine::Compute, 64)
+        .await
+        .expect("channel");
+    let mut other = Channel::open(&session, Engine::Copy, 64)
+        .await
+        .expect("channel");
+    assert_eq!(f.gpu.wake_descriptors(), 2);
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    ch.set_wait_policy(WaitPolicy::Block);
+    other.set_wait_policy(WaitPolicy::Block);
+    let id = ChannelId(ch.id());
+    let e = std::thread::scope(|t| {
+        t.spawn(|| {
+            std::thread::sleep(Duration::from_millis(50));
+            assert!(f.gpu.post_fault(id, 31));
+        });
+        ch.wait(v, Duration::from_secs(10)).expect_err("faulted")
+    });
+    assert!(matches!(e, ChannelError::Fault { .. }), "{e}");
+    // rigd contains the fault: the session's channels, and their wakes, are gone.
+    assert!(
+        wait_until(Duration::from_secs(5), || f.gpu.wake_descriptors() == 0).is_some(),
+        "{} wake descriptors left",
+        f.gpu.wake_descriptors()
+    );
+    drop((ch, other));
     f.server.stop().await;
 }
 
@@ -384,8 +507,10 @@ async fn a_channel_with_rings_in_gpu_memory_submits_through_its_window() {
         .await
         .expect("list");
     assert_eq!(listed[0].rings, Some(Rings::Gpu));
+    // The wait slept (so armed the interrupt: a second entry), each sleep no longer
+    // than the next look at GP_GET.
     let e = ch.wait(v, SHORT).expect_err("no GPU to release");
-    assert!(matches!(e, ChannelError::Timeout { gp_put: 1, .. }), "{e}");
+    assert!(matches!(e, ChannelError::Timeout { gp_put: 2, .. }), "{e}");
     // GP_GET never moved: the wait rang the doorbell again, backing off (20 µs
     // doubling to 1 ms: a few hundred in 200 ms, not thousands).
     let kicks = ch.rekicks();

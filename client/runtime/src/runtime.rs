@@ -18,10 +18,13 @@
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
 
-use std::time::Duration;
+use std::{
+    os::fd::{AsRawFd, RawFd},
+    time::Duration,
+};
 
 use rig_client::{
-    channel::{Channel, ChannelError, Engine},
+    channel::{Channel, ChannelError, Engine, WaitPolicy},
     session::Session,
 };
 
@@ -409,6 +412,39 @@ impl Runtime {
             Engine::Copy => self.copies.wait(done.value, timeout)?,
         }
         Ok(())
+    }
+
+    /// How both channels' waits spend their time (rig-client's [`WaitPolicy`]: spin,
+    /// yield, block, or spin then block, the default).
+    pub fn wait_policy(&mut self) -> WaitPolicy {
+        self.compute.channel().wait_policy()
+    }
+
+    /// Sets how both channels' waits spend their time, from the next wait on.
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.compute.channel().set_wait_policy(policy);
+        self.copies.channel().set_wait_policy(policy);
+    }
+
+    /// For an event loop: has the GPU raise its interrupt once `done` has landed and
+    /// returns the descriptor that then turns readable (valid while the runtime lives;
+    /// read 8 bytes from it to clear it, then [`Runtime::poll`]). None when rigd gave
+    /// the channel no wake descriptor, or it has no room for the words now: poll
+    /// instead. Held doorbells are rung first.
+    ///
+    /// # Errors
+    /// As the channel's `arm`: a value never promised.
+    pub fn arm(&mut self, done: Done) -> Result<Option<RawFd>, RuntimeError> {
+        if self.held {
+            self.flush()?;
+        }
+        let ch = self.channel(done.engine);
+        let armed = ch
+            .arm(done.value)
+            .map_err(|e| channel_error(done.engine, e))?;
+        Ok(armed
+            .then(|| ch.wake_fd().map(|fd| fd.as_raw_fd()))
+            .flatten())
     }
 
     /// Whether `done` has landed, without waiting: one read of the engine's semaphore

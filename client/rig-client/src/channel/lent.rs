@@ -28,7 +28,8 @@
 //! only, no syscall, no lock shared with anyone. GP_GET is read only when the ring
 //! looks full; the semaphore and the notifier only while waiting ([`Channel::wait`]),
 //! the notifier every [`FAULT_CHECK_SPINS`] spins and once when the value lands; past
-//! [`YIELD_AFTER`], each of those checks also yields the CPU.
+//! [`YIELD_AFTER`], each of those checks also yields the CPU, and where the wait policy
+//! says, the wait sleeps until the GPU's interrupt instead (`sleep`).
 //!
 //! Not here: opening and closing (`open`: requests on the session's side socket, the
 //! pushbuffer, arena and semaphore from the session's ledger), copies and releases
@@ -51,6 +52,7 @@ use super::{
     MethodError, PushbufError, Pushbuffer, RingError, Segment, TimelineError,
     mem::{Beside, BesideError, RingView, Rings},
     ring::{self, Ring, USERD_GP_GET, USERD_GP_PUT},
+    sleep::{BLOCK_SLICE, Phase},
     timeline::{Payload, Timeline, extend},
 };
 use crate::session::{Buffer, SessionError, SessionId};
@@ -264,6 +266,17 @@ pub struct Channel {
     pub(super) acquired: Vec<(u64, u64)>,
     /// rigd closed it: the GPU no longer runs its work.
     pub(super) drained: bool,
+    /// The wake descriptor rigd signals on the GPU's non-stall interrupts, if it sent
+    /// one (`sleep`).
+    pub(super) wake: Option<rig_sys::wake::Wake>,
+    /// How waits spend their time.
+    pub(super) policy: super::WaitPolicy,
+    /// The largest value an interrupt was armed for.
+    pub(super) armed: u64,
+    /// Arms so far.
+    pub(super) interrupts: u64,
+    /// Sleeps so far.
+    pub(super) sleeps: u64,
 }
 
 impl Drop for Channel {
@@ -506,9 +519,11 @@ impl Channel {
         Ok(())
     }
 
-    /// Spins until the timeline reaches `value`, for at most `timeout`; a fault the
-    /// RM posts ends the wait with its reason, also one posted by the time the value
-    /// lands. Then what the work used of the pushbuffer is free again.
+    /// Waits until the timeline reaches `value`, for at most `timeout`, as the
+    /// channel's [`WaitPolicy`](super::WaitPolicy) says (spinning, yielding, or asleep
+    /// until the GPU's interrupt: `sleep`); a fault the RM posts ends the wait with its
+    /// reason, also one posted by the time the value lands. Then what the work used of
+    /// the pushbuffer is free again.
     ///
     /// # Errors
     /// [`ChannelError::Fault`], [`ChannelError::Timeout`],
@@ -518,6 +533,7 @@ impl Channel {
         let mut every = REKICK_AFTER;
         let mut kick = start + every;
         let mut spins = 0u32;
+        let mut asleep = false;
         loop {
             let current = self.settle()?;
             if self.timeline.reached(value, current)? {
@@ -533,12 +549,23 @@ impl Channel {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(FAULT_CHECK_SPINS) {
-                // One clock read serves the yield, the rekick and the timeout.
+            if asleep || spins.is_multiple_of(FAULT_CHECK_SPINS) {
+                // One clock read serves the policy, the rekick and the timeout.
                 let now = Instant::now();
                 let waited = now - start;
-                if waited >= YIELD_AFTER {
-                    std::thread::yield_now();
+                match self.policy.phase(waited, YIELD_AFTER) {
+                    Phase::Spin => {}
+                    Phase::Yield => std::thread::yield_now(),
+                    Phase::Block => {
+                        let mut slice = BLOCK_SLICE.min(timeout.saturating_sub(waited));
+                        if self.rings == Rings::Gpu {
+                            slice = slice.min(kick.saturating_duration_since(now));
+                        }
+                        asleep = self.sleep(value, slice)?;
+                        if !asleep {
+                            std::thread::yield_now();
+                        }
+                    }
                 }
                 if self.rings == Rings::Gpu && now >= kick {
                     self.rekick()?;

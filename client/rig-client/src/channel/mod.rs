@@ -15,7 +15,8 @@
 //! ([`Channel::open`] on a [`crate::session::Session`]: `open`), with its memory
 //! (`mem`) and the work whose completion the engine releases (`work`: copies,
 //! engine-aware releases, the words of a launch a runtime pushes, the runtime's
-//! arena); `fence` lets one channel wait on the GPU for another's value;
+//! arena); `fence` lets one channel wait on the GPU for another's value; `sleep` lets
+//! a wait sleep until the GPU's interrupt, as its [`WaitPolicy`] says;
 //! `status` reads rigd's list of every lent channel.
 //!
 //! References: docs/hardware/nvidia-channels.md (the formats and rules) and
@@ -28,6 +29,7 @@ mod mem;
 mod open;
 pub mod pushbuf;
 pub mod ring;
+mod sleep;
 mod status;
 pub mod timeline;
 mod work;
@@ -42,5 +44,6 @@ pub use open::{ARENA_ALIGN, Options};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use rig_nv::method::{MethodError, Subchannel};
 pub use ring::{Ring, RingError};
+pub use sleep::{BLOCK_SLICE, SPIN_BEFORE_BLOCK, WaitPolicy};
 pub use status::{ChannelFaultInfo, ChannelInfo};
 pub use timeline::{Payload, Timeline, TimelineError};

@@ -187,9 +187,20 @@ impl Channel {
                 "an open must be answered `channel_opened`",
             ));
         };
-        let [ring_fd, notifier_fd, usermode_fd]: [OwnedFd; 3] = fds
-            .try_into()
-            .map_err(|_| ChannelError::Protocol("an opened channel carries three descriptors"))?;
+        let mut fds = fds.into_iter();
+        let (Some(ring_fd), Some(notifier_fd), Some(usermode_fd)) =
+            (fds.next(), fds.next(), fds.next())
+        else {
+            return Err(ChannelError::Protocol(
+                "an opened channel carries three descriptors",
+            ));
+        };
+        let wake = fds.next().map(rig_sys::wake::Wake::from);
+        if wake.is_some() != r.wake || fds.next().is_some() {
+            return Err(ChannelError::Protocol(
+                "an opened channel carries three descriptors, and a wake descriptor when it says so",
+            ));
+        }
         let id = r.channel;
         if Rings::from_wire(r.rings) != Some(o.rings) {
             return Err(ChannelError::Protocol(
@@ -250,6 +261,11 @@ impl Channel {
             rekicks: 0,
             acquired: Vec::new(),
             drained: false,
+            wake,
+            policy: super::WaitPolicy::default(),
+            armed: 0,
+            interrupts: 0,
+            sleeps: 0,
         };
         ch.push_words(&engine.set_object())?;
         Ok(ch)

@@ -15,8 +15,9 @@ use rig_model::addr::GpuVa;
 
 use super::{MethodError, Subchannel, check_addr, inc, split};
 use crate::class::clc56f::{
-    NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN, NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT,
-    NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN, NVC56F_SEM_EXECUTE_RELEASE_WFI_EN,
+    NVC56F_NON_STALL_INTERRUPT, NVC56F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN,
+    NVC56F_SEM_EXECUTE_PAYLOAD_SIZE_64BIT, NVC56F_SEM_EXECUTE_RELEASE_TIMESTAMP_EN,
+    NVC56F_SEM_EXECUTE_RELEASE_WFI_EN,
 };
 use crate::class::clc86f::{
     NVC86F_SEM_ADDR_HI_OFFSET, NVC86F_SEM_ADDR_LO, NVC86F_SEM_EXECUTE_ACQUIRE_SWITCH_TSG,
@@ -110,6 +111,20 @@ pub fn release_with(addr: GpuVa, value: u64, how: Release) -> Result<[u32; 6], M
         execute |= SEM_EXECUTE_RELEASE_TIMESTAMP_EN;
     }
     Ok(semaphore(addr, value, execute))
+}
+
+/// NON_STALL_INTERRUPT (1 word, an immediate of data 0): the host raises the GPU's
+/// non-stall interrupt when it reaches this method, without stalling the channel. It
+/// says nothing about the engine: put it after an acquire or a WFI release of what it
+/// announces. HOPPER_CHANNEL_GPFIFO_A's trimmed header omits the method; it is Volta's
+/// and Ampere's 0x20, which NVIDIA's own push library sends on Hopper
+/// (docs/hardware/nvidia-rm.md, "Non-stall interrupts and OS events").
+#[inline]
+pub fn non_stall_interrupt() -> [u32; 1] {
+    [
+        super::immediate(Subchannel(0), NVC56F_NON_STALL_INTERRUPT, 0)
+            .expect("NON_STALL_INTERRUPT with data 0 is a valid immediate"),
+    ]
 }
 
 /// What a channel whose acquire has not been met does meanwhile (`SEM_EXECUTE`'s

@@ -23,7 +23,10 @@ pub mod host;
 
 pub use compute::{ComputeError, SUBCH_COMPUTE};
 pub use copy::{CopyError, SUBCH_COPY, copy, copy_flushed};
-pub use host::{Release, Waiting, acquire, acquire32, release, release_with, set_object, wfi};
+pub use host::{
+    Release, Waiting, acquire, acquire32, non_stall_interrupt, release, release_with, set_object,
+    wfi,
+};
 
 use rig_model::nv::Engine;
 
@@ -169,6 +172,7 @@ mod tests {
             ),
             Ok(0x8000_0008)
         );
+        assert_eq!(host::non_stall_interrupt(), [0x8000_0008]);
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! Waits that sleep: a [`WaitPolicy`] says how a channel's wait spends the time until
+//! its value lands, as CUDA's schedule flags do (spin, yield, block, and spin then
+//! block, the default); a blocked wait sleeps in poll(2) on the channel's wake
+//! descriptor, an eventfd rigd signals whenever the GPU raises a non-stall interrupt.
+//!
+//! The GPU raises it only when asked: before a wait first sleeps for a value, it arms
+//! the channel ([`Channel::arm`]): a host acquire of the channel's own semaphore for
+//! that value (the channel's host stops there until the engine has released it; the
+//! group stays on the engine, since the release comes from the channel's own work)
+//! and then NON_STALL_INTERRUPT. So a wait that ends while spinning costs the GPU
+//! nothing, and one that sleeps costs 7 words and one interrupt.
+//!
+//! The rules (docs/channels.md, "Waiting"):
+//! - a wake says only that something on the GPU raised the interrupt (rigd's RM event
+//!   is per GPU, not per channel): the wait re-reads its semaphore and its notifier,
+//!   and sleeps again if neither changed;
+//! - no wake is lost: the eventfd stays readable until read, the value is read after
+//!   every wake and before every sleep, and the interrupt is raised only once the value
+//!   landed, so the wake it causes comes after the value is visible;
+//! - a sleep lasts at most [`BLOCK_SLICE`] (with rings in GPU memory, until the next
+//!   doorbell look, `REKICK_*`), so a fault that rigd did not signal or a wake that
+//!   never comes (rigd gone) still ends the wait by its timeout;
+//! - a channel without a wake descriptor (rigd gave none: no event on its GPU) treats
+//!   blocking as yielding; a channel whose pushbuffer or ring has no room for the arm
+//!   words yields for that wait.
+//!
+//! Not here: the loop itself (`lent`'s `Channel::wait`), rigd's side (`channels::wake`).
+
+use std::{os::fd::BorrowedFd, time::Duration};
+
+use rig_nv::method::{self, Waiting};
+
+use super::{Channel, ChannelError, timeline::Payload};
+
+/// How long [`WaitPolicy::default`] spins (yielding past `YIELD_AFTER`) before it
+/// sleeps: longer than an empty round trip and a short kernel, so waits for those
+/// never pay a wake-up; short against the CPU a long kernel's wait would burn.
+pub const SPIN_BEFORE_BLOCK: Duration = Duration::from_micros(200);
+
+/// The longest one sleep of a blocked wait lasts before it looks again.
+pub const BLOCK_SLICE: Duration = Duration::from_millis(50);
+
+/// How a wait spends the time until its value lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitPolicy {
+    /// Spin on the semaphore throughout (CUDA's `cudaDeviceScheduleSpin`): the least
+    /// latency, a CPU busy for the whole wait.
+    Spin,
+    /// Spin, and past `YIELD_AFTER` yield the CPU between looks
+    /// (`cudaDeviceScheduleYield`).
+    Yield,
+    /// Sleep in the kernel from the first look that misses until the GPU's interrupt
+    /// (`cudaDeviceScheduleBlockingSync`): no CPU while waiting, a wake-up's latency.
+    Block,
+    /// Spin and yield for this long, then sleep (the default:
+    /// [`SPIN_BEFORE_BLOCK`]).
+    SpinThenBlock(Duration),
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::SpinThenBlock(SPIN_BEFORE_BLOCK)
+    }
+}
+
+/// What a wait does next, `waited` into it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Phase {
+    Spin,
+    Yield,
+    Block,
+}
+
+impl WaitPolicy {
+    pub(super) fn phase(self, waited: Duration, yield_after: Duration) -> Phase {
+        let spin_or_yield = if waited >= yield_after {
+            Phase::Yield
+        } else {
+            Phase::Spin
+        };
+        match self {
+            Self::Spin => Phase::Spin,
+            Self::Yield => spin_or_yield,
+            Self::Block => Phase::Block,
+            Self::SpinThenBlock(d) if waited >= d => Phase::Block,
+            Self::SpinThenBlock(_) => spin_or_yield,
+        }
+    }
+}
+
+impl Channel {
+    /// How this channel's waits spend their time.
+    pub fn wait_policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// Sets how this channel's waits spend their time, from the next wait on.
+    pub fn set_wait_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
+    /// The wake descriptor rigd signals on the GPU's non-stall interrupts (readable
+    /// until drained), to hand to an event loop after [`Channel::arm`]; None when rigd
+    /// gave the channel none.
+    pub fn wake_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.wake.as_ref().map(rig_sys::wake::Wake::fd)
+    }
+
+    /// Clears the wake descriptor after an event loop saw it readable; true if it was
+    /// signalled. Re-read the value after.
+    ///
+    /// # Errors
+    /// [`ChannelError::Map`] when the descriptor cannot be read.
+    pub fn drain_wake(&self) -> Result<bool, ChannelError> {
+        match &self.wake {
+            Some(w) => w
+                .drain()
+                .map_err(super::lent::map_err(self.id, "its wake descriptor")),
+            None => Ok(false),
+        }
+    }
+
+    /// How many times waits armed the channel's interrupt.
+    pub fn interrupts(&self) -> u64 {
+        self.interrupts
+    }
+
+    /// Makes the GPU raise a non-stall interrupt once `value` has landed (a host
+    /// acquire of the channel's own semaphore, then NON_STALL_INTERRUPT: 7 words,
+    /// submitted at once, with whatever was pushed before them). Returns false, and
+    /// arms nothing, when the channel has no wake descriptor or no room for the words
+    /// now; true when it is armed for `value` or more. A later arm for no more adds
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`ChannelError::Timeline`] for a value never promised; as [`Channel::submit`].
+    pub fn arm(&mut self, value: u64) -> Result<bool, ChannelError> {
+        if self.wake.is_none() {
+            return Ok(false);
+        }
+        let current = self.settle()?;
+        if self.timeline.reached(value, current)? || self.armed >= value {
+            return Ok(true);
+        }
+        let acquire = match self.payload {
+            // CAST: the copy engine writes the low 32 bits; the compare is circular
+            // modulo 2^32, as `timeline::extend` reads it.
+            Payload::Word32 => {
+                method::acquire32(self.sem_va, (value & 0xffff_ffff) as u32, Waiting::Stay)?
+            }
+            Payload::Word64 => method::acquire(self.sem_va, value, Waiting::Stay)?,
+        };
+        let mut words = [0u32; 7];
+        words[..6].copy_from_slice(&acquire);
+        words[6..].copy_from_slice(&method::non_stall_interrupt());
+        match self.push_words(&words) {
+            Ok(()) => {}
+            Err(ChannelError::PushbufferFull { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        // No engine releases after these words: a later `release` adds its own.
+        self.tail_release = None;
+        match self.submit() {
+            // Queued: the next submit sends them.
+            Ok(()) | Err(ChannelError::RingFull { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.armed = value;
+        self.interrupts += 1;
+        Ok(true)
+    }
+
+    /// One sleep of a blocked wait for `value`: arms the channel if it is not, then
+    /// polls the wake descriptor for at most `slice`. False when the channel could not
+    /// be armed (the caller yields instead).
+    pub(super) fn sleep(&mut self, value: u64, slice: Duration) -> Result<bool, ChannelError> {
+        if !self.arm(value)? {
+            return Ok(false);
+        }
+        // An arm that found the value landed raised nothing to wake on.
+        let current = self.settle()?;
+        if self.timeline.reached(value, current)? {
+            return Ok(true);
+        }
+        let Some(w) = &self.wake else {
+            return Ok(false);
+        };
+        w.wait(slice)
+            .map_err(super::lent::map_err(self.id, "its wake descriptor"))?;
+        self.sleeps += 1;
+        Ok(true)
+    }
+
+    /// How many times waits slept in the kernel.
+    pub fn sleeps(&self) -> u64 {
+        self.sleeps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Y: Duration = Duration::from_micros(50);
+
+    #[test]
+    fn each_policy_spins_yields_and_blocks_when_it_says() {
+        let us = Duration::from_micros;
+        assert_eq!(WaitPolicy::Spin.phase(us(10_000), Y), Phase::Spin);
+        assert_eq!(WaitPolicy::Yield.phase(us(10), Y), Phase::Spin);
+        assert_eq!(WaitPolicy::Yield.phase(us(60), Y), Phase::Yield);
+        assert_eq!(WaitPolicy::Block.phase(us(0), Y), Phase::Block);
+        let d = WaitPolicy::default();
+        assert_eq!(d, WaitPolicy::SpinThenBlock(SPIN_BEFORE_BLOCK));
+        assert_eq!(d.phase(us(10), Y), Phase::Spin);
+        assert_eq!(d.phase(us(100), Y), Phase::Yield);
+        assert_eq!(d.phase(SPIN_BEFORE_BLOCK, Y), Phase::Block);
+        // Blocking sooner than the yield threshold skips the yields.
+        assert_eq!(
+            WaitPolicy::SpinThenBlock(us(20)).phase(us(30), Y),
+            Phase::Block
+        );
+    }
+}
