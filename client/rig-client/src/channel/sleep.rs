@@ -113,9 +113,7 @@ impl Channel {
     /// [`ChannelError::Map`] when the descriptor cannot be read.
     pub fn drain_wake(&self) -> Result<bool, ChannelError> {
         match &self.wake {
-            Some(w) => w
-                .drain()
-                .map_err(super::lent::map_err(self.id, "its wake descriptor")),
+            Some(w) => w.drain().map_err(|source| self.wake_error(source)),
             None => Ok(false),
         }
     }
@@ -185,8 +183,7 @@ impl Channel {
         let Some(w) = &self.wake else {
             return Ok(false);
         };
-        w.wait(slice)
-            .map_err(super::lent::map_err(self.id, "its wake descriptor"))?;
+        w.wait(slice).map_err(|source| self.wake_error(source))?;
         self.sleeps += 1;
         Ok(true)
     }
@@ -194,6 +191,14 @@ impl Channel {
     /// How many times waits slept in the kernel.
     pub fn sleeps(&self) -> u64 {
         self.sleeps
+    }
+
+    fn wake_error(&self, source: std::io::Error) -> ChannelError {
+        ChannelError::Map {
+            channel: self.id,
+            what: "its wake descriptor",
+            source,
+        }
     }
 }
 

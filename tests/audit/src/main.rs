@@ -1,0 +1,194 @@
+//! rig-audit: every package of rig's lockfiles against the RustSec advisories (the
+//! database cargo-audit and cargo-deny read), in a snapshot vendored in the repository
+//! (`tests/audit/advisories`; `scripts/advisories.sh refresh` makes it, `check` runs
+//! this), so the test command needs no network and gives the same answer every run.
+//!
+//! What fails: a vulnerability, or an unsound crate, in any version a lockfile holds,
+//! unless `audit.toml` ignores its id with a reason; a package the snapshot was not
+//! made for (a new dependency: refresh the snapshot, so no crate goes unchecked because
+//! the filter never saw it). What is printed and passes: unmaintained crates and
+//! notices, and every ignored advisory with its reason. Packages from a path are rig's
+//! own and skipped, except the patched copies of others' crates that the workspace's
+//! `[patch.crates-io]` names (h2): those are checked as the crates.io version they
+//! patch, which a scanner going by the lockfile's source alone would miss.
+//!
+//! Reference: the RustSec advisory format (`[versions] patched`/`unaffected`,
+//! `informational`, `withdrawn`), read by the `rustsec` crate.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
+
+use rustsec::{Collection, Database, Lockfile, advisory::Informational, database::Query};
+
+const USAGE: &str =
+    "usage: rig-audit --db DIR [--policy audit.toml] [--manifest Cargo.toml] LOCKFILE...";
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// `audit.toml`: advisories rig has looked at and accepts, each with why.
+#[derive(Debug, Default)]
+struct Policy {
+    ignore: Vec<(String, String)>,
+}
+
+impl Policy {
+    fn load(path: &Path) -> Res<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let v: toml::Table = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut ignore = Vec::new();
+        for entry in v
+            .get("ignore")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let id = entry.get("id").and_then(toml::Value::as_str);
+            let reason = entry.get("reason").and_then(toml::Value::as_str);
+            match (id, reason) {
+                (Some(id), Some(reason)) if !reason.trim().is_empty() => {
+                    ignore.push((id.to_owned(), reason.to_owned()));
+                }
+                _ => {
+                    return Err(format!(
+                        "{}: every [[ignore]] needs an id and a reason",
+                        path.display()
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(Self { ignore })
+    }
+
+    fn reason(&self, id: &str) -> Option<&str> {
+        self.ignore
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, r)| r.as_str())
+    }
+}
+
+/// The crates `[patch.crates-io]` of `manifest` replaces with a path.
+fn patched(manifest: &Path) -> Res<BTreeSet<String>> {
+    let text =
+        std::fs::read_to_string(manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let v: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", manifest.display()))?;
+    Ok(v.get("patch")
+        .and_then(|p| p.get("crates-io"))
+        .and_then(toml::Value::as_table)
+        .map(|t| t.keys().cloned().collect())
+        .unwrap_or_default())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("rig-audit: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Res<bool> {
+    let mut args = std::env::args().skip(1);
+    let (mut db, mut policy, mut manifest, mut locks) = (None, None, None, Vec::new());
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--db" => db = args.next().map(PathBuf::from),
+            "--policy" => policy = args.next().map(PathBuf::from),
+            "--manifest" => manifest = args.next().map(PathBuf::from),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return Ok(true);
+            }
+            _ => locks.push(PathBuf::from(a)),
+        }
+    }
+    let Some(db) = db.filter(|_| !locks.is_empty()) else {
+        return Err(USAGE.into());
+    };
+    let policy = policy.map_or_else(|| Ok(Policy::default()), |p| Policy::load(&p))?;
+    let patched = manifest.map_or_else(|| Ok(BTreeSet::new()), |m| patched(&m))?;
+    let covered: BTreeSet<String> = std::fs::read_to_string(db.join("COVERED"))
+        .map_err(|e| format!("{}: {e}", db.join("COVERED").display()))?
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect();
+    let snapshot = std::fs::read_to_string(db.join("SNAPSHOT")).unwrap_or_default();
+    let database = Database::open(&db).map_err(|e| format!("{}: {e}", db.display()))?;
+
+    let (mut failed, mut checked, mut uncovered) = (0usize, 0usize, BTreeSet::new());
+    let mut seen = BTreeSet::new();
+    for lock in &locks {
+        let lockfile = Lockfile::load(lock).map_err(|e| format!("{}: {e}", lock.display()))?;
+        for p in &lockfile.packages {
+            let name = p.name.as_str();
+            if p.source.is_none() && !patched.contains(name) {
+                continue;
+            }
+            if !seen.insert((name.to_owned(), p.version.clone())) {
+                continue;
+            }
+            checked += 1;
+            if !covered.contains(name) {
+                uncovered.insert(name.to_owned());
+                continue;
+            }
+            let q = Query::new()
+                .collection(Collection::Crates)
+                .package_name(p.name.clone())
+                .package_version(p.version.clone())
+                .withdrawn(false);
+            for a in database.query(&q) {
+                let m = &a.metadata;
+                let what = match &m.informational {
+                    None => "vulnerability",
+                    Some(Informational::Unsound) => "unsound",
+                    Some(Informational::Unmaintained) => "unmaintained",
+                    Some(Informational::Notice) => "notice",
+                    Some(_) => "informational",
+                };
+                let fails = matches!(what, "vulnerability" | "unsound");
+                let line = format!(
+                    "{} {} {}: {what}: {} ({})",
+                    m.id,
+                    name,
+                    p.version,
+                    m.title,
+                    lock.display()
+                );
+                match policy.reason(m.id.as_str()) {
+                    Some(reason) => println!("ignored {line}; audit.toml: {reason}"),
+                    None if fails => {
+                        failed += 1;
+                        println!("FAILED {line}");
+                    }
+                    None => println!("warning {line}"),
+                }
+            }
+        }
+    }
+    for name in &uncovered {
+        println!(
+            "FAILED {name}: the advisory snapshot was not made for this crate; run scripts/advisories.sh refresh"
+        );
+    }
+    println!(
+        "rig-audit: {checked} packages of {} lockfiles against RustSec {}: {failed} failing advisories, {} crates not covered",
+        locks.len(),
+        snapshot.trim(),
+        uncovered.len()
+    );
+    Ok(failed == 0 && uncovered.is_empty())
+}
