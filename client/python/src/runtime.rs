@@ -28,7 +28,7 @@ use pyo3::{
     types::{PyBool, PyByteArray, PyBytes, PyFloat, PyInt},
 };
 use rig_client::{
-    channel::{Engine, Rings},
+    channel::{Engine, Rings, WaitPolicy},
     session::Session as RSession,
     space::{Region, find_region},
 };
@@ -689,6 +689,61 @@ impl Runtime {
         let t = timeout.map_or(Ok(self.timeout), seconds)?;
         let (a, b) = (start.to_rust(self)?, end.to_rust(self)?);
         self.with(py, |rt, _| rt.elapsed(a, b, t))?.py()
+    }
+
+    /// How `wait` spends its time until the value lands: `"spin"` (reads the
+    /// semaphore throughout), `"yield"` (and yields the CPU past 50 µs), `"block"`
+    /// (sleeps in the kernel until the GPU's interrupt), or `"spin_then_block"` (the
+    /// default: yields for `spin_then_block_s`, then sleeps).
+    #[getter]
+    fn wait_policy(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(match self.with(py, |rt, _| rt.wait_policy())? {
+            WaitPolicy::Spin => "spin",
+            WaitPolicy::Yield => "yield",
+            WaitPolicy::Block => "block",
+            WaitPolicy::SpinThenBlock(_) => "spin_then_block",
+        })
+    }
+
+    #[setter]
+    fn set_wait_policy(&self, py: Python<'_>, policy: &str) -> PyResult<()> {
+        let p = match policy {
+            "spin" => WaitPolicy::Spin,
+            "yield" => WaitPolicy::Yield,
+            "block" => WaitPolicy::Block,
+            "spin_then_block" => WaitPolicy::default(),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "A wait policy is \"spin\", \"yield\", \"block\" or \"spin_then_block\", not {other:?}"
+                )));
+            }
+        };
+        self.with(py, |rt, _| rt.set_wait_policy(p))
+    }
+
+    /// How long a `"spin_then_block"` wait yields before it sleeps, in seconds; setting
+    /// it sets that policy.
+    #[getter]
+    fn spin_then_block_s(&self, py: Python<'_>) -> PyResult<Option<f64>> {
+        Ok(match self.with(py, |rt, _| rt.wait_policy())? {
+            WaitPolicy::SpinThenBlock(d) => Some(d.as_secs_f64()),
+            _ => None,
+        })
+    }
+
+    #[setter]
+    fn set_spin_then_block_s(&self, py: Python<'_>, spin: f64) -> PyResult<()> {
+        let d = seconds(spin)?;
+        self.with(py, |rt, _| rt.set_wait_policy(WaitPolicy::SpinThenBlock(d)))
+    }
+
+    /// For an event loop: has the GPU raise its interrupt once `done` has landed, and
+    /// returns the descriptor that then turns readable (read 8 bytes to clear it, then
+    /// ask `done()`); None when rigd lent the channel none, or it has no room for the
+    /// words now (poll `done()` instead). `rig_gpu.wait_async` does all of it.
+    fn wake_fd(&self, py: Python<'_>, done: Done) -> PyResult<Option<i32>> {
+        let done = done.to_rust(self)?;
+        self.with(py, |rt, _| rt.arm(done))?.py()
     }
 
     /// Whether `done`'s engine released its value, without waiting; raises `rig.Fault`

@@ -16,6 +16,9 @@ client library's Python face. A complete program::
 docs/python.md in the repository describes every call.
 """
 
+import asyncio
+import os
+
 from ._rig import (
     ARCH,
     DEFAULT_SOCKET,
@@ -66,4 +69,41 @@ __all__ = [
     "__version__",
     "devices",
     "inspect",
+    "wait_async",
 ]
+
+
+async def wait_async(rt: Runtime, done: Done, timeout: float | None = None) -> None:
+    """Waits for `done` without blocking the event loop: the GPU raises its interrupt
+    once the value lands, rigd signals the channel's wake descriptor, and the loop wakes
+    this coroutine (rt.wake_fd). Where the channel has no wake descriptor it polls every
+    millisecond. Raises rig.Fault as rt.wait does, and TimeoutError past `timeout`
+    seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    fd = rt.wake_fd(done)
+    woken = asyncio.Event()
+    if fd is not None:
+        loop.add_reader(fd, woken.set)
+    try:
+        while not rt.done(done):
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"{done!r} did not land within {timeout} s")
+            if fd is None:
+                await asyncio.sleep(0.001 if left is None else min(0.001, left))
+                continue
+            # A wake says only that something on the GPU landed: look again after it,
+            # and at least every 50 ms.
+            try:
+                await asyncio.wait_for(woken.wait(), 0.05 if left is None else min(0.05, left))
+            except TimeoutError:
+                pass
+            woken.clear()
+            try:
+                os.read(fd, 8)
+            except BlockingIOError:
+                pass
+    finally:
+        if fd is not None:
+            loop.remove_reader(fd)
