@@ -24,11 +24,13 @@
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
 #     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
-#                                           # (default all; host and deps only when named)
+#                                           # (default all; host, deps and waits only when named)
 #     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default "auto";
 #                                           # empty: copy channels in the session's GR0 group)
 #     PHASES=deps DEPS_ROUNDS=3 ...          # waits between channels on the GPU, rig and
 #                                           # CUDA in turn (tests/h200/deps)
+#     PHASES=waits WAITS_ROUNDS=2 ...        # waits that spin, yield or sleep, rig's
+#                                           # policies and CUDA's schedule flags
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
 #     PHASES=host HOST_CPUS="3 7" HOST_ROUNDS=3 HOST_PROBES="new=.dev/rig-compute-probe old=/tmp/old-probe" ...
@@ -302,6 +304,24 @@ if asked deps; then
     done
   else
     cat "$RUN/nvcc-deps.log"
+    FAIL=1
+  fi
+fi
+
+if asked waits; then
+  say "waits: spin, yield, block and spin-then-block around kernels of 20 us to 10 ms, rig (uid $NOBODY) and CUDA's schedule flags in turn on CPU 2"
+  if nvcc -cubin -arch=sm_90 -O2 -o "$RUN/deps.cubin" tests/h200/deps/deps.cu 2> "$RUN/nvcc-waits.log" &&
+    nvcc -O2 -o /tmp/cuda_waits tests/h200/deps/cuda_waits.c -lcuda 2>> "$RUN/nvcc-waits.log"; then
+    chmod 644 "$RUN/deps.cubin"
+    for round in $(seq 1 "${WAITS_ROUNDS:-2}"); do
+      (client $NOBODY 2 waits "$RUN/rigd.sock" "$GPU" "$RUN/deps.cubin") > "$RUN/waits-rig.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/waits-rig.out"
+      taskset -c 2 /tmp/cuda_waits "$RUN/deps.cubin" > "$RUN/waits-cuda.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/waits-cuda.out"
+    done
+    grep -h "non-stall" "$RUN/rigd.log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c28- | sort | uniq -c
+  else
+    cat "$RUN/nvcc-waits.log"
     FAIL=1
   fi
 fi

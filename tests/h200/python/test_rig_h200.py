@@ -223,6 +223,57 @@ def test_a_wait_releases_the_gil(session, rt, mod):
     assert ticks > 100_000, f"{ticks} loop turns in {waited:.2f} s: the GIL was held"
 
 
+def test_a_blocked_wait_sleeps_until_the_gpus_interrupt(session, rt, mod):
+    # About half a second of SM clocks: a spinning wait would burn as much CPU.
+    flag = session.gpu_memory(4)
+    assert rt.wait_policy == "spin_then_block"
+    assert rt.spin_then_block_s == pytest.approx(200e-6)
+    rt.wait_policy = "block"
+    try:
+        d = rt.launch(mod["spin"], grid=1, block=32, args=[1_000_000_000, flag])
+        t0, c0 = time.monotonic(), time.thread_time()
+        rt.wait(d, timeout=30)
+        waited, cpu = time.monotonic() - t0, time.thread_time() - c0
+        assert waited > 0.2, waited
+        assert cpu < waited / 10, f"{cpu:.3f} s of CPU in a {waited:.3f} s wait"
+    finally:
+        rt.spin_then_block_s = 200e-6
+    assert rt.wait_policy == "spin_then_block"
+    with pytest.raises(ValueError):
+        rt.wait_policy = "sometimes"
+
+
+def test_an_event_loop_waits_on_the_wake_descriptor(session, rt, mod):
+    import asyncio
+
+    flag = session.gpu_memory(4)
+
+    async def main():
+        d = rt.launch(mod["spin"], grid=1, block=32, args=[500_000_000, flag])
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        t = asyncio.ensure_future(tick())
+        t0 = time.monotonic()
+        await rig.wait_async(rt, d, timeout=30)
+        waited = time.monotonic() - t0
+        t.cancel()
+        return waited, ticks
+
+    waited, ticks = asyncio.run(main())
+    assert waited > 0.1, waited
+    # The loop went on while the GPU worked: about one tick a millisecond.
+    assert ticks > waited * 300, f"{ticks} ticks in {waited:.3f} s"
+    d = rt.launch(mod["spin"], grid=1, block=32, args=[1000, flag])
+    assert rt.wake_fd(d) is not None, "rigd lends a wake descriptor on a real GPU"
+    rt.wait(d, timeout=30)
+
+
 def test_bad_arguments_are_refused_before_anything_runs(rt, mod):
     with pytest.raises(ValueError):
         rt.launch(mod["saxpy"], grid=1, block=32, args=[1.0])

@@ -47,7 +47,7 @@ use std::{
 };
 
 use rig_client::{
-    channel::{Engine, Rings},
+    channel::{Engine, Rings, WaitPolicy},
     gpumem::GpuMemory,
     session::Session,
 };
@@ -66,8 +66,8 @@ const STAGE: u64 = 256 * MIB;
 // an H200, a channel's first work well under a second; 10 s says something is wrong.
 const LONG: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores | deps] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
-  deps takes tests/h200/deps/deps.cu's cubin
+const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores | deps | waits] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+  deps and waits take tests/h200/deps/deps.cu's cubin
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
        RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
@@ -130,6 +130,7 @@ fn main() -> ExitCode {
         Some("host") => (Role::Host, &args[2..]),
         Some("stores") => (Role::Stores, &args[2..]),
         Some("deps") => (Role::Deps, &args[2..]),
+        Some("waits") => (Role::Waits, &args[2..]),
         Some("swarm") => match args.get(2).and_then(|n| n.parse().ok()) {
             Some(n) => (Role::Swarm(n), &args[3..]),
             None => (Role::Usage, &args[..0]),
@@ -158,6 +159,7 @@ fn main() -> ExitCode {
                 Role::Host => host(&socket, &gpu, &bytes).await,
                 Role::Stores => stores(&socket, &gpu).await,
                 Role::Deps => deps(&socket, &gpu, &bytes).await,
+                Role::Waits => waits(&socket, &gpu, &bytes).await,
                 Role::All | Role::Usage => probe(&socket, &gpu, &bytes).await,
             }
         })
@@ -179,6 +181,7 @@ enum Role {
     Host,
     Stores,
     Deps,
+    Waits,
     Usage,
 }
 
@@ -857,6 +860,81 @@ fn gap_ns(out: &rig_client::session::Buffer) -> Res<f64> {
 
 /// The `deps` role: waits between channels on the GPU (docs/compute.md,
 /// "Dependencies"), side by side with tests/h200/deps/cuda_deps.c.
+/// CPU time this thread has used (user and system).
+fn thread_cpu() -> Res<Duration> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_THREAD)?;
+    let d = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(t.tv_sec().unsigned_abs())
+            + Duration::from_micros(t.tv_usec().unsigned_abs())
+    };
+    Ok(d(u.user_time()) + d(u.system_time()))
+}
+
+/// Waits under each policy (tests/h200/deps/cuda_waits.c is CUDA's side): a kernel
+/// that spins 20 µs, 1 ms or 10 ms of %globaltimer, launched and waited for; the host's
+/// time from the launch to the wait's return and the CPU the waiting thread used.
+/// Checks that blocked waits were woken by the GPU's interrupt, not by the end of a
+/// sleep's slice.
+async fn waits(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
+    let s = Session::open(socket, gpu).await?;
+    let mut rt = Runtime::open(&s, &Device, options()).await?;
+    let m = rt.load(&s, &Device, cubin).await?;
+    let after = m.kernel("stamp_after")?;
+    let out = s.alloc(4096, 4096).await?;
+    let end_at = Arg::Ptr(out.gpu_va().ok_or("the session is on a served GPU")?);
+    let policies = [
+        ("spin", WaitPolicy::Spin),
+        ("yield", WaitPolicy::Yield),
+        ("block", WaitPolicy::Block),
+        ("spin_then_block", WaitPolicy::default()),
+    ];
+    let kernels = [
+        ("20us", 20_000u64, 200usize),
+        ("1ms", 1_000_000, 50),
+        ("10ms", 10_000_000, 10),
+    ];
+    let mut late = 0u64;
+    let mut checked = 0u64;
+    for (name, policy) in policies {
+        rt.set_wait_policy(policy);
+        for (k, ns, rounds) in kernels {
+            let args = [Arg::U64(ns), end_at];
+            let v = rt.compute().launch(&after, 1, 1, 0, &args)?;
+            rt.compute().wait(v, LONG)?;
+            let (sleeps, arms) = (
+                rt.compute().channel().sleeps(),
+                rt.compute().channel().interrupts(),
+            );
+            let (mut wall, mut cpu) = (vec![], vec![]);
+            for _ in 0..rounds {
+                let (t, c) = (Instant::now(), thread_cpu()?);
+                let v = rt.compute().launch(&after, 1, 1, 0, &args)?;
+                rt.compute().wait(v, LONG)?;
+                let w = t.elapsed();
+                wall.push(w.as_secs_f64() * 1e6);
+                cpu.push((thread_cpu()? - c).as_secs_f64() * 1e6);
+                if policy == WaitPolicy::Block && ns >= 1_000_000 {
+                    // A sleep's slice is 50 ms: a wait woken only by its end would
+                    // take that long.
+                    checked += 1;
+                    late += u64::from(w > Duration::from_nanos(ns) + Duration::from_millis(5));
+                }
+            }
+            let ch = rt.compute().channel();
+            println!(
+                "waits {name} {k}: {} arms, {} sleeps",
+                ch.interrupts() - arms,
+                ch.sleeps() - sleeps
+            );
+            report(&format!("waits_{name}_{k}_kernel_wall_us"), wall, "us");
+            report(&format!("waits_{name}_{k}_kernel_cpu_us"), cpu, "us");
+        }
+    }
+    rt.set_wait_policy(WaitPolicy::default());
+    check("waits_block_woken_by_the_interrupt", late, checked)
+}
+
 async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     const ROUNDS: usize = 500;
     // The first kernel runs 20 µs, so the second is queued well before it ends.
