@@ -11,7 +11,7 @@
 #   scripts/check-citations.sh            check every tracked text file
 #
 # Vendored crates under third_party/ are upstream's text; only their RIG-PATCH.md notes
-# are checked.
+# are checked. So are the RustSec advisories vendored under tests/audit/advisories/crates.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 git rev-parse --is-inside-work-tree > /dev/null 2>&1 || {
@@ -42,7 +42,8 @@ DEV_PATH_BYTES='(/home/[a-z_][\w.-]*|/Users/[\w.-]+|/work/[\w.-]+)/'
 # Bare names of files that exist in docs/hardware/: outside it they must say where.
 BARE_RULE='outside file|(?<![\w/.-])(nvidia-rm|qemu-tier)\.md'
 
-base=(':(exclude)third_party' ':(exclude)scripts/check-citations.sh')
+base=(':(exclude)third_party' ':(exclude)tests/audit/advisories/crates'
+    ':(exclude)scripts/check-citations.sh')
 
 # grep_rule NAME PCRE PATHSPEC...: prints "path:line: [NAME] text" for each match.
 grep_rule() {
