@@ -233,6 +233,50 @@ async fn a_blocked_wait_sleeps_until_the_gpus_interrupt_wakes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_whose_wakes_never_come_stop_sleeping_after_three() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    let mut ch = Channel::open(&session, Engine::Compute, 64)
+        .await
+        .expect("channel");
+    ch.set_wait_policy(WaitPolicy::Block);
+    let sem = ch.semaphore_va().get();
+    // A "GPU" that lands each value 5 ms after the submission and never raises the
+    // interrupt: each sleeping wait ends at its slice, late.
+    for n in 1..=4u64 {
+        let v = ch.release().expect("release");
+        assert_eq!(v, n);
+        ch.submit().expect("submit");
+        let sleeps = ch.sleeps();
+        let took = std::thread::scope(|t| {
+            t.spawn(|| {
+                std::thread::sleep(Duration::from_millis(5));
+                f.server.gpu_writes(&session, GPU, sem, &n.to_le_bytes());
+            });
+            let start = std::time::Instant::now();
+            ch.wait(v, Duration::from_secs(10)).expect("landed");
+            start.elapsed()
+        });
+        let missed = u64::try_from(rig_client::channel::MISSES_BEFORE_YIELD).expect("small");
+        if n <= missed {
+            assert_eq!(ch.missed_wakes(), n, "wait {n} took {took:?}");
+            assert!(
+                took >= rig_client::channel::BLOCK_SLICE,
+                "wait {n}: {took:?}"
+            );
+        } else {
+            // No more sleeps: the wait yielded and saw the value as soon as it landed.
+            assert_eq!(ch.sleeps(), sleeps, "wait {n} slept");
+            assert!(
+                took < rig_client::channel::BLOCK_SLICE,
+                "wait {n}: {took:?}"
+            );
+        }
+    }
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_wakes_a_blocked_wait_and_the_session_end_forgets_its_wakes() {
     let f = serve().await;
     let session = Session::open(&f.server.socket, GPU).await.expect("session");

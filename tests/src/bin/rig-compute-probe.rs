@@ -923,9 +923,10 @@ async fn waits(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
             }
             let ch = rt.compute().channel();
             println!(
-                "waits {name} {k}: {} arms, {} sleeps",
+                "waits {name} {k}: {} arms, {} sleeps, {} wakes missed in all",
                 ch.interrupts() - arms,
-                ch.sleeps() - sleeps
+                ch.sleeps() - sleeps,
+                ch.missed_wakes()
             );
             report(&format!("waits_{name}_{k}_kernel_wall_us"), wall, "us");
             report(&format!("waits_{name}_{k}_kernel_cpu_us"), cpu, "us");

@@ -277,6 +277,9 @@ pub struct Channel {
     pub(super) interrupts: u64,
     /// Sleeps so far.
     pub(super) sleeps: u64,
+    /// Values that landed with no wake (`sleep`), in all and in a row.
+    pub(super) missed_wakes: u64,
+    pub(super) missed_in_a_row: u32,
 }
 
 impl Drop for Channel {

@@ -44,6 +44,6 @@ pub use open::{ARENA_ALIGN, Options};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use rig_nv::method::{MethodError, Subchannel};
 pub use ring::{Ring, RingError};
-pub use sleep::{BLOCK_SLICE, SPIN_BEFORE_BLOCK, WaitPolicy};
+pub use sleep::{BLOCK_SLICE, MISSES_BEFORE_YIELD, SPIN_BEFORE_BLOCK, WAKE_GRACE, WaitPolicy};
 pub use status::{ChannelFaultInfo, ChannelInfo};
 pub use timeline::{Payload, Timeline, TimelineError};

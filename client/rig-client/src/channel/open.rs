@@ -266,6 +266,8 @@ impl Channel {
             armed: 0,
             interrupts: 0,
             sleeps: 0,
+            missed_wakes: 0,
+            missed_in_a_row: 0,
         };
         ch.push_words(&engine.set_object())?;
         Ok(ch)

@@ -22,7 +22,9 @@
 //!   never comes (rigd gone) still ends the wait by its timeout;
 //! - a channel without a wake descriptor (rigd gave none: no event on its GPU) treats
 //!   blocking as yielding; a channel whose pushbuffer or ring has no room for the arm
-//!   words yields for that wait.
+//!   words yields for that wait; a channel whose wakes did not come for
+//!   [`MISSES_BEFORE_YIELD`] values in a row, although the values landed, yields from
+//!   then on ([`Channel::missed_wakes`]).
 //!
 //! Not here: the loop itself (`lent`'s `Channel::wait`), rigd's side (`channels::wake`).
 
@@ -39,6 +41,15 @@ pub const SPIN_BEFORE_BLOCK: Duration = Duration::from_micros(200);
 
 /// The longest one sleep of a blocked wait lasts before it looks again.
 pub const BLOCK_SLICE: Duration = Duration::from_millis(50);
+
+/// How long after a sleep's slice a wait whose value landed still waits for the wake
+/// before it counts the wake as missed.
+pub const WAKE_GRACE: Duration = Duration::from_millis(2);
+
+/// Wakes missed in a row after which a channel's waits no longer sleep (they yield):
+/// a rigd that cannot see the GPU's interrupts, or a driver that does not raise them,
+/// costs at most this many slow waits, not every wait's latency.
+pub const MISSES_BEFORE_YIELD: u32 = 3;
 
 /// How a wait spends the time until its value lands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +144,7 @@ impl Channel {
     /// # Errors
     /// [`ChannelError::Timeline`] for a value never promised; as [`Channel::submit`].
     pub fn arm(&mut self, value: u64) -> Result<bool, ChannelError> {
-        if self.wake.is_none() {
+        if self.wake.is_none() || self.missed_in_a_row >= MISSES_BEFORE_YIELD {
             return Ok(false);
         }
         let current = self.settle()?;
@@ -180,17 +191,46 @@ impl Channel {
         if self.timeline.reached(value, current)? {
             return Ok(true);
         }
-        let Some(w) = &self.wake else {
-            return Ok(false);
-        };
-        w.wait(slice).map_err(|source| self.wake_error(source))?;
+        let woken = self.wait_wake(slice)?;
         self.sleeps += 1;
+        if woken {
+            self.missed_in_a_row = 0;
+            return Ok(true);
+        }
+        // The slice ended with no wake. If the value landed meanwhile, its interrupt
+        // should follow within microseconds: give it WAKE_GRACE, and count a miss if
+        // it does not come.
+        let current = self.settle()?;
+        if self.timeline.reached(value, current)? {
+            if self.wait_wake(WAKE_GRACE)? {
+                self.missed_in_a_row = 0;
+            } else {
+                self.missed_wakes += 1;
+                self.missed_in_a_row += 1;
+            }
+        }
         Ok(true)
+    }
+
+    /// How many times a sleeping wait's value landed with no wake within
+    /// [`WAKE_GRACE`]. After [`MISSES_BEFORE_YIELD`] in a row the channel's waits stop
+    /// sleeping and yield instead: its interrupts do not reach this process.
+    pub fn missed_wakes(&self) -> u64 {
+        self.missed_wakes
     }
 
     /// How many times waits slept in the kernel.
     pub fn sleeps(&self) -> u64 {
         self.sleeps
+    }
+
+    /// Polls the wake descriptor for at most `d`; true if it was signalled (false
+    /// without one).
+    fn wait_wake(&self, d: Duration) -> Result<bool, ChannelError> {
+        match &self.wake {
+            Some(w) => w.wait(d).map_err(|source| self.wake_error(source)),
+            None => Ok(false),
+        }
     }
 
     fn wake_error(&self, source: std::io::Error) -> ChannelError {
