@@ -113,6 +113,11 @@ pub struct ServedGpu {
     /// empty: each session's GR0 group (or a rigd older than this field).
     #[serde(default)]
     pub copy_engines: Vec<u32>,
+    /// The GPU's non-stall interrupts rigd has seen (waits sleep until one); `None`:
+    /// rigd does not watch them, so waits never sleep (or a rigd older than this
+    /// field).
+    #[serde(default)]
+    pub interrupts: Option<u64>,
 }
 
 /// An unbind that timed out and has not returned: one of rigd's workers is in the

@@ -186,9 +186,13 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
             let ces: Vec<_> = g.copy_engines.iter().map(|n| format!("COPY{n}")).collect();
             format!("; copies on {}", ces.join(" "))
         };
+        let waits = match g.interrupts {
+            Some(n) => format!("; waits sleep ({n} interrupts)"),
+            None => "; waits never sleep".to_owned(),
+        };
         writeln!(
             out,
-            "{}  served through its driver: {state}{shape}{copies}",
+            "{}  served through its driver: {state}{shape}{copies}{waits}",
             g.bdf
         )?;
     }

@@ -360,6 +360,9 @@ pub trait ChannelHost: GpuMemoryHost + Send + Sync + fmt::Debug {
     /// The copy engines (COPY0 + n) sessions' copy channels are spread over; empty:
     /// each session's GR0 group.
     fn copy_engines(&self) -> Vec<u8>;
+    /// The non-stall interrupts seen since rigd began watching them; None when it
+    /// does not (channels get no wake descriptor).
+    fn interrupts(&self) -> Option<u64>;
 }
 
 /// A channel lent to a session, with what `rigctl channels` shows of it.
@@ -981,6 +984,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
 
     fn copy_engines(&self) -> Vec<u8> {
         self.copy_engines.clone()
+    }
+
+    fn interrupts(&self) -> Option<u64> {
+        self.wake_edges()
     }
 
     fn set_channels_per_session(&self, limit: usize) {

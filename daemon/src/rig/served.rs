@@ -24,6 +24,8 @@ pub struct ServedGpu {
     pub geometry: Option<rig_model::nv::ComputeGeometry>,
     /// Where sessions' copy channels run (COPY0 + n); empty: their GR0 group.
     pub copy_engines: Vec<u8>,
+    /// The non-stall interrupts seen; None: rigd does not watch them.
+    pub interrupts: Option<u64>,
 }
 
 /// Where a served GPU's pool puts leases in each session's GPU address space: below
@@ -265,6 +267,7 @@ impl Rig {
             health: h.health(),
             geometry: h.geometry(),
             copy_engines: h.copy_engines(),
+            interrupts: h.interrupts(),
         })
     }
 
@@ -451,6 +454,23 @@ mod tests {
         assert_eq!(serve(config::CopyEngines::Auto), [2, 3]);
         assert_eq!(serve(config::CopyEngines::Listed(vec![5])), [5]);
         assert!(serve(config::CopyEngines::Listed(vec![])).is_empty());
+    }
+
+    #[test]
+    fn status_counts_the_interrupts_that_wake_waits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rm = FakeRm::new();
+        let (rig, _) = serve_fake(&mut Config::default(), dir.path(), rm.clone(), 1);
+        assert_eq!(rig.served_gpus()[0].1.interrupts, Some(0));
+        assert_eq!(rm.event_files(), 1);
+        rm.interrupt();
+        let seen = (0..500).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            rig.served_gpus()[0].1.interrupts == Some(1)
+        });
+        assert!(seen, "{:?}", rig.served_gpus()[0].1.interrupts);
+        drop(rig);
+        assert_eq!(rm.event_files(), 0, "the event file closes with the GPU");
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn served_gpu(bdf: String, g: &crate::rig::ServedGpu) -> pb::ServedGpu {
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         geometry: g.geometry.as_ref().map(Into::into),
         copy_engines: g.copy_engines.iter().copied().map(u32::from).collect(),
+        interrupts: g.interrupts,
     }
 }
 

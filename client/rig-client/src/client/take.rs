@@ -127,6 +127,7 @@ impl Client {
                     since_unix_ms: g.since_unix_ms,
                     geometry: g.geometry.map(Into::into),
                     copy_engines: g.copy_engines,
+                    interrupts: g.interrupts,
                 })
                 .collect(),
         })
