@@ -33,6 +33,8 @@
 #                                           # policies and CUDA's schedule flags
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
+#     TG_PYTEST_K="expr" TG_SKIP_BENCH=1 ... # only the tests pytest -k selects; no figures
+#     RIG_WAIT_POLICY=yield ...             # rig_gpu.tinygrad's waits (docs/tinygrad.md)
 #     PHASES=host HOST_CPUS="3 7" HOST_ROUNDS=3 HOST_PROBES="new=.dev/rig-compute-probe old=/tmp/old-probe" ...
 #                                           # two probe builds' host time, turn about
 #
@@ -197,7 +199,7 @@ if want tinygrad; then
   say "tinygrad: $(PYTHONPATH=/tmp/rig-site python3 -c 'import tinygrad, importlib.metadata as m; print("tinygrad", m.version("tinygrad"))') on rig, uid $NOBODY"
   $as_nobody taskset -c 2-5 python3 -m pytest -q -p no:cacheprovider tests/h200/tinygrad/test_tinygrad_h200.py || FAIL=1
   say "tinygrad: figures, RIG beside CUDA in one process"
-  $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
+  [ -n "${TG_SKIP_BENCH:-}" ] || $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
   say "tinygrad: after the figures: $(held)"
   if [ -n "${TG_TESTS:-}" ]; then
     say "tinygrad's own tests ($TG_TESTS) on ${TG_BACKENDS:-RIG CUDA} at once, ${TG_WORKERS:-6} workers each"
@@ -207,6 +209,7 @@ if want tinygrad; then
         DEV=$b PYTEST_PLUGINS=rig_gpu.tinygrad timeout "${TG_TIMEOUT:-240}" \
           $as_nobody python3 -m pytest -q -p no:cacheprovider -n "${TG_WORKERS:-6}" \
           -o cache_dir=/tmp/rig-tg/.pytest --junitxml="/tmp/rig-tg/$b-$(echo "$f" | sed 's#/#__#g').xml" \
+          ${TG_PYTEST_K:+-k} ${TG_PYTEST_K:+"$TG_PYTEST_K"} \
           "$f" > "/tmp/rig-tg/$b-$(basename "$f").log" 2>&1
         echo "$b $f: exit $? $(tail -n1 "/tmp/rig-tg/$b-$(basename "$f").log")"
       done) &

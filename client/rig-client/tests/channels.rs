@@ -145,15 +145,13 @@ async fn a_client_submits_on_its_channel_without_rigd_and_waits_for_its_release(
     f.server.stop().await;
 }
 
-/// CPU time this thread has used (user and system).
+/// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID: getrusage's thread times
+/// are sampled at the scheduler's tick, and can read 0 for a thread that spun).
 fn thread_cpu() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let u = getrusage(UsageWho::RUSAGE_THREAD).expect("getrusage");
-    let us = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(t.tv_sec().unsigned_abs())
-            + Duration::from_micros(t.tv_usec().unsigned_abs())
-    };
-    us(u.user_time()) + us(u.system_time())
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .expect("clock_gettime");
+    Duration::from_secs(t.tv_sec().unsigned_abs())
+        + Duration::from_nanos(t.tv_nsec().unsigned_abs())
 }
 
 /// The words of the last ring entry `ch` submitted, as the GPU would fetch them.

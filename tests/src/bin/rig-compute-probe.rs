@@ -860,15 +860,13 @@ fn gap_ns(out: &rig_client::session::Buffer) -> Res<f64> {
 
 /// The `deps` role: waits between channels on the GPU (docs/compute.md,
 /// "Dependencies"), side by side with tests/h200/deps/cuda_deps.c.
-/// CPU time this thread has used (user and system).
+/// CPU time this thread has used (CLOCK_THREAD_CPUTIME_ID, as tests/h200/deps/cuda_waits.c
+/// reads it: getrusage's thread times are sampled at the scheduler's tick and read 0
+/// for a thread that spun a millisecond).
 fn thread_cpu() -> Res<Duration> {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let u = getrusage(UsageWho::RUSAGE_THREAD)?;
-    let d = |t: nix::sys::time::TimeVal| {
-        Duration::from_secs(t.tv_sec().unsigned_abs())
-            + Duration::from_micros(t.tv_usec().unsigned_abs())
-    };
-    Ok(d(u.user_time()) + d(u.system_time()))
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)?;
+    Ok(Duration::from_secs(t.tv_sec().unsigned_abs())
+        + Duration::from_nanos(t.tv_nsec().unsigned_abs()))
 }
 
 /// Waits under each policy (tests/h200/deps/cuda_waits.c is CUDA's side): a kernel

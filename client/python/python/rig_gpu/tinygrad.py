@@ -33,7 +33,9 @@ How tinygrad's device maps onto rig (docs/tinygrad.md says more):
 
 Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is the
 n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
-(default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30).
+(default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30);
+``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
+``spin_then_block``, the default: docs/python.md).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
@@ -209,6 +211,8 @@ class RigBackend:
         self.session = rig.Session(gpu, socket=socket)
         try:
             self.runtime = self.session.runtime(timeout=timeout, gpu_rings=rings == "gpu")
+            if policy := os.environ.get("RIG_WAIT_POLICY"):
+                self.runtime.wait_policy = policy
         except BaseException:
             self.session.close()
             raise
