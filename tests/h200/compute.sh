@@ -294,39 +294,33 @@ if want kill; then
   say "kill: after  $(smi) | $(held)"
 fi
 
-if asked deps; then
-  say "deps: waits between channels on the GPU (tests/h200/deps), rig (uid $NOBODY) and CUDA in turn on CPU 2"
-  if nvcc -cubin -arch=sm_90 -O2 -o "$RUN/deps.cubin" tests/h200/deps/deps.cu 2> "$RUN/nvcc-deps.log" &&
-    nvcc -O2 -o /tmp/cuda_deps tests/h200/deps/cuda_deps.c -lcuda 2>> "$RUN/nvcc-deps.log"; then
+# rig-compute-probe's ROLE and CUDA's tests/h200/deps/ANCHOR.c, both on deps.cu's
+# cubin, in turn on CPU 2 for ROUNDS rounds, each line prefixed with its round.
+rig_beside_cuda() { # ROLE ANCHOR ROUNDS
+  if nvcc -cubin -arch=sm_90 -O2 -o "$RUN/deps.cubin" tests/h200/deps/deps.cu 2> "$RUN/nvcc-$1.log" &&
+    nvcc -O2 -o "/tmp/$2" "tests/h200/deps/$2.c" -lcuda 2>> "$RUN/nvcc-$1.log"; then
     chmod 644 "$RUN/deps.cubin"
-    for round in $(seq 1 "${DEPS_ROUNDS:-3}"); do
-      (client $NOBODY 2 deps "$RUN/rigd.sock" "$GPU" "$RUN/deps.cubin") > "$RUN/deps-rig.out" 2>&1 || FAIL=1
-      sed "s/^/round $round /" "$RUN/deps-rig.out"
-      taskset -c 2 /tmp/cuda_deps "$RUN/deps.cubin" > "$RUN/deps-cuda.out" 2>&1 || FAIL=1
-      sed "s/^/round $round /" "$RUN/deps-cuda.out"
+    for round in $(seq 1 "$3"); do
+      (client $NOBODY 2 "$1" "$RUN/rigd.sock" "$GPU" "$RUN/deps.cubin") > "$RUN/$1-rig.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/$1-rig.out"
+      taskset -c 2 "/tmp/$2" "$RUN/deps.cubin" > "$RUN/$1-cuda.out" 2>&1 || FAIL=1
+      sed "s/^/round $round /" "$RUN/$1-cuda.out"
     done
   else
-    cat "$RUN/nvcc-deps.log"
+    cat "$RUN/nvcc-$1.log"
     FAIL=1
   fi
+}
+
+if asked deps; then
+  say "deps: waits between channels on the GPU (tests/h200/deps), rig (uid $NOBODY) and CUDA in turn on CPU 2"
+  rig_beside_cuda deps cuda_deps "${DEPS_ROUNDS:-3}"
 fi
 
 if asked waits; then
   say "waits: spin, yield, block and spin-then-block around kernels of 20 us to 10 ms, rig (uid $NOBODY) and CUDA's schedule flags in turn on CPU 2"
-  if nvcc -cubin -arch=sm_90 -O2 -o "$RUN/deps.cubin" tests/h200/deps/deps.cu 2> "$RUN/nvcc-waits.log" &&
-    nvcc -O2 -o /tmp/cuda_waits tests/h200/deps/cuda_waits.c -lcuda 2>> "$RUN/nvcc-waits.log"; then
-    chmod 644 "$RUN/deps.cubin"
-    for round in $(seq 1 "${WAITS_ROUNDS:-2}"); do
-      (client $NOBODY 2 waits "$RUN/rigd.sock" "$GPU" "$RUN/deps.cubin") > "$RUN/waits-rig.out" 2>&1 || FAIL=1
-      sed "s/^/round $round /" "$RUN/waits-rig.out"
-      taskset -c 2 /tmp/cuda_waits "$RUN/deps.cubin" > "$RUN/waits-cuda.out" 2>&1 || FAIL=1
-      sed "s/^/round $round /" "$RUN/waits-cuda.out"
-    done
-    grep -h "non-stall" "$RUN/rigd.log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c28- | sort | uniq -c
-  else
-    cat "$RUN/nvcc-waits.log"
-    FAIL=1
-  fi
+  rig_beside_cuda waits cuda_waits "${WAITS_ROUNDS:-2}"
+  grep -h "non-stall" "$RUN/rigd.log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c28- | sort | uniq -c
 fi
 
 if want cuda && [ -z "${SKIP_CUDA:-}" ]; then
