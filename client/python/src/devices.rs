@@ -27,7 +27,9 @@ pub fn socket_path(socket: Option<PathBuf>) -> PathBuf {
 /// The GPUs rigd serves through their driver, in PCI order: a dict each, with `bdf`,
 /// `health` (`"serving"`, `"stalled"`, `"lost"`), `reason` (why it lends nothing, or
 /// empty), `copy_engines` (the copy engines, COPY0 + n, sessions' copy channels run on;
-/// empty: beside their kernels in the session's GR0 group), and, when the RM said,
+/// empty: beside their kernels in the session's GR0 group), `interrupts` (the GPU's
+/// non-stall interrupts rigd has seen, which wake sleeping waits; None: rigd does not
+/// watch them, so waits never sleep), and, when the RM said,
 /// `arch` (`"sm_90"`), `sms` and `max_warps_per_sm`.
 #[pyfunction]
 #[pyo3(signature = (socket = None))]
@@ -47,6 +49,7 @@ pub fn devices(py: Python<'_>, socket: Option<PathBuf>) -> PyResult<Vec<Bound<'_
             d.set_item("health", &g.health)?;
             d.set_item("reason", &g.reason)?;
             d.set_item("copy_engines", &g.copy_engines)?;
+            d.set_item("interrupts", g.interrupts)?;
             if let Some(c) = g.geometry {
                 d.set_item(
                     "arch",

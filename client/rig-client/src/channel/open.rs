@@ -5,8 +5,9 @@
 //! the notifier and the doorbell page.
 //!
 //! Flow: [`Channel::open`] and its variants → [`Channel::open_opts`] → `Request::
-//! ChannelOpen` → `Reply::ChannelOpened` with three descriptors (docs/channels.md, "On
-//! the wire") → the `Channel` of `lent`, whose first command binds the engine's class.
+//! ChannelOpen` → `Reply::ChannelOpened` with three descriptors, and a fourth, the wake
+//! descriptor, where rigd watches the GPU's interrupts (docs/channels.md, "On the
+//! wire") → the `Channel` of `lent`, whose first command binds the engine's class.
 //! [`Channel::close`] asks rigd to deschedule, drain and free it, then frees the memory
 //! here. Not here: submitting and waiting (`lent`), releases and copies (`work`).
 
