@@ -36,6 +36,10 @@
 //! waited on one RM call past [`RECLAIM_BOUND`], lends nothing new
 //! ([`ChannelError::GpuUnwell`]) until it is well again.
 //!
+//! Wakes (`wake`): each lent channel gets an eventfd that a thread of the GPU's signals
+//! on every non-stall interrupt the RM reports (`nvrm::NonStall`), so a client's wait
+//! can sleep until its value lands; a reclaim signals the session's, then drops them.
+//!
 //! Not here: the wire format (`service`), the RM sequence (`nvrm`), lease pools
 //! (`dma`), the client's ring and pushbuffer rules (`rig_client::channel`).
 
