@@ -275,6 +275,34 @@ async fn waits_whose_wakes_never_come_stop_sleeping_after_three() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_whose_arm_finds_the_ring_full_yields_instead_of_sleeping() {
+    let f = serve().await;
+    let session = Session::open(&f.server.socket, GPU).await.expect("session");
+    // Two entries: one submission fills the ring, and the fake GPU never fetches.
+    let mut ch = Channel::open(&session, Engine::Compute, 2)
+        .await
+        .expect("channel");
+    let v = ch.release().expect("release");
+    ch.submit().expect("submit");
+    ch.set_wait_policy(WaitPolicy::Block);
+    let sem = ch.semaphore_va().get();
+    let took = std::thread::scope(|t| {
+        t.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            f.server.gpu_writes(&session, GPU, sem, &1u64.to_le_bytes());
+        });
+        let start = std::time::Instant::now();
+        ch.wait(v, Duration::from_secs(10)).expect("landed");
+        start.elapsed()
+    });
+    // The arm words stayed queued: no interrupt could come, so the wait never slept
+    // (a sleep would have ended only at its slice, and counted a missed wake).
+    assert_eq!((ch.interrupts(), ch.sleeps(), ch.missed_wakes()), (1, 0, 0));
+    assert!(took < rig_client::channel::BLOCK_SLICE, "{took:?}");
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_wakes_a_blocked_wait_and_the_session_end_forgets_its_wakes() {
     let f = serve().await;
     let session = Session::open(&f.server.socket, GPU).await.expect("session");

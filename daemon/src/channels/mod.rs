@@ -649,15 +649,6 @@ impl<R: Rm> Served<R> {
         }
     }
 
-    /// Whether lent channels get a wake descriptor, and how many interrupts the thread
-    /// has seen; None when they get none.
-    pub fn wake_edges(&self) -> Option<u64> {
-        self.wakers
-            .as_ref()
-            .filter(|w| w.watching())
-            .map(wake::Wakers::edges)
-    }
-
     /// How many lent channels have a wake descriptor.
     pub fn wake_descriptors(&self) -> usize {
         self.wakers.as_ref().map_or(0, wake::Wakers::count)
@@ -991,7 +982,10 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
     }
 
     fn interrupts(&self) -> Option<u64> {
-        self.wake_edges()
+        self.wakers
+            .as_ref()
+            .filter(|w| w.watching())
+            .map(wake::Wakers::edges)
     }
 
     fn set_channels_per_session(&self, limit: usize) {

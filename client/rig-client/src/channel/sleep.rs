@@ -22,7 +22,8 @@
 //!   never comes (rigd gone) still ends the wait by its timeout;
 //! - a channel without a wake descriptor (rigd gave none: no event on its GPU) treats
 //!   blocking as yielding; a channel whose pushbuffer or ring has no room for the arm
-//!   words yields for that wait; a channel whose wakes did not come for
+//!   words yields until they fit (a sleep before they reach the ring would wait for an
+//!   interrupt that cannot come); a channel whose wakes did not come for
 //!   [`MISSES_BEFORE_YIELD`] values in a row, although the values landed, yields from
 //!   then on ([`Channel::missed_wakes`]).
 //!
@@ -136,10 +137,11 @@ impl Channel {
 
     /// Makes the GPU raise a non-stall interrupt once `value` has landed (a host
     /// acquire of the channel's own semaphore, then NON_STALL_INTERRUPT: 7 words,
-    /// submitted at once, with whatever was pushed before them). Returns false, and
-    /// arms nothing, when the channel has no wake descriptor or no room for the words
-    /// now; true when it is armed for `value` or more. A later arm for no more adds
-    /// nothing.
+    /// submitted at once, with whatever was pushed before them). Returns false when the
+    /// channel has no wake descriptor, no room in its pushbuffer for the words (nothing
+    /// is pushed), or no room in its ring for them now (they stay queued, and a later
+    /// arm or submit sends them); true once they are in the ring for `value` or more. A
+    /// later arm for no more adds no words.
     ///
     /// # Errors
     /// [`ChannelError::Timeline`] for a value never promised; as [`Channel::submit`].
@@ -148,8 +150,12 @@ impl Channel {
             return Ok(false);
         }
         let current = self.settle()?;
-        if self.timeline.reached(value, current)? || self.armed >= value {
+        if self.timeline.reached(value, current)? {
             return Ok(true);
+        }
+        if self.armed >= value {
+            // Armed before; its words may still wait for room in the ring.
+            return self.submit_arm();
         }
         let acquire = match self.payload {
             // CAST: the copy engine writes the low 32 bits; the compare is circular
@@ -169,14 +175,19 @@ impl Channel {
         }
         // No engine releases after these words: a later `release` adds its own.
         self.tail_release = None;
-        match self.submit() {
-            // Queued: the next submit sends them.
-            Ok(()) | Err(ChannelError::RingFull { .. }) => {}
-            Err(e) => return Err(e),
-        }
         self.armed = value;
         self.interrupts += 1;
-        Ok(true)
+        self.submit_arm()
+    }
+
+    /// Submits what is queued, the arm words last; false when the ring has no room
+    /// for them yet (they stay queued): no interrupt can come until they are in it.
+    fn submit_arm(&mut self) -> Result<bool, ChannelError> {
+        match self.submit() {
+            Ok(()) => Ok(true),
+            Err(ChannelError::RingFull { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// One sleep of a blocked wait for `value`: arms the channel if it is not, then
