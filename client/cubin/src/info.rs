@@ -4,7 +4,7 @@
 //! Flow: `module` hands each `.nv.info` / `.nv.info.<kernel>` section's bytes to
 //! [`records`], then asks each record's [`Policy`]: attributes rig reads, attributes it
 //! ignores because they only inform tools, and attributes it refuses (cluster launches,
-//! cooperative groups, system calls, externs, textures, and every code it does not know).
+//! system calls, externs, textures, and every code it does not know).
 //!
 //! Record format (no public NVIDIA document gives it; as cuobjdump prints the fixtures
 //! and as CuAssembler's `CuNVInfo.py` and tinygrad's `_parse_elf_info` read it): a byte
@@ -111,9 +111,24 @@ pub const IGNORED: &[(Eiattr, &str)] = &[
         Eiattr::EXIT_INSTR_OFFSETS,
         "where the EXIT instructions are, for debuggers and profilers",
     ),
+    // These three as nvcc 13.0 writes them for warp shuffles, votes, CUB and
+    // cooperative groups (docs/hardware/nvidia-compute.md, "Warp-synchronous code"):
+    // the offsets name ordinary instructions that run as written, with no launch
+    // value in them; a grid sync's one need (its workspace) is the launch's, not theirs.
     (
         Eiattr::INT_WARP_WIDE_INSTR_OFFSETS,
-        "instruction offsets for tools",
+        "where the compiler put warp-wide instructions of its own (VOTEU, MATCH, REDUX, \
+         SHFL.IDX), for tools",
+    ),
+    (
+        Eiattr::COOP_GROUP_INSTR_OFFSETS,
+        "where the instructions that synchronise threads by a member mask are (SHFL, \
+         VOTE, WARPSYNC, REDUX, BAR.SYNC), for tools",
+    ),
+    (
+        Eiattr::COOP_GROUP_MASK_REGIDS,
+        "the register holding each of those instructions' member mask (0x05000000 | \
+         register, or all ones for an immediate mask), for tools",
     ),
     (
         Eiattr::CUDA_API_VERSION,
@@ -155,14 +170,6 @@ const REFUSED: &[(Eiattr, &str)] = &[
     (
         Eiattr::MAX_CLUSTER_RANK,
         "the kernel must be launched as thread-block clusters",
-    ),
-    (
-        Eiattr::COOP_GROUP_INSTR_OFFSETS,
-        "cooperative groups need a cooperative launch",
-    ),
-    (
-        Eiattr::COOP_GROUP_MASK_REGIDS,
-        "cooperative groups need a cooperative launch",
     ),
     (
         Eiattr::SYSCALL_OFFSETS,

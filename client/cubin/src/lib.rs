@@ -10,8 +10,10 @@
 //! Invariants: no I/O, no `unsafe`, no panics: every offset is checked before it is read
 //! (`.get(range)`, checked arithmetic), and a malformed or unsupported cubin is a typed
 //! error that names what is wrong. Anything a launch would need but rig cannot provide
-//! (clusters, cooperative groups, printf and other runtime calls, textures, `-rdc` output,
-//! unknown relocations or attributes) is refused by name, never launched wrongly.
+//! (clusters, printf and other runtime calls, textures, `-rdc` output, unknown
+//! relocations or attributes) is refused by name, never launched wrongly. Cooperative
+//! groups load: what a grid sync needs comes from the launch (rig-runtime's cooperative
+//! launches), not from the module.
 //!
 //! References: docs/hardware/nvidia-compute.md (the cubin's sections and EIATTR
 //! records); LLVM `BinaryFormat/ELF.h` (the CUDA ELF header). The ELF structures are

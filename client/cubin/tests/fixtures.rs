@@ -109,13 +109,14 @@ fn kv(value: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-const SM90: [&str; 6] = [
+const SM90: [&str; 7] = [
     "kernels.sm_90.cubin",
     "kernels.sm_90.lineinfo.cubin",
     "kernels.sm_90.ptxas.cubin",
     "kernels.sm_90.nvrtc.cubin",
     "triton_add.sm_90.cubin",
     "tinygrad.sm_90.nvrtc.cubin",
+    "coop.sm_90.cubin",
 ];
 
 const LAUNCH_TESTS: [&str; 11] = [
@@ -441,6 +442,96 @@ fn tinygrads_kernels_load_with_a_jump_table_in_their_own_bank_2() {
     // Other kernels bind no bank of their own; no bank 2 is the module's.
     assert_eq!(image.kernel_banks("E_7").count(), 0);
     assert!(image.banks().iter().all(|b| b.index != 2));
+}
+
+/// Each instruction of `kernel` in a `cuobjdump -sass` view, by its offset: the
+/// mnemonic without its predicate (`@P0 EXIT` is `EXIT`).
+fn sass_mnemonics(sass: &str, kernel: &str) -> BTreeMap<u64, String> {
+    let head = format!("Function : {kernel}\n");
+    let start = sass.find(&head).unwrap_or_else(|| panic!("no {head:?}")) + head.len();
+    let body = &sass[start..];
+    let body = &body[..body.find("Function : ").unwrap_or(body.len())];
+    body.lines()
+        .filter_map(|line| {
+            let rest = line.trim().strip_prefix("/*")?;
+            let (at, text) = rest.split_once("*/")?;
+            let mut words = text.split_whitespace();
+            let mut op = words.next()?;
+            if op.starts_with('@') {
+                op = words.next()?;
+            }
+            Some((num(&format!("0x{at}")), op.to_owned()))
+        })
+        .collect()
+}
+
+/// nvcc's warp-synchronous kernels load, and what their three attributes list is what
+/// rig ignores them as (docs/hardware/nvidia-compute.md, "Warp-synchronous code"):
+/// instructions that synchronise threads by a member mask, and registers of the kernel.
+#[test]
+fn cooperative_groups_attributes_name_synchronising_instructions_and_registers() {
+    let cubin = "coop.sm_90.cubin";
+    let module = Module::parse(&read(cubin)).unwrap();
+    let elf = text(&format!("{cubin}.elf.txt"));
+    let sass = text(&format!("{cubin}.sass.txt"));
+    let mut seen = BTreeSet::new();
+    for k in module.kernels() {
+        let ctx = format!("{cubin} {}", k.name());
+        let attrs = elf_attributes(&elf, k.name());
+        let list = |name: &str| -> Vec<u64> {
+            attrs
+                .iter()
+                .find(|(a, _)| a == name)
+                .map(|(_, v)| v.split_whitespace().map(num).collect())
+                .unwrap_or_default()
+        };
+        let ops = sass_mnemonics(&sass, k.name());
+        let sync = ["SHFL", "VOTE", "VOTEU", "WARPSYNC", "REDUX", "BAR", "MATCH"];
+        let op_at = |at: u64| -> &str {
+            let op = ops
+                .get(&at)
+                .unwrap_or_else(|| panic!("{ctx}: no instruction at {at:#x}"));
+            op.split('.').next().unwrap()
+        };
+        let coop = list("EIATTR_COOP_GROUP_INSTR_OFFSETS");
+        let masks = list("EIATTR_COOP_GROUP_MASK_REGIDS");
+        assert_eq!(
+            coop.len(),
+            masks.len(),
+            "{ctx}: one mask register per instruction"
+        );
+        for (&at, &mask) in coop.iter().zip(&masks) {
+            let op = op_at(at);
+            assert!(sync.contains(&op), "{ctx}: {op} at {at:#x}");
+            seen.insert(op.to_owned());
+            assert!(
+                mask == 0xffff_ffff
+                    || (mask >> 24 == 0x05 && (mask & 0xff_ffff) < u64::from(k.registers())),
+                "{ctx}: mask register {mask:#x} of a kernel of {} registers",
+                k.registers()
+            );
+        }
+        for at in list("EIATTR_INT_WARP_WIDE_INSTR_OFFSETS") {
+            let op = op_at(at);
+            assert!(sync.contains(&op), "{ctx}: warp-wide {op} at {at:#x}");
+        }
+    }
+    // The fixture covers every kind the attribute names: shuffles, votes, a WARPSYNC,
+    // REDUX and block barriers.
+    for op in ["SHFL", "VOTE", "WARPSYNC", "REDUX", "BAR"] {
+        assert!(seen.contains(op), "no {op} among {seen:?}");
+    }
+    let names: BTreeSet<_> = module.kernels().iter().map(|k| k.name()).collect();
+    for k in [
+        "shuffle_atomic",
+        "take_total",
+        "partial_warp",
+        "cub_block",
+        "grid_sum",
+        "grid_env",
+    ] {
+        assert!(names.contains(k), "{k} missing from {names:?}");
+    }
 }
 
 #[test]

@@ -99,22 +99,19 @@ fn an_unknown_attribute_of_a_kernel_is_refused_naming_its_code() {
 fn a_refused_attribute_of_the_module_names_it() {
     let mut bytes = good();
     let at = record_at(&bytes, ".nv.info", Eiattr::FRAME_SIZE);
-    bytes[at + 1] = Eiattr::COOP_GROUP_INSTR_OFFSETS.0;
+    bytes[at + 1] = Eiattr::SYSCALL_OFFSETS.0;
     let err = Module::parse(&bytes).unwrap_err();
     assert!(
         matches!(
             &err,
             ModuleError::Unsupported {
-                attribute: Eiattr::COOP_GROUP_INSTR_OFFSETS,
+                attribute: Eiattr::SYSCALL_OFFSETS,
                 ..
             }
         ),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains("EIATTR_COOP_GROUP_INSTR_OFFSETS"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("EIATTR_SYSCALL_OFFSETS"), "{err}");
 }
 
 #[test]

@@ -21,6 +21,8 @@ cc kernels.sm_89.cubin -arch=sm_89 -O3 kernels.cu
 cc kernels.sm_90.rdc.cubin -arch=sm_90 -O3 -rdc=true kernels.cu
 cc cluster.sm_90.cubin -arch=sm_90 -O3 cluster.cu
 cc printf.sm_90.cubin -arch=sm_90 -O3 printf.cu
+# CUB's headers live in the toolkit's include/cccl.
+cc coop.sm_90.cubin -arch=sm_90 -O2 -I"$(dirname "$(command -v nvcc)")/../include/cccl" coop.cu
 nvcc -ptx -arch=sm_90 -O3 -o "$O/kernels.sm_90.ptx" kernels.cu &&
   ptxas -arch=sm_90 -O3 -o "$O/kernels.sm_90.ptxas.cubin" "$O/kernels.sm_90.ptx"
 python3 nvrtc.py kernels.cu "$O/kernels.sm_90.nvrtc.cubin" >>"$O/versions.txt" 2>&1
