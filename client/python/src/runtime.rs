@@ -463,8 +463,10 @@ impl Runtime {
     /// Launches `kernel` on `grid` blocks of `block` threads with `shared` bytes of
     /// dynamic shared memory; `args` one per parameter, in order. The grid starts only
     /// once every `Done` in `after` has landed, waited for by the GPU (the host does
-    /// not wait). Returns at once.
-    #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0, after = Vec::new()))]
+    /// not wait). `cooperative=True` is CUDA's cooperative launch: every block resident
+    /// at once, so `cooperative_groups::this_grid().sync()` works; a grid the GPU cannot
+    /// hold at once is refused. Returns at once.
+    #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0, after = Vec::new(), cooperative = false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn launch(
         &self,
@@ -475,6 +477,7 @@ impl Runtime {
         args: Vec<Bound<'_, PyAny>>,
         shared: u32,
         after: Vec<Done>,
+        cooperative: bool,
     ) -> PyResult<Done> {
         let after = deps(self, &after)?;
         let sizes = kernel.param_sizes();
@@ -495,7 +498,11 @@ impl Runtime {
         let k = &kernel.inner;
         let done = self
             .with(py, |rt, _| {
-                rt.launch(k, grid, block, shared, &typed, &after)
+                if cooperative {
+                    rt.launch_cooperative(k, grid, block, shared, &typed, &after)
+                } else {
+                    rt.launch(k, grid, block, shared, &typed, &after)
+                }
             })?
             .py()?;
         Ok(Done::of(done, self.id))

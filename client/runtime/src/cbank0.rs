@@ -11,8 +11,9 @@
 //! the shared window's base at 0x18, the local window's at 0x20, the initial stack
 //! pointer 0x00fffdc0 at 0x28, the dynamic shared bytes at 0x2c, the global memory
 //! descriptor (0) at 0x208, the parameters from the kernel's parameter base (0x210), each
-//! at the offset EIATTR_KPARAM_INFO gives. The words CUDA's driver keeps in 0x30..0x208
-//! are its own; the cubins rig loads read none of them.
+//! at the offset EIATTR_KPARAM_INFO gives. Of the words CUDA's driver keeps in
+//! 0x30..0x208, the cubins rig loads read only the grid workspace's address (0x44, 0x48),
+//! which a cooperative launch's template writes per slot (`template`); the rest stay 0.
 
 use rig_cubin::Kernel;
 
@@ -32,6 +33,13 @@ pub const LOCAL_WINDOW: usize = 0x20;
 pub const STACK_POINTER: usize = 0x28;
 /// c[0x0][0x2c]: dynamic shared bytes.
 pub const DYNAMIC_SHARED: usize = 0x2c;
+/// c[0x0][0x44]: the high word of a cooperative launch's grid workspace address, what
+/// PTX's `%envreg1` reads (cooperative_groups' `get_grid_workspace`; measured in nvcc
+/// 13.0's SASS of `coop.cu`, docs/hardware/nvidia-compute.md, "Cooperative launches").
+/// 0 in an ordinary launch, as under CUDA: `grid.is_valid()` is false.
+pub const GRID_WORKSPACE_HI: usize = 0x44;
+/// c[0x0][0x48]: the low word (`%envreg2`).
+pub const GRID_WORKSPACE_LO: usize = 0x48;
 /// c[0x0][0x208]: the global memory descriptor of `desc[UR]` loads and stores (u64, 0).
 pub const GLOBAL_DESCRIPTOR: usize = 0x208;
 /// Where sm_90 parameters start: past the launch words.

@@ -50,6 +50,7 @@ use crate::{
     launch::{Dim3, LaunchError, Shape},
     load::{self, Kernel, LoadError, Module},
     memory::{self, Alloc, Memory, MemoryError, Span},
+    occupancy::{self, CooperativeError},
     params::Arg,
     qmd::{QmdError, QmdVersion},
     template::{self, Key, Spec, Template},
@@ -159,6 +160,15 @@ pub enum ComputeError {
     /// A copy the copy kernel does not do.
     #[error(transparent)]
     Copy(#[from] Box<copy::CopyError>),
+    /// A cooperative launch whose blocks cannot all be resident at once.
+    #[error("The cooperative launch of {kernel} is refused")]
+    Cooperative {
+        /// The kernel.
+        kernel: String,
+        /// Why.
+        #[source]
+        source: CooperativeError,
+    },
     /// A launch template larger than the arena.
     #[error("A launch of {kernel} needs {needed} bytes of arena; the channel has {len}")]
     Arena {
@@ -410,7 +420,61 @@ impl ComputeChannel {
             grid: grid.into(),
             block: block.into(),
             dynamic_shared,
+            cooperative: false,
         };
+        self.enqueue_keyed(kernel, key, args)
+    }
+
+    /// [`ComputeChannel::enqueue`] as a cooperative launch (CUDA's
+    /// `cuLaunchCooperativeKernel`): every block resident at once, and a grid workspace
+    /// of the launch's own, so that `cooperative_groups::this_grid().sync()` works
+    /// (docs/compute.md, "Cooperative launches").
+    ///
+    /// # Errors
+    /// [`ComputeError::Cooperative`] for a grid the GPU's SMs cannot hold at once (it
+    /// names the SMs, the blocks each holds and what bounds them) or a GPU whose SM
+    /// count rigd did not read; otherwise as [`ComputeChannel::enqueue`].
+    pub fn enqueue_cooperative(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+    ) -> Result<u64, ComputeError> {
+        let key = Key {
+            kernel: kernel.id,
+            grid: grid.into(),
+            block: block.into(),
+            dynamic_shared,
+            cooperative: true,
+        };
+        self.enqueue_keyed(kernel, key, args)
+    }
+
+    /// [`ComputeChannel::enqueue_cooperative`], then submit.
+    ///
+    /// # Errors
+    /// As [`ComputeChannel::enqueue_cooperative`].
+    pub fn launch_cooperative(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+    ) -> Result<u64, ComputeError> {
+        let v = self.enqueue_cooperative(kernel, grid, block, dynamic_shared, args)?;
+        self.ch.submit()?;
+        Ok(v)
+    }
+
+    fn enqueue_keyed(
+        &mut self,
+        kernel: &Kernel,
+        key: Key,
+        args: &[Arg<'_>],
+    ) -> Result<u64, ComputeError> {
         let i = self.template(kernel, key)?;
         self.launches += 1;
         let t = &mut self.templates[i];
@@ -608,6 +672,16 @@ impl ComputeChannel {
             return Ok(i);
         }
         let shape = Shape::new(kernel.info(), key.grid, key.block, key.dynamic_shared)?;
+        let co_resident = if key.cooperative {
+            occupancy::cooperative(kernel.info(), &shape, self.geometry).map_err(|source| {
+                ComputeError::Cooperative {
+                    kernel: kernel.name().into(),
+                    source,
+                }
+            })?
+        } else {
+            0
+        };
         let stride = template::stride(self.qmd, kernel.info());
         let slots = usize::try_from(self.arena.len() / stride)
             .unwrap_or(usize::MAX)
@@ -634,7 +708,7 @@ impl ComputeChannel {
             pcas: self.pcas,
             qmd: self.qmd,
         };
-        match Template::build(spec, kernel, shape, region, slots) {
+        match Template::build(spec, kernel, shape, co_resident, region, slots) {
             Ok(t) => {
                 self.templates.push(t);
                 self.last = self.templates.len() - 1;

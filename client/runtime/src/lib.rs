@@ -38,6 +38,7 @@ pub mod event;
 pub mod launch;
 pub mod load;
 pub mod memory;
+pub mod occupancy;
 pub mod params;
 pub mod qmd;
 pub mod runtime;

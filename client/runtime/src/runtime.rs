@@ -355,6 +355,33 @@ impl Runtime {
         let value = self
             .compute
             .enqueue(kernel, grid, block, dynamic_shared, args)?;
+        self.launched(value)
+    }
+
+    /// [`Runtime::launch`] as a cooperative launch
+    /// (`ComputeChannel::enqueue_cooperative`): every block resident at once and a
+    /// grid workspace, so the kernel's grid syncs work.
+    ///
+    /// # Errors
+    /// As `ComputeChannel::enqueue_cooperative`; [`Runtime::order`]'s.
+    pub fn launch_cooperative(
+        &mut self,
+        kernel: &Kernel,
+        grid: impl Into<Dim3>,
+        block: impl Into<Dim3>,
+        dynamic_shared: u32,
+        args: &[Arg<'_>],
+        after: &[Done],
+    ) -> Result<Done, RuntimeError> {
+        self.order(Engine::Compute, after)?;
+        let value = self
+            .compute
+            .enqueue_cooperative(kernel, grid, block, dynamic_shared, args)?;
+        self.launched(value)
+    }
+
+    /// Rings for a launch just queued on the compute channel.
+    fn launched(&mut self, value: u64) -> Result<Done, RuntimeError> {
         self.ring(Engine::Compute)?;
         Ok(Done {
             engine: Engine::Compute,

@@ -40,6 +40,12 @@ use crate::{
 const LAUNCH_WORDS: u32 = 6;
 /// Bytes of the block's WFI, which a launch with nothing in flight skips.
 const WFI_BYTES: u64 = 8;
+/// Where a cooperative slot's grid workspace lies in its launch block's line, past the
+/// six launch words: cooperative_groups' `grid_workspace` (a u32 size, then the u32
+/// barrier every grid sync counts on), zeroed before each launch.
+const WORKSPACE_AT: u64 = 32;
+/// The workspace as each launch starts it: its size (8 bytes) and a barrier of 0.
+const WORKSPACE_INIT: u64 = 8;
 
 /// What identifies a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +54,8 @@ pub(crate) struct Key {
     pub grid: Dim3,
     pub block: Dim3,
     pub dynamic_shared: u32,
+    /// A cooperative launch: every block resident at once, with a grid workspace.
+    pub cooperative: bool,
 }
 
 /// What a template needs of its channel.
@@ -147,10 +155,13 @@ impl Template {
     /// # Errors
     /// [`ComputeError::Params`] (a parameter base below sm_90's), [`ComputeError::Qmd`]
     /// (more local memory than the channel holds, an address a field cannot take).
+    /// `co_resident` is the blocks each SM must hold at once for a cooperative launch
+    /// (`occupancy::cooperative`), 0 for an ordinary one.
     pub(crate) fn build(
         spec: Spec,
         kernel: &Kernel,
         shape: Shape,
+        co_resident: u32,
         region: u64,
         slots: usize,
     ) -> Result<Self, ComputeError> {
@@ -184,6 +195,7 @@ impl Template {
                     kind: ReleaseKind::DoubleWord,
                 }),
                 local_capacity: spec.local_capacity,
+                co_resident,
             },
         )?;
         let base = usize::try_from(info.param_base()).unwrap_or(usize::MAX);
@@ -209,6 +221,7 @@ impl Template {
                 grid: shape.grid(),
                 block: shape.block(),
                 dynamic_shared: shape.dynamic_shared(),
+                cooperative: co_resident > 0,
             },
             _kernel: kernel.clone(),
             params: info.params().to_vec(),
@@ -281,6 +294,12 @@ impl Template {
     ) -> Result<SlotWords, ComputeError> {
         let at = self.region + self.next as u64 * self.stride;
         let block = GpuVa(self.arena_va.get() + at + self.launch_block);
+        let workspace = at + self.launch_block + WORKSPACE_AT;
+        if self.key.cooperative {
+            // A grid sync that faulted or was cut short leaves its count behind; every
+            // launch starts from a barrier of 0.
+            arena.words(workspace, &[WORKSPACE_INIT])?;
+        }
         let slot = &mut self.slots[self.next];
         if slot.written {
             arena.words(at + 8 * self.payload_word, &[value])?;
@@ -301,6 +320,12 @@ impl Template {
         let mut bank0 = self.bank0.clone();
         let params = to_u64s(&self.scratch);
         bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
+        if self.key.cooperative {
+            let ws = (self.arena_va.get() + workspace).to_le_bytes();
+            let (lo, hi) = ws.split_at(4);
+            set_half(&mut bank0, cbank0::GRID_WORKSPACE_HI, hi);
+            set_half(&mut bank0, cbank0::GRID_WORKSPACE_LO, lo);
+        }
         arena.words(at + self.qmd_bytes, &bank0)?;
         let w = send_pcas(qmd_va, self.pcas)?;
         let [a, b] = rig_nv::method::wfi();
@@ -337,6 +362,13 @@ impl ArenaWrite for rig_client::channel::Channel {
     fn bytes(&self, at: u64, bytes: &[u8]) -> Result<(), ComputeError> {
         Ok(self.write_arena_bytes(at, bytes)?)
     }
+}
+
+/// Sets the 4 bytes at byte `at` (4-aligned) of `words` to `value`'s, in memory order.
+fn set_half(words: &mut [u64], at: usize, value: &[u8]) {
+    let mut w = words[at / 8].to_le_bytes();
+    w[at % 8..at % 8 + 4].copy_from_slice(value);
+    words[at / 8] = u64::from_le_bytes(w);
 }
 
 /// Two words as the GPU reads them from one 64-bit little-endian store.

@@ -4,6 +4,7 @@ use rig_cubin::Module;
 
 const KERNELS: &[u8] = include_bytes!("../../cubin/tests/data/kernels.sm_90.cubin");
 const TRITON: &[u8] = include_bytes!("../../cubin/tests/data/triton_add.sm_90.cubin");
+const COOP: &[u8] = include_bytes!("../../cubin/tests/data/coop.sm_90.cubin");
 
 /// kernels.cu built by nvcc for sm_90.
 pub(crate) fn kernels() -> Module {
@@ -26,4 +27,9 @@ pub(crate) fn triton_bounded() -> Module {
         .expect("the fixture's REQNTID record");
     bytes[at + 1] = 0x05;
     Module::parse(&bytes).expect("the patched fixture parses")
+}
+
+/// coop.cu built by nvcc for sm_90: warp shuffles, votes, CUB and a grid sync.
+pub(crate) fn coop() -> Module {
+    Module::parse(COOP).expect("the fixture parses")
 }

@@ -150,6 +150,9 @@ pub struct Geometry {
     pub sms_per_tpc: u32,
     /// Warps an SM holds at once.
     pub max_warps_per_sm: u32,
+    /// SMs enabled on this part (enabled TPCs × SMs per TPC): how many blocks of a
+    /// cooperative grid can be resident at once (`occupancy`). 0: not known.
+    pub sms: u32,
 }
 
 /// GH100's full shape (8 GPCs of 9 TPCs, 2 SMs per TPC, 64 warps per SM): what ran on
@@ -160,6 +163,9 @@ pub const GH100: Geometry = Geometry {
     tpcs: 72,
     sms_per_tpc: 2,
     max_warps_per_sm: 64,
+    // GH100 parts enable different SMs (132 on the H100 SXM and H200, 114 on the H100
+    // PCIe): without rigd's count none is assumed.
+    sms: 0,
 };
 
 impl Geometry {
@@ -173,6 +179,7 @@ impl Geometry {
                 tpcs: g.gpcs.saturating_mul(g.max_tpcs_per_gpc),
                 sms_per_tpc: g.sms_per_tpc,
                 max_warps_per_sm: g.max_warps_per_sm,
+                sms: g.sms(),
             })
     }
 }

@@ -165,6 +165,7 @@ async fn a_launch_writes_its_slot_whole_once_then_patches_payload_and_parameters
                 kind: ReleaseKind::DoubleWord,
             }),
             local_capacity: 0,
+            co_resident: 0,
         },
     )
     .expect("QMD");
@@ -943,7 +944,8 @@ async fn local_memory_is_sized_for_the_sessions_own_gpu_not_a_fixed_one() {
         Geometry {
             tpcs: 20,
             sms_per_tpc: 2,
-            max_warps_per_sm: 48
+            max_warps_per_sm: 48,
+            sms: 40,
         }
     );
     drop(s);
@@ -951,7 +953,122 @@ async fn local_memory_is_sized_for_the_sessions_own_gpu_not_a_fixed_one() {
 
     let f = serve(32).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
-    assert_eq!(Geometry::of_session(&s), rig_runtime::compute::GH100);
+    // The default fake GPU: GH100's shape with 66 TPCs of 2 SMs enabled.
+    assert_eq!(
+        Geometry::of_session(&s),
+        Geometry {
+            sms: 132,
+            ..rig_runtime::compute::GH100
+        }
+    );
     drop(s);
     f.server.stop().await;
+}
+
+/// The cooperative-groups fixture (client/cubin/tests/data/coop.cu).
+const COOP: &[u8] = include_bytes!("../../cubin/tests/data/coop.sm_90.cubin");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (mut copies, _) = loaded(&f, &s).await;
+    // The fixture's upload and clear release 3 and 4 on the copy channel.
+    let sem = copies.channel().semaphore_va().get();
+    gpu_writes(&f, &s, sem, &4u64.to_le_bytes());
+    let module = load::load(&s, &mut copies, &HostAlloc, COOP, SHORT)
+        .await
+        .expect("the cooperative-groups module loads");
+    let mut c = compute(&s, 1).await;
+    let k = module.kernel("grid_sum").expect("grid_sum");
+    let p = Arg::Ptr(GpuVa(0x40_0000_0000));
+    let args = [p, Arg::U32(1024), p, p, p];
+    let arena = c.channel().arena_va().expect("arena").get();
+    let csem = c.channel().semaphore_va().get();
+    // A slot: the QMD, bank 0 (16-aligned), then its launch block on a 64-byte line,
+    // which the last ring entry points into.
+    let qmd_bytes = QmdVersion::V04.size() as u64;
+    let block_at = (qmd_bytes + (k.info().bank0_template().len() as u64).next_multiple_of(16))
+        .next_multiple_of(64);
+    // The envregs of the slot at `slot`, or of the last launch's slot (a launch from
+    // its slot's own words, not the pushbuffer's copies after a module load).
+    let envregs = |c: &mut ComputeChannel, slot: Option<u64>| {
+        let slot = slot.unwrap_or_else(|| {
+            let (va, _) = c.channel().submitted(1).expect("ring")[0];
+            (va.get() & !63) - block_at
+        });
+        let b = read(&s, slot + qmd_bytes + 0x40, 16);
+        let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4"));
+        (u64::from(word(4)) << 32) | u64::from(word(8))
+    };
+
+    // 132 SMs of the fake GPU, 8 blocks of 256 threads each (their warps): 1,056.
+    let v = c
+        .launch_cooperative(&k, 1056, 256, 0, &args)
+        .expect("a grid that fits");
+    // The first template's slot is at the arena's start.
+    let ws = envregs(&mut c, Some(arena));
+    assert_eq!(ws, arena + block_at + 32, "past the slot's launch words");
+    assert_eq!(ws % 8, 0);
+    assert_eq!(u64s(&read(&s, ws, 8)), vec![8], "size 8, barrier 0");
+    // The grid synced and was cut short: its barrier is left counted.
+    gpu_writes(&f, &s, ws + 4, &0x8000_0005u32.to_le_bytes());
+    gpu_writes(&f, &s, csem, &v.to_le_bytes());
+    c.wait(v, SHORT).expect("landed");
+    let v = c
+        .launch_cooperative(&k, 1056, 256, 0, &args)
+        .expect("again");
+    assert_eq!(envregs(&mut c, None), ws, "the slot keeps its workspace");
+    assert_eq!(u64s(&read(&s, ws, 8)), vec![8], "zeroed again");
+    gpu_writes(&f, &s, csem, &v.to_le_bytes());
+    c.wait(v, SHORT).expect("landed");
+
+    // An ordinary launch of the same kernel has no workspace: grid.is_valid() is false.
+    let v = c.launch(&k, 1056, 256, 0, &args).expect("ordinary");
+    assert_eq!(envregs(&mut c, None), 0);
+    gpu_writes(&f, &s, csem, &v.to_le_bytes());
+    c.wait(v, SHORT).expect("landed");
+
+    // One block more than the SMs hold at once: refused by name, nothing submitted.
+    let before = c.channel().last_value();
+    let err = c
+        .launch_cooperative(&k, 1057, 256, 0, &args)
+        .expect_err("too large");
+    let ComputeError::Cooperative { kernel, source } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(kernel, "grid_sum");
+    assert_eq!(
+        *source,
+        rig_runtime::occupancy::CooperativeError::TooLarge {
+            blocks: 1057,
+            sms: 132,
+            per_sm: 8,
+            limit: rig_runtime::occupancy::Limit::Warps,
+            most: 1056,
+        }
+    );
+    assert_eq!(c.channel().last_value(), before);
+    // Bigger blocks hold fewer: 1,024 threads are 32 warps, 2 an SM.
+    let err = c
+        .launch_cooperative(&k, 265, 1024, 0, &args)
+        .expect_err("too large");
+    assert!(
+        format!("{:#}", anyhow_chain(&err)).contains("each of the 132 SMs holds 2 blocks"),
+        "{}",
+        anyhow_chain(&err)
+    );
+    f.server.stop().await;
+}
+
+/// An error and its sources, one line.
+fn anyhow_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        next = s.source();
+    }
+    out
 }

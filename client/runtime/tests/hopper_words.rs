@@ -94,6 +94,7 @@ fn qmds(out: &mut String) {
                         kind,
                     }),
                     local_capacity: 1 << 20,
+                    co_resident: 0,
                 };
                 match qmd::build(QmdVersion::V04, &launch) {
                     Ok(mut q) => {

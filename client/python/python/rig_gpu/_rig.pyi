@@ -133,6 +133,7 @@ class Runtime:
         args: Sequence[Arg] = ...,
         shared: int = 0,
         after: Sequence[Done] = ...,
+        cooperative: bool = False,
     ) -> Done: ...
     def copy(
         self,

@@ -43,6 +43,9 @@ pub struct Launch<'a> {
     pub release: Option<Release>,
     /// Local memory per thread the channel's SLM buffer holds (0 without one).
     pub local_capacity: u64,
+    /// Blocks each SM must hold at once (a cooperative launch, `occupancy::cooperative`):
+    /// the smallest carve-out asked of the SM holds them all. 0: an ordinary launch.
+    pub co_resident: u32,
 }
 
 /// A placed module's bank (`rig_cubin::Image::banks`) as the QMD binds it.
@@ -93,8 +96,14 @@ fn params(l: &Launch<'_>) -> Result<Params, QmdError> {
     let shared = shape.shared().next_multiple_of(SHARED_ALIGN);
     // Target the carve-out that lets as many CTAs stay resident as their threads allow.
     let resident = (MAX_THREADS_PER_SM / shape.threads()).clamp(1, MAX_BLOCKS_PER_SM);
+    // A cooperative grid's blocks must all fit at once: the least carve-out holds each
+    // SM's share of them, as the occupancy check counted them.
+    let least = match l.co_resident {
+        0 => u64::from(shared),
+        n => u64::from(crate::occupancy::shared_per_block(shape)) * u64::from(n),
+    };
     let carveout = [
-        carveout_config(carveout_for(shared.into())),
+        carveout_config(carveout_for(least)),
         carveout_config(MAX_SHARED_PER_SM / 1024),
         carveout_config(carveout_for(u64::from(shared) * u64::from(resident))),
     ];

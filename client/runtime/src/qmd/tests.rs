@@ -127,6 +127,7 @@ fn a_launch_reads_back_at_the_headers_positions() {
             kind: ReleaseKind::DoubleWord,
         }),
         local_capacity: 0,
+        co_resident: 0,
     };
     let hopper = rig_nv::generation::HOPPER.compute;
     let qmd = build(for_class(hopper).expect("Hopper"), &launch).expect("valid");
@@ -256,6 +257,7 @@ fn each_release_kind_sets_its_structure_size_and_payload64b_only_with_two_words(
                 kind,
             }),
             local_capacity: 0,
+            co_resident: 0,
         };
         let qmd = build(QmdVersion::V04, &launch).expect("valid");
         assert_eq!(
@@ -281,6 +283,7 @@ fn launch_err(f: impl FnOnce(&mut Launch<'_>)) -> Result<Qmd, QmdError> {
         banks: &b,
         release: None,
         local_capacity: 0x640,
+        co_resident: 0,
     };
     f(&mut launch);
     build(QmdVersion::V04, &launch)
@@ -373,6 +376,7 @@ fn constant_buffers_are_checked_one_by_one() {
             banks: &all,
             release: None,
             local_capacity: 0x640,
+            co_resident: 0,
         };
         match build(QmdVersion::V04, &launch) {
             Err(QmdError::Bank { .. }) => true,
@@ -531,6 +535,7 @@ fn a_placed_modules_banks_bind_as_they_are() {
         banks: &all,
         release: None,
         local_capacity: 0,
+        co_resident: 0,
     };
     let qmd = build(QmdVersion::V04, &launch).expect("valid");
     let h = header();
@@ -564,6 +569,7 @@ fn a_template_moves_its_bank_and_release_payload_in_place() {
             banks: &all,
             release: release.map(|r| Release { payload, ..r }),
             local_capacity: 0,
+            co_resident: 0,
         };
         build(QmdVersion::V04, &launch).expect("valid")
     };
