@@ -24,13 +24,15 @@
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
 #     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
-#                                           # (default all; host, deps and waits only when named)
+#                                           # (default all; host, deps, waits and coop only when named)
 #     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default "auto";
 #                                           # empty: copy channels in the session's GR0 group)
 #     PHASES=deps DEPS_ROUNDS=3 ...          # waits between channels on the GPU, rig and
 #                                           # CUDA in turn (tests/h200/deps)
 #     PHASES=waits WAITS_ROUNDS=2 ...        # waits that spin, yield or sleep, rig's
 #                                           # policies and CUDA's schedule flags
+#     PHASES=coop ...                        # coop.cu's warp-synchronous, CUB and
+#                                           # cooperative kernels, CUDA then rig
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
 #     TG_PYTEST_K="expr" TG_SKIP_BENCH=1 ... # only the tests pytest -k selects; no figures
@@ -321,6 +323,31 @@ if asked waits; then
   say "waits: spin, yield, block and spin-then-block around kernels of 20 us to 10 ms, rig (uid $NOBODY) and CUDA's schedule flags in turn on CPU 2"
   rig_beside_cuda waits cuda_waits "${WAITS_ROUNDS:-2}"
   grep -h "non-stall" "$RUN/rigd.log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c28- | sort | uniq -c
+fi
+
+if asked coop; then
+  COOP=client/cubin/tests/data/coop.sm_90.cubin
+  say "coop: warp shuffles, cooperative groups, CUB and grid syncs ($COOP), CUDA then rig (uid $NOBODY) on CPU 2"
+  # The committed cubin against this machine's nvcc's build of coop.cu.
+  CCCL=$(dirname "$(command -v nvcc)")/../include/cccl
+  if nvcc -cubin -arch=sm_90 -O2 -I"$CCCL" -o "$RUN/coop.cubin" client/cubin/tests/data/coop.cu 2> "$RUN/nvcc-coop.log"; then
+    cmp -s "$RUN/coop.cubin" "$COOP" && say "coop: this nvcc builds the committed cubin byte for byte" ||
+      say "coop: this nvcc's cubin differs from the committed one ($(nvcc --version | tail -1))"
+  else
+    cat "$RUN/nvcc-coop.log"
+  fi
+  cp "$COOP" "$RUN/coop.sm_90.cubin" && chmod 644 "$RUN/coop.sm_90.cubin"
+  if nvcc -O2 -o /tmp/cuda_coop tests/h200/coop/cuda_coop.c -lcuda 2>> "$RUN/nvcc-coop.log"; then
+    taskset -c 2 /tmp/cuda_coop "$RUN/coop.sm_90.cubin" > "$RUN/coop-cuda.out" 2>&1 || FAIL=1
+    cat "$RUN/coop-cuda.out"
+    # rig launches no cooperative grid larger than CUDA's occupancy allows.
+    per_sm=$(awk '/^anchor occupancy grid_sum block 256 dynamic 0 / { print $NF; exit }' "$RUN/coop-cuda.out")
+    (RIG_COOP_CUBIN="$RUN/coop.sm_90.cubin" RIG_COOP_CUDA_PER_SM="${per_sm:-1}" \
+      client $NOBODY 2 coop "$RUN/rigd.sock" "$GPU" "$CUBIN") > "$RUN/coop-rig.out" 2>&1 || FAIL=1
+    cat "$RUN/coop-rig.out"
+  else
+    cat "$RUN/nvcc-coop.log"; FAIL=1
+  fi
 fi
 
 if want cuda && [ -z "${SKIP_CUDA:-}" ]; then

@@ -18,7 +18,13 @@
 //! host started after waiting, with the host time of a dependency; then uploads and
 //! downloads ordered around kernels by the GPU alone, every round's value checked;
 //! events' GPU time around a 100 µs kernel; the gap between a copy-engine upload's
-//! end and a kernel behind it, waiting on the GPU with and without the group switch).
+//! end and a kernel behind it, waiting on the GPU with and without the group switch)
+//! or `coop` (with client/cubin/tests/data/coop.cu's cubin in `RIG_COOP_CUBIN`: warp
+//! shuffles and an atomic on a `__device__` variable, partial warps through cooperative
+//! groups, CUB's block reduce and scan, each checked against the host; a grid sync in
+//! cooperative launches of the largest grid the GPU holds at once and of a small one;
+//! what a grid sees of its workspace with and without a cooperative launch; and a grid
+//! one block too large, refused before anything is sent).
 //! With `RIG_PROBE_UID=N` a root start drops
 //! to uid N and gid `RIG_PROBE_GID` (default N), no supplementary groups, before
 //! connecting; with `RIG_PROBE_RINGS=gpu` both channels put their rings, pushbuffers
@@ -66,8 +72,8 @@ const STAGE: u64 = 256 * MIB;
 // an H200, a channel's first work well under a second; 10 s says something is wrong.
 const LONG: Duration = Duration::from_secs(10);
 
-const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores | deps | waits] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
-  deps and waits take tests/h200/deps/deps.cu's cubin
+const USAGE: &str = "usage: rig-compute-probe [all | swarm SECONDS | spin | host | stores | deps | waits | coop] SOCKET GPU [CUBIN]   (or RIG_CUBIN=CUBIN)
+  deps and waits take tests/h200/deps/deps.cu's cubin; coop also RIG_COOP_CUBIN (coop.cu's)
   env: RIG_PROBE_UID=N [RIG_PROBE_GID=G]  drop to uid N before connecting
        RIG_PROBE_RINGS=gpu                rings, pushbuffers and arena in GPU memory
        RIG_PROBE_INVALIDATE_EACH=1        shader caches invalidated before every launch
@@ -131,6 +137,7 @@ fn main() -> ExitCode {
         Some("stores") => (Role::Stores, &args[2..]),
         Some("deps") => (Role::Deps, &args[2..]),
         Some("waits") => (Role::Waits, &args[2..]),
+        Some("coop") => (Role::Coop, &args[2..]),
         Some("swarm") => match args.get(2).and_then(|n| n.parse().ok()) {
             Some(n) => (Role::Swarm(n), &args[3..]),
             None => (Role::Usage, &args[..0]),
@@ -148,6 +155,15 @@ fn main() -> ExitCode {
     };
     let run = || -> Res<()> {
         let bytes = std::fs::read(&cubin).map_err(|e| format!("{cubin}: {e}"))?;
+        // Read before the uid drops, as the first.
+        let coop_cubin = match role {
+            Role::Coop => {
+                let path = std::env::var("RIG_COOP_CUBIN")
+                    .map_err(|_| "the coop role reads RIG_COOP_CUBIN")?;
+                std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?
+            }
+            _ => Vec::new(),
+        };
         rig_tests::probe::drop_privileges()?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -160,6 +176,7 @@ fn main() -> ExitCode {
                 Role::Stores => stores(&socket, &gpu).await,
                 Role::Deps => deps(&socket, &gpu, &bytes).await,
                 Role::Waits => waits(&socket, &gpu, &bytes).await,
+                Role::Coop => coop(&socket, &gpu, &bytes, &coop_cubin).await,
                 Role::All | Role::Usage => probe(&socket, &gpu, &bytes).await,
             }
         })
@@ -182,6 +199,7 @@ enum Role {
     Stores,
     Deps,
     Waits,
+    Coop,
     Usage,
 }
 
@@ -1186,5 +1204,244 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     check("deps_kernel_then_copy", down_wrong, u64::from(PAIRS))?;
     c2.close(&s).await?;
     rt.close(&s).await?;
+    Ok(())
+}
+
+/// A deterministic word for element `i` of the coop inputs.
+fn coop_word(i: u32) -> u32 {
+    i.wrapping_mul(2_654_435_761).rotate_left(7) % 1000
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[i * 8..i * 8 + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// `coop`: coop.cu's kernels, each result against the host's.
+async fn coop(socket: &str, gpu: &str, cubin: &[u8], coop_cubin: &[u8]) -> Res<()> {
+    use rig_runtime::occupancy;
+    let (mut p, _) = Probe::open_staged(socket, gpu, cubin, 64 * MIB).await?;
+    let m = p.rt.load(&p.s, &Device, coop_cubin).await?;
+    let geometry = rig_runtime::Geometry::of_session(&p.s);
+    println!("coop geometry {geometry:?}");
+    let buf = p.buffer(64 * MIB).await?;
+    let base = gpu_va(&*buf)?.get();
+    let at = |off: u64| Arg::Ptr(GpuVa(base + off));
+    let (x_off, out_off, aux_off) = (0u64, 32 * MIB, 48 * MIB);
+    let n = (1u32 << 22) + 123;
+    let x: Vec<u8> = (0..n).flat_map(|i| coop_word(i).to_le_bytes()).collect();
+    p.put(buf.as_ref(), x_off, &x)?;
+    let sum: u64 = (0..n).map(|i| u64::from(coop_word(i))).sum();
+
+    // shuffle_atomic, three times: the __device__ total is taken and zeroed each time.
+    let shuffle = m.kernel("shuffle_atomic")?;
+    let take = m.kernel("take_total")?;
+    let mut wrong = 0;
+    for _ in 0..3 {
+        let v =
+            p.rt.compute()
+                .launch(&shuffle, 264, 256, 0, &[at(x_off), Arg::U32(n)])?;
+        p.rt.compute().wait(v, LONG)?;
+        let v = p.rt.compute().launch(&take, 1, 1, 0, &[at(out_off)])?;
+        p.rt.compute().wait(v, LONG)?;
+        let got = u64_at(&p.get(buf.as_ref(), out_off, 8)?.0, 0);
+        println!("coop shuffle_atomic sum {got} want {sum}");
+        wrong += u64::from(got != sum);
+    }
+    check("coop_shuffle_atomic", wrong, 3)?;
+
+    // partial_warp: 1,000 threads of 1,024 in bounds, so warp 31 has 8.
+    let pw = m.kernel("partial_warp")?;
+    let np = 1000u32;
+    p.put(buf.as_ref(), out_off, &vec![0u8; 32 * 16])?;
+    let v =
+        p.rt.compute()
+            .launch(&pw, 4, 256, 0, &[at(x_off), at(out_off), Arg::U32(np)])?;
+    p.rt.compute().wait(v, LONG)?;
+    let b = p.get(buf.as_ref(), out_off, 32 * 16)?.0;
+    let got: Vec<u32> = words(&b).collect();
+    let mut wrong = 0;
+    for w in 0..32u32 {
+        let lanes: Vec<u32> = (w * 32..w * 32 + 32).filter(|&i| i < np).collect();
+        let sum: u32 = lanes.iter().map(|&i| coop_word(i)).sum();
+        let odd = lanes
+            .iter()
+            .filter(|&&i| coop_word(i) & 1 == 1)
+            .fold(0u32, |m, &i| m | 1 << (i - w * 32));
+        let tile: u32 = (w * 32..w * 32 + 16)
+            .filter(|&i| i < np)
+            .map(coop_word)
+            .sum();
+        let want = [sum, u32::try_from(lanes.len())?, odd, tile];
+        let have = &got[w as usize * 4..w as usize * 4 + 4];
+        if have != want {
+            println!("coop partial_warp warp {w}: {have:?} want {want:?}");
+            wrong += 1;
+        }
+    }
+    check("coop_partial_warp", wrong, 32)?;
+
+    // cub_block: 64 blocks of 256 ints (words less 500, some negative).
+    let cub = m.kernel("cub_block")?;
+    let nc = 64 * 256u32;
+    let xi: Vec<i32> = (0..nc).map(|i| coop_word(i) as i32 - 500).collect();
+    let bytes: Vec<u8> = xi.iter().flat_map(|v| v.to_le_bytes()).collect();
+    p.put(buf.as_ref(), aux_off, &bytes)?;
+    let (scan, sums, warps) = (out_off, out_off + 4 * MIB, out_off + 8 * MIB);
+    let v = p.rt.compute().launch(
+        &cub,
+        64,
+        256,
+        0,
+        &[at(aux_off), at(scan), at(sums), at(warps)],
+    )?;
+    p.rt.compute().wait(v, LONG)?;
+    let got_scan: Vec<i32> = words(&p.get(buf.as_ref(), scan, u64::from(nc) * 4)?.0)
+        .map(|w| w as i32)
+        .collect();
+    let got_sums: Vec<i32> = words(&p.get(buf.as_ref(), sums, 64 * 4)?.0)
+        .map(|w| w as i32)
+        .collect();
+    let got_warps: Vec<i32> = words(&p.get(buf.as_ref(), warps, u64::from(nc / 32) * 4)?.0)
+        .map(|w| w as i32)
+        .collect();
+    let mut wrong = 0u64;
+    for b in 0..64usize {
+        let part = &xi[b * 256..b * 256 + 256];
+        let mut acc = 0;
+        for (t, v) in part.iter().enumerate() {
+            acc += v;
+            wrong += u64::from(got_scan[b * 256 + t] != acc);
+        }
+        wrong += u64::from(got_sums[b] != acc);
+        for w in 0..8 {
+            let ws: i32 = part[w * 32..w * 32 + 32].iter().sum();
+            wrong += u64::from(got_warps[b * 8 + w] != ws);
+        }
+    }
+    check(
+        "coop_cub_block_reduce_scan_warp",
+        wrong,
+        u64::from(nc) + 64 + 512,
+    )?;
+
+    // grid_env, ordinary then cooperative: the workspace's address and its two words.
+    let env = m.kernel("grid_env")?;
+    for cooperative in [false, true] {
+        p.put(buf.as_ref(), out_off, &[0xaau8; 20])?;
+        let v = if cooperative {
+            p.rt.compute()
+                .launch_cooperative(&env, 2, 32, 0, &[at(out_off)])?
+        } else {
+            p.rt.compute().launch(&env, 2, 32, 0, &[at(out_off)])?
+        };
+        p.rt.compute().wait(v, LONG)?;
+        let w: Vec<u32> = words(&p.get(buf.as_ref(), out_off, 20)?.0).collect();
+        println!(
+            "coop grid_env cooperative={cooperative} envreg1 {:#x} envreg2 {:#x} is_valid {} ws [{:#x}, {:#x}]",
+            w[0], w[1], w[2], w[3], w[4]
+        );
+        let want_valid = u32::from(cooperative);
+        let ok = w[2] == want_valid
+            && if cooperative {
+                w[3] == 8 && w[4] == 0 && (w[0] | w[1]) != 0
+            } else {
+                w[0] == 0 && w[1] == 0 && w[3] == u32::MAX
+            };
+        check(
+            &format!("coop_grid_env_cooperative_{cooperative}"),
+            u64::from(!ok),
+            1,
+        )?;
+    }
+
+    // The blocks an SM holds, for the shapes CUDA's anchor asks cuOccupancy about.
+    for (name, block, dynamic) in [
+        ("grid_sum", 256, 0),
+        ("grid_sum", 1024, 0),
+        ("grid_sum", 64, 100 * 1024),
+        ("grid_sum", 32, 7 * 1024),
+        ("grid_sum", 32, 0),
+        ("cub_block", 256, 0),
+        ("partial_warp", 256, 0),
+        ("shuffle_atomic", 256, 0),
+    ] {
+        let k = m.kernel(name)?;
+        let shape = rig_runtime::Shape::new(k.info(), 1, block, dynamic)?;
+        let r = occupancy::blocks_per_sm(k.info(), &shape, geometry);
+        println!(
+            "coop occupancy {name} block {block} dynamic {dynamic} per_sm {} ({:?})",
+            r.per_sm, r.limit
+        );
+    }
+
+    // grid_sum: the largest grid the SMs hold at once, then a small one, each twice.
+    let gs = m.kernel("grid_sum")?;
+    let shape = rig_runtime::Shape::new(gs.info(), 1, 256, 0)?;
+    let per_sm = occupancy::blocks_per_sm(gs.info(), &shape, geometry);
+    println!(
+        "coop grid_sum 256 threads: rig per_sm {} ({:?})",
+        per_sm.per_sm, per_sm.limit
+    );
+    let most = per_sm.per_sm * geometry.sms;
+    // Cap what this run launches at CUDA's figure, when the harness passes it: a grid
+    // larger than the GPU holds would spin in its grid sync until the timeout.
+    let cap = std::env::var("RIG_COOP_CUDA_PER_SM")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .map_or(most, |c| c * geometry.sms);
+    let largest = most.min(cap);
+    let (partial, total, agree) = (out_off, out_off + 8 * MIB, out_off + 12 * MIB);
+    let mut wrong = 0;
+    let mut times = Vec::new();
+    for grid in [largest, largest, geometry.sms, 7] {
+        p.put(buf.as_ref(), total, &[0u8; 8])?;
+        p.put(buf.as_ref(), agree, &vec![0u8; grid as usize * 4])?;
+        let t = Instant::now();
+        let v = p.rt.compute().launch_cooperative(
+            &gs,
+            grid,
+            256,
+            0,
+            &[at(x_off), Arg::U32(n), at(partial), at(total), at(agree)],
+        )?;
+        p.rt.compute().wait(v, LONG)?;
+        times.push(us(t.elapsed()));
+        let got = u64_at(&p.get(buf.as_ref(), total, 8)?.0, 0);
+        let agreed = words(&p.get(buf.as_ref(), agree, u64::from(grid) * 4)?.0)
+            .filter(|&w| w == 1)
+            .count();
+        println!(
+            "coop grid_sum grid {grid}: sum {got} want {sum}, {agreed} of {grid} blocks saw it"
+        );
+        wrong += u64::from(got != sum || agreed != grid as usize);
+    }
+    check("coop_grid_sum_grid_sync", wrong, 4)?;
+    report("coop_grid_sum_us", times, "us");
+
+    // One block more than the GPU holds: refused, nothing sent.
+    let before = p.rt.compute().channel().last_value();
+    match p.rt.compute().launch_cooperative(
+        &gs,
+        most + 1,
+        256,
+        0,
+        &[at(x_off), Arg::U32(n), at(partial), at(total), at(agree)],
+    ) {
+        Err(e @ ComputeError::Cooperative { .. }) => {
+            println!("coop refused: {}", rig_client::error_line(&e));
+            let after = p.rt.compute().channel().last_value();
+            check(
+                "coop_too_large_refused_nothing_sent",
+                u64::from(after != before),
+                1,
+            )?;
+        }
+        other => {
+            return Err(format!("coop: a grid of {} was not refused: {other:?}", most + 1).into());
+        }
+    }
+    p.rt.close(&p.s).await?;
     Ok(())
 }
