@@ -274,6 +274,37 @@ def test_an_event_loop_waits_on_the_wake_descriptor(session, rt, mod):
     rt.wait(d, timeout=30)
 
 
+def test_a_grid_syncs_in_a_cooperative_launch_and_too_large_a_grid_is_refused(session, rt):
+    # coop.cu beside the launch fixture: grid_sum syncs its grid twice.
+    path = os.path.join(os.path.dirname(CUBIN_PATH), "coop.sm_90.cubin")
+    with open(path, "rb") as f:
+        coop = rt.load(f.read())
+    n = (1 << 20) + 7
+    data = (np.arange(n, dtype=np.uint64) * 7 % 1000).astype(np.uint32)
+    h = session.host(4 * n)
+    np.frombuffer(h, dtype=np.uint32)[:] = data
+    x = session.gpu_memory(4 * n)
+    partial, total, agree = session.gpu_memory(8 * 2048), session.gpu_memory(8), session.gpu_memory(4 * 2048)
+    rt.wait(rt.copy(x, h))
+    sms = session.gpu["sms"]
+    for grid in (sms, 2 * sms):
+        rt.wait(rt.fill(total, 0))
+        rt.wait(rt.fill(agree, 0))
+        args = [x, n, partial, total, agree]
+        rt.wait(rt.launch(coop["grid_sum"], grid=grid, block=256, args=args, cooperative=True))
+        out = session.host(8 + 4 * grid)
+        rt.copy(out, total, size=8)
+        rt.wait(rt.copy(out, agree, size=4 * grid, dst_offset=8))
+        got = np.frombuffer(out, dtype=np.uint64, count=1)[0]
+        assert int(got) == int(data.sum(dtype=np.uint64))
+        assert np.all(np.frombuffer(out, dtype=np.uint32, offset=8) == 1), "every block saw the sum"
+    # 2,048 blocks of 1,024 threads: 2 an SM hold at once, so far more than the GPU holds.
+    with pytest.raises(rig.LaunchError, match="cannot be resident at once"):
+        rt.launch(coop["grid_sum"], grid=2048, block=1024, args=[x, n, partial, total, agree], cooperative=True)
+    for b in (x, partial, total, agree):
+        b.free()
+
+
 def test_bad_arguments_are_refused_before_anything_runs(rt, mod):
     with pytest.raises(ValueError):
         rt.launch(mod["saxpy"], grid=1, block=32, args=[1.0])
