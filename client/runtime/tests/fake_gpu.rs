@@ -1053,22 +1053,10 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch
     let err = c
         .launch_cooperative(&k, 265, 1024, 0, &args)
         .expect_err("too large");
+    let line = rig_client::error_line(&err);
     assert!(
-        format!("{:#}", anyhow_chain(&err)).contains("each of the 132 SMs holds 2 blocks"),
-        "{}",
-        anyhow_chain(&err)
+        line.contains("each of the 132 SMs holds 2 blocks"),
+        "{line}"
     );
     f.server.stop().await;
-}
-
-/// An error and its sources, one line.
-fn anyhow_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(s) = next {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        next = s.source();
-    }
-    out
 }
