@@ -46,6 +46,7 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<space::Region>()?;
     m.add_class::<runtime::Runtime>()?;
     m.add_class::<runtime::Done>()?;
+    m.add_class::<runtime::Fence>()?;
     m.add_class::<runtime::Event>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<module::Kernel>()?;

@@ -47,7 +47,8 @@ use crate::{
 
 /// What a launch or a copy returns: the engine that releases its value, and the value.
 /// It belongs to the runtime that made it: another runtime's channels have their own
-/// timelines, so waiting on it, or ordering work after it, elsewhere is refused.
+/// timelines, so waiting on it, or ordering work after it, elsewhere is refused; another
+/// runtime of the session orders its work after it through `Runtime.export(done)`.
 #[pyclass(module = "rig_gpu._rig", frozen, from_py_object)]
 #[derive(Debug, Clone, Copy)]
 pub struct Done {
@@ -140,9 +141,58 @@ impl Done {
     }
 }
 
-/// `after`, as the runtime's own `Done`s.
-fn deps(rt: &Runtime, after: &[Done]) -> PyResult<Vec<rig_runtime::Done>> {
-    after.iter().map(|d| d.to_rust(rt)).collect()
+/// A point in one runtime's work that another runtime of the same session (another
+/// stream) can wait for on the GPU: `Runtime.export(done)`, then `after=[fence]` there.
+#[pyclass(module = "rig_gpu._rig", frozen, from_py_object)]
+#[derive(Debug, Clone, Copy)]
+pub struct Fence {
+    /// `"compute"` or `"copy"`: the engine that releases it.
+    #[pyo3(get)]
+    pub engine: &'static str,
+    /// The value.
+    #[pyo3(get)]
+    pub value: u64,
+    inner: rig_client::channel::Fence,
+}
+
+#[pymethods]
+impl Fence {
+    fn __repr__(&self) -> String {
+        format!(
+            "<rig.Fence {} {} of channel {}>",
+            self.engine, self.value, self.inner.channel
+        )
+    }
+}
+
+/// One entry of `after`: this runtime's `Done`, or any runtime's exported `Fence`.
+#[derive(FromPyObject)]
+pub enum After {
+    Done(Done),
+    Fence(Fence),
+}
+
+/// `after`, as the runtime's own `Done`s and the fences of other runtimes.
+type Deps = (Vec<rig_runtime::Done>, Vec<rig_client::channel::Fence>);
+
+fn deps(rt: &Runtime, after: &[After]) -> PyResult<Deps> {
+    let mut out = (Vec::new(), Vec::new());
+    for a in after {
+        match a {
+            After::Done(d) => out.0.push(d.to_rust(rt)?),
+            After::Fence(f) => out.1.push(f.inner),
+        }
+    }
+    Ok(out)
+}
+
+/// Makes `engine`'s next work wait for each of `fences` (`Runtime::import`).
+fn import(
+    rt: &mut rig_runtime::Runtime,
+    engine: Engine,
+    fences: &[rig_client::channel::Fence],
+) -> Result<(), rig_runtime::RuntimeError> {
+    fences.iter().try_for_each(|f| rt.import(engine, *f))
 }
 
 /// A session's compute and copy channels.
@@ -462,8 +512,8 @@ impl Runtime {
 
     /// Launches `kernel` on `grid` blocks of `block` threads with `shared` bytes of
     /// dynamic shared memory; `args` one per parameter, in order. The grid starts only
-    /// once every `Done` in `after` has landed, waited for by the GPU (the host does
-    /// not wait). `cooperative=True` is CUDA's cooperative launch: every block resident
+    /// once every `Done` (or another runtime's `Fence`) in `after` has landed, waited
+    /// for by the GPU (the host does not wait). `cooperative=True` is CUDA's cooperative launch: every block resident
     /// at once, so `cooperative_groups::this_grid().sync()` works; a grid the GPU cannot
     /// hold at once is refused. Returns at once.
     #[pyo3(signature = (kernel, grid, block, args = Vec::new(), shared = 0, after = Vec::new(), cooperative = false))]
@@ -476,10 +526,10 @@ impl Runtime {
         block: &Bound<'_, PyAny>,
         args: Vec<Bound<'_, PyAny>>,
         shared: u32,
-        after: Vec<Done>,
+        after: Vec<After>,
         cooperative: bool,
     ) -> PyResult<Done> {
-        let after = deps(self, &after)?;
+        let (after, fences) = deps(self, &after)?;
         let sizes = kernel.param_sizes();
         if args.len() != sizes.len() {
             return Err(PyValueError::new_err(format!(
@@ -498,6 +548,7 @@ impl Runtime {
         let k = &kernel.inner;
         let done = self
             .with(py, |rt, _| {
+                import(rt, Engine::Compute, &fences)?;
                 if cooperative {
                     rt.launch_cooperative(k, grid, block, shared, &typed, &after)
                 } else {
@@ -524,16 +575,20 @@ impl Runtime {
         size: Option<u64>,
         dst_offset: u64,
         src_offset: u64,
-        after: Vec<Done>,
+        after: Vec<After>,
     ) -> PyResult<Done> {
-        let after = deps(self, &after)?;
+        let (after, fences) = deps(self, &after)?;
         let (d, s) = (Held::of(dst, &self.session)?, Held::of(src, &self.session)?);
         let size = s.size(size, src_offset, "src")?;
         let src = s.span(src_offset, size)?;
         let dst = d.span(dst_offset, size)?;
         let session = &self.session;
+        let engine = rig_runtime::Runtime::copy_engine(&src, &dst);
         let done = self
-            .with(py, |rt, _| rt.copy_after(session, src, dst, &after))?
+            .with(py, |rt, _| {
+                import(rt, engine, &fences)?;
+                rt.copy_after(session, src, dst, &after)
+            })?
             .py()?;
         Ok(Done::of(done, self.id))
     }
@@ -550,17 +605,33 @@ impl Runtime {
         value: u32,
         size: Option<u64>,
         offset: u64,
-        after: Vec<Done>,
+        after: Vec<After>,
     ) -> PyResult<Done> {
-        let after = deps(self, &after)?;
+        let (after, fences) = deps(self, &after)?;
         let d = Held::of(dst, &self.session)?;
         let size = d.size(size, offset, "dst")?;
         let span = d.span(offset, size)?;
         let session = &self.session;
         let done = self
-            .with(py, |rt, _| rt.fill(session, span, value, &after))?
+            .with(py, |rt, _| {
+                import(rt, Engine::Copy, &fences)?;
+                rt.fill(session, span, value, &after)
+            })?
             .py()?;
         Ok(Done::of(done, self.id))
+    }
+
+    /// A fence for `done` that another runtime of the same session (another stream)
+    /// puts in its `after` to wait for it on the GPU. The work that releases it is sent
+    /// to the GPU now, even under `hold()`.
+    fn export(&self, py: Python<'_>, done: Done) -> PyResult<Fence> {
+        let d = done.to_rust(self)?;
+        let inner = self.with(py, |rt, _| rt.export(d))?.py()?;
+        Ok(Fence {
+            engine: done.engine,
+            value: done.value,
+            inner,
+        })
     }
 
     /// Waits until `done`'s engine released its value: returns, or raises `rig.Fault`
@@ -663,10 +734,15 @@ impl Runtime {
     /// engine has finished everything submitted to it before, the GPU writes its timer
     /// there; after every `Done` in `after` too, waited for by the GPU. Returns at once.
     #[pyo3(signature = (engine = "compute", after = Vec::new()))]
-    fn record(&self, py: Python<'_>, engine: &str, after: Vec<Done>) -> PyResult<Event> {
+    fn record(&self, py: Python<'_>, engine: &str, after: Vec<After>) -> PyResult<Event> {
         let which = self::engine(engine)?;
-        let after = deps(self, &after)?;
-        let ev = self.with(py, |rt, _| rt.record(which, &after))?.py()?;
+        let (after, fences) = deps(self, &after)?;
+        let ev = self
+            .with(py, |rt, _| {
+                import(rt, which, &fences)?;
+                rt.record(which, &after)
+            })?
+            .py()?;
         Ok(Event {
             engine: engine_name(which),
             id: ev.id,

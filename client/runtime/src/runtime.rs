@@ -15,6 +15,10 @@
 //! the host never waits between a copy and the kernel that reads it
 //! (docs/compute.md, "Dependencies").
 //!
+//! Streams: a runtime is one stream of compute and one of copies. More streams are more
+//! runtimes on the same session; work on one waits for another's on the GPU through
+//! [`Runtime::export`] (a fence) and [`Runtime::import`] (an acquire).
+//!
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
 
@@ -24,7 +28,7 @@ use std::{
 };
 
 use rig_client::{
-    channel::{Channel, ChannelError, Engine, WaitPolicy},
+    channel::{Channel, ChannelError, Engine, Fence, WaitPolicy},
     session::Session,
 };
 
@@ -280,6 +284,22 @@ impl Runtime {
         self.copy_after(session, src, dst, &[])
     }
 
+    /// The engine whose channel [`Runtime::copy`] gives a copy from `src` to `dst`:
+    /// the compute channel's copy kernel when both are GPU memory and 16-byte aligned,
+    /// else the copy engine.
+    pub fn copy_engine(src: &Span<'_>, dst: &Span<'_>) -> Engine {
+        let by_kernel = src.place() == Place::Gpu
+            && dst.place() == Place::Gpu
+            && src.va().is_aligned(16)
+            && dst.va().is_aligned(16)
+            && src.len().is_multiple_of(16);
+        if by_kernel {
+            Engine::Compute
+        } else {
+            Engine::Copy
+        }
+    }
+
     /// [`Runtime::copy`], starting on the GPU only once everything in `after` landed.
     ///
     /// # Errors
@@ -291,12 +311,7 @@ impl Runtime {
         dst: Span<'_>,
         after: &[Done],
     ) -> Result<Done, RuntimeError> {
-        let by_kernel = src.place() == Place::Gpu
-            && dst.place() == Place::Gpu
-            && src.va().is_aligned(16)
-            && dst.va().is_aligned(16)
-            && src.len().is_multiple_of(16);
-        if by_kernel {
+        if Self::copy_engine(&src, &dst) == Engine::Compute {
             self.order(Engine::Compute, after)?;
             let value = self
                 .compute
@@ -421,6 +436,36 @@ impl Runtime {
                 Engine::Compute => self.compute.acquire(fence)?,
                 Engine::Copy => self.copies.acquire(fence)?,
             }
+        }
+        Ok(())
+    }
+
+    /// A fence for `done` that any channel of the session can wait for on the GPU:
+    /// how work on another runtime of the same session (another stream) depends on
+    /// this one's ([`Runtime::import`]). The words that release it are submitted
+    /// first, held doorbells or not, so that a wait for it never waits for work that
+    /// was never sent.
+    ///
+    /// # Errors
+    /// A value its channel never promised (`Timeline`, `NeverReleased`); the channel's
+    /// (`RingFull`).
+    pub fn export(&mut self, done: Done) -> Result<Fence, RuntimeError> {
+        self.channel(done.engine)
+            .fence(done.value)
+            .map_err(|e| channel_error(done.engine, e))
+    }
+
+    /// Makes the next work on `engine`'s channel wait on the GPU until `fence` (another
+    /// runtime's [`Runtime::export`]) has landed: a semaphore acquire, no host wait. A
+    /// fence of this runtime's own channel adds nothing.
+    ///
+    /// # Errors
+    /// `ForeignFence` for a fence of another session (its address means other memory
+    /// here); a full pushbuffer.
+    pub fn import(&mut self, engine: Engine, fence: Fence) -> Result<(), RuntimeError> {
+        match engine {
+            Engine::Compute => self.compute.acquire(fence)?,
+            Engine::Copy => self.copies.acquire(fence)?,
         }
         Ok(())
     }

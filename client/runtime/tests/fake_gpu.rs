@@ -742,6 +742,77 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
     f.server.stop().await;
 }
 
+/// Two runtimes of one session are two streams: one's work waits for the other's on
+/// the GPU through an exported fence, held doorbells or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_waits_for_another_streams_work_on_the_gpu_through_its_fence() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (mut one, empty) = runtime(&f, &s).await;
+    let (mut two, _) = runtime(&f, &s).await;
+    one.hold();
+    let d = one.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let fence = one.export(d).expect("export");
+    // Exporting sent the held launch: the fence's value is on its way.
+    assert!(
+        !fetched(&s, one.compute().channel(), 1).is_empty(),
+        "the held launch was submitted by the export"
+    );
+    assert_eq!(fence.value, d.value);
+    let sem = one.compute().channel().semaphore_va();
+
+    // The other stream's kernel waits for it on its compute channel: the same engine,
+    // so its group stays on.
+    two.import(Engine::Compute, fence).expect("import");
+    two.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    // Its first submission: the channel's set-up, the acquire, then the launch.
+    let words = fetched(&s, two.compute().channel(), 1).concat();
+    let stay = method::acquire(sem, d.value, Waiting::Stay).expect("words");
+    let arena = two.compute().channel().arena_va().expect("arena");
+    let pcas = method::compute::send_pcas(arena, PcasAction::InvalidatePrefetchCopySchedule)
+        .expect("words");
+    let wait = at(&words, &stay).expect("the acquire");
+    let launch = at(&words, &pcas).expect("the launch");
+    assert!(
+        wait < launch,
+        "the acquire comes before the launch: {words:x?}"
+    );
+    // Its copies wait for it too, on another engine: the group yields meanwhile.
+    two.import(Engine::Copy, fence).expect("import");
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    two.fill(&s, all(&a), 0, &[]).expect("fill");
+    let words = fetched(&s, two.copies().channel(), 1).concat();
+    let yields = method::acquire(sem, d.value, Waiting::SwitchGroup).expect("words");
+    assert!(at(&words, &yields).is_some(), "{words:x?}");
+
+    // A stream of another session cannot be waited for; nor a value never promised.
+    let other = Session::open(&f.server.socket, GPU).await.expect("other");
+    let (mut theirs, _) = runtime(&f, &other).await;
+    let d3 = theirs.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let foreign = theirs.export(d3).expect("export");
+    let e = two
+        .import(Engine::Compute, foreign)
+        .expect_err("another session's");
+    assert!(
+        matches!(
+            e,
+            RuntimeError::Compute(ComputeError::Channel(ChannelError::ForeignFence { .. }))
+        ),
+        "{e}"
+    );
+    let never = rig_runtime::Done {
+        value: d.value + 10,
+        ..d
+    };
+    assert!(matches!(
+        one.export(never),
+        Err(RuntimeError::Compute(ComputeError::Channel(
+            ChannelError::Timeline(TimelineError::NeverReleased { .. })
+        )))
+    ));
+    f.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_of_another_session_is_refused() {
     let f = serve(16).await;

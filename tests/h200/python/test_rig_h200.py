@@ -274,6 +274,25 @@ def test_an_event_loop_waits_on_the_wake_descriptor(session, rt, mod):
     rt.wait(d, timeout=30)
 
 
+def test_a_second_runtime_is_a_stream_that_waits_for_the_first_on_the_gpu(session, rt):
+    # rt's upload, then rt2's saxpy after it by an exported fence: no host wait between.
+    n = 1 << 20
+    with session.runtime() as rt2:
+        m2 = rt2.load(CUBIN)
+        h, out = session.host(4 * n), session.host(4 * n)
+        x, y = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
+        for value in (1.5, 2.5, 3.5, 4.5):
+            np.frombuffer(h, dtype=np.float32)[:] = value
+            rt2.wait(rt2.fill(y, 0))
+            up = rt.copy(x, h)
+            k = rt2.launch(m2["saxpy"], grid=n // 256, block=256, args=[2.0, x, y, n], after=[rt.export(up)])
+            rt2.wait(rt2.copy(out, y, after=[k]))
+            assert np.all(np.frombuffer(out, dtype=np.float32) == 2.0 * value)
+            rt.wait(up)
+        for b in (x, y):
+            b.free()
+
+
 def test_a_grid_syncs_in_a_cooperative_launch_and_too_large_a_grid_is_refused(session, rt):
     # coop.cu beside the launch fixture: grid_sum syncs its grid twice.
     path = os.path.join(os.path.dirname(CUBIN_PATH), "coop.sm_90.cubin")

@@ -119,6 +119,10 @@ class Done:
     engine: Literal["compute", "copy"]
     value: int
 
+class Fence:
+    engine: Literal["compute", "copy"]
+    value: int
+
 class Event:
     engine: Literal["compute", "copy"]
     id: int
@@ -132,7 +136,7 @@ class Runtime:
         block: Dim,
         args: Sequence[Arg] = ...,
         shared: int = 0,
-        after: Sequence[Done] = ...,
+        after: Sequence[Done | Fence] = ...,
         cooperative: bool = False,
     ) -> Done: ...
     def copy(
@@ -142,7 +146,7 @@ class Runtime:
         size: int | None = None,
         dst_offset: int = 0,
         src_offset: int = 0,
-        after: Sequence[Done] = ...,
+        after: Sequence[Done | Fence] = ...,
     ) -> Done: ...
     def fill(
         self,
@@ -150,7 +154,7 @@ class Runtime:
         value: int = 0,
         size: int | None = None,
         offset: int = 0,
-        after: Sequence[Done] = ...,
+        after: Sequence[Done | Fence] = ...,
     ) -> Done: ...
     def upload(self, dst: Buffer | int, data: BufferLike, offset: int = 0) -> None: ...
     def download(
@@ -160,6 +164,7 @@ class Runtime:
         size: int | None = None,
         offset: int = 0,
     ) -> BufferLike: ...
+    def export(self, done: Done) -> Fence: ...
     def wait(self, done: Done, timeout: float | None = None) -> None: ...
     def done(self, done: Done) -> bool: ...
     @property
@@ -174,7 +179,7 @@ class Runtime:
     def hold(self) -> None: ...
     def submit(self) -> None: ...
     def record(
-        self, engine: Literal["compute", "copy"] = "compute", after: Sequence[Done] = ...
+        self, engine: Literal["compute", "copy"] = "compute", after: Sequence[Done | Fence] = ...
     ) -> Event: ...
     def event_time(self, event: Event, timeout: float | None = None) -> int: ...
     def elapsed(self, start: Event, end: Event, timeout: float | None = None) -> int: ...
