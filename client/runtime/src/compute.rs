@@ -99,6 +99,12 @@ pub struct ComputeOptions {
     /// overlap; then a wait's value no longer covers the launches before it
     /// (docs/compute.md, "Completion").
     pub ordered: bool,
+    /// Chain a launch behind the one before it when that one is still queued (launches
+    /// enqueued back to back, or under held doorbells): the earlier QMD schedules the
+    /// next itself once its grid is done (DEPENDENT_QMD0), instead of a host WFI and a
+    /// SEND_PCAS between them (docs/compute.md, "Chained launches"). Needs `ordered`.
+    /// Off by default until measured on the GPU.
+    pub chain: bool,
 }
 
 impl Default for ComputeOptions {
@@ -114,6 +120,7 @@ impl Default for ComputeOptions {
             timeout: Duration::from_secs(10),
             invalidate_each_launch: false,
             ordered: true,
+            chain: false,
             pcas: PcasAction::InvalidatePrefetchCopySchedule,
             slots: SLOTS,
         }
@@ -237,6 +244,10 @@ pub struct ComputeChannel {
     timeout: Duration,
     invalidate_each_launch: bool,
     ordered: bool,
+    chain: bool,
+    /// The last launch pushed: (template, slot, value), what a next launch may chain
+    /// behind while it is still queued.
+    tail: Option<(usize, usize, u64)>,
     pcas: PcasAction,
     /// The QMD version the channel's compute class reads.
     qmd: QmdVersion,
@@ -315,6 +326,8 @@ impl ComputeChannel {
             timeout: o.timeout,
             invalidate_each_launch: o.invalidate_each_launch,
             ordered: o.ordered,
+            chain: o.chain && o.ordered,
+            tail: None,
             pcas: o.pcas,
             qmd,
             slots: o.slots.max(1),
@@ -492,11 +505,24 @@ impl ComputeChannel {
         }
         let value = self.ch.next_value()?;
         let slot = t.write_slot(value, &self.ch)?;
+        let this = (i, t.next_slot());
         // Only behind work not yet seen done: with nothing in flight, no grid can run
         // beside this one, and a WFI would only cost the GPU its time.
         let wfi = self.ordered && self.ch.last_value() > self.completed;
         let generation = load::generation();
         let invalidate = self.invalidate_each_launch || self.generation != generation;
+        // Behind the launch before it, still queued: its QMD starts this one.
+        let behind = self
+            .tail
+            .filter(|&(_, _, v)| self.chain && !invalidate && self.ch.tail_queued(v));
+        if let Some((ti, si, after)) = behind {
+            let next = self.templates[this.0].qmd_va(this.1);
+            self.templates[ti].chain(si, Some(next), &self.ch)?;
+            self.ch.promise_chained(after, value)?;
+            self.templates[this.0].commit(value);
+            self.tail = Some((this.0, this.1, value));
+            return Ok(value);
+        }
         let push = |ch: &mut Channel| {
             if invalidate {
                 // Rare (after a module load): the words go through the pushbuffer.
@@ -528,6 +554,7 @@ impl ComputeChannel {
         // Only once the invalidation is pushed: a refused push leaves it owed.
         self.generation = generation;
         self.templates[i].commit(value);
+        self.tail = Some((this.0, this.1, value));
         Ok(value)
     }
 
@@ -751,6 +778,12 @@ impl ComputeChannel {
         let t = self.templates.swap_remove(i);
         self.arena.free(t.region, t.bytes());
         self.last = 0;
+        // The last template moved into `i`; the evicted one's launches all landed.
+        self.tail = match self.tail {
+            Some((ti, ..)) if ti == i => None,
+            Some((ti, si, v)) if ti == self.templates.len() => Some((i, si, v)),
+            other => other,
+        };
         Ok(())
     }
 }

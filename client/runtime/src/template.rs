@@ -77,6 +77,9 @@ struct Slot {
     value: u64,
     /// Whether its QMD and bank 0 are written whole.
     written: bool,
+    /// Whether its QMD in the arena chains a next one (DEPENDENT_QMD0), to be cleared
+    /// before the slot launches again.
+    chained: bool,
     /// SEND_PCAS_A and SEND_SIGNALING_PCAS2_B for its QMD.
     pcas: [u32; 4],
 }
@@ -243,6 +246,7 @@ impl Template {
                 Slot {
                     value: 0,
                     written: false,
+                    chained: false,
                     pcas: [0; 4],
                 };
                 slots.max(1)
@@ -300,6 +304,9 @@ impl Template {
             // launch starts from a barrier of 0.
             arena.words(workspace, &[WORKSPACE_INIT])?;
         }
+        if self.slots[self.next].chained {
+            self.chain(self.next, None, arena)?;
+        }
         let slot = &mut self.slots[self.next];
         if slot.written {
             arena.words(at + 8 * self.payload_word, &[value])?;
@@ -336,6 +343,42 @@ impl Template {
         slot.pcas = w;
         slot.written = true;
         Ok(SlotWords { pcas: w, block })
+    }
+
+    /// The slot [`Template::write_slot`] writes next.
+    pub(crate) fn next_slot(&self) -> usize {
+        self.next
+    }
+
+    /// Where slot `slot`'s QMD is.
+    pub(crate) fn qmd_va(&self, slot: usize) -> GpuVa {
+        GpuVa(self.arena_va.get() + self.region + slot as u64 * self.stride)
+    }
+
+    /// Chains the QMD at `next` behind slot `slot`'s (`Some`), or clears its chain
+    /// (`None`): the slot's QMD as its last launch wrote it, with DEPENDENT_QMD0 set,
+    /// and only the two 64-bit words that holds rewritten. The slot must not have
+    /// reached the GPU since (a queued tail, or one whose launch landed).
+    ///
+    /// # Errors
+    /// [`ComputeError::Qmd`] for a `next` the field cannot hold; the arena's.
+    pub(crate) fn chain(
+        &mut self,
+        slot: usize,
+        next: Option<GpuVa>,
+        arena: &impl ArenaWrite,
+    ) -> Result<(), ComputeError> {
+        let at = self.region + slot as u64 * self.stride;
+        let mut q = self.qmd.clone();
+        q.set_bank_address(0, GpuVa(self.qmd_va(slot).get() + self.qmd_bytes))?;
+        q.set_release_payload(self.slots[slot].value)?;
+        let words = q.set_dependent(next)?;
+        let all = q.to_u64s();
+        for w in words {
+            arena.words(at + 8 * w as u64, &[all[w]])?;
+        }
+        self.slots[slot].chained = next.is_some();
+        Ok(())
     }
 
     /// Marks the slot [`Template::write_slot`] wrote as launched with `value`, and

@@ -742,6 +742,101 @@ async fn work_that_needs_the_other_channels_waits_for_it_on_the_gpu_not_the_host
     f.server.stop().await;
 }
 
+/// With `chain`, launches enqueued back to back reach the GPU as the first one's words:
+/// each QMD names the next as its dependent, and each still releases its own value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launches_queued_back_to_back_chain_through_their_qmds() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (_copies, module) = loaded(&f, &s).await;
+    let mut c = ComputeChannel::open(
+        &s,
+        ComputeOptions {
+            arena: 256 << 10,
+            timeout: SHORT,
+            slots: 4,
+            chain: true,
+            ..ComputeOptions::default()
+        },
+    )
+    .await
+    .expect("compute channel");
+    let k = module.kernel("empty").expect("empty");
+    let sem = c.channel().semaphore_va().get();
+    // The first launch after the load goes through the pushbuffer (its invalidation):
+    // nothing chains behind words.
+    let v = c.launch(&k, 1, 1, 0, &[]).expect("launch");
+    gpu_writes(&f, &s, sem, &v.to_le_bytes());
+    c.wait(v, SHORT).expect("landed");
+
+    let arena = c.channel().arena_va().expect("arena").get();
+    // A slot: the QMD, bank 0, then its launch block on a line of its own.
+    let bank0 = (k.info().bank0_template().len() as u64).next_multiple_of(16);
+    let block_at = (QmdVersion::V04.size() as u64 + bank0).next_multiple_of(64);
+    let stride = (block_at + 64).next_multiple_of(256);
+    let qmd_at = |slot: u64| arena + slot * stride;
+    let dependent = |slot: u64| {
+        let words: Vec<u32> = read(&s, qmd_at(slot), QmdVersion::V04.size())
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+            .collect();
+        let [enable, action, prefetch, pointer] = QmdVersion::V04.fields().dependent0;
+        (
+            enable.get(&words),
+            action.get(&words),
+            prefetch.get(&words),
+            pointer.get(&words),
+        )
+    };
+    let before = c.channel().submitted(1).expect("ring");
+    // Slots 1, 2, 3: three launches queued, one submission.
+    let vs: Vec<u64> = (0..3)
+        .map(|_| c.enqueue(&k, 1, 1, 0, &[]).expect("enqueue"))
+        .collect();
+    c.submit().expect("submit");
+    let after = c.channel().submitted(1).expect("ring");
+    assert_ne!(before, after, "one new ring entry");
+    // It launches the first; the first names the second, the second the third.
+    let (va, n) = after[0];
+    assert_eq!(
+        va.get(),
+        qmd_at(1) + block_at + 8,
+        "slot 1's words past its WFI"
+    );
+    assert_eq!(n, 4, "SEND_PCAS only: nothing was in flight");
+    assert_eq!(
+        dependent(1),
+        (Some(1), Some(1), Some(1), Some(qmd_at(2) >> 8))
+    );
+    assert_eq!(
+        dependent(2),
+        (Some(1), Some(1), Some(1), Some(qmd_at(3) >> 8))
+    );
+    assert_eq!(
+        dependent(3),
+        (Some(0), Some(0), Some(0), Some(0)),
+        "the last chains none"
+    );
+    assert_eq!(vs, vec![v + 1, v + 2, v + 3]);
+    // Each still releases its own value.
+    for &x in &vs {
+        gpu_writes(&f, &s, sem, &x.to_le_bytes());
+        c.wait(x, SHORT).expect("landed");
+    }
+    // Launched one at a time, nothing chains, and a slot reused clears its chain.
+    let w = c.launch(&k, 1, 1, 0, &[]).expect("slot 0");
+    gpu_writes(&f, &s, sem, &w.to_le_bytes());
+    let w = c.launch(&k, 1, 1, 0, &[]).expect("slot 1 again");
+    assert_eq!(
+        dependent(1),
+        (Some(0), Some(0), Some(0), Some(0)),
+        "cleared"
+    );
+    gpu_writes(&f, &s, sem, &w.to_le_bytes());
+    c.wait(w, SHORT).expect("landed");
+    f.server.stop().await;
+}
+
 /// Two runtimes of one session are two streams: one's work waits for the other's on
 /// the GPU through an exported fence, held doorbells or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

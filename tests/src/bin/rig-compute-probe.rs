@@ -1033,6 +1033,56 @@ async fn deps(socket: &str, gpu: &str, cubin: &[u8]) -> Res<()> {
     report("deps_gap_cross_channel_host_wait_us", host_wait, "us");
     report("deps_host_per_dependency_ns", dep_ns, "ns");
 
+    // Chained launches (`ComputeOptions::chain`): the same pair enqueued back to back
+    // and submitted once, on this channel (a host WFI and SEND_PCAS between them) and
+    // on one that chains (the first QMD starts the second); then 1,000 `stamp`s queued
+    // back to back each way, the host's time from the first enqueue to the last value
+    // landing, per launch (a template's 64 slots bound each chain).
+    let mut c3 = ComputeChannel::open(
+        &s,
+        ComputeOptions {
+            chain: true,
+            ..options().compute
+        },
+    )
+    .await?;
+    for _ in 0..3 {
+        let v = c3.launch(&stamp, 1, 1, 0, &[start_at])?;
+        c3.wait(v, LONG)?;
+    }
+    let (mut queued, mut chained, mut disordered) = (vec![], vec![], 0u64);
+    for _ in 0..ROUNDS {
+        for (ch, gaps) in [(rt.compute(), &mut queued), (&mut c3, &mut chained)] {
+            out.write(0, &[0u8; 16])?;
+            ch.enqueue(&after, 1, 1, 0, &first)?;
+            let v = ch.enqueue(&stamp, 1, 1, 0, &[start_at])?;
+            ch.submit()?;
+            ch.wait(v, LONG)?;
+            let g = gap_ns(&out)?;
+            disordered += u64::from(g < 0.0);
+            gaps.push(g / 1e3);
+        }
+    }
+    check("deps_queued_and_chained_order", disordered, 2 * ROUNDS as u64)?;
+    report("deps_gap_same_channel_queued_us", queued, "us");
+    report("deps_gap_same_channel_chained_us", chained, "us");
+    let (mut wfi_each, mut chained_each) = (vec![], vec![]);
+    for _ in 0..20 {
+        for (ch, each) in [(rt.compute(), &mut wfi_each), (&mut c3, &mut chained_each)] {
+            let t = Instant::now();
+            let mut v = 0;
+            for _ in 0..1000 {
+                v = ch.enqueue(&stamp, 1, 1, 0, &[start_at])?;
+            }
+            ch.submit()?;
+            ch.wait(v, LONG)?;
+            each.push(us(t.elapsed()) / 1000.0);
+        }
+    }
+    report("deps_back_to_back_1000_each_us", wfi_each, "us");
+    report("deps_back_to_back_1000_chained_each_us", chained_each, "us");
+    c3.close(&s).await?;
+
     // Events with the GPU's time around a kernel that spins 100 µs of %globaltimer,
     // as CUDA's cuEventElapsedTime measures the same kernel.
     let long = [Arg::U64(100_000), end_at];

@@ -183,6 +183,14 @@ pub enum ChannelError {
     )]
     Unreleased { channel: u64 },
     #[error(
+        "Channel {channel}: value {value} cannot be chained behind {after}: that is not the last command, queued and not yet submitted"
+    )]
+    NotChainable {
+        channel: u64,
+        after: u64,
+        value: u64,
+    },
+    #[error(
         "Channel {channel}: {words} words at arena byte {offset}: the arena is {len} bytes and words are written 8-aligned"
     )]
     Arena {

@@ -174,6 +174,11 @@ impl Pushbuffer {
         })
     }
 
+    /// Whether nothing was written since the last [`Pushbuffer::close`].
+    pub fn open_is_empty(&self) -> bool {
+        self.head == self.open
+    }
+
     /// Whether the open segment ends at the buffer's end, so it must be closed before
     /// anything else is written (the next word is at index 0).
     pub fn must_close(&self) -> bool {

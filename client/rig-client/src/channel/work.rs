@@ -13,6 +13,9 @@
 //! ([`Channel::release_with`]) says that the channel's methods were processed — with
 //! WFI, that the engine went idle — not that the work did not fault.
 //!
+//! Chains: a launch's QMD may start the next launch's QMD itself when it is done
+//! ([`Channel::promise_chained`]); the chained value needs no word of its own.
+//!
 //! State: the channel's `tail_release` (the last command releases that value) and
 //! `unreleased` (raw words pushed since an engine release), kept by `lent`'s push.
 
@@ -129,6 +132,32 @@ impl Channel {
             });
             Ok(())
         })
+    }
+
+    /// Whether the last command is the one that releases `value`, queued and not yet
+    /// submitted, with nothing pushed after it: the GPU has not read it, so a runtime
+    /// may chain the next launch behind it in the launch's own descriptor
+    /// ([`Channel::promise_chained`]) instead of pushing words for it.
+    pub fn tail_queued(&self, value: u64) -> bool {
+        self.tail_release == Some(value) && value > self.recorded && self.pb.open_is_empty()
+    }
+
+    /// Promises `value`, released by work the engine starts by itself once the queued
+    /// tail that releases `after` is done (a QMD chained behind that launch's QMD):
+    /// nothing is pushed, and it reaches the GPU with the tail's own submission.
+    ///
+    /// # Errors
+    /// [`ChannelError::NotChainable`] unless [`Channel::tail_queued`] holds for
+    /// `after`; [`ChannelError::Timeline`] (`Backwards`) for a value not past the last.
+    pub fn promise_chained(&mut self, after: u64, value: u64) -> Result<u64, ChannelError> {
+        if !self.tail_queued(after) {
+            return Err(ChannelError::NotChainable {
+                channel: self.id,
+                after,
+                value,
+            });
+        }
+        self.with_release(value, |_| Ok(()))
     }
 
     /// A value that says every command before it is done, released by the engine

@@ -50,6 +50,9 @@ pub const MAX_BANK: u32 = 0x1_0000;
 pub const PROGRAM_ALIGN: u64 = 128;
 /// Granularity of a QMD's shared memory size.
 pub const SHARED_ALIGN: u32 = 256;
+/// Alignment of a QMD in memory: SEND_PCAS_A and DEPENDENT_QMD0_POINTER take its
+/// address shifted right by 8.
+pub const QMD_ALIGN: u64 = 256;
 /// The group id every QMD rig builds carries (what ran on the H200).
 const QMD_GROUP_ID_RIG: u64 = 0x3f;
 
@@ -213,6 +216,12 @@ pub enum QmdError {
         /// Bytes per thread the SLM buffer holds.
         capacity: u64,
     },
+    /// A dependent QMD's address that DEPENDENT_QMD0_POINTER cannot hold.
+    #[error("dependent QMD at {addr:#x}: it must be {QMD_ALIGN}-byte aligned and below 2^40")]
+    Dependent {
+        /// The address.
+        addr: u64,
+    },
     /// A value too wide for its field (a check above should have refused it first).
     #[error(transparent)]
     Field(#[from] FieldError),
@@ -290,6 +299,11 @@ pub struct Fields {
     pub constant_buffer_invalidate: Indexed,
     pub constant_buffer_addr_shifted6: [Indexed; 2],
     pub constant_buffer_size_shifted4: Indexed,
+    /// DEPENDENT_QMD0's ENABLE, ACTION, PREFETCH and POINTER (the next QMD's address
+    /// shifted right by 8), and ACTION's QMD_SCHEDULE: a QMD that, once its grid is
+    /// done, schedules the next one itself.
+    pub dependent0: [MwField; 4],
+    pub dependent_action_schedule: u32,
 }
 
 impl QmdVersion {
@@ -510,6 +524,34 @@ impl Qmd {
     pub fn set_release_payload(&mut self, payload: u64) -> Result<(), QmdError> {
         let f = self.version.fields();
         Ok(set_pair(&mut self.words, f.release0_payload, payload)?)
+    }
+
+    /// Chains `next` behind this QMD (`Some`): once this grid is done, the compute
+    /// engine schedules the QMD at `next` itself, as a SEND_PCAS with SCHEDULE would,
+    /// with no host method between them (DEPENDENT_QMD0 with QMD_SCHEDULE, prefetched).
+    /// `None` clears the chain. Returns the indices, in [`Qmd::to_u64s`], of the 64-bit
+    /// words the fields lie in: what a slot already in memory rewrites.
+    ///
+    /// # Errors
+    /// [`QmdError::Dependent`]: `next` misaligned (256 bytes) or past 2^40, which the
+    /// 32-bit shifted pointer cannot hold.
+    pub fn set_dependent(&mut self, next: Option<GpuVa>) -> Result<[usize; 2], QmdError> {
+        let f = self.version.fields();
+        let [enable, action, prefetch, pointer] = f.dependent0;
+        let (on, act, ptr) = match next {
+            Some(va) => {
+                if !va.get().is_multiple_of(QMD_ALIGN) || va.get() >> 8 > u64::from(u32::MAX) {
+                    return Err(QmdError::Dependent { addr: va.get() });
+                }
+                (1, u64::from(f.dependent_action_schedule), va.get() >> 8)
+            }
+            None => (0, 0, 0),
+        };
+        enable.set(&mut self.words, on)?;
+        action.set(&mut self.words, act)?;
+        prefetch.set(&mut self.words, on)?;
+        pointer.set(&mut self.words, ptr)?;
+        Ok([(enable.lo / 64) as usize, (pointer.lo / 64) as usize])
     }
 
     /// The index, in [`Qmd::to_u64s`], of the 64-bit word that holds release slot 0's

@@ -62,6 +62,7 @@ fn all(f: &Fields) -> Vec<MwField> {
     v.extend(f.program_address.0);
     v.extend(f.release0_addr);
     v.extend(f.release0_payload);
+    v.extend(f.dependent0);
     for i in 0..3 {
         v.extend([
             (f.release_enable)(i),
@@ -167,6 +168,36 @@ fn patching_moves_bank_0_and_the_payload_in_every_version() {
         q.set_bank_address(8, GpuVa(0x40))
             .expect_err("bank 8 does not exist");
         q.set_bank_address(1, GpuVa(0x20)).expect_err("misaligned");
+    }
+}
+
+#[test]
+fn a_dependent_qmd_is_chained_and_cleared_in_the_two_words_it_names() {
+    for version in VERSIONS {
+        let clean = version.build(&params()).expect("builds");
+        let mut q = clean.clone();
+        let words = q
+            .set_dependent(Some(GpuVa(0x12_3456_7800)))
+            .expect("aligned");
+        let [enable, action, prefetch, pointer] = version.fields().dependent0;
+        let w = q.words();
+        assert_eq!(enable.get(w), Some(1));
+        assert_eq!(
+            action.get(w),
+            Some(version.fields().dependent_action_schedule.into())
+        );
+        assert_eq!(prefetch.get(w), Some(1));
+        assert_eq!(pointer.get(w), Some(0x1234_5678));
+        // Only the two named 64-bit words changed.
+        let (a, b) = (clean.to_u64s(), q.to_u64s());
+        let changed: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+        assert_eq!(changed, words.to_vec(), "{version:?}");
+        q.set_dependent(None).expect("clears");
+        assert_eq!(q, clean);
+        q.set_dependent(Some(GpuVa(0x1080)))
+            .expect_err("not 256-byte aligned");
+        q.set_dependent(Some(GpuVa(1 << 40)))
+            .expect_err("past 2^40");
     }
 }
 
