@@ -81,6 +81,12 @@ pub enum CooperativeError {
         /// The most a cooperative grid of this shape may have.
         most: u64,
     },
+    /// The channel has no grid workspaces: no module was loaded through it
+    /// (`ComputeChannel::load`, which gives it them).
+    #[error(
+        "the channel has no grid workspaces: load the kernel's module through this channel (ComputeChannel::load or Runtime::load), or call ensure_workspaces"
+    )]
+    NoWorkspace,
     /// rigd read no SM count for this GPU.
     #[error("the GPU's SM count is not known (rigd read no geometry), so no grid is known to fit")]
     UnknownSms,

@@ -40,12 +40,14 @@ use crate::{
 const LAUNCH_WORDS: u32 = 6;
 /// Bytes of the block's WFI, which a launch with nothing in flight skips.
 const WFI_BYTES: u64 = 8;
-/// Where a cooperative slot's grid workspace lies in its launch block's line, past the
-/// six launch words: cooperative_groups' `grid_workspace` (a u32 size, then the u32
-/// barrier every grid sync counts on), zeroed before each launch.
-const WORKSPACE_AT: u64 = 32;
-/// The workspace as each launch starts it: its size (8 bytes) and a barrier of 0.
-const WORKSPACE_INIT: u64 = 8;
+
+/// What a cooperative launch's template needs (`compute`): the blocks each SM must hold
+/// at once (0: an ordinary launch) and where the channel's grid workspaces start.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cooperative {
+    pub co_resident: u32,
+    pub workspaces: Option<GpuVa>,
+}
 
 /// What identifies a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +138,8 @@ pub(crate) struct Template {
     next: usize,
     /// The channel's launch counter when it was last used.
     pub used: u64,
+    /// A cooperative template's: where the channel's grid workspaces start.
+    workspaces: Option<GpuVa>,
 }
 
 /// Where a slot of `kernel` keeps its launch block: after the QMD and bank 0, on a
@@ -158,16 +162,17 @@ impl Template {
     /// # Errors
     /// [`ComputeError::Params`] (a parameter base below sm_90's), [`ComputeError::Qmd`]
     /// (more local memory than the channel holds, an address a field cannot take).
-    /// `co_resident` is the blocks each SM must hold at once for a cooperative launch
-    /// (`occupancy::cooperative`), 0 for an ordinary one.
+    /// `coop` says whether it is a cooperative launch's (`Cooperative::co_resident`
+    /// above 0, with its workspaces).
     pub(crate) fn build(
         spec: Spec,
         kernel: &Kernel,
         shape: Shape,
-        co_resident: u32,
+        coop: Cooperative,
         region: u64,
         slots: usize,
     ) -> Result<Self, ComputeError> {
+        let co_resident = coop.co_resident;
         let info = kernel.info();
         let zeros: Vec<Vec<u8>> = info
             .params()
@@ -226,6 +231,7 @@ impl Template {
                 dynamic_shared: shape.dynamic_shared(),
                 cooperative: co_resident > 0,
             },
+            workspaces: coop.workspaces.filter(|_| co_resident > 0),
             _kernel: kernel.clone(),
             params: info.params().to_vec(),
             arena_va: spec.arena_va,
@@ -298,12 +304,6 @@ impl Template {
     ) -> Result<SlotWords, ComputeError> {
         let at = self.region + self.next as u64 * self.stride;
         let block = GpuVa(self.arena_va.get() + at + self.launch_block);
-        let workspace = at + self.launch_block + WORKSPACE_AT;
-        if self.key.cooperative {
-            // A grid sync that faulted or was cut short leaves its count behind; every
-            // launch starts from a barrier of 0.
-            arena.words(workspace, &[WORKSPACE_INIT])?;
-        }
         if self.slots[self.next].chained {
             self.chain(self.next, None, arena)?;
         }
@@ -327,8 +327,13 @@ impl Template {
         let mut bank0 = self.bank0.clone();
         let params = to_u64s(&self.scratch);
         bank0[self.params_word..self.params_word + self.params_words].copy_from_slice(&params);
-        if self.key.cooperative {
-            let ws = (self.arena_va.get() + workspace).to_le_bytes();
+        if let Some(base) = self.workspaces {
+            // The workspace of the granule this slot starts at: no other slot's. A grid
+            // that completes its syncs leaves the barrier's count where it found it
+            // (each sync adds 2^31), and one that faults ends the session's channels,
+            // so it is zeroed once, when the channel got it.
+            let ws =
+                (base.get() + at / crate::arena::GRANULE * crate::compute::WORKSPACE).to_le_bytes();
             let (lo, hi) = ws.split_at(4);
             set_half(&mut bank0, cbank0::GRID_WORKSPACE_HI, hi);
             set_half(&mut bank0, cbank0::GRID_WORKSPACE_LO, lo);

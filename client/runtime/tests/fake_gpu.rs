@@ -1135,7 +1135,7 @@ async fn local_memory_is_sized_for_the_sessions_own_gpu_not_a_fixed_one() {
 const COOP: &[u8] = include_bytes!("../../cubin/tests/data/coop.sm_90.cubin");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch() {
+async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_of_its_own() {
     let f = serve(16).await;
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     let (mut copies, _) = loaded(&f, &s).await;
@@ -1145,10 +1145,29 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch
     let module = load::load(&s, &mut copies, &HostAlloc, COOP, SHORT)
         .await
         .expect("the cooperative-groups module loads");
-    let mut c = compute(&s, 1).await;
+    let mut c = compute(&s, 2).await;
     let k = module.kernel("grid_sum").expect("grid_sum");
     let p = Arg::Ptr(GpuVa(0x40_0000_0000));
     let args = [p, Arg::U32(1024), p, p, p];
+    // No workspaces yet: no module was loaded through this channel.
+    let e = c
+        .launch_cooperative(&k, 132, 256, 0, &args)
+        .expect_err("no workspaces");
+    assert!(
+        matches!(
+            e,
+            ComputeError::Cooperative {
+                source: rig_runtime::occupancy::CooperativeError::NoWorkspace,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // The workspaces' zeroing fill releases 5.
+    gpu_writes(&f, &s, sem, &5u64.to_le_bytes());
+    c.ensure_workspaces(&s, &mut copies, &HostAlloc)
+        .await
+        .expect("workspaces");
     let arena = c.channel().arena_va().expect("arena").get();
     let csem = c.channel().semaphore_va().get();
     // A slot: the QMD, bank 0 (16-aligned), then its launch block on a 64-byte line,
@@ -1156,6 +1175,7 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch
     let qmd_bytes = QmdVersion::V04.size() as u64;
     let block_at = (qmd_bytes + (k.info().bank0_template().len() as u64).next_multiple_of(16))
         .next_multiple_of(64);
+    let stride = (block_at + 64).next_multiple_of(256);
     // The envregs of the slot at `slot`, or of the last launch's slot (a launch from
     // its slot's own words, not the pushbuffer's copies after a module load).
     let envregs = |c: &mut ComputeChannel, slot: Option<u64>| {
@@ -1172,20 +1192,32 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_zeroed_per_launch
     let v = c
         .launch_cooperative(&k, 1056, 256, 0, &args)
         .expect("a grid that fits");
-    // The first template's slot is at the arena's start.
+    // The first template's slot is at the arena's start: the first granule's workspace.
     let ws = envregs(&mut c, Some(arena));
-    assert_eq!(ws, arena + block_at + 32, "past the slot's launch words");
-    assert_eq!(ws % 8, 0);
-    assert_eq!(u64s(&read(&s, ws, 8)), vec![8], "size 8, barrier 0");
-    // The grid synced and was cut short: its barrier is left counted.
-    gpu_writes(&f, &s, ws + 4, &0x8000_0005u32.to_le_bytes());
+    assert_ne!(ws, 0);
+    assert_eq!(ws % 16, 0);
+    assert!(
+        !(arena..arena + (256 << 10)).contains(&ws),
+        "{ws:#x}: not in the arena (host memory under the channel's rings)"
+    );
     gpu_writes(&f, &s, csem, &v.to_le_bytes());
     c.wait(v, SHORT).expect("landed");
+    // The next slot starts `stride` further: its workspace is that many granules on.
     let v = c
         .launch_cooperative(&k, 1056, 256, 0, &args)
         .expect("again");
+    assert_eq!(
+        envregs(&mut c, None),
+        ws + stride / 256 * 16,
+        "the second slot's own"
+    );
+    gpu_writes(&f, &s, csem, &v.to_le_bytes());
+    c.wait(v, SHORT).expect("landed");
+    // Back to the first slot: the same workspace as before.
+    let v = c
+        .launch_cooperative(&k, 1056, 256, 0, &args)
+        .expect("a third");
     assert_eq!(envregs(&mut c, None), ws, "the slot keeps its workspace");
-    assert_eq!(u64s(&read(&s, ws, 8)), vec![8], "zeroed again");
     gpu_writes(&f, &s, csem, &v.to_le_bytes());
     c.wait(v, SHORT).expect("landed");
 
