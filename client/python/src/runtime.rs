@@ -788,6 +788,19 @@ impl Runtime {
         })
     }
 
+    /// Whether launches queued back to back (under `hold()`) chain through their QMDs,
+    /// each started by the one before when it is done, with no host word between them
+    /// (the default; docs/compute.md, "Chained launches").
+    #[getter]
+    fn chain(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, |rt, _| rt.compute().chains())
+    }
+
+    #[setter]
+    fn set_chain(&self, py: Python<'_>, on: bool) -> PyResult<()> {
+        self.with(py, |rt, _| rt.compute().set_chain(on))
+    }
+
     #[setter]
     fn set_wait_policy(&self, py: Python<'_>, policy: &str) -> PyResult<()> {
         let p = match policy {

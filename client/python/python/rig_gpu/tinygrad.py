@@ -35,7 +35,8 @@ Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is 
 n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
 (default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30);
 ``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
-``spin_then_block``, the default: docs/python.md).
+``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` launches queued
+back to back each behind a WFI instead of chained through their QMDs.
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
@@ -213,6 +214,8 @@ class RigBackend:
             self.runtime = self.session.runtime(timeout=timeout, gpu_rings=rings == "gpu")
             if policy := os.environ.get("RIG_WAIT_POLICY"):
                 self.runtime.wait_policy = policy
+            if (chain := os.environ.get("RIG_CHAIN")) is not None:
+                self.runtime.chain = chain != "0"
         except BaseException:
             self.session.close()
             raise
