@@ -61,10 +61,7 @@ pub use crate::window::GH100;
 
 /// Slots per template: launches of one (kernel, shape) in flight at once.
 pub const SLOTS: usize = 64;
-/// Bytes of one grid workspace (cooperative_groups' `grid_workspace`: a u32 size, the
-/// u32 barrier; CUDA's are 16 bytes, docs/hardware/nvidia-compute.md, "Cooperative
-/// launches").
-pub const WORKSPACE: u64 = 16;
+pub use crate::template::WORKSPACE;
 
 /// How a compute channel is opened.
 #[derive(Debug, Clone, Copy, PartialEq)]

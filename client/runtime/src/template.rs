@@ -40,6 +40,10 @@ use crate::{
 const LAUNCH_WORDS: u32 = 6;
 /// Bytes of the block's WFI, which a launch with nothing in flight skips.
 const WFI_BYTES: u64 = 8;
+/// Bytes of one grid workspace (cooperative_groups' `grid_workspace`: a u32 size, the
+/// u32 barrier; CUDA's are 16 bytes, docs/hardware/nvidia-compute.md, "Cooperative
+/// launches").
+pub const WORKSPACE: u64 = 16;
 
 /// What a cooperative launch's template needs (`compute`): the blocks each SM must hold
 /// at once (0: an ordinary launch) and where the channel's grid workspaces start.
@@ -332,8 +336,7 @@ impl Template {
             // that completes its syncs leaves the barrier's count where it found it
             // (each sync adds 2^31), and one that faults ends the session's channels,
             // so it is zeroed once, when the channel got it.
-            let ws =
-                (base.get() + at / crate::arena::GRANULE * crate::compute::WORKSPACE).to_le_bytes();
+            let ws = (base.get() + at / crate::arena::GRANULE * WORKSPACE).to_le_bytes();
             let (lo, hi) = ws.split_at(4);
             set_half(&mut bank0, cbank0::GRID_WORKSPACE_HI, hi);
             set_half(&mut bank0, cbank0::GRID_WORKSPACE_LO, lo);
