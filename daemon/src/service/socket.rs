@@ -96,9 +96,6 @@ pub fn listen(path: &Path, gid: Option<u32>) -> Result<Bound, SocketError> {
 }
 
 /// Binds a fresh socket at `path`: 0660 with group `gid`, or 0600 when none is given.
-/// The socket is bound under a name of its own beside `path`, given its group and mode,
-/// and only then renamed to `path`, so nobody ever finds `path` with other permissions
-/// (a client or a script that sees the socket may use it at once).
 ///
 /// # Errors
 /// As [`listen`].
@@ -110,12 +107,7 @@ pub fn bind(path: &Path, gid: Option<u32>) -> Result<Bound, SocketError> {
             source,
         })?;
     }
-    let mut staged = path.as_os_str().to_owned();
-    staged.push(format!(".{}.new", std::process::id()));
-    let staged = std::path::PathBuf::from(staged);
-    // A leftover of a rigd of this pid that died between bind and rename.
-    let _ = fs::remove_file(&staged);
-    let listener = UnixListener::bind(&staged).map_err(|source| SocketError::Bind {
+    let listener = UnixListener::bind(path).map_err(|source| SocketError::Bind {
         path: path.to_owned(),
         source,
     })?;
@@ -124,17 +116,10 @@ pub fn bind(path: &Path, gid: Option<u32>) -> Result<Bound, SocketError> {
         source,
     };
     let mode = if gid.is_some() { 0o660 } else { 0o600 };
-    let publish = || -> std::io::Result<()> {
-        if let Some(gid) = gid {
-            std::os::unix::fs::chown(&staged, None, Some(gid))?;
-        }
-        fs::set_permissions(&staged, fs::Permissions::from_mode(mode))?;
-        fs::rename(&staged, path)
-    };
-    if let Err(e) = publish() {
-        let _ = fs::remove_file(&staged);
-        return Err(perms(e));
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(perms)?;
     }
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(perms)?;
     let ino = fs::symlink_metadata(path).map_err(perms)?.ino();
     Ok(Bound {
         listener,
@@ -207,11 +192,5 @@ mod tests {
         let meta = fs::metadata(&path).expect("exists");
         assert_eq!(meta.permissions().mode() & 0o777, 0o660);
         assert_eq!(meta.gid(), gid);
-        // Bound under a name of its own and renamed: nothing else is left beside it.
-        let names: Vec<_> = fs::read_dir(dir.path())
-            .expect("dir")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("rigd.sock")]);
     }
 }
