@@ -82,11 +82,8 @@ group = "rig"
 TOML
   rigd --config /etc/rig/rigd.toml > "$FILES/rigd.log" 2>&1 &
   RIGD_PID=$!
-  # The side socket (SOCK.fd) is bound once the main one has its group and mode: a
-  # script that checks the main socket's mode as soon as it exists can see it before
-  # rigd's chmod.
-  i=0; while [ ! -S "$RIG_SOCK.fd" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-  [ -S "$RIG_SOCK" ] && [ -S "$RIG_SOCK.fd" ]
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
 }
 stop_rigd() { [ -n "${RIGD_PID:-}" ] && kill "$RIGD_PID" 2> /dev/null; wait "$RIGD_PID" 2> /dev/null; true; }
 
@@ -115,11 +112,8 @@ TOML
   rm -f "$RIG_SOCK"
   env $RIGD_ENV rigd --config /etc/rig/rigd-take.toml >> "$FILES/rigd.log" 2>&1 &
   RIGD_PID=$!
-  # The side socket (SOCK.fd) is bound once the main one has its group and mode: a
-  # script that checks the main socket's mode as soon as it exists can see it before
-  # rigd's chmod.
-  i=0; while [ ! -S "$RIG_SOCK.fd" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-  [ -S "$RIG_SOCK" ] && [ -S "$RIG_SOCK.fd" ]
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
 }
 # Lending scenarios: rigd serving group rig, its journal in /var/lib/rig, a 16 MiB
 # pool per device it takes, a verbose log appended to $FILES/rigd.log.
@@ -137,11 +131,8 @@ TOML
   rm -f "$RIG_SOCK"
   rigd --config /etc/rig/rigd-lend.toml -v >> "$FILES/rigd.log" 2>&1 &
   RIGD_PID=$!
-  # The side socket (SOCK.fd) is bound once the main one has its group and mode: a
-  # script that checks the main socket's mode as soon as it exists can see it before
-  # rigd's chmod.
-  i=0; while [ ! -S "$RIG_SOCK.fd" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-  [ -S "$RIG_SOCK" ] && [ -S "$RIG_SOCK.fd" ]
+  i=0; while [ ! -S "$RIG_SOCK" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -S "$RIG_SOCK" ]
 }
 # Whole-device lease scenarios: VFIO loaded, 16 hugepages, alice and bob, and a rigd config
 # (/etc/rig/rigd-lease.toml) for group rig with a DMA pool of POOL bytes per held
