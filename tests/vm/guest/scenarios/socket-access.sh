@@ -3,6 +3,9 @@
 # rigd through the client library (rigctl); bob (not in the group) is refused.
 add_users
 check "rigd starts and creates its socket" start_rigd
+# The socket exists from bind on, before rigd's chmod; rigd binds its side socket
+# (SOCK.fd) after it, so once that exists the mode is final.
+i=0; while [ ! -S "$RIG_SOCK.fd" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 check "socket mode is 0660" [ "$(stat -c %a "$RIG_SOCK")" = 660 ]
 check "socket group is rig ($RIG_GID)" [ "$(stat -c %g "$RIG_SOCK")" = "$RIG_GID" ]
 check "alice is not root" [ "$(as_user alice id -u)" = 1000 ]
