@@ -104,8 +104,10 @@ pub struct ComputeOptions {
     /// enqueued back to back, or under held doorbells): the earlier QMD schedules the
     /// next itself once its grid is done (DEPENDENT_QMD0), instead of a host WFI and a
     /// SEND_PCAS between them (docs/compute.md, "Chained launches"). Needs `ordered`.
-    /// On by default: on an H100 the second of two queued kernels started 2.3 µs after
-    /// the first ended, against 4.2 µs behind a WFI (CUDA's stream: 2.2).
+    /// Off by default: on an H100 the second of two queued kernels started 2.3 µs after
+    /// the first ended, against 4.2 µs behind a WFI (CUDA's stream: 2.2), but as built
+    /// a chained enqueue cost the host 0.84 µs against 0.04–0.1 (it rebuilds two slots'
+    /// QMDs), so it waits until a slot's words are kept ready.
     pub chain: bool,
 }
 
@@ -122,7 +124,7 @@ impl Default for ComputeOptions {
             timeout: Duration::from_secs(10),
             invalidate_each_launch: false,
             ordered: true,
-            chain: true,
+            chain: false,
             pcas: PcasAction::InvalidatePrefetchCopySchedule,
             slots: SLOTS,
         }
@@ -233,7 +235,8 @@ pub struct ComputeChannel {
     geometry: Geometry,
     /// The SLM buffer and the local memory per thread it holds.
     slm: Option<Box<dyn Memory>>,
-    /// Cooperative launches' grid workspaces, one per arena granule (`workspace_of`).
+    /// Cooperative launches' grid workspaces, one per arena granule
+    /// (`ensure_workspaces`).
     workspaces: Option<Box<dyn Memory>>,
     local_capacity: u64,
     arena_va: GpuVa,

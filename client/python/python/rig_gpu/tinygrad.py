@@ -35,8 +35,8 @@ Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is 
 n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
 (default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30);
 ``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
-``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` launches queued
-back to back each behind a WFI instead of chained through their QMDs.
+``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=1`` chains launches
+queued back to back through their QMDs instead of a WFI before each (off by default).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
