@@ -98,6 +98,10 @@ class FakeBackend:
         self.held = False
         self.held_issues = 0
         self.submits = 0
+        # Called as each command is issued: what Python's cycle collector may run there.
+        self.on_issue = None
+        # GPU memory rigd lends this session before it refuses ("quota"), or None.
+        self.gpu_quota: int | None = None
         FakeBackend.opened.append(self)
 
     def _mem(self, size: int, host: bool) -> FakeMem:
@@ -106,6 +110,12 @@ class FakeBackend:
         return m
 
     def gpu(self, size):
+        if self.gpu_quota is not None:
+            lent = sum(m.size for m in self.mems if not m.host and not m.freed)
+            if lent + size > self.gpu_quota:
+                e = rig.Refused(f"GPU memory: quota: {lent} B lent, {size} B more asked")
+                e.reason = "quota"
+                raise e
         m = self._mem(size, False)
         return m, m.addr
 
@@ -121,6 +131,8 @@ class FakeBackend:
     def _issue(self, engine: str, work, after=()) -> FakeDone:
         # A GPU-side wait: when the engine reaches this work, the other engine's work
         # it waits for lands first (as the channel's semaphore acquire holds it).
+        if self.on_issue is not None:
+            self.on_issue()
         deps = [(d.engine, d.value) for d in after]
         assert all(e != engine for e, _ in deps), "an engine's own work is in order already"
 
@@ -374,6 +386,69 @@ def test_a_queue_waiting_on_a_signal_the_host_sets_later_goes_on_when_it_is_set(
         gate.value = 1
         dev.timeline_signal.wait(dev.timeline_value, timeout=1000)
         dev.timeline_value += 1
+
+
+def test_a_buffer_freed_inside_a_submit_goes_back_once_the_work_before_it_lands(dev, monkeypatch):
+    # A tinygrad Buffer's last reference often goes in Python's cycle collector, which
+    # may run inside a queue's submit, after the submit took its timeline value. A free
+    # that synchronized there waited for the value only that submit sets: 30 s, then the
+    # device's error for good (test_hcq's "one short" hang on the H100).
+    spec, host = BufferSpec(nolru=True), BufferSpec(host=True, nolru=True)
+    victim = dev.allocator.alloc(64, spec)
+    src, dst = dev.allocator.alloc(64, host), dev.allocator.alloc(64, spec)
+    be = dev.backend
+    at_free = []
+
+    def collector_runs() -> None:  # it finds the last Buffer holding `victim`
+        be.on_issue = None
+        with monkeypatch.context() as m:
+            m.setattr(dev, "synchronize", lambda *a, **k: pytest.fail("a free waited for the device"))
+            dev.allocator.free(victim, 64, spec)
+        at_free.append(victim.meta.mem.freed)
+
+    be.on_issue = collector_runs
+    dev.hw_copy_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1).copy(dst, src, 64).signal(
+        dev.timeline_signal, dev.next_timeline()
+    ).submit(dev)
+    assert at_free == [False], "the memory stays lent while work queued before the free may use it"
+    assert not victim.meta.mem.freed, "the copy has not landed (the fake's copies land when waited for)"
+    dev.synchronize()
+    later = dev.allocator.alloc(64, spec)  # an allocation gives back what has landed
+    assert victim.meta.mem.freed
+    for b, o in ((src, host), (dst, spec), (later, spec)):
+        dev.allocator.free(b, 64, o)
+
+
+def test_memory_freed_but_not_given_back_is_waited_for_before_an_allocation_is_refused(dev):
+    spec = BufferSpec(nolru=True)
+    be = dev.backend
+    dev.allocator.free_cache()  # else tinygrad frees its cache when refused, and gets memory
+    dev.synchronize()
+    dev.reap()
+    lent = sum(m.size for m in be.mems if not m.host and not m.freed)
+    be.gpu_quota = lent + (1 << 20)
+    try:
+        big = dev.allocator.alloc(1 << 20, spec)
+        # A copy into it in flight, then the free: the memory goes back only once it lands.
+        src = dev.allocator.alloc(64, BufferSpec(host=True, nolru=True))
+        dev.hw_copy_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1).copy(big, src, 64).signal(
+            dev.timeline_signal, dev.next_timeline()
+        ).submit(dev)
+        dev.allocator.free(big, 1 << 20, spec)
+        assert not big.meta.mem.freed
+        again = dev.allocator.alloc(1 << 20, spec)  # refused once, then waited for and given
+        assert big.meta.mem.freed
+        # More than the quota holds: tinygrad's MemoryError, with rig's refusal as its cause.
+        with pytest.raises(MemoryError) as e:
+            dev.allocator.alloc(1 << 20, spec)
+        causes = [e.value]
+        while causes[-1].__cause__ is not None:
+            causes.append(causes[-1].__cause__)
+        assert isinstance(causes[-1], rig.Refused) and causes[-1].reason == "quota", causes
+        dev.allocator.free(again, 1 << 20, spec)
+        dev.allocator.free(src, 64, BufferSpec(host=True, nolru=True))
+    finally:
+        be.gpu_quota = None
 
 
 def test_symbolic_signals_values_and_addresses_resolve_at_submit(dev):

@@ -531,6 +531,7 @@ class _Queue(HWQueue):
                 dev.backend.submit()
             raise
         dev.backend.submit()
+        dev.reap()
 
     def _sig(self, sig: RigSignal, var_vals: dict | None) -> RigSignal:
         va = sig.base_buf.va_addr
@@ -722,17 +723,42 @@ class RigAllocator(HCQAllocator):
             drain()
 
     def _alloc(self, size: int, options: BufferSpec) -> HCQBuffer:
-        be = self.dev.backend
-        if options.host or options.cpu_access:
-            mem, gpu_va, addr = be.host(size)
-            buf = HCQBuffer(addr, size, meta=_Mem(mem, gpu_va, True), view=MMIOInterface(addr, size), owner=self.dev)
-        else:
-            mem, gpu_va = be.gpu(size)
-            buf = HCQBuffer(gpu_va, size, meta=_Mem(mem, gpu_va, False), owner=self.dev)
-        return buf
+        dev = self.dev
+        dev.reap()
+        host = bool(options.host or options.cpu_access)
+        try:
+            return self._lease(size, host)
+        except rig.Refused as e:
+            if e.reason not in _OUT_OF_MEMORY:
+                raise
+            if dev.freeing:  # memory freed but not yet given back: wait for it
+                dev.synchronize()
+                dev.reap()
+                with contextlib.suppress(rig.Refused):
+                    return self._lease(size, host)
+            # tinygrad's LRU allocator frees its cache on a MemoryError and tries again.
+            raise MemoryError(f"RIG: {dev.device}: {e}") from e
 
-    def _do_free(self, buf: HCQBuffer, options: BufferSpec) -> None:
-        self.dev.backend.free(buf.meta.mem)
+    def _lease(self, size: int, host: bool) -> HCQBuffer:
+        be = self.dev.backend
+        if host:
+            mem, gpu_va, addr = be.host(size)
+            return HCQBuffer(addr, size, meta=_Mem(mem, gpu_va, True), view=MMIOInterface(addr, size), owner=self.dev)
+        mem, gpu_va = be.gpu(size)
+        return HCQBuffer(gpu_va, size, meta=_Mem(mem, gpu_va, False), owner=self.dev)
+
+    def _free(self, buf: HCQBuffer, options: BufferSpec | None = None) -> None:
+        """Gives the memory back once the GPU can no longer use it, without waiting.
+
+        tinygrad's own `_free` synchronizes the device first. A buffer's last reference
+        often goes in Python's cycle collector, which runs wherever the interpreter
+        allocates: inside a queue's submit too, after the submit took its timeline value
+        (`next_timeline`) and before that value is promised. The wait was then for a
+        value only the interrupted submit sets: 30 s, and the timeout became the device's
+        error for every later synchronize (seen on the H100 as test_hcq's "signal one
+        short", docs/tinygrad.md). Here the free only notes the timeline's value now; the
+        memory goes back to rigd once the timeline has reached it (`RigDevice.reap`)."""
+        self.dev.freeing.append((self.dev.timeline_value - 1, buf.meta.mem))
 
     def _map(self, buf: HCQBuffer) -> None:
         if buf.owner is not self.dev:
@@ -740,6 +766,10 @@ class RigAllocator(HCQAllocator):
             # not in this session's address space, and rig lends only its own leases.
             raise RuntimeError(f"RIG: {self.dev.device} cannot map memory of {getattr(buf.owner, 'device', buf.owner)}")
         return None
+
+
+# The refusals of a lease that mean the memory is not there now (rig.Refused.reason).
+_OUT_OF_MEMORY = ("quota", "exhausted")
 
 
 def _address(mv: memoryview) -> int | None:
@@ -795,6 +825,8 @@ class RigDevice(HCQCompiled):
         # The last GPU work each kind of queue issued: where a queue's commands start.
         self.last_done: dict[str, Done | None] = {}
         self.parked = []
+        # Memory freed and not yet given back: (timeline value it waits for, memory).
+        self.freeing: collections.deque[tuple[int, Any]] = collections.deque()
         self.iface = _Iface(device, len(gpus), self.backend)
         super().__init__(
             device,
@@ -834,6 +866,22 @@ class RigDevice(HCQCompiled):
                 self.parked.pop(0)
         finally:
             self._resuming = False
+
+    def reap(self) -> None:
+        """Gives back the freed memory whose timeline value has been reached: every GPU
+        command that could use it has landed (`RigAllocator._free`). Never waits, and
+        never runs inside a finalizer."""
+        if not self.freeing:
+            return
+        reached = self.timeline_signal.value
+        while self.freeing and self.freeing[0][0] <= reached:
+            self.backend.free(self.freeing.popleft()[1])
+
+    def _wrap_timeline_signal(self) -> None:
+        # tinygrad wraps the timeline right after a synchronize: every value waited for
+        # is reached, and the timeline starts again at 0.
+        self.freeing = collections.deque((0, mem) for _, mem in self.freeing)
+        super()._wrap_timeline_signal()
 
     def locate(self, buf: HCQBuffer, var_vals: dict | None = None) -> tuple[int, bool]:
         """`buf`'s address as the GPU sees it, and whether it is host memory: from the
