@@ -171,16 +171,18 @@ impl MwField {
         if usize::try_from(self.hi / 32).map_or(true, |w| w >= words.len()) {
             return Err(err());
         }
-        for bit in 0..bits {
-            let at = self.lo + bit;
+        // A word at a time: a field spans at most three of them.
+        let mut done = 0;
+        while done < bits {
+            let at = self.lo + done;
+            let (shift, n) = (at % 32, (32 - at % 32).min(bits - done));
+            let mask = (u32::MAX >> (32 - n)) << shift;
+            #[expect(clippy::cast_possible_truncation, reason = "the word's part only")]
+            let part = ((value >> done) as u32) << shift;
             // PANIC: `at <= hi`, whose word was checked above to lie within `words`.
             let word = &mut words[(at / 32) as usize];
-            let mask = 1u32 << (at % 32);
-            if value >> bit & 1 == 1 {
-                *word |= mask;
-            } else {
-                *word &= !mask;
-            }
+            *word = (*word & !mask) | (part & mask);
+            done += n;
         }
         Ok(())
     }
@@ -188,11 +190,15 @@ impl MwField {
     /// The field's value in `words`, `None` when it lies past their end.
     #[inline]
     pub fn get(self, words: &[u32]) -> Option<u64> {
-        (0..self.bits()).try_fold(0u64, |v, bit| {
-            let at = self.lo + bit;
+        let (bits, mut done, mut v) = (self.bits(), 0, 0u64);
+        while done < bits {
+            let at = self.lo + done;
+            let (shift, n) = (at % 32, (32 - at % 32).min(bits - done));
             let word = words.get(usize::try_from(at / 32).ok()?)?;
-            Some(v | u64::from(word >> (at % 32) & 1) << bit)
-        })
+            v |= (u64::from(word >> shift) & (u64::MAX >> (64 - n))) << done;
+            done += n;
+        }
+        Some(v)
     }
 }
 
@@ -226,6 +232,45 @@ mod tests {
         assert_eq!(f.get(&w), Some(0x1_ffff));
         f.set(&mut w, 0).expect("fits");
         assert_eq!(w, [0, 0]);
+    }
+
+    #[test]
+    fn mw_field_sets_and_gets_as_bit_by_bit_would_at_every_position_and_width() {
+        // The reference: one bit at a time, what the word-wise code must equal.
+        fn set_bits(f: MwField, w: &mut [u32], v: u64) {
+            for bit in 0..f.bits() {
+                let at = f.lo + bit;
+                let mask = 1u32 << (at % 32);
+                if v >> bit & 1 == 1 {
+                    w[(at / 32) as usize] |= mask;
+                } else {
+                    w[(at / 32) as usize] &= !mask;
+                }
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for lo in 0..100 {
+            for bits in 1..=64 {
+                let f = MwField::new("X", lo + bits - 1, lo);
+                let v = if bits == 64 {
+                    next()
+                } else {
+                    next() & ((1 << bits) - 1)
+                };
+                let background: [u32; 6] = std::array::from_fn(|_| next() as u32);
+                let (mut got, mut want) = (background, background);
+                f.set(&mut got, v).expect("fits");
+                set_bits(f, &mut want, v);
+                assert_eq!(got, want, "bits {}:{lo} = {v:#x}", lo + bits - 1);
+                assert_eq!(f.get(&got), Some(v));
+            }
+        }
     }
 
     #[test]
