@@ -31,7 +31,7 @@ use crate::{
     launch::{Dim3, Shape},
     load::Kernel,
     params::{Arg, lay},
-    qmd::{self, ConstantBuffer, Launch, Qmd, QmdVersion, Release, ReleaseKind},
+    qmd::{self, ConstantBuffer, Dependent, Launch, Qmd, QmdVersion, Release, ReleaseKind},
     window::Windows,
 };
 
@@ -121,6 +121,8 @@ pub(crate) struct Template {
     arena_va: GpuVa,
     pcas: PcasAction,
     qmd: Qmd,
+    /// The QMD's DEPENDENT_QMD0 words, which a chain rewrites in a slot in place.
+    dependent: Dependent,
     bank0: Vec<u64>,
     /// The first word of bank 0 that holds parameter bytes, and how many do.
     params_word: usize,
@@ -240,6 +242,7 @@ impl Template {
             params: info.params().to_vec(),
             arena_va: spec.arena_va,
             pcas: spec.pcas,
+            dependent: qmd.dependent(),
             qmd,
             bank0,
             params_word,
@@ -364,9 +367,10 @@ impl Template {
     }
 
     /// Chains the QMD at `next` behind slot `slot`'s (`Some`), or clears its chain
-    /// (`None`): the slot's QMD as its last launch wrote it, with DEPENDENT_QMD0 set,
-    /// and only the two 64-bit words that holds rewritten. The slot must not have
-    /// reached the GPU since (a queued tail, or one whose launch landed).
+    /// (`None`): only the two 64-bit words of the slot's QMD that hold DEPENDENT_QMD0
+    /// are rewritten (rig-nv's `Dependent`; a launch patches nothing they hold). The
+    /// slot must not have reached the GPU since (a queued tail, or one whose launch
+    /// landed).
     ///
     /// # Errors
     /// [`ComputeError::Qmd`] for a `next` the field cannot hold; the arena's.
@@ -377,13 +381,14 @@ impl Template {
         arena: &impl ArenaWrite,
     ) -> Result<(), ComputeError> {
         let at = self.region + slot as u64 * self.stride;
-        let mut q = self.qmd.clone();
-        q.set_bank_address(0, GpuVa(self.qmd_va(slot).get() + self.qmd_bytes))?;
-        q.set_release_payload(self.slots[slot].value)?;
-        let words = q.set_dependent(next)?;
-        let all = q.to_u64s();
-        for w in words {
-            arena.words(at + 8 * w as u64, &[all[w]])?;
+        let words = self.dependent.words(next)?;
+        match self.dependent.at() {
+            [a, b] if b == a + 1 => arena.words(at + 8 * a as u64, &words)?,
+            ats => {
+                for (a, w) in ats.into_iter().zip(words) {
+                    arena.words(at + 8 * a as u64, &[w])?;
+                }
+            }
         }
         self.slots[slot].chained = next.is_some();
         Ok(())

@@ -17,8 +17,9 @@
 use rig_cubin::Kernel;
 use rig_model::addr::GpuVa;
 pub use rig_nv::qmd::{
-    ADDRESS_LIMIT, BANK_ALIGN, BANK_SIZE_ALIGN, ConstantBuffer, MAX_BANK, PROGRAM_ALIGN, Params,
-    Qmd, QmdError, QmdVersion, Release, ReleaseKind, SHARED_ALIGN, carveout_config, for_class,
+    ADDRESS_LIMIT, BANK_ALIGN, BANK_SIZE_ALIGN, ConstantBuffer, Dependent, MAX_BANK, PROGRAM_ALIGN,
+    Params, Qmd, QmdError, QmdVersion, Release, ReleaseKind, SHARED_ALIGN, carveout_config,
+    for_class,
 };
 
 use crate::launch::{MAX_BLOCKS_PER_SM, MAX_SHARED_PER_SM, MAX_THREADS_PER_SM, Shape};

@@ -536,8 +536,70 @@ impl Qmd {
     /// [`QmdError::Dependent`]: `next` misaligned (256 bytes) or past 2^40, which the
     /// 32-bit shifted pointer cannot hold.
     pub fn set_dependent(&mut self, next: Option<GpuVa>) -> Result<[usize; 2], QmdError> {
+        let d = self.dependent();
+        let words = d.words(next)?;
+        for (at, w) in d.at.into_iter().zip(words) {
+            self.words[2 * at] = lower(w);
+            self.words[2 * at + 1] = upper(w);
+        }
+        Ok(d.at)
+    }
+
+    /// The two 64-bit words of this QMD that hold DEPENDENT_QMD0, as they are with no
+    /// chain: what chains another QMD behind this one, or clears that chain, in a QMD
+    /// already in memory, two stores and no copy of the QMD ([`Dependent::words`]).
+    /// They hold no field a launch patches in a written QMD (release slot 0's payload,
+    /// constant buffers' addresses; a test checks both versions), so one `Dependent`
+    /// serves every QMD built from the same parameters.
+    pub fn dependent(&self) -> Dependent {
         let f = self.version.fields();
-        let [enable, action, prefetch, pointer] = f.dependent0;
+        let [enable, .., pointer] = f.dependent0;
+        let at = [(enable.lo / 64) as usize, (pointer.lo / 64) as usize];
+        let u64s = |i: usize| u64::from(self.words[2 * i]) | u64::from(self.words[2 * i + 1]) << 32;
+        let mut d = Dependent {
+            at,
+            unchained: [u64s(at[0]), u64s(at[1])],
+            version: self.version,
+        };
+        // PANIC: the fields lie in the two words (a test checks both versions), and
+        // clearing them never fails.
+        d.unchained = d.words(None).expect("DEPENDENT_QMD0 cleared");
+        d
+    }
+
+    /// The index, in [`Qmd::to_u64s`], of the 64-bit word that holds release slot 0's
+    /// payload whole, so that a launch patches it in place with one store; `None` for a
+    /// version whose payload straddles two (V05_00).
+    pub fn release_payload_word(&self) -> Option<usize> {
+        self.version.fields().release_payload_u64
+    }
+}
+
+/// The two 64-bit words of a QMD that hold DEPENDENT_QMD0 ([`Qmd::dependent`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dependent {
+    /// Their indices in [`Qmd::to_u64s`] (ENABLE's, ACTION's and PREFETCH's, then
+    /// POINTER's; the same index twice where one word holds all four).
+    at: [usize; 2],
+    /// Their values with no chain.
+    unchained: [u64; 2],
+    version: QmdVersion,
+}
+
+impl Dependent {
+    /// The indices, in [`Qmd::to_u64s`], of the two words.
+    pub fn at(&self) -> [usize; 2] {
+        self.at
+    }
+
+    /// The two words chaining the QMD at `next` (`Some`; QMD_SCHEDULE, prefetched) or
+    /// with no chain (`None`).
+    ///
+    /// # Errors
+    /// [`QmdError::Dependent`]: `next` misaligned (256 bytes) or past 2^40, which the
+    /// 32-bit shifted pointer cannot hold.
+    pub fn words(&self, next: Option<GpuVa>) -> Result<[u64; 2], QmdError> {
+        let f = self.version.fields();
         let (on, act, ptr) = match next {
             Some(va) => {
                 if !va.get().is_multiple_of(QMD_ALIGN) || va.get() >> 8 > u64::from(u32::MAX) {
@@ -547,19 +609,32 @@ impl Qmd {
             }
             None => (0, 0, 0),
         };
-        enable.set(&mut self.words, on)?;
-        action.set(&mut self.words, act)?;
-        prefetch.set(&mut self.words, on)?;
-        pointer.set(&mut self.words, ptr)?;
-        Ok([(enable.lo / 64) as usize, (pointer.lo / 64) as usize])
+        let [a, b] = self.unchained;
+        let mut w = [lower(a), upper(a), lower(b), upper(b)];
+        let [enable, action, prefetch, pointer] = f.dependent0;
+        // POINTER goes to the second of `w`'s two words unless one word holds all four.
+        let second = usize::from(self.at[1] != self.at[0]);
+        // Each field moved from its word of the whole QMD to its word of `w`.
+        let local = |field: MwField, k: usize| {
+            let shift = 64 * (self.at[k] - k) as u32;
+            MwField::new(field.name, field.hi - shift, field.lo - shift)
+        };
+        local(enable, 0).set(&mut w, on)?;
+        local(action, 0).set(&mut w, act)?;
+        local(prefetch, 0).set(&mut w, on)?;
+        local(pointer, second).set(&mut w, ptr)?;
+        let first = u64::from(w[0]) | u64::from(w[1]) << 32;
+        let last = u64::from(w[2 * second]) | u64::from(w[2 * second + 1]) << 32;
+        Ok([first, last])
     }
+}
 
-    /// The index, in [`Qmd::to_u64s`], of the 64-bit word that holds release slot 0's
-    /// payload whole, so that a launch patches it in place with one store; `None` for a
-    /// version whose payload straddles two (V05_00).
-    pub fn release_payload_word(&self) -> Option<usize> {
-        self.version.fields().release_payload_u64
-    }
+fn lower(w: u64) -> u32 {
+    (w & 0xffff_ffff) as u32
+}
+
+fn upper(w: u64) -> u32 {
+    (w >> 32) as u32
 }
 
 #[cfg(test)]

@@ -202,6 +202,60 @@ fn a_dependent_qmd_is_chained_and_cleared_in_the_two_words_it_names() {
 }
 
 #[test]
+fn dependent_words_hold_their_fields_whole_and_nothing_a_launch_patches() {
+    for version in VERSIONS {
+        let f = version.fields();
+        let clean = version.build(&params()).expect("builds");
+        let d = clean.dependent();
+        let [first, second] = d.at();
+        assert!(first <= second, "{version:?}");
+        let [enable, action, prefetch, pointer] = f.dependent0;
+        for (field, at) in [
+            (enable, first),
+            (action, first),
+            (prefetch, first),
+            (pointer, second),
+        ] {
+            assert_eq!(
+                (field.lo / 64, field.hi / 64),
+                (at as u32, at as u32),
+                "{version:?} {}",
+                field.name
+            );
+        }
+        // A launch rewrites release slot 0's payload and moves bank 0 with its slot,
+        // in a QMD already in memory: the two words must hold neither.
+        let mut patched: Vec<MwField> = f.release0_payload.to_vec();
+        patched.extend(f.constant_buffer_addr_shifted6.map(|a| a(0)));
+        for p in patched {
+            for at in d.at() {
+                let (lo, hi) = (64 * at as u32, 64 * at as u32 + 63);
+                assert!(
+                    p.hi < lo || p.lo > hi,
+                    "{version:?}: {} shares word {at}",
+                    p.name
+                );
+            }
+        }
+        // The words with no chain are the clean QMD's, whether taken from it or from a
+        // chained one; with a chain, they are what set_dependent writes.
+        let mut chained = clean.clone();
+        let next = GpuVa(0x12_3456_7800);
+        chained.set_dependent(Some(next)).expect("aligned");
+        assert_eq!(chained.dependent(), d);
+        let (all_clean, all_chained) = (clean.to_u64s(), chained.to_u64s());
+        assert_eq!(
+            d.words(None).expect("clears"),
+            [all_clean[first], all_clean[second]]
+        );
+        assert_eq!(
+            d.words(Some(next)).expect("aligned"),
+            [all_chained[first], all_chained[second]]
+        );
+    }
+}
+
+#[test]
 fn only_v04_keeps_the_release_payload_in_one_64_bit_word() {
     let at = |v: QmdVersion| v.build(&params()).expect("builds").release_payload_word();
     assert_eq!(at(QmdVersion::V04), Some(11));
