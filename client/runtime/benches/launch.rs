@@ -9,7 +9,8 @@
 //!
 //! Prints `rig <name> median <x> p99 <y> us (n <count>)` lines, as the H200 probe
 //! does; each sample is one launch timed alone (two clock reads, about 20 ns of it),
-//! and the `_batch` lines divide 1,000 launches' time by 1,000. With rings in host
+//! and the `_batch` lines divide 1,000 launches' time by 1,000 (`enqueue_…`: launches
+//! queued 32 at a time and submitted together, chained behind each other or not). With rings in host
 //! memory only: the fake's GPU window is ordinary memory, so BAR1's write-combined
 //! stores are not what they are on the GPU (docs/compute.md, "Host time per launch").
 //!
@@ -100,6 +101,32 @@ impl Bench<'_> {
         report(&format!("{name}_batch"), &mut batches);
     }
 
+    /// Launches queued and submitted 32 at a time (`enqueue`), their enqueue timed,
+    /// with each queued launch chained behind the one before (DEPENDENT_QMD0) and
+    /// without, rounds interleaved so that both see the same machine.
+    fn enqueued(&mut self, k: &Kernel) {
+        let (mut plain, mut chained) = (Vec::new(), Vec::new());
+        for round in 0..2 * LAUNCHES / BATCH {
+            let chain = round % 2 == 1;
+            self.c.set_chain(chain);
+            let mut spent = Duration::ZERO;
+            for _ in 0..BATCH / LAND_EVERY {
+                self.land();
+                let t = Instant::now();
+                for _ in 0..LAND_EVERY {
+                    self.c.enqueue(k, 1, 1, 0, &[]).expect("enqueue");
+                }
+                spent += t.elapsed();
+                self.c.submit().expect("submit");
+            }
+            let us = spent.as_secs_f64() * 1e6 / (BATCH / LAND_EVERY * LAND_EVERY) as f64;
+            if chain { &mut chained } else { &mut plain }.push(us);
+        }
+        self.c.set_chain(false);
+        report("enqueue_host_empty_batch", &mut plain);
+        report("enqueue_host_empty_chained_batch", &mut chained);
+    }
+
     /// The channel's own floor, interleaved with launches so that both see the same
     /// machine: a host release and a submit on a copy channel (what an empty
     /// submission's round trip sends), against a launch and its submit.
@@ -188,6 +215,7 @@ fn main() {
         ];
         b.run("launch_host_saxpy", &saxpy, 1 << 20, 256, &args);
         b.floor(&empty);
+        b.enqueued(&empty);
         drop(b);
         f.server.stop().await;
     });

@@ -547,9 +547,14 @@ fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
     }
     report("empty_launch_host_batch_us", batch, "us");
     // The same batch written first and submitted once: what the launches' stores cost
-    // apart from the submit's fences and doorbell.
-    let (mut written, mut rung) = (Vec::new(), Vec::new());
-    for i in 0..520 {
+    // apart from the submit's fences and doorbell; every other round with each queued
+    // launch chained behind the one before (`ComputeOptions::chain`), the runtime's
+    // setting put back after.
+    let was = p.rt.compute().chains();
+    let (mut written, mut chained, mut rung) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..1040 {
+        let chain = i % 2 == 1;
+        p.rt.compute().set_chain(chain);
         let t0 = Instant::now();
         let mut v = 0;
         for _ in 0..HOST_BATCH {
@@ -559,12 +564,19 @@ fn launches(p: &mut Probe, empty: &Kernel) -> Res<()> {
         p.rt.compute().submit()?;
         let t2 = Instant::now();
         p.rt.compute().wait(v, LONG)?;
-        if i >= 20 {
-            written.push(us(t1 - t0) / f64::from(HOST_BATCH));
-            rung.push(us(t2 - t1));
+        if i >= 40 {
+            let each = us(t1 - t0) / f64::from(HOST_BATCH);
+            if chain {
+                chained.push(each);
+            } else {
+                written.push(each);
+                rung.push(us(t2 - t1));
+            }
         }
     }
+    p.rt.compute().set_chain(was);
     report("empty_enqueue_batch_us", written, "us");
+    report("empty_enqueue_batch_chained_us", chained, "us");
     report("batch_submit_us", rung, "us");
     // Where the host time goes: the launch written (enqueue), then the doorbell
     // (submit); and what two clock reads alone cost, which every sample includes.
