@@ -1,7 +1,10 @@
 """tinygrad on rig beside tinygrad on CUDA (libcuda), in one process on the H200, one
 measurement of each in turn: a kernel's launch + sync, host time per launch, a 4096 x
-4096 matmul, 256 MiB to and from the GPU. Medians; prints `figure rig cuda ratio`."""
+4096 matmul, 256 MiB to and from the GPU, and a TinyJit'd forward of a GPT-2-sized
+transformer with random weights (tinygrad's own `extra/models/llama.py`, from the
+tests' tree at TG_SRC). Medians; prints `figure rig cuda ratio`."""
 
+import os
 import statistics
 import sys
 import time
@@ -87,6 +90,45 @@ def copies_gbs(d, host: np.ndarray, runs=9):
     return gb / (statistics.median(h2d) / 1e9), gb / (statistics.median(d2h) / 1e9)
 
 
+# GPT-2 small's sizes: 12 layers of 768 wide, 12 heads, a 3072-wide MLP, 50,257 tokens.
+GPT2 = dict(dim=768, hidden_dim=3072, n_heads=12, n_layers=12, norm_eps=1e-5, vocab_size=50257)
+
+
+def jit_forward(d: str, seqlen: int):
+    """A TinyJit'd forward (to the next token, greedy) of the transformer on device `d`,
+    and its input: the model made once per device and length, its weights random."""
+    sys.path.insert(0, os.environ.get("TG_SRC", ".dev/tinygrad/src"))
+    from extra.models.llama import Transformer
+    from tinygrad import TinyJit
+
+    with Context(DEV=d):
+        model = Transformer(**GPT2, max_context=128, jit=False, disable_kv_cache=True)
+        for p in nn_params(model):
+            p.realize()
+        tokens = Tensor.randint(1, seqlen, low=0, high=GPT2["vocab_size"]).realize()
+    step = TinyJit(lambda t: model.forward(t, 0, 0.0, 0, 0.0, 0.0, 0.0).realize())
+    return step, tokens
+
+
+def nn_params(model):
+    from tinygrad.nn.state import get_parameters
+
+    return get_parameters(model)
+
+
+def jit_step_ms(d, made, runs=30):
+    step, tokens = made
+    dev = Device[d]
+    ts = []
+    for _ in range(runs):
+        dev.synchronize()
+        t0 = time.perf_counter_ns()
+        step(tokens)
+        dev.synchronize()
+        ts.append(time.perf_counter_ns() - t0)
+    return statistics.median(ts[5:]) / 1e6  # the first calls capture the JIT
+
+
 def main() -> int:
     pairs = {d: program(d) for d in ("RIG", "CUDA")}
     rows = []
@@ -105,6 +147,11 @@ def main() -> int:
     for d in pairs:
         matmul_check(d)
     both("matmul_4096_f32_ms", matmul_ms, "ms")
+    for seqlen in (1, 128):
+        made = {d: jit_forward(d, seqlen) for d in pairs}
+        # The two devices' next tokens agree only up to float rounding: not compared.
+        both(f"gpt2_jit_forward_seq{seqlen}_ms", lambda d: jit_step_ms(d, made[d]), "ms")
+        del made
     host = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
     cp = {d: [] for d in pairs}
     for _ in range(3):
