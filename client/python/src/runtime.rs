@@ -790,7 +790,7 @@ impl Runtime {
 
     /// Whether launches queued back to back (under `hold()`) chain through their QMDs,
     /// each started by the one before when it is done, with no host word between them
-    /// (off by default; docs/compute.md, "Chained launches").
+    /// (on by default; docs/compute.md, "Chained launches").
     #[getter]
     fn chain(&self, py: Python<'_>) -> PyResult<bool> {
         self.with(py, |rt, _| rt.compute().chains())

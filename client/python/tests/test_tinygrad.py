@@ -260,7 +260,7 @@ def test_the_device_is_registered_and_compiles_for_sm_90(dev):
     assert [r.__name__ for r in dev.renderers] == ["RigCUDARenderer"]
     assert dev._renderer_name(dev.renderers[0]) == "CUDA"
     assert isinstance(dev.backend, FakeBackend)
-    assert dev.graph is None
+    assert dev.graph is rt.RigGraph
 
 
 def test_float32_matmuls_leave_tf32_tensor_cores_out_unless_allowed():
@@ -449,6 +449,97 @@ def test_memory_freed_but_not_given_back_is_waited_for_before_an_allocation_is_r
         dev.allocator.free(src, 64, BufferSpec(host=True, nolru=True))
     finally:
         be.gpu_quota = None
+
+
+class _Arg:
+    """What tinygrad's PROGRAM ast carries for a graph: launch dims and variables."""
+
+    def __init__(self, grid, block, names):
+        self.grid, self.block = grid, block
+        self.vars = [type("Var", (), {"expr": n})() for n in names]
+
+    def launch_dims(self, var_vals):
+        return self.grid, self.block
+
+
+class _Buf:
+    """A tinygrad Buffer (or an input UOp's `.buffer`) as a graph sees it."""
+
+    def __init__(self, hcq):
+        self.device, self._buf, self.buffer = "RIG", hcq, self
+
+
+def _graph(calls, uop_replace, names, var_vals_replace):
+    """A RigGraph over `calls` ((program, n, bufs, variable names)), with GraphRunner's
+    bookkeeping as tinygrad sets it (its __init__ needs a JIT's linear UOp, and that
+    needs NVRTC): which buffer each input replaces, and which value each variable."""
+    g = object.__new__(rt.RigGraph)
+    g.calls = [
+        (0, type("Ast", (), {"arg": _Arg((1, 1, 1), (n, 1, 1), vs)})(), [_Buf(b) for b in bufs], {})
+        for (_, n, bufs, vs) in calls
+    ]
+    g.runtimes = [c[0] for c in calls]
+    g.uop_replace, g.vars, g.var_vals_replace = uop_replace, names, var_vals_replace
+    g.launch_dims_replace, g.launch_dims_base, g.symbolic_dims = {}, {}, []
+    g._record()
+    return g
+
+
+def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
+    n = 64
+
+    def floats(addr):
+        return (ctypes.c_float * n).from_address(cpu(addr))
+
+    def add_one(grid, block, args):
+        out, inp = args
+        floats(out)[:] = [x + 1.0 for x in floats(inp)]
+
+    def scale(grid, block, args):
+        out, inp, k = args
+        floats(out)[:] = [x * k for x in floats(inp)]
+
+    KERNELS["g_add_one"], KERNELS["g_scale"] = add_one, scale
+    add, mul = dev.runtime("g_add_one", b"fake cubin"), dev.runtime("g_scale", b"fake cubin")
+    spec = BufferSpec(nolru=True)
+    a1, a2, b, c = (dev.allocator.alloc(4 * n, spec) for _ in range(4))
+    # b = a + 1, then c = b * k: the JIT's input a (buffer 1 of the first kernel) and its
+    # variable k (the second kernel's value 0) are given at each call.
+    g = _graph([(add, n, [b, a1], []), (mul, n, [c, b], ["k"])], [[(1, 0)], []], ["k"], {1: [(0, 0)]})
+    be = dev.backend
+    for a, base, k in ((a1, 0.0, 2), (a2, 100.0, 3), (a1, 0.0, 5)):
+        # The upload is the copy engine's, which the fake runs only when a wait
+        # reaches it: the first kernel must wait for it on the GPU.
+        dev.allocator._copyin(a, memoryview(bytearray((ctypes.c_float * n)(*[base + i for i in range(n)]))))
+        submits, held, launches, gpu_waits = be.submits, be.held_issues, be.launches, be.waited_on_gpu
+        assert g([_Buf(a)], {"k": k}) is None
+        assert be.launches == launches + 2
+        assert be.submits == submits + 1, "one submission for the batch"
+        assert be.held_issues == held + 2, "both launches queued under held doorbells"
+        assert be.waited_on_gpu == gpu_waits + 1, "the first kernel waited for the upload on the GPU"
+        got = memoryview(bytearray(4 * n))
+        dev.allocator._copyout(got, c)
+        assert list(got.cast("f")) == [(base + i + 1.0) * k for i in range(n)]
+    assert dev.timeline_signal.value == dev.timeline_value - 1
+
+    # Timed: the GPU's time between events around the batch (the fake's timer moves
+    # 1 µs per record), the batch as one queue of HCQ's commands.
+    t = g([_Buf(a2)], {"k": 1}, wait=True)
+    assert t is not None and abs(t - 1e-6) < 1e-9, t
+    # Behind a queue parked on a signal the host sets later: the batch parks behind it
+    # and runs once the signal is set, in order.
+    gate = dev.new_signal()
+    dev.hw_compute_queue_t().wait(gate, 1).signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
+    launches = be.launches
+    g([_Buf(a1)], {"k": 7})
+    assert be.launches == launches, "parked behind the gate"
+    gate.value = 1
+    dev.synchronize()
+    got = memoryview(bytearray(4 * n))
+    dev.allocator._copyout(got, c)
+    assert list(got.cast("f")) == [(i + 1.0) * 7 for i in range(n)]
+    for x in (a1, a2, b, c):
+        dev.allocator.free(x, 4 * n, spec)
 
 
 def test_symbolic_signals_values_and_addresses_resolve_at_submit(dev):

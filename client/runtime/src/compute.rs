@@ -104,10 +104,10 @@ pub struct ComputeOptions {
     /// enqueued back to back, or under held doorbells): the earlier QMD schedules the
     /// next itself once its grid is done (DEPENDENT_QMD0), instead of a host WFI and a
     /// SEND_PCAS between them (docs/compute.md, "Chained launches"). Needs `ordered`.
-    /// Off by default: on an H100 the second of two queued kernels started 2.3 µs after
-    /// the first ended, against 4.2 µs behind a WFI (CUDA's stream: 2.2), but as built
-    /// a chained enqueue cost the host 0.84 µs against 0.04–0.1 (it rebuilds two slots'
-    /// QMDs), so it waits until a slot's words are kept ready.
+    /// On by default: on an H100 the second of two queued kernels started 2.3 µs after
+    /// the first ended, against 4.4 µs behind a WFI (CUDA's stream: 2.0), and a queued
+    /// launch cost the host 0.29 µs chained against 0.11 not (medians of one run);
+    /// launches submitted one by one never chain.
     pub chain: bool,
 }
 
@@ -124,7 +124,7 @@ impl Default for ComputeOptions {
             timeout: Duration::from_secs(10),
             invalidate_each_launch: false,
             ordered: true,
-            chain: false,
+            chain: true,
             pcas: PcasAction::InvalidatePrefetchCopySchedule,
             slots: SLOTS,
         }

@@ -35,8 +35,9 @@ Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is 
 n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
 (default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30);
 ``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
-``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=1`` chains launches
-queued back to back through their QMDs instead of a WFI before each (off by default).
+``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
+each launch queued back to back instead of chaining them through their QMDs (the
+default). TinyJit's batches replay as rig graphs (``RigGraph``).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
@@ -93,6 +94,10 @@ _NEEDS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("tinygrad.helpers", "mv_address", ("mv",), ()),
     ("tinygrad.uop.ops", "sym_infer", (), ()),
     ("tinygrad.renderer.cstyle", "CUDARenderer", (), ()),
+    ("tinygrad.engine.jit", "GraphRunner.__init__", ("linear", "input_uops"), ()),
+    ("tinygrad.engine.jit", "GraphRunner.__call__", ("input_uops", "var_vals"), ("wait",)),
+    ("tinygrad.engine.jit", "GraphRunner.updated_vars", ("var_vals",), ()),
+    ("tinygrad.engine.jit", "GraphRunner.updated_launch_dims", ("var_vals",), ()),
 )
 
 
@@ -141,6 +146,7 @@ if os.environ.get("RIG_TINYGRAD_ANY") != "1" and (_differs := _interface_differe
     )
 
 from tinygrad.device import BufferSpec, Device  # noqa: E402
+from tinygrad.engine.jit import GraphRunner  # noqa: E402
 from tinygrad.dtype import dtypes  # noqa: E402
 from tinygrad.helpers import ALLOW_TF32, PROFILE, getenv, mv_address  # noqa: E402
 from tinygrad.uop.ops import sym_infer  # noqa: E402
@@ -667,6 +673,87 @@ class RigProgram(HCQProgram):
         return None
 
 
+class RigGraph(GraphRunner):
+    """TinyJit's graph on RIG: the batch's kernels recorded once (each one's kernel,
+    launch shape and arguments, buffers as GPU addresses) and replayed with the
+    runtime's doorbells held, so the whole batch reaches the GPU as one submission
+    and each launch queued behind the one before chains through its QMD (rig's
+    chained launches, docs/compute.md). A call patches only what changed: the JIT's
+    input buffers, its variables and symbolic launch shapes (tinygrad's
+    `GraphRunner` says which). Kernels only (`GraphRunner.supports_uop`): copies
+    stay outside the batch. In the device's order like any launch: after the work
+    the timeline names, setting its next value (`RigProgram.__call__`'s rules); with
+    `wait`, the GPU's time from before the first kernel to after the last."""
+
+    def __init__(self, linear, input_uops=()):
+        super().__init__(linear, input_uops)
+        self._record()
+
+    def _record(self) -> None:
+        """Records the launches from what `GraphRunner` found in the batch."""
+        self.dev: RigDevice = Device[self.calls[0][2][0].device]
+        zeros = {v: 0 for v in self.vars}
+        # [kernel, grid, block, args]: args are the buffers' GPU addresses, then the
+        # values; `nbufs` says where the values start.
+        self.launches: list[list] = []
+        self.nbufs: list[int] = []
+        self.programs: list[RigProgram] = []
+        for (_, ast, bufs, device_vars), prg in zip(self.calls, self.runtimes):
+            grid, block = ast.arg.launch_dims(zeros)
+            args = [self.dev.gpu_va(b._buf) for b in bufs] + [device_vars.get(x.expr, 0) for x in ast.arg.vars]
+            self.launches.append([prg.kernel, tuple(grid), tuple(block or (1, 1, 1)), args])
+            self.nbufs.append(len(bufs))
+            self.programs.append(prg)
+        self.patched = [(j, reps) for j, reps in enumerate(self.uop_replace) if reps]
+
+    def __call__(self, input_uops, var_vals, wait=False):  # type: ignore[override]
+        dev = self.dev
+        for j, reps in self.patched:
+            args = self.launches[j][3]
+            for pos, iidx in reps:
+                args[pos] = dev.gpu_va(input_uops[iidx].buffer._buf)
+        for j, i, v in self.updated_vars(var_vals):
+            self.launches[j][3][self.nbufs[j] + i] = v
+        for j, grid, block in self.updated_launch_dims(var_vals):
+            self.launches[j][1], self.launches[j][2] = tuple(grid), tuple(block)
+        deps = dev.after("compute")
+        if wait or PROFILE or dev.parked or not _follow(dev.timeline_signal, dev.timeline_value - 1, deps):
+            # Timed, profiled, or behind a queue parked on a signal the host sets:
+            # HCQ's own commands, which handle each.
+            return self._queued(wait)
+        be = dev.backend
+        be.hold()
+        try:
+            kernel, grid, block, args = self.launches[0]
+            done = _issue(dev, deps, "compute", lambda after: be.launch(kernel, grid, block, args, after))
+            for kernel, grid, block, args in self.launches[1:]:
+                done = be.launch(kernel, grid, block, args, [])
+        finally:
+            be.submit()
+        dev.last_done["compute"] = done
+        dev.timeline_signal._set_after(be, done, dev.next_timeline())
+        return None
+
+    def _queued(self, wait: bool) -> float | None:
+        """The batch as one compute queue of HCQ's own commands (a wait for the
+        timeline, the launches, the timeline's next value, and timestamps around them
+        when timed), which parks behind a parked queue as any queue does."""
+        dev = self.dev
+        q = dev.hw_compute_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1)
+        if wait:
+            st, en = dev.new_signal(), dev.new_signal()
+            q.timestamp(st)
+        for prg, (_, grid, block, args) in zip(self.programs, self.launches):
+            q._ops.append(("exec", prg, None, list(args), grid, block))  # args copied: later calls patch them
+        if wait:
+            q.timestamp(en)
+        q.signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
+        if not wait:
+            return None
+        dev.synchronize()
+        return float(en.timestamp - st.timestamp) / 1e6
+
+
 class RigAllocator(HCQAllocator):
     def __init__(self, dev: RigDevice):
         # 4 staging buffers of 16 MiB (64 MiB of host leases) rather than tinygrad's 32
@@ -839,9 +926,9 @@ class RigDevice(HCQCompiled):
             kernargs_size=0x1000,
             arch=ARCH,
         )
-        # No HCQ graphs: they patch commands in GPU-visible memory, which rig's runtime
-        # builds itself. TinyJit replays the kernels one by one instead.
-        self.graph = None
+        # Not HCQ's graph (it patches commands in GPU-visible memory, which rig's
+        # runtime builds itself): rig's own, the batch replayed by one submission.
+        self.graph = RigGraph
         _DEVICES.add(self)
 
     def after(self, kind: str) -> list[tuple[Backend, Done]]:
