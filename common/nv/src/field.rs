@@ -263,7 +263,8 @@ mod tests {
                 } else {
                     next() & ((1 << bits) - 1)
                 };
-                let background: [u32; 6] = std::array::from_fn(|_| next() as u32);
+                let background: [u32; 6] =
+                    std::array::from_fn(|_| u32::try_from(next() >> 32).expect("32 bits"));
                 let (mut got, mut want) = (background, background);
                 f.set(&mut got, v).expect("fits");
                 set_bits(f, &mut want, v);

@@ -614,15 +614,20 @@ impl Dependent {
         let [enable, action, prefetch, pointer] = f.dependent0;
         // POINTER goes to the second of `w`'s two words unless one word holds all four.
         let second = usize::from(self.at[1] != self.at[0]);
-        // Each field moved from its word of the whole QMD to its word of `w`.
-        let local = |field: MwField, k: usize| {
-            let shift = 64 * (self.at[k] - k) as u32;
-            MwField::new(field.name, field.hi - shift, field.lo - shift)
+        // Each field moved from its word of the whole QMD (bit `from` on) to word `to`
+        // of `w`.
+        let local = |field: MwField, from: MwField, to: u32| {
+            let shift = from.lo / 64 * 64;
+            MwField::new(
+                field.name,
+                field.hi - shift + 64 * to,
+                field.lo - shift + 64 * to,
+            )
         };
-        local(enable, 0).set(&mut w, on)?;
-        local(action, 0).set(&mut w, act)?;
-        local(prefetch, 0).set(&mut w, on)?;
-        local(pointer, second).set(&mut w, ptr)?;
+        local(enable, enable, 0).set(&mut w, on)?;
+        local(action, enable, 0).set(&mut w, act)?;
+        local(prefetch, enable, 0).set(&mut w, on)?;
+        local(pointer, pointer, u32::from(second == 1)).set(&mut w, ptr)?;
         let first = u64::from(w[0]) | u64::from(w[1]) << 32;
         let last = u64::from(w[2 * second]) | u64::from(w[2 * second + 1]) << 32;
         Ok([first, last])

@@ -217,8 +217,8 @@ fn dependent_words_hold_their_fields_whole_and_nothing_a_launch_patches() {
             (pointer, second),
         ] {
             assert_eq!(
-                (field.lo / 64, field.hi / 64),
-                (at as u32, at as u32),
+                ((field.lo / 64) as usize, (field.hi / 64) as usize),
+                (at, at),
                 "{version:?} {}",
                 field.name
             );
@@ -229,9 +229,9 @@ fn dependent_words_hold_their_fields_whole_and_nothing_a_launch_patches() {
         patched.extend(f.constant_buffer_addr_shifted6.map(|a| a(0)));
         for p in patched {
             for at in d.at() {
-                let (lo, hi) = (64 * at as u32, 64 * at as u32 + 63);
+                let (lo, hi) = (64 * at, 64 * at + 63);
                 assert!(
-                    p.hi < lo || p.lo > hi,
+                    (p.hi as usize) < lo || (p.lo as usize) > hi,
                     "{version:?}: {} shares word {at}",
                     p.name
                 );
