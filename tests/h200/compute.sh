@@ -201,7 +201,8 @@ if want tinygrad; then
   say "tinygrad: $(PYTHONPATH=/tmp/rig-site python3 -c 'import tinygrad, importlib.metadata as m; print("tinygrad", m.version("tinygrad"))') on rig, uid $NOBODY"
   $as_nobody taskset -c 2-5 python3 -m pytest -q -p no:cacheprovider tests/h200/tinygrad/test_tinygrad_h200.py || FAIL=1
   say "tinygrad: figures, RIG beside CUDA in one process"
-  [ -n "${TG_SKIP_BENCH:-}" ] || TG_SRC=$TG/src $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
+  [ -n "${TG_SKIP_BENCH:-}" ] || TG_SRC=$TG/src TG_BENCH_ONLY=${TG_BENCH_ONLY:-} \
+    $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
   say "tinygrad: after the figures: $(held)"
   if [ -n "${TG_TESTS:-}" ]; then
     say "tinygrad's own tests ($TG_TESTS) on ${TG_BACKENDS:-RIG CUDA} at once, ${TG_WORKERS:-6} workers each"
