@@ -542,6 +542,68 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
         dev.allocator.free(x, 4 * n, spec)
 
 
+def _nvrtc() -> None:
+    """NVRTC from the pinned `nvidia-cuda-nvrtc` wheel (client/python/tests/
+    requirements.txt), for tinygrad to compile with: NVRTC_PATH names the library, and
+    its builtins, which it opens by name, are loaded first."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("nvidia")
+    assert spec is not None and spec.submodule_search_locations, "the nvidia-cuda-nvrtc wheel is pinned"
+    lib = os.path.join(list(spec.submodule_search_locations)[0], "cu13", "lib")
+    ctypes.CDLL(os.path.join(lib, "libnvrtc-builtins.so.13.0"), mode=ctypes.RTLD_GLOBAL)
+    os.environ.setdefault("NVRTC_PATH", os.path.join(lib, "libnvrtc.so.13"))
+
+
+def test_tinyjit_runs_its_batches_as_rig_graphs(dev, monkeypatch):
+    # tinygrad's own JIT, compiler (NVRTC) and GraphRunner: only the kernels are the
+    # fake's. Every kernel here adds one to each of its input's floats, which the fake
+    # does for any kernel given (output, input).
+    _nvrtc()
+    from tinygrad import TinyJit
+    from tinygrad.uop.ops import Ops
+
+    def add_one(grid, block, args):
+        if len(args) == 2:
+            out, inp = args
+            n = grid[0] * block[0]
+            src = (ctypes.c_float * n).from_address(cpu(inp))
+            (ctypes.c_float * n).from_address(cpu(out))[:] = [x + 1.0 for x in src]
+
+    monkeypatch.setattr(FakeBackend, "load", lambda self, lib: FakeModule(_Every(add_one)))
+
+    @TinyJit
+    def plus_three(x):
+        a = (x + 1).contiguous().realize()
+        b = (a + 1).contiguous().realize()
+        return (b + 1).contiguous().realize()
+
+    be = dev.backend
+    for i in range(5):
+        x = Tensor([10.0 * i, 10.0 * i + 1], device="RIG").realize()
+        launches = be.launches
+        assert plus_three(x).tolist() == [10.0 * i + 3, 10.0 * i + 4], i
+        assert be.launches == launches + 3
+    # Captured (the JIT's third call on): its three kernels are one graph call.
+    calls = plus_three.captured.linear.src
+    assert [(c.src[0].op, c.src[0].arg) for c in calls] == [(Ops.CUSTOM_FUNCTION, "graph")]
+    assert len(calls[0].src[0].src[0].src) == 3
+
+
+class _Every(dict):
+    """Kernels by name for the fake: `fn` for every name."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def __contains__(self, name):
+        return True
+
+    def __getitem__(self, name):
+        return self.fn
+
+
 def test_symbolic_signals_values_and_addresses_resolve_at_submit(dev):
     from tinygrad import Variable
     from tinygrad.runtime.support.hcq import HCQBuffer

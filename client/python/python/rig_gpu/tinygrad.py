@@ -37,7 +37,8 @@ n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's s
 ``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
 ``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
 each launch queued back to back instead of chaining them through their QMDs (the
-default). TinyJit's batches replay as rig graphs (``RigGraph``).
+default); ``RIG_GRAPH=0`` replays TinyJit's kernels one by one instead of its batches
+as rig graphs (``RigGraph``, the default).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
@@ -928,7 +929,8 @@ class RigDevice(HCQCompiled):
         )
         # Not HCQ's graph (it patches commands in GPU-visible memory, which rig's
         # runtime builds itself): rig's own, the batch replayed by one submission.
-        self.graph = RigGraph
+        # RIG_GRAPH=0: none, and TinyJit replays its kernels one by one.
+        self.graph = RigGraph if os.environ.get("RIG_GRAPH", "1") != "0" else None
         _DEVICES.add(self)
 
     def after(self, kind: str) -> list[tuple[Backend, Done]]:
