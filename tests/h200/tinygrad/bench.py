@@ -161,23 +161,22 @@ def main() -> int:
         rows.append((name, rig_v, cuda_v, rig_v / cuda_v, unit))
         print(f"tinygrad {name} rig {rig_v:.3f} cuda {cuda_v:.3f} {unit} ratio {rig_v / cuda_v:.3f}", flush=True)
 
-    only = os.environ.get("TG_BENCH_ONLY")  # "gpt2": the transformer's figures alone
-    if only == "gpt2":
+    def gpt2() -> None:
         for seqlen in (1, 128):
             made = {d: jit_forward(d, seqlen) for d in pairs}
+            # The two devices' next tokens agree only up to float rounding: not compared.
             both(f"gpt2_jit_forward_seq{seqlen}_ms", lambda d: jit_step_ms(d, made[d]), "ms")
             del made
+
+    if os.environ.get("TG_BENCH_ONLY") == "gpt2":  # the transformer's figures alone
+        gpt2()
         return 0
     both("launch_sync_us", lambda d: launch_sync(*pairs[d]), "us")
     both("host_per_launch_us", lambda d: host_per_launch(*pairs[d]), "us")
     for d in pairs:
         matmul_check(d)
     both("matmul_4096_f32_ms", matmul_ms, "ms")
-    for seqlen in (1, 128):
-        made = {d: jit_forward(d, seqlen) for d in pairs}
-        # The two devices' next tokens agree only up to float rounding: not compared.
-        both(f"gpt2_jit_forward_seq{seqlen}_ms", lambda d: jit_step_ms(d, made[d]), "ms")
-        del made
+    gpt2()
     host = np.arange(64 << 20, dtype=np.float32)  # 256 MiB
     cp = {d: [] for d in pairs}
     for _ in range(3):
