@@ -105,7 +105,7 @@ pub struct ComputeOptions {
     /// next itself once its grid is done (DEPENDENT_QMD0), instead of a host WFI and a
     /// SEND_PCAS between them (docs/compute.md, "Chained launches"). Needs `ordered`.
     /// On by default: on an H100 the second of two queued kernels started 2.3 µs after
-    /// the first ended, against 4.4 µs behind a WFI (CUDA's stream: 2.0), and a queued
+    /// the first ended, against 4.3 µs behind a WFI (CUDA's stream: 2.0), and a queued
     /// launch cost the host 0.29 µs chained against 0.11 not (medians of one run);
     /// launches submitted one by one never chain.
     pub chain: bool,
