@@ -660,17 +660,14 @@ class RigProgram(HCQProgram):
         microseconds less of Python per launch. Timed launches, profiling and a device
         with parked queues take HCQ's own path."""
         dev = self.dev
-        deps = dev.after("compute")
-        if wait or PROFILE or dev.parked or not _follow(dev.timeline_signal, dev.timeline_value - 1, deps):
+        if (deps := dev.in_place(wait)) is None:
             return super().__call__(
                 *bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait, timeout=timeout
             )
         args = _launch_args(dev, bufs, vals)
         be, kernel = dev.backend, self.kernel
-        done = _issue(dev, deps, "compute", lambda after: be.launch(kernel, global_size, local_size, args, after))
-        dev.last_done["compute"] = done
+        dev.placed(_issue(dev, deps, "compute", lambda after: be.launch(kernel, global_size, local_size, args, after)))
         dev.prof_exec_counter += 1
-        dev.timeline_signal._set_after(be, done, dev.next_timeline())
         return None
 
 
@@ -717,11 +714,8 @@ class RigGraph(GraphRunner):
             self.launches[j][3][self.nbufs[j] + i] = v
         for j, grid, block in self.updated_launch_dims(var_vals):
             self.launches[j][1], self.launches[j][2] = tuple(grid), tuple(block)
-        deps = dev.after("compute")
-        if wait or PROFILE or dev.parked or not _follow(dev.timeline_signal, dev.timeline_value - 1, deps):
-            # Timed, profiled, or behind a queue parked on a signal the host sets:
-            # HCQ's own commands, which handle each.
-            return self._queued(wait)
+        if (deps := dev.in_place(wait)) is None:
+            return self._queued(wait)  # HCQ's own commands
         be = dev.backend
         be.hold()
         try:
@@ -731,8 +725,7 @@ class RigGraph(GraphRunner):
                 done = be.launch(kernel, grid, block, args, [])
         finally:
             be.submit()
-        dev.last_done["compute"] = done
-        dev.timeline_signal._set_after(be, done, dev.next_timeline())
+        dev.placed(done)
         return None
 
     def _queued(self, wait: bool) -> float | None:
@@ -937,6 +930,22 @@ class RigDevice(HCQCompiled):
         """Where a queue of `kind` starts: after the last GPU work such a queue issued."""
         last = self.last_done.get(kind)
         return [] if last is None else [(self.backend, last)]
+
+    def in_place(self, wait: bool) -> list[tuple[Backend, Done]] | None:
+        """What compute work issued in place, without an HCQ queue (`RigProgram`'s
+        launch, `RigGraph`'s batch), follows: HCQ's wait for the timeline, as rig's
+        `after`. None when it must go as HCQ's own queue: timed, profiled, behind a
+        parked queue, or after a timeline value no queued work sets yet."""
+        deps = self.after("compute")
+        if wait or PROFILE or self.parked or not _follow(self.timeline_signal, self.timeline_value - 1, deps):
+            return None
+        return deps
+
+    def placed(self, done: Done) -> None:
+        """Compute work issued in place ends with `done`: later queues start after it,
+        and the timeline's next value is set when it lands."""
+        self.last_done["compute"] = done
+        self.timeline_signal._set_after(self.backend, done, self.next_timeline())
 
     # Queues parked on a signal nothing queued sets yet, in submission order.
     parked: list[_Parked]
