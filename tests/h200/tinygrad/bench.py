@@ -97,23 +97,19 @@ GPT2 = dict(dim=768, hidden_dim=3072, n_heads=12, n_layers=12, norm_eps=1e-5, vo
 def jit_forward(d: str, seqlen: int):
     """A TinyJit'd forward (to the next token, greedy) of the transformer on device `d`,
     and its input: the model made once per device and length, its weights random."""
-    sys.path.insert(0, os.environ.get("TG_SRC", ".dev/tinygrad/src"))
+    if (src := os.environ.get("TG_SRC", ".dev/tinygrad/src")) not in sys.path:
+        sys.path.insert(0, src)
     from extra.models.llama import Transformer
     from tinygrad import TinyJit
+    from tinygrad.nn.state import get_parameters
 
     with Context(DEV=d):
         model = Transformer(**GPT2, max_context=128, jit=False, disable_kv_cache=True)
-        for p in nn_params(model):
+        for p in get_parameters(model):
             p.realize()
         tokens = Tensor.randint(1, seqlen, low=0, high=GPT2["vocab_size"]).realize()
     step = TinyJit(lambda t: model.forward(t, 0, 0.0, 0, 0.0, 0.0, 0.0).realize())
     return step, tokens
-
-
-def nn_params(model):
-    from tinygrad.nn.state import get_parameters
-
-    return get_parameters(model)
 
 
 def jit_step_ms(d, made, runs=30):
