@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         root.join("rig/v1/rig.proto"),
         root.join("rig/v1/dma.proto"),
         root.join("rig/v1/gpumem.proto"),
+        root.join("rig/v1/event.proto"),
         root.join("rig/v1/queue.proto"),
         root.join("rig/v1/lease.proto"),
         root.join("rig/v1/topo.proto"),

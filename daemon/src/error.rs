@@ -199,6 +199,14 @@ reasons! {
     /// The uid's kernel held the GPU past the RM's context switch timeout: it opens no
     /// channel until `[channels] switch_timeout_penalty_s` has passed.
     GpuTime = "GPU_TIME",
+    /// No such shared event: a handle not the session's, or a token never given.
+    UnknownEvent = "UNKNOWN_EVENT",
+    /// A shared event of another uid.
+    EventRefused = "EVENT_REFUSED",
+    /// The shared event's exporter ended or closed it.
+    EventGone = "EVENT_GONE",
+    /// The session holds the most shared events it may.
+    EventLimit = "EVENT_LIMIT",
 }
 
 /// What an error says to programs beside its line: its reason, and the device and the

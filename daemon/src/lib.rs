@@ -47,6 +47,7 @@ pub mod channels;
 pub mod config;
 pub mod dma;
 pub mod error;
+pub mod events;
 pub mod gpumem;
 pub mod journal_log;
 pub mod nvme;

@@ -143,6 +143,9 @@ pub const SIDE: &[(&str, Need)] = &[
     ("give_back_device", CLIENT),
     ("gpu_mem_alloc", CLIENT),
     ("gpu_mem_free", CLIENT),
+    ("event_export", CLIENT),
+    ("event_import", CLIENT),
+    ("event_close", CLIENT),
 ];
 
 /// What the gRPC method at `path` needs: [`RPCS`], or the admin role for a path not

@@ -41,6 +41,7 @@ use crate::{
 };
 
 mod error;
+mod events;
 mod gpumem;
 mod lease;
 pub mod ledger;
@@ -509,6 +510,7 @@ impl Rig {
             }
             Kind::Queues => self.end_queues(session),
             Kind::Channels => self.end_channels(session),
+            Kind::Events => self.end_events(session),
             Kind::GpuMemory => self.end_gpu_memory(session),
             Kind::Memory => {
                 let n = self.dma.close_session(session);

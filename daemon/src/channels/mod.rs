@@ -44,6 +44,7 @@
 //! (`dma`), the client's ring and pushbuffer rules (`rig_client::channel`).
 
 mod boost;
+mod events;
 mod health;
 mod memory;
 #[cfg(test)]
@@ -69,6 +70,7 @@ pub use self::health::{Health, RECLAIM_BOUND, recovery_action_name};
 use crate::{
     dma::{DeviceMap, SessionId},
     error::{Class, Classify, Reason},
+    events::{EventHost, Sharer},
     gpumem::{self, GpuMemoryHost, Lender},
     nvrm::{
         AddressSpace, Caching, Channel, ChannelFault, ChannelGroup, CopyEngine, DeviceMem,
@@ -312,7 +314,7 @@ pub struct ChannelView {
 
 /// A GPU that serves channels and GPU memory, whatever its `Rm`: what `rig` and the
 /// service see.
-pub trait ChannelHost: GpuMemoryHost + Send + Sync + fmt::Debug {
+pub trait ChannelHost: GpuMemoryHost + EventHost + Send + Sync + fmt::Debug {
     /// The GPU's name: its PCI address, also its DMA pool's name.
     fn name(&self) -> &str;
     /// Makes `session`'s address space; its leases map there (the returned map).
@@ -553,6 +555,8 @@ pub struct Served<R: Rm> {
     state: Mutex<State<R>>,
     /// GPU memory lent in the sessions' spaces (`memory`).
     memory: Lender<R>,
+    /// Events shared between its sessions (`events`).
+    events: Sharer<R>,
     /// The clock boost, on while a channel is lent (`boost`).
     boost: boost::Boost,
     /// Whether the GPU lends, and the reclaims in flight (`health`).
@@ -594,6 +598,7 @@ impl<R: Rm> Served<R> {
         let wakers = Self::watch_interrupts(&gpu, &name);
         Self {
             wakers,
+            events: Sharer::new(Arc::clone(&gpu), name.clone()),
             copy_engines,
             memory: Lender::new(
                 Arc::clone(&gpu),
@@ -969,6 +974,14 @@ impl<R: Rm> Served<R> {
                 n.write_u64(8, u64::from(info32)).is_ok() && n.write_u64(0, 1).is_ok()
             })
         })
+    }
+
+    /// Releases `value` into the event `session` exported as `event`, as its GPU
+    /// would (tests). False for an event the session does not hold.
+    pub fn release_event(&self, session: SessionId, event: u64, value: u64) -> bool {
+        let id = crate::events::EventId(event);
+        self.events
+            .write(session, id, rig_model::nv::shared_event::VALUE, value)
     }
 }
 

@@ -6,7 +6,8 @@
 //! Flow: `Served::open` adds a channel's descriptor ([`Wakers::add`]; the client gets
 //! a duplicate with the channel's others), `close` removes it, a reclaim (the session's
 //! end, or a fault contained) signals then removes every one of the session's, so a
-//! client blocked on a channel that faulted wakes at once and reads the fault.
+//! client blocked on a channel that faulted wakes at once and reads the fault; the end
+//! of an event's exporter signals its importers' ([`Wakers::signal_session`]).
 //!
 //! Invariants: an edge wakes every channel of the GPU, since the RM says only that
 //! the GPU raised one (any channel's NON_STALL_INTERRUPT, any process's); a client
@@ -115,6 +116,18 @@ impl Wakers {
             if let Some(w) = wakes.remove(&k) {
                 let _ = w.signal();
             }
+        }
+    }
+
+    /// Signals every descriptor of `session` and keeps them: something its waits may
+    /// be for changed without an interrupt (an event it imported lost its exporter).
+    pub fn signal_session(&self, session: SessionId) {
+        let wakes = self.shared.wakes();
+        for (_, w) in wakes
+            .range((session, ChannelId(0))..)
+            .take_while(|(k, _)| k.0 == session)
+        {
+            let _ = w.signal();
         }
     }
 

@@ -47,7 +47,7 @@ pub use hugepages::HugepageError;
 pub use iova::{IovaAllocator, IovaError};
 pub use pool::{ALIAS_PAGE, LeasedBlocks, Pool, PoolSpec};
 pub use pools::{Grant, Pools, SessionTicket};
-pub use session::{LeaseId, SessionId};
+pub use session::{LeaseId, SessionId, Token, new_token, same_token};
 
 #[cfg(any(test, feature = "fakes"))]
 pub use fake::{FakeIommu, IommuCall};

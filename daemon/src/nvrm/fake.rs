@@ -77,6 +77,8 @@ pub enum Call {
         h_dma: NvHandle,
         h_memory: NvHandle,
         dma_offset: u64,
+        /// NVOS46 flags: page size, fixed offset, access (1:0, 1 = read-only).
+        flags: u32,
     },
     UnmapDma {
         h_dma: NvHandle,
@@ -644,6 +646,7 @@ impl Rm for FakeRm {
             h_dma: map.h_dma,
             h_memory: map.h_memory,
             dma_offset: map.dma_offset,
+            flags: map.flags,
         })?;
         let (va, len) = (map.dma_offset, map.length.max(1));
         let mut s = self.lock();

@@ -13,7 +13,8 @@
 //! release's [`layout`]. On it, [`SysRm`] (behind the small [`Rm`] trait, faked by
 //! `FakeRm`) makes the calls; [`Gpu`] holds one GPU's device and usermode page;
 //! [`AddressSpace`] one client's RM-owned FERMI_VASPACE_A (no UVM: `space` says why);
-//! [`HostMem`] is sealed-memfd host memory at a GPU VA of a space; [`ChannelGroup`]
+//! [`HostMem`] is sealed-memfd host memory at a GPU VA of a space, [`SharedPage`]
+//! such memory mapped into several spaces ([`SharedView`]); [`ChannelGroup`]
 //! and [`Channel`] a scheduled GPFIFO channel; [`NonStall`] the GPU's non-stall
 //! interrupts as a pollable file; [`topo`] reads the GPUs' NVLink links
 //! and P2P capabilities (read only, for `rigctl topo`). Each holds an `Arc` of what it lives in,
@@ -36,6 +37,7 @@ mod fake_tests;
 mod gpu;
 pub mod layout;
 mod mem;
+mod shared;
 mod space;
 pub mod topo;
 mod va;
@@ -65,6 +67,7 @@ pub use fake::{Call, FAKE_CLIENT, FAKE_GR_INFO, FAKE_TOKEN, FAKE_UUID, FakeEvent
 pub use gpu::{CopyEngine, GENERATION, Gpu, GpuUuid};
 use layout::{DriverVersion, Release, r580};
 pub use mem::HostMem;
+pub use shared::{Access, SharedPage, SharedView};
 pub use space::{AddressSpace, GPU_MEMORY_BASE, LEASE_BASE, OWN_BASE, Region, VA_END};
 pub use va::VaAllocator;
 pub use vidmem::{DeviceMem, DeviceView, HUGE_PAGE, Pages};

@@ -28,6 +28,8 @@ pub enum RigError {
     Channel(#[from] ChannelError),
     #[error(transparent)]
     GpuMemory(#[from] crate::gpumem::GpuMemError),
+    #[error(transparent)]
+    Event(#[from] crate::events::EventError),
     #[error("Another operation on {bdf} is under way; try again when it ends")]
     Busy { bdf: Bdf },
     #[error(transparent)]
@@ -129,6 +131,7 @@ impl Classify for RigError {
             Self::Dma(e) => e.class(),
             Self::Channel(e) => e.class(),
             Self::GpuMemory(e) => e.class(),
+            Self::Event(e) => e.class(),
             Self::Nvme(e) => e.class(),
             Self::Queue(e) => e.class(),
             // A device's failure to enable MSI-X has always said BAD_REQUEST: the

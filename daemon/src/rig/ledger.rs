@@ -38,6 +38,9 @@ pub enum Kind {
     Queues,
     /// Channels on a served GPU, and the session's address space and groups there.
     Channels,
+    /// Events shared between sessions on a served GPU, exported or imported, mapped
+    /// in the session's address space there.
+    Events,
     /// GPU memory lent on a served GPU, mapped in the session's address space there.
     GpuMemory,
     /// Leases of host memory: the session's floor, held by every session.
@@ -53,15 +56,19 @@ impl Kind {
     ///    complete the deletions, before their rings' leases go;
     /// 3. channels are descheduled, drained and freed before what they may read or write
     ///    leaves the session's GPU address space;
-    /// 4. GPU memory lent to the session is unmapped from its GPU address space and
+    /// 4. shared events leave its GPU address space: those it exported after its
+    ///    channels, which release them, stopped, so the value their importers are told
+    ///    it reached is final;
+    /// 5. GPU memory lent to the session is unmapped from its GPU address space and
     ///    freed: after the channels that could still use it stopped, before the space
     ///    it is mapped in goes;
-    /// 5. the leases are unmapped and freed, and the session's address space (its IOMMU
+    /// 6. the leases are unmapped and freed, and the session's address space (its IOMMU
     ///    mappings, or its GPU address space) goes with the last.
-    pub const TEARDOWN: [Kind; 5] = [
+    pub const TEARDOWN: [Kind; 6] = [
         Kind::Device,
         Kind::Queues,
         Kind::Channels,
+        Kind::Events,
         Kind::GpuMemory,
         Kind::Memory,
     ];
@@ -73,6 +80,7 @@ impl fmt::Display for Kind {
             Self::Device => "device lease",
             Self::Queues => "queues",
             Self::Channels => "channels",
+            Self::Events => "shared events",
             Self::GpuMemory => "GPU memory",
             Self::Memory => "memory",
         })
@@ -144,6 +152,7 @@ mod tests {
         let s = SessionId(7);
         // Noted in the order a client might take them.
         ledger.note(s, Kind::GpuMemory);
+        ledger.note(s, Kind::Events);
         ledger.note(s, Kind::Channels);
         ledger.note(s, Kind::Device);
         ledger.note(s, Kind::Queues);
@@ -161,6 +170,7 @@ mod tests {
                 Kind::Device,
                 Kind::Queues,
                 Kind::Channels,
+                Kind::Events,
                 Kind::GpuMemory,
                 Kind::Memory
             ]
@@ -173,6 +183,11 @@ mod tests {
     fn gpu_memory_goes_after_the_channels_and_before_the_address_space() {
         let at = |k: Kind| Kind::TEARDOWN.iter().position(|&t| t == k);
         assert!(at(Kind::Channels) < at(Kind::GpuMemory));
+        assert!(
+            at(Kind::Channels) < at(Kind::Events),
+            "exporters stop first"
+        );
+        assert!(at(Kind::Events) < at(Kind::Memory));
         assert!(at(Kind::GpuMemory) < at(Kind::Memory));
         assert_eq!(
             Kind::TEARDOWN.last(),

@@ -15,6 +15,7 @@
 mod channels;
 mod convert;
 pub mod dma;
+mod events;
 pub mod gate;
 mod gpumem;
 pub mod metrics;

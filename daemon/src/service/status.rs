@@ -75,7 +75,8 @@ pub fn code(reason: Reason) -> Code {
         | R::NoPool
         | R::UnknownLease
         | R::UnknownChannel
-        | R::UnknownGpuMemory => Code::NotFound,
+        | R::UnknownGpuMemory
+        | R::UnknownEvent => Code::NotFound,
         R::ShortConfig | R::BadResourceFile => Code::DataLoss,
         R::SysfsPermissionDenied
         | R::NotAdmin
@@ -85,7 +86,8 @@ pub fn code(reason: Reason) -> Code {
         | R::LeaseNotAllowed
         | R::BadSession
         | R::GpuRingsRefused
-        | R::CpuViewRefused => Code::PermissionDenied,
+        | R::CpuViewRefused
+        | R::EventRefused => Code::PermissionDenied,
         R::SysfsUnreadable | R::UnbindStuck | R::Rm | R::GpuLost => Code::Unavailable,
         R::Busy | R::Locked => Code::Aborted,
         R::AlreadyHeld
@@ -113,7 +115,8 @@ pub fn code(reason: Reason) -> Code {
         | R::DmaOff
         | R::NotContiguous
         | R::NotServed
-        | R::ChannelFaulted => Code::FailedPrecondition,
+        | R::ChannelFaulted
+        | R::EventGone => Code::FailedPrecondition,
         R::UnbindTimeout => Code::DeadlineExceeded,
         R::WrongDriver
         | R::StepFailed
@@ -129,7 +132,8 @@ pub fn code(reason: Reason) -> Code {
         | R::Quota
         | R::Exhausted
         | R::ChannelLimit
-        | R::GpuTime => Code::ResourceExhausted,
+        | R::GpuTime
+        | R::EventLimit => Code::ResourceExhausted,
     }
 }
 
@@ -162,6 +166,10 @@ pub fn dma_code(reason: Reason) -> pb::SessionErrorCode {
         R::ChannelFaulted => C::ChannelFaulted,
         R::GpuLost => C::GpuLost,
         R::GpuTime => C::GpuTime,
+        R::UnknownEvent => C::UnknownEvent,
+        R::EventRefused => C::EventRefused,
+        R::EventGone => C::EventGone,
+        R::EventLimit => C::EventLimit,
         _ => C::Internal,
     }
 }

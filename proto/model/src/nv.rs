@@ -15,7 +15,8 @@
 //!
 //! Beside them, the compute geometry rigd reads once per GPU ([`ComputeGeometry`]) and
 //! what a session on a served GPU is told of it when it claims ([`SessionGpu`]: the
-//! layout of its GPU address space, its GPU-memory quota, the geometry).
+//! layout of its GPU address space, its GPU-memory quota, the geometry), and the words
+//! of a page shared between sessions as an event ([`shared_event`]).
 
 use std::ops::Range;
 
@@ -180,6 +181,34 @@ pub fn robust_channel_reason(info32: u32) -> &'static str {
         }
         _ => "a ROBUST_CHANNEL code rig does not name (see nverror.h)",
     }
+}
+
+/// The page rigd shares between sessions of one uid as an event (proto/rig/v1/
+/// event.proto, docs/compute.md "Events shared between sessions"): byte offsets of
+/// its little-endian u64 words, and what `state` holds. rigd writes `reached`,
+/// `state` and the poisoned `value` when the exporter ends; the exporter writes
+/// `value` (its GPU) and `target` (its CPU); importers only read.
+pub mod shared_event {
+    /// The page's length: one 4 KiB page.
+    pub const BYTES: u64 = 4096;
+    /// The value the exporter's channels release (64 bits), and after it the GPU's
+    /// timestamp of the release (a host semaphore release with its time: 16 bytes).
+    pub const VALUE: u64 = 0;
+    /// The release's GPU timestamp, in nanoseconds.
+    pub const TIME: u64 = 8;
+    /// The last value the exporter recorded: what an importer's wait is for.
+    pub const TARGET: u64 = 16;
+    /// [`LIVE`] while the exporter has the event; [`GONE`] once it ended or closed it.
+    pub const STATE: u64 = 24;
+    /// The value its work had released when the exporter ended.
+    pub const REACHED: u64 = 32;
+    /// `state` while the exporter lives.
+    pub const LIVE: u64 = 0;
+    /// `state` once the exporter ended: `reached` says how far its work got.
+    pub const GONE: u64 = 1;
+    /// How far past `max(value, target)` rigd sets `value` at the exporter's end, so
+    /// every 64-bit circular acquire of a value near it passes: 2^62.
+    pub const POISON_AHEAD: u64 = 1 << 62;
 }
 
 #[cfg(test)]

@@ -381,6 +381,9 @@ fn request_name(r: &Request) -> &'static str {
         Request::GiveBackDevice(_) => "give_back_device",
         Request::GpuMemAlloc(_) => "gpu_mem_alloc",
         Request::GpuMemFree(_) => "gpu_mem_free",
+        Request::EventExport(_) => "event_export",
+        Request::EventImport(_) => "event_import",
+        Request::EventClose(_) => "event_close",
     }
 }
 
@@ -465,6 +468,9 @@ async fn route(
         Some(Request::GiveBackDevice(d)) => super::lease::give_back(rig, id, peer, d).await,
         Some(Request::GpuMemAlloc(m)) => super::super::gpumem::alloc(rig, id, m).await,
         Some(Request::GpuMemFree(m)) => super::super::gpumem::free(rig, id, &m),
+        Some(Request::EventExport(_)) => super::super::events::export(rig, id).await,
+        Some(Request::EventImport(m)) => super::super::events::import(rig, id, m).await,
+        Some(Request::EventClose(m)) => super::super::events::close(rig, id, m).await,
         Some(Request::Claim(_)) => protocol("this connection has already claimed its session"),
         None => protocol("empty request"),
     }

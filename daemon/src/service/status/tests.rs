@@ -9,7 +9,8 @@ use tonic_types::StatusExt;
 use super::*;
 use crate::{
     channels::ChannelError,
-    dma::DmaError,
+    dma::{DmaError, SessionId},
+    events::EventError,
     gpumem::GpuMemError,
     nvme::NvmeError,
     pci::{Bdf, PciError},
@@ -88,7 +89,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
     // Code 0 is UNSPECIFIED, which rigd never sends; every other code is the word
     // of exactly one reason, and that reason goes back to it.
     let mut seen = std::collections::BTreeSet::new();
-    for n in 0..=24 {
+    for n in 0..=28 {
         let code = SessionErrorCode::try_from(n).expect("a code");
         let name = code.as_str_name();
         let word = name.strip_prefix("SESSION_ERROR_CODE_").unwrap_or(name);
@@ -103,7 +104,7 @@ fn every_side_socket_code_has_an_upper_snake_reason_of_its_own() {
         assert_eq!(dma_code(*reasons[0]), code, "{word}");
     }
     assert!(
-        SessionErrorCode::try_from(25).is_err(),
+        SessionErrorCode::try_from(29).is_err(),
         "a new code: add it above"
     );
 }
@@ -603,6 +604,60 @@ fn rows() -> Vec<Row> {
             None,
             None,
             D::CpuViewRefused,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            EventError::UnknownToken {
+                gpu: "0000:41:00.0".into(),
+            }
+            .into(),
+            Code::NotFound,
+            "UNKNOWN_EVENT",
+            Some("0000:41:00.0"),
+            None,
+            D::UnknownEvent,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            EventError::OtherUid {
+                uid: 1001,
+                owner: 1000,
+            }
+            .into(),
+            Code::PermissionDenied,
+            "EVENT_REFUSED",
+            None,
+            None,
+            D::EventRefused,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            EventError::Gone {
+                exporter: SessionId(3),
+            }
+            .into(),
+            Code::FailedPrecondition,
+            "EVENT_GONE",
+            None,
+            None,
+            D::EventGone,
+            Q::Device,
+            L::Device,
+        ),
+        row(
+            EventError::Limit {
+                session: SessionId(3),
+                limit: 256,
+            }
+            .into(),
+            Code::ResourceExhausted,
+            "EVENT_LIMIT",
+            None,
+            None,
+            D::EventLimit,
             Q::Device,
             L::Device,
         ),
