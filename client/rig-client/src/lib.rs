@@ -29,7 +29,8 @@
 //! the pushbuffer words per class, ring, timeline), `queue` (the generic queue, NVMe
 //! commands, [`queue::LentQueue::open`]), `lease` (a device lent whole:
 //! [`lease::DeviceLease::open`]), `gpumem` (GPU memory on RM-served GPUs, carved into
-//! buffers: [`gpumem::GpuMemory::alloc`]), `dma` (pools as rigd reports them). A new
+//! buffers: [`gpumem::GpuMemory::alloc`]), `event` (events shared between sessions of
+//! one uid: [`event::ExportedEvent::export`]), `dma` (pools as rigd reports them). A new
 //! kind of lent resource is one more peer: it speaks its requests through
 //! [`session::Session::call`], keeps what it needs beside the session
 //! ([`session::Session::local`]) and edits none of these. One layer above the peers,
@@ -50,6 +51,7 @@ pub mod channel;
 mod client;
 mod convert;
 pub mod dma;
+pub mod event;
 pub mod gpumem;
 pub mod lease;
 pub mod model;

@@ -17,7 +17,11 @@
 //!
 //! Streams: a runtime is one stream of compute and one of copies. More streams are more
 //! runtimes on the same session; work on one waits for another's on the GPU through
-//! [`Runtime::export`] (a fence) and [`Runtime::import`] (an acquire).
+//! [`Runtime::export`] (a fence) and [`Runtime::import`] (an acquire). Between
+//! sessions of one uid (CUDA's IPC events): [`Runtime::record_shared`] records an
+//! event the session exported, [`Runtime::wait_shared`] makes a channel wait for an
+//! imported one on the GPU, [`Runtime::wait_event`] makes the host wait
+//! (rig-client's `event`).
 //!
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
@@ -29,6 +33,7 @@ use std::{
 
 use rig_client::{
     channel::{Channel, ChannelError, Engine, Fence, WaitPolicy},
+    event::{EventError as SharedError, ExportedEvent, ImportedEvent},
     session::Session,
 };
 
@@ -73,6 +78,9 @@ pub enum RuntimeError {
     /// An event's.
     #[error(transparent)]
     Event(#[from] EventError),
+    /// An event shared with another session's.
+    #[error(transparent)]
+    Shared(#[from] SharedError),
 }
 
 /// A compute channel, a copy channel and the copy kernel of one session.
@@ -468,6 +476,65 @@ impl Runtime {
             Engine::Copy => self.copies.acquire(fence)?,
         }
         Ok(())
+    }
+
+    /// Records `event`, which this session exported, on `engine`'s channel: once the
+    /// engine finished everything submitted to it before and everything in `after`
+    /// landed (waited for on the GPU, as [`Runtime::order`] does), its host releases
+    /// the event's next value with the GPU's time; importers' waits from then on are
+    /// for it. Submits that channel, held doorbells or not (an importer may wait for
+    /// the value at once: it must be on its way). CUDA's `cuEventRecord` on an IPC
+    /// event. Returns the value.
+    ///
+    /// # Errors
+    /// [`Runtime::order`]'s; the event's (`ForeignChannel` for another session's
+    /// event) and the channel's.
+    pub fn record_shared(
+        &mut self,
+        event: &mut ExportedEvent,
+        engine: Engine,
+        after: &[Done],
+    ) -> Result<u64, RuntimeError> {
+        self.order(engine, after)?;
+        Ok(event.record(self.channel(engine))?)
+    }
+
+    /// Makes the next work on `engine`'s channel wait on the GPU for the last record
+    /// of `event` (imported from another session) as of now: an acquire, no host
+    /// wait, while the scheduler serves other groups. CUDA's `cuStreamWaitEvent` on an
+    /// IPC event. Returns the value waited for (0: nothing recorded yet, so nothing to
+    /// wait for); once work after it is done, [`ImportedEvent::check`] with that value
+    /// says whether the exporter's work released it or its end let the wait pass.
+    ///
+    /// # Errors
+    /// The channel's (a full pushbuffer).
+    pub fn wait_shared(
+        &mut self,
+        engine: Engine,
+        event: &ImportedEvent,
+    ) -> Result<u64, RuntimeError> {
+        Ok(event.acquire_on(self.channel(engine))?)
+    }
+
+    /// Waits on the host, up to `timeout`, for the last record of `event` (imported)
+    /// as of now, as the runtime's [`WaitPolicy`] would: sleeping on the compute
+    /// channel's wake descriptor, woken by the exporter's record or its end. Adds no
+    /// work to any channel: a timeout leaves nothing waiting on the GPU. CUDA's
+    /// `cuEventSynchronize` on an IPC event. Returns the value.
+    ///
+    /// # Errors
+    /// `Timeout` naming the event and the value; `ExporterGone` when the exporter
+    /// ended before its work released it.
+    pub fn wait_event(
+        &mut self,
+        event: &ImportedEvent,
+        timeout: Duration,
+    ) -> Result<u64, RuntimeError> {
+        let value = event.target();
+        if value != 0 {
+            event.wait(value, timeout, Some(self.compute.channel()))?;
+        }
+        Ok(value)
     }
 
     /// Waits up to `timeout` for `done`; a fault comes back typed. Held doorbells

@@ -129,4 +129,21 @@ impl Channel {
         }
         Ok(true)
     }
+
+    /// Makes this channel wait on the GPU, before any method pushed after this call,
+    /// until the 64-bit value at `addr` has reached `value` (compared circularly):
+    /// memory outside every channel's timeline that this session's space maps, an
+    /// imported event's page (`event`). Its release comes from another session's
+    /// work, so the scheduler serves other groups meanwhile ([`Waiting::SwitchGroup`]):
+    /// a wait that never ends holds up only this channel.
+    ///
+    /// # Errors
+    /// [`ChannelError::Method`] for an address past 2^57 or not 8-byte aligned; as
+    /// [`Channel::push`].
+    pub fn acquire_at(&mut self, addr: GpuVa, value: u64) -> Result<(), ChannelError> {
+        let words = method::acquire(addr, value, Waiting::SwitchGroup)?;
+        self.push_words(&words)?;
+        self.tail_release = None;
+        Ok(())
+    }
 }

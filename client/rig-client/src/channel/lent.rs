@@ -327,6 +327,11 @@ impl Channel {
         self.id
     }
 
+    /// The session the channel was opened in.
+    pub fn session(&self) -> SessionId {
+        self.session
+    }
+
     /// The engine.
     pub fn engine(&self) -> Engine {
         self.engine

@@ -37,13 +37,14 @@ mod work;
 pub use fence::Fence;
 pub use lent::{
     Channel, ChannelError, DEFAULT_PUSHBUFFER, EMPTY_RELEASE, Engine, FAULT_CHECK_SPINS, Fault,
-    GENERATION, REKICK_AFTER, REKICK_MAX,
+    GENERATION, REKICK_AFTER, REKICK_MAX, YIELD_AFTER,
 };
 pub use mem::Rings;
 pub use open::{ARENA_ALIGN, Options};
 pub use pushbuf::{PushbufError, Pushbuffer, Reserved, Segment};
 pub use rig_nv::method::{MethodError, Subchannel};
 pub use ring::{Ring, RingError};
+pub(crate) use sleep::Phase;
 pub use sleep::{BLOCK_SLICE, MISSES_BEFORE_YIELD, SPIN_BEFORE_BLOCK, WAKE_GRACE, WaitPolicy};
 pub use status::{ChannelFaultInfo, ChannelInfo};
 pub use timeline::{Payload, Timeline, TimelineError};

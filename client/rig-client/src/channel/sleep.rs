@@ -31,6 +31,7 @@
 
 use std::{os::fd::BorrowedFd, time::Duration};
 
+use rig_model::addr::GpuVa;
 use rig_nv::method::{self, Waiting};
 
 use super::{Channel, ChannelError, timeline::Payload};
@@ -77,14 +78,14 @@ impl Default for WaitPolicy {
 
 /// What a wait does next, `waited` into it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Phase {
+pub(crate) enum Phase {
     Spin,
     Yield,
     Block,
 }
 
 impl WaitPolicy {
-    pub(super) fn phase(self, waited: Duration, yield_after: Duration) -> Phase {
+    pub(crate) fn phase(self, waited: Duration, yield_after: Duration) -> Phase {
         let spin_or_yield = if waited >= yield_after {
             Phase::Yield
         } else {
@@ -221,6 +222,45 @@ impl Channel {
             }
         }
         Ok(true)
+    }
+
+    /// Pushes words that raise the GPU's non-stall interrupt once the 64-bit value at
+    /// `addr` (memory this channel itself just released, an exported event's page)
+    /// has reached `value`: an acquire that holds the channel's host until the value
+    /// is visible, then NON_STALL_INTERRUPT (7 words), so a process whose wait sleeps
+    /// on its own channel's wake descriptor wakes after the value landed, not before.
+    /// Returns false, pushing nothing, when the channel has no wake descriptor (rigd
+    /// has no event on the GPU: nobody's wait sleeps on it).
+    ///
+    /// # Errors
+    /// [`ChannelError::Method`] for an address past 2^57; as [`Channel::push`].
+    pub fn interrupt_at(&mut self, addr: GpuVa, value: u64) -> Result<bool, ChannelError> {
+        if self.wake.is_none() {
+            return Ok(false);
+        }
+        let mut words = [0u32; 7];
+        words[..6].copy_from_slice(&method::acquire(addr, value, Waiting::Stay)?);
+        words[6..].copy_from_slice(&method::non_stall_interrupt());
+        self.push_words(&words)?;
+        self.tail_release = None;
+        self.interrupts += 1;
+        Ok(true)
+    }
+
+    /// Sleeps until the channel's wake descriptor is signalled (any non-stall interrupt
+    /// on the GPU, or rigd's wake of this session) or `d` passes, then drains it; true
+    /// if it was signalled. Without a descriptor, sleeps `d` and returns false. For a
+    /// wait on memory no channel of this session releases (an imported event): the
+    /// caller re-reads after each return.
+    ///
+    /// # Errors
+    /// poll(2)'s and read(2)'s, as [`ChannelError::Map`].
+    pub fn sleep_until_woken(&self, d: Duration) -> Result<bool, ChannelError> {
+        if self.wake.is_none() {
+            std::thread::sleep(d);
+            return Ok(false);
+        }
+        self.wait_wake(d)
     }
 
     /// How many times a sleeping wait's value landed with no wake within

@@ -127,6 +127,15 @@ pub enum SessionErrorKind {
     /// block that ran on for seconds beside another session's work): the uid opens no
     /// channel for a while; the message says how long.
     GpuTime,
+    /// No such shared event: a handle not this session's, or a token never given
+    /// (or its exporter closed it).
+    UnknownEvent,
+    /// A shared event of another uid: only the exporter's uid may import it.
+    EventRefused,
+    /// The shared event's exporter ended or closed it: it imports no more.
+    EventGone,
+    /// The session holds the most shared events it may.
+    EventLimit,
 }
 
 impl SessionErrorKind {
@@ -155,6 +164,10 @@ impl SessionErrorKind {
             Ok(C::ChannelFaulted) => Self::ChannelFaulted,
             Ok(C::GpuLost) => Self::GpuLost,
             Ok(C::GpuTime) => Self::GpuTime,
+            Ok(C::UnknownEvent) => Self::UnknownEvent,
+            Ok(C::EventRefused) => Self::EventRefused,
+            Ok(C::EventGone) => Self::EventGone,
+            Ok(C::EventLimit) => Self::EventLimit,
             _ => Self::Internal,
         }
     }
