@@ -7,7 +7,8 @@
 //! `Timeout` (work did not complete in time), `Closed` (the object was freed or closed),
 //! of which `ClientError`, `Timeout` and `Closed` are also `ConnectionError`,
 //! `TimeoutError` and `ValueError`, as Python's own would be;
-//! `CubinError` (a cubin rig cannot run), `LaunchError` (a launch's shape or arguments).
+//! `CubinError` (a cubin rig cannot run), `LaunchError` (a launch's shape or arguments),
+//! `ExporterGone` (a shared event's exporter ended before releasing what was waited for).
 //! A bad Python argument is a `ValueError` or `TypeError`, as Python's own are.
 //!
 //! Each message is the whole chain of causes, joined with ": ", as rigctl prints it.
@@ -24,7 +25,9 @@ use pyo3::{
     sync::PyOnceLock,
     types::{PyDict, PyTuple, PyType},
 };
-use rig_client::{ClientError, channel::ChannelError, session::SessionError};
+use rig_client::{
+    ClientError, channel::ChannelError, event::EventError as SharedError, session::SessionError,
+};
 use rig_runtime::{ComputeError, CopyError, EventError, LoadError, MemoryError, RuntimeError};
 
 create_exception!(rig_gpu._rig, RigError, PyException, "Every error of rig.");
@@ -39,6 +42,12 @@ create_exception!(
     Fault,
     RigError,
     "The GPU stopped a channel; `fault` names the RM's error, `channel` the channel."
+);
+create_exception!(
+    rig_gpu._rig,
+    ExporterGone,
+    RigError,
+    "A shared event's exporter ended before its work released the value waited for."
 );
 create_exception!(
     rig_gpu._rig,
@@ -117,6 +126,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Timeout", TIMEOUT.get(py)?)?;
     m.add("Closed", CLOSED.get(py)?)?;
     m.add("CubinError", py.get_type::<CubinError>())?;
+    m.add("ExporterGone", py.get_type::<ExporterGone>())?;
     m.add("LaunchError", py.get_type::<LaunchError>())?;
     Ok(())
 }
@@ -144,6 +154,7 @@ enum Class {
     Timeout,
     Closed,
     Cubin,
+    Gone,
     NoKernel,
     Launch,
     Value,
@@ -268,6 +279,7 @@ fn raise(e: &(dyn Error + 'static), class: Class) -> PyErr {
             Class::Timeout => (TIMEOUT.err(py, msg), vec![]),
             Class::Closed => (CLOSED.err(py, msg), vec![]),
             Class::Cubin => (CubinError::new_err(msg), vec![]),
+            Class::Gone => (ExporterGone::new_err(msg), vec![]),
             Class::NoKernel => (PyKeyError::new_err(msg), vec![]),
             Class::Launch => (LaunchError::new_err(msg), vec![]),
             Class::Value => (PyValueError::new_err(msg), vec![]),
@@ -312,7 +324,20 @@ into_py!(RuntimeError, |e: &RuntimeError| match e {
     RuntimeError::Compute(c) => compute(c),
     RuntimeError::Copy(c) => copy(c),
     RuntimeError::Event(e) => event(e),
+    RuntimeError::Shared(e) => shared(e),
 });
+into_py!(SharedError, shared);
+
+fn shared(e: &SharedError) -> Class {
+    match e {
+        SharedError::Session(s) => session(s),
+        SharedError::Channel(c) => channel(c),
+        SharedError::ExporterGone { .. } => Class::Gone,
+        SharedError::Timeout { .. } => Class::Timeout,
+        SharedError::ForeignChannel { .. } => Class::Value,
+        SharedError::Protocol(_) | SharedError::Map { .. } => Class::Other,
+    }
+}
 
 fn event(e: &EventError) -> Class {
     match e {

@@ -7,7 +7,9 @@
 //! through the buffer protocol: [`buffer`]), GPU memory ([`gpumem::GpuBuffer`]) and a
 //! [`runtime::Runtime`] (a compute and a copy channel), which loads cubins
 //! ([`module::Module`]), launches their kernels and copies, each returning a
-//! [`runtime::Done`] to wait on. [`module::inspect`] reads a cubin without a GPU.
+//! [`runtime::Done`] to wait on; events shared with another process of the uid
+//! ([`events`]) order work across sessions. [`module::inspect`] reads a cubin without a
+//! GPU.
 //! [`space::Region`] says which lease holds an address (`Session.find`), for callers
 //! that name memory by address.
 //!
@@ -24,6 +26,7 @@ mod block;
 pub(crate) mod buffer;
 mod devices;
 mod errors;
+mod events;
 mod gpumem;
 mod module;
 mod runtime;
@@ -48,6 +51,8 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<runtime::Done>()?;
     m.add_class::<runtime::Fence>()?;
     m.add_class::<runtime::Event>()?;
+    m.add_class::<events::SharedEvent>()?;
+    m.add_class::<events::ImportedEvent>()?;
     m.add_class::<module::Module>()?;
     m.add_class::<module::Kernel>()?;
     m.add_class::<module::KernelInfo>()?;

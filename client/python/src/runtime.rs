@@ -41,6 +41,7 @@ use crate::{
     block::{block, detached},
     buffer::{HostBuffer, contiguous_bytes},
     errors::{IntoPy, closed},
+    events::{ImportedEvent, SharedEvent},
     gpumem::GpuBuffer,
     module::{Kernel, Module},
 };
@@ -748,6 +749,65 @@ impl Runtime {
             id: ev.id,
             runtime: self.id,
         })
+    }
+
+    /// Records `event` (exported by this session) on the `engine` channel: once that
+    /// engine finished everything submitted to it before, and every `Done` in `after`
+    /// landed, the GPU releases its next value with its timer. Sent at once, even
+    /// under `hold()`. Returns the value.
+    #[pyo3(signature = (event, engine = "compute", after = Vec::new()))]
+    fn record_shared(
+        &self,
+        py: Python<'_>,
+        event: &SharedEvent,
+        engine: &str,
+        after: Vec<After>,
+    ) -> PyResult<u64> {
+        let which = self::engine(engine)?;
+        let (after, fences) = deps(self, &after)?;
+        // The event's lock is taken with the GIL let go, as the runtime's is (`with`).
+        self.with(py, |rt, _| {
+            let mut g = event.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let ev = g.as_mut()?;
+            Some(import(rt, which, &fences).and_then(|()| rt.record_shared(ev, which, &after)))
+        })?
+        .ok_or_else(|| closed("shared event"))?
+        .py()
+    }
+
+    /// Makes the next work on the `engine` channel wait on the GPU for `event`'s last
+    /// record as of now (imported from another process): no host wait. Returns the
+    /// value (0: nothing recorded yet, nothing to wait for); `event.check(value)` after
+    /// that work says whether the exporter's work released it.
+    #[pyo3(signature = (event, engine = "compute"))]
+    fn wait_shared(&self, py: Python<'_>, event: &ImportedEvent, engine: &str) -> PyResult<u64> {
+        let which = self::engine(engine)?;
+        self.with(py, |rt, _| {
+            let g = event.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            g.as_ref().map(|ev| rt.wait_shared(which, ev))
+        })?
+        .ok_or_else(|| closed("imported event"))?
+        .py()
+    }
+
+    /// Waits on the host for `event`'s last record as of now, as the runtime's wait
+    /// policy says (sleeping until the GPU's interrupt by default); returns the value,
+    /// or raises `rig.Timeout` (naming the event and the value) or `rig.ExporterGone`.
+    /// Adds no work to any channel.
+    #[pyo3(signature = (event, timeout = None))]
+    fn wait_event(
+        &self,
+        py: Python<'_>,
+        event: &ImportedEvent,
+        timeout: Option<f64>,
+    ) -> PyResult<u64> {
+        let t = timeout.map_or(Ok(self.timeout), seconds)?;
+        self.with(py, |rt, _| {
+            let g = event.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            g.as_ref().map(|ev| rt.wait_event(ev, t))
+        })?
+        .ok_or_else(|| closed("imported event"))?
+        .py()
     }
 
     /// The GPU's time at `event`, in nanoseconds (its timer, the clock `%globaltimer`

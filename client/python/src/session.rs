@@ -20,6 +20,7 @@ use crate::{
     block::block,
     buffer::HostBuffer,
     errors::{IntoPy, closed},
+    events::{ImportedEvent, SharedEvent},
     gpumem::GpuBuffer,
     runtime::Runtime,
     space::Region,
@@ -162,6 +163,20 @@ impl Session {
     #[pyo3(signature = (timeout = 10.0, gpu_rings = false))]
     fn runtime(&self, py: Python<'_>, timeout: f64, gpu_rings: bool) -> PyResult<Runtime> {
         Runtime::open(py, self.get()?, timeout, gpu_rings)
+    }
+
+    /// Exports a new event of the session's GPU: pass its `token` to another process
+    /// of the same uid, which imports it (`import_event`) and waits for its records
+    /// (`Runtime.wait_shared`, `Runtime.wait_event`); records are `Runtime.record_shared`.
+    fn export_event(&self, py: Python<'_>) -> PyResult<SharedEvent> {
+        SharedEvent::export(py, &self.get()?)
+    }
+
+    /// Imports the event another process of this uid exported (its `token`, 16 bytes).
+    /// Raises `rig.Refused` with reason `unknown_event` for a token never given,
+    /// `event_refused` for another uid's, `event_gone` once its exporter ended.
+    fn import_event(&self, py: Python<'_>, token: &[u8]) -> PyResult<ImportedEvent> {
+        ImportedEvent::import(py, &self.get()?, token)
     }
 
     /// Lets go of the session's own hold: the session ends when every buffer and

@@ -154,3 +154,31 @@ def test_devices_lists_what_rigd_serves_with_its_shape(socket, gpu_device, host_
     assert host_device not in by_bdf, "a DMA pool's device is not a served GPU"
     with pytest.raises(rig.ClientError):
         rig.devices(socket="/nonexistent/rigd.sock")
+
+
+def test_an_event_is_shared_by_token_and_its_exporters_close_is_typed(socket, gpu_device):
+    with rig.Session(gpu_device, socket=socket) as a, rig.Session(gpu_device, socket=socket) as b:
+        ev = a.export_event()
+        assert len(ev.token) == 16
+        assert ev.last == 0
+        with pytest.raises(rig.Refused) as e:
+            b.import_event(bytes(16))
+        assert e.value.reason == "unknown_event", e.value.reason
+        with pytest.raises(ValueError):
+            b.import_event(b"short")
+        imp = b.import_event(ev.token)
+        assert imp.target == 0, "nothing recorded yet"
+        assert imp.released == (0, 0)
+        assert imp.check(0)
+        assert not imp.check(1), "not released, the exporter lives"
+        ev.close()
+        ev.close()  # twice is nothing
+        # The exporter gave it back before releasing 1: waits for it are told so.
+        with pytest.raises(rig.ExporterGone):
+            imp.check(1)
+        with pytest.raises(rig.Refused) as e:
+            b.import_event(ev.token)
+        assert e.value.reason == "event_gone", e.value.reason
+        imp.close()
+        with pytest.raises(rig.Closed):
+            _ = imp.target
