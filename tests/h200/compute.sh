@@ -11,7 +11,10 @@
 # with SIGKILL in the middle of a 10-second kernel is reclaimed and followed by a new
 # client whose kernels must be right (`kill`). `python`: the rig wheel (.dev/*.whl)
 # installed for the image's python3 and its H200 tests (tests/h200/python) run as uid
-# 65534, CuPy beside them for the figures. `tinygrad`: tinygrad 0.13.0 on rig's device
+# 65534, CuPy beside them for the figures. `ipc`: events shared between sessions
+# (tests/h200/python/shared_events.py): an importer of uid 65534 waits on the GPU and on
+# the host for an exporter's records, uid 65533 is refused the token, and the exporter's
+# SIGKILL ends the waits typed. `tinygrad`: tinygrad 0.13.0 on rig's device
 # (rig_gpu/tinygrad.py) as uid 65534, its figures beside tinygrad on CUDA, and tinygrad's
 # own tests (TG_TESTS) on both. `host`: the machine (CPU, clock source, each CPU's
 # load over a second), then the launch figures alone, rig's and CUDA's, on each CPU of
@@ -23,7 +26,7 @@
 #     tests/h200/compute.sh .dev [CUBIN]   # .dev holds static rigd, rigctl, rig-compute-probe
 #     RINGS=gpu tests/h200/compute.sh .dev  # the probe's rings and arena in GPU memory
 #     SKIP_CUDA=1 ...                       # rig only
-#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python tinygrad host
+#     PHASES="swarm kill" ...               # some of: probe cuda swarm kill python ipc tinygrad host
 #                                           # (default all; host, deps, waits and coop only when named)
 #     COPY_ENGINES="2, 3" ...               # rigd's [channels] copy_engines (default "auto";
 #                                           # empty: copy channels in the session's GR0 group)
@@ -183,6 +186,24 @@ if want python; then
       PYTHONPATH=/tmp/rig-site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
       taskset -c 2 $as_nobody python3 -m pytest -q -s -p no:cacheprovider tests/h200/python || FAIL=1
     say "python: after the tests: $(held)"
+  fi
+fi
+
+if want ipc; then
+  # Events shared between sessions: forked parties of uid 65534 (exporter, importer)
+  # and 65533 (refused), the exporter SIGKILLed with a record in flight.
+  WHEEL=$(ls "$BIN"/rig_gpu-*.whl 2> /dev/null | head -n1)
+  if [ -z "$WHEEL" ]; then
+    say "ipc: no rig wheel in $BIN"
+    FAIL=1
+  else
+    [ -d /tmp/rig-site ] || python_site "$WHEEL" || FAIL=1
+    say "ipc: events shared between sessions (uids $NOBODY and 65533)"
+    RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU RIG_CUBIN=$CUBIN HOME=/tmp/rig-py-home \
+      PYTHONPATH=/tmp/rig-site PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
+      taskset -c 2-3 timeout 180 python3 tests/h200/python/shared_events.py || FAIL=1
+    say "ipc: after: $(held)"
+    dmesg | grep -i xid | tail -3
   fi
 fi
 
