@@ -40,6 +40,10 @@
 //! on every non-stall interrupt the RM reports (`nvrm::NonStall`), so a client's wait
 //! can sleep until its value lands; a reclaim signals the session's, then drops them.
 //!
+//! Shared events (`events`, the books in `crate::events`): a page one session exports
+//! and others of its uid import, mapped in each one's space; the exporter's end wakes
+//! the importers' wake descriptors.
+//!
 //! Not here: the wire format (`service`), the RM sequence (`nvrm`), lease pools
 //! (`dma`), the client's ring and pushbuffer rules (`rig_client::channel`).
 

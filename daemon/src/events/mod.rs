@@ -430,6 +430,7 @@ impl<R: Rm> Sharer<R> {
     /// Writes `value` at byte `at` of the page `session`'s event `id` views, as the
     /// exporter's GPU would (tests: a fake GPU releases nothing). False for an event
     /// the session does not hold.
+    #[cfg(any(test, feature = "fakes"))]
     pub fn write(&self, session: SessionId, id: EventId, at: u64, value: u64) -> bool {
         let s = self.lock();
         let Some(h) = s.held.get(&session).and_then(|h| h.get(&id)) else {
@@ -438,7 +439,8 @@ impl<R: Rm> Sharer<R> {
         usize::try_from(at).is_ok_and(|at| h.view.page().mapping().write_u64(at, value).is_ok())
     }
 
-    /// The GPU VA of `session`'s view of `id`, for tests and status.
+    /// The GPU VA of `session`'s view of `id` (tests).
+    #[cfg(test)]
     pub fn gpu_va(&self, session: SessionId, id: EventId) -> Option<u64> {
         self.lock()
             .held

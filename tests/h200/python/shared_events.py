@@ -9,6 +9,7 @@ its own uid before it opens a session:
   not precede the exporter's release, and, as the control, one recorded there without
   the wait does precede it;
 - its host waits for the next record, sleeping, and the CPU that costs is printed;
+- another session's copies run while the importer's channel waits;
 - a process of uid 65533 is refused the token (`event_refused`);
 - the exporter is killed (SIGKILL) with a record behind a kernel still running: the
   importer's host wait and its GPU-side wait both end, as `rig.ExporterGone`, not a hang.
@@ -96,6 +97,11 @@ def importer(conn_exp, pid_exp, out):
     token = conn_exp.recv()
     s = rig.Session(GPU, socket=SOCKET)
     rt = s.runtime()
+    # A bystander: another session, whose copies must not wait behind the importer's
+    # channel while that channel waits on the GPU.
+    s2 = rig.Session(GPU, socket=SOCKET)
+    rt2 = s2.runtime()
+    src, dst = s2.host(64 << 20), s2.gpu_memory(64 << 20)
     imp = s.import_event(token)
     check(imp.target == 0 and imp.exporter > 0, f"imported: target {imp.target}, exporter session {imp.exporter}")
 
@@ -116,8 +122,12 @@ def importer(conn_exp, pid_exp, out):
     w = rt.wait_shared(imp, "copy")
     after = rt.record("copy")
     host_s = time.monotonic() - t0
+    rt2.wait(rt2.copy(dst, src), timeout=10)
+    by = rt2.record("copy")
+    t_by = rt2.event_time(by, timeout=10)
     t_after = rt.event_time(after, timeout=10)
     value, t_rel = imp.released
+    check(t_by < t_rel, f"another session's 64 MiB copy finished {(t_rel - t_by) / 1e6:.1f} ms before the release the waiting channel waits for")
     check(w == v and value >= v, f"wait_shared waited for {w} (recorded {v}), released {value}")
     check(t_after >= t_rel, f"the importer's event is {(t_after - t_rel) / 1e3:.1f} us after the release, GPU time")
     check(host_s < 0.05, f"the host queued the wait and the event in {host_s * 1e3:.2f} ms")
@@ -168,8 +178,12 @@ def importer(conn_exp, pid_exp, out):
     except rig.Refused as e:
         check(e.reason == "event_gone", f"an import after the exporter's end: {e.reason}")
     imp.close()
-    rt.close()
-    s.close()
+    for r in (rt, rt2):
+        r.close()
+    for x in (src, dst):
+        x.free()
+    for x in (s, s2):
+        x.close()
     out.send(fails)
 
 
