@@ -41,6 +41,22 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Either kind of event, taken out of its Python object to be closed.
+enum Closable {
+    Exported(ExportedEvent),
+    Imported(RImported),
+}
+
+/// Closes `ev` in rigd (the lock already let go: the call releases the GIL); `None`
+/// (closed before) is nothing.
+fn give_back(py: Python<'_>, session: &RSession, ev: Option<Closable>) -> PyResult<()> {
+    match ev {
+        None => Ok(()),
+        Some(Closable::Exported(e)) => block(py, e.close(session))?.py(),
+        Some(Closable::Imported(e)) => block(py, e.close(session))?.py(),
+    }
+}
+
 impl SharedEvent {
     pub(crate) fn export(py: Python<'_>, session: &Arc<RSession>) -> PyResult<Self> {
         let ev = block(py, ExportedEvent::export(session))?.py()?;
@@ -105,10 +121,8 @@ impl SharedEvent {
     /// Gives the event back: importers' waits for values not yet released raise
     /// `rig.ExporterGone`. Closing twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(ev) = lock(&self.inner).take() else {
-            return Ok(());
-        };
-        block(py, ev.close(&self.session))?.py()
+        let taken = lock(&self.inner).take();
+        give_back(py, &self.session, taken.map(Closable::Exported))
     }
 
     fn __repr__(&self) -> String {
@@ -147,10 +161,8 @@ impl ImportedEvent {
 
     /// Unmaps it from this session. Closing twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let Some(ev) = lock(&self.inner).take() else {
-            return Ok(());
-        };
-        block(py, ev.close(&self.session))?.py()
+        let taken = lock(&self.inner).take();
+        give_back(py, &self.session, taken.map(Closable::Imported))
     }
 
     fn __repr__(&self) -> String {

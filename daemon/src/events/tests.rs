@@ -36,6 +36,34 @@ fn space(f: &Fixture) -> Arc<AddressSpace<FakeRm>> {
     Arc::new(AddressSpace::new(&f.gpu).expect("space"))
 }
 
+/// Session 1 (uid 1000) exports an event in `a`.
+fn export(f: &Fixture, a: &Arc<AddressSpace<FakeRm>>) -> ExportedEvent {
+    f.sharer
+        .export(SessionId(1), peer(1000), a)
+        .expect("export")
+}
+
+/// `session` (uid 1000) imports `out` in `space`.
+fn import(
+    f: &Fixture,
+    session: u64,
+    space: &Arc<AddressSpace<FakeRm>>,
+    out: &ExportedEvent,
+) -> ImportedEvent {
+    f.sharer
+        .import(SessionId(session), peer(1000), space, &out.token)
+        .expect("import")
+}
+
+/// The exporter's own mapping of its page, to play its CPU and GPU.
+fn writable(fd: OwnedFd) -> rig_sys::mman::Mapping {
+    rig_sys::mman::Mapping::shared(
+        &SealedMemfd::check(fd).expect("a sealed memfd"),
+        rig_sys::mman::Fill::Lazy,
+    )
+    .expect("maps")
+}
+
 fn word(page: &ReadMapping, at: u64) -> u64 {
     page.read_u64(usize::try_from(at).expect("offset"))
         .expect("word")
@@ -65,10 +93,7 @@ fn an_export_maps_one_page_read_write_and_an_import_maps_it_read_only() {
     let (a, b) = (space(&f), space(&f));
     let before = f.rm.calls().len();
 
-    let out = f
-        .sharer
-        .export(SessionId(1), peer(1000), &a)
-        .expect("export");
+    let out = export(&f, &a);
     let descriptors = f.rm.calls()[before..]
         .iter()
         .filter(|c| matches!(c, Call::AllocOsDescriptor { .. }))
@@ -78,10 +103,7 @@ fn an_export_maps_one_page_read_write_and_an_import_maps_it_read_only() {
     assert_eq!(map_flags(&f, before, out.gpu_va) & 3, 0, "read-write");
 
     let at = f.rm.calls().len();
-    let inn = f
-        .sharer
-        .import(SessionId(2), peer(1000), &b, &out.token)
-        .expect("import");
+    let inn = import(&f, 2, &b, &out);
     assert_eq!(inn.exporter, SessionId(1));
     assert_ne!(inn.id, out.id, "each session has its own handle");
     assert_eq!(map_flags(&f, at, inn.gpu_va) & 3, 1, "READ_ONLY");
@@ -94,11 +116,7 @@ fn an_export_maps_one_page_read_write_and_an_import_maps_it_read_only() {
 
     // One page: what the exporter's file holds, the importer's reads.
     let theirs = mapped(inn.file);
-    let mine = rig_sys::mman::Mapping::shared(
-        &SealedMemfd::check(out.file).expect("memfd"),
-        rig_sys::mman::Fill::Lazy,
-    )
-    .expect("maps");
+    let mine = writable(out.file);
     mine.write_u64(usize::try_from(TARGET).expect("offset"), 42)
         .expect("write");
     assert_eq!(word(&theirs, TARGET), 42);
@@ -109,10 +127,7 @@ fn an_export_maps_one_page_read_write_and_an_import_maps_it_read_only() {
 fn a_token_imports_only_for_the_same_uid_and_only_the_token_given() {
     let f = fixture();
     let (a, b) = (space(&f), space(&f));
-    let out = f
-        .sharer
-        .export(SessionId(1), peer(1000), &a)
-        .expect("export");
+    let out = export(&f, &a);
     let maps = f.rm.live_maps();
 
     let e = f
@@ -155,20 +170,10 @@ fn a_token_imports_only_for_the_same_uid_and_only_the_token_given() {
 fn the_exporters_end_writes_how_far_it_got_and_lets_every_wait_pass() {
     let f = fixture();
     let (a, b) = (space(&f), space(&f));
-    let out = f
-        .sharer
-        .export(SessionId(1), peer(1000), &a)
-        .expect("export");
-    let inn = f
-        .sharer
-        .import(SessionId(2), peer(1000), &b, &out.token)
-        .expect("import");
+    let out = export(&f, &a);
+    let inn = import(&f, 2, &b, &out);
     let page = mapped(inn.file);
-    let mine = rig_sys::mman::Mapping::shared(
-        &SealedMemfd::check(out.file).expect("memfd"),
-        rig_sys::mman::Fill::Lazy,
-    )
-    .expect("maps");
+    let mine = writable(out.file);
     let put = |at: u64, v: u64| {
         mine.write_u64(usize::try_from(at).expect("offset"), v)
             .expect("write");
@@ -209,14 +214,8 @@ fn either_side_ending_first_leaves_nothing_mapped_or_registered() {
         let f = fixture();
         let (a, b) = (space(&f), space(&f));
         let maps = f.rm.live_maps();
-        let out = f
-            .sharer
-            .export(SessionId(1), peer(1000), &a)
-            .expect("export");
-        let inn = f
-            .sharer
-            .import(SessionId(2), peer(1000), &b, &out.token)
-            .expect("import");
+        let out = export(&f, &a);
+        let inn = import(&f, 2, &b, &out);
         let h =
             f.rm.calls()
                 .iter()
@@ -252,18 +251,9 @@ fn either_side_ending_first_leaves_nothing_mapped_or_registered() {
 fn the_exporters_close_ends_the_event_and_an_importers_close_only_its_view() {
     let f = fixture();
     let (a, b, c) = (space(&f), space(&f), space(&f));
-    let out = f
-        .sharer
-        .export(SessionId(1), peer(1000), &a)
-        .expect("export");
-    let one = f
-        .sharer
-        .import(SessionId(2), peer(1000), &b, &out.token)
-        .expect("import");
-    let two = f
-        .sharer
-        .import(SessionId(3), peer(1000), &c, &out.token)
-        .expect("import");
+    let out = export(&f, &a);
+    let one = import(&f, 2, &b, &out);
+    let two = import(&f, 3, &c, &out);
     let page = mapped(two.file);
 
     let ended = f.sharer.close(SessionId(2), one.id).expect("close");

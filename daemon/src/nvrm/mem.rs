@@ -29,6 +29,26 @@ pub const PAGE: u64 = 4096;
 /// The most host memory one `HostMem` holds.
 pub const MAX_LEN: u64 = 1 << 38;
 
+/// `len` bytes (rounded up to a page) of zeroed shmem in a memfd sealed as the RM needs
+/// it (module docs), and rigd's mapping of it, populated.
+///
+/// # Errors
+/// [`NvrmError::HostMemSize`], [`NvrmError::Memfd`], [`NvrmError::MapHost`].
+pub(super) fn sealed_mapped(
+    name: &std::ffi::CStr,
+    len: u64,
+) -> Result<(SealedMemfd, Mapping), NvrmError> {
+    if len == 0 || len > MAX_LEN {
+        return Err(NvrmError::HostMemSize { len });
+    }
+    let len = len.next_multiple_of(PAGE);
+    let file = Memfd::sealed(name, Backing::Shmem, len)
+        .map_err(|source| NvrmError::Memfd { len, source })?;
+    let map = Mapping::shared(&file, Fill::Populate)
+        .map_err(|source| NvrmError::MapHost { len, source })?;
+    Ok((file, map))
+}
+
 /// Host memory mapped in one address space, freed when dropped.
 #[derive(Debug)]
 pub struct HostMem<R: Rm> {
@@ -49,14 +69,8 @@ impl<R: Rm> HostMem<R> {
     /// [`NvrmError::VaExhausted`], or [`NvrmError::Call`] naming the step; what was
     /// made before is freed.
     pub fn new(space: &Arc<AddressSpace<R>>, len: u64) -> Result<Self, NvrmError> {
-        if len == 0 || len > MAX_LEN {
-            return Err(NvrmError::HostMemSize { len });
-        }
-        let len = len.next_multiple_of(PAGE);
-        let file = Memfd::sealed(c"rig-gpu-host", Backing::Shmem, len)
-            .map_err(|source| NvrmError::Memfd { len, source })?;
-        let map = Mapping::shared(&file, Fill::Populate)
-            .map_err(|source| NvrmError::MapHost { len, source })?;
+        let (file, map) = sealed_mapped(c"rig-gpu-host", len)?;
+        let len = file.len();
         let mut m = Self {
             space: Arc::clone(space),
             undo: Vec::new(),

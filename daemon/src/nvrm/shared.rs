@@ -17,16 +17,13 @@
 
 use std::sync::Arc;
 
-use rig_sys::{
-    memfd::{Backing, Memfd, SealedMemfd},
-    mman::{Fill, Mapping},
-};
+use rig_sys::{memfd::SealedMemfd, mman::Mapping};
 
 use super::{
     calls::Rm,
     error::{NvrmError, Step, at},
     gpu::{Gpu, Undo, first_of},
-    mem::{MAX_LEN, PAGE},
+    mem::sealed_mapped,
     space::{AddressSpace, MAP_DMA_FLAGS},
 };
 use crate::sys::nvrm::NvHandle;
@@ -70,14 +67,7 @@ impl<R: Rm> SharedPage<R> {
     /// [`NvrmError::HostMemSize`], [`NvrmError::Memfd`], [`NvrmError::MapHost`],
     /// [`NvrmError::Call`] (AllocOsDescriptor).
     pub fn new(gpu: &Arc<Gpu<R>>, len: u64) -> Result<Self, NvrmError> {
-        if len == 0 || len > MAX_LEN {
-            return Err(NvrmError::HostMemSize { len });
-        }
-        let len = len.next_multiple_of(PAGE);
-        let file = Memfd::sealed(c"rig-shared-page", Backing::Shmem, len)
-            .map_err(|source| NvrmError::Memfd { len, source })?;
-        let map = Mapping::shared(&file, Fill::Populate)
-            .map_err(|source| NvrmError::MapHost { len, source })?;
+        let (file, map) = sealed_mapped(c"rig-shared-page", len)?;
         let h_memory = gpu
             .rm()
             .alloc_os_descriptor(gpu.device(), gpu.pick_handle(), &map)
