@@ -383,7 +383,7 @@ impl<R: Rm> Sharer<R> {
             events: 1,
             ..Ended::default()
         };
-        self.let_go(&mut s, session, held, &mut ended);
+        self.let_go(&mut s, session, id, held, &mut ended);
         Ok(ended)
     }
 
@@ -392,15 +392,24 @@ impl<R: Rm> Sharer<R> {
     pub fn end(&self, session: SessionId) -> Ended {
         let mut s = self.lock();
         let mut ended = Ended::default();
-        for (_, held) in s.held.remove(&session).unwrap_or_default() {
+        for (id, held) in s.held.remove(&session).unwrap_or_default() {
             ended.events += 1;
-            self.let_go(&mut s, session, held, &mut ended);
+            self.let_go(&mut s, session, id, held, &mut ended);
         }
         ended
     }
 
-    /// Unmaps `held` from `session`'s space; the exporter's ends the event.
-    fn let_go(&self, s: &mut State<R>, session: SessionId, held: Held<R>, ended: &mut Ended) {
+    /// Unmaps `held` (`session`'s handle `id`) from `session`'s space; the exporter's
+    /// own view (its handle is the event's) ends the event. A session that imported its
+    /// own event holds both; closing the import ends nothing.
+    fn let_go(
+        &self,
+        s: &mut State<R>,
+        session: SessionId,
+        id: EventId,
+        held: Held<R>,
+        ended: &mut Ended,
+    ) {
         let Held { event, view } = held;
         let page = Arc::clone(view.page());
         if let Err(e) = view.close() {
@@ -409,12 +418,16 @@ impl<R: Rm> Sharer<R> {
         let Some(shared) = s.events.get_mut(&event) else {
             return;
         };
-        if shared.exporter == session {
+        if id == event {
             shared.gone = true;
             mark_gone(&page);
             ended.importers.extend(shared.importers.iter().copied());
             tracing::debug!(gpu = %self.name, session = session.0, event = event.0, importers = shared.importers.len(), "exported event ended");
-        } else {
+        } else if !s.held.get(&session).is_some_and(|h| {
+            h.values()
+                .any(|o| o.event == event && o.view.access() == Access::ReadOnly)
+        }) {
+            // Its last import of the event (a session may import one twice).
             shared.importers.remove(&session);
         }
         if shared.gone && shared.importers.is_empty() {

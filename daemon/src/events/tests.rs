@@ -285,3 +285,25 @@ fn a_session_holds_at_most_its_share_of_events() {
     assert_eq!(f.sharer.end(SessionId(1)).events, MAX_PER_SESSION);
     assert_eq!(f.sharer.count(), 0);
 }
+
+#[test]
+fn a_session_that_imports_its_own_event_ends_it_only_by_its_export() {
+    let f = fixture();
+    let (a, b) = (space(&f), space(&f));
+    let out = export(&f, &a);
+    let own = import(&f, 1, &a, &out);
+    let other = import(&f, 2, &b, &out);
+    let page = mapped(other.file);
+
+    assert!(
+        f.sharer
+            .close(SessionId(1), own.id)
+            .expect("close")
+            .importers
+            .is_empty()
+    );
+    assert_eq!(word(&page, STATE), LIVE, "closing the import ends nothing");
+    let ended = f.sharer.close(SessionId(1), out.id).expect("close");
+    assert_eq!(ended.importers, BTreeSet::from([SessionId(2)]));
+    assert_eq!(word(&page, STATE), GONE);
+}
