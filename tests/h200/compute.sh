@@ -39,6 +39,7 @@
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
 #     TG_PYTEST_K="expr" TG_SKIP_BENCH=1 ... # only the tests pytest -k selects; no figures
+#     TG_SKIP_OWN=1 ...                     # not rig's own tinygrad tests (tests/h200/tinygrad)
 #     RIG_WAIT_POLICY=yield ...             # rig_gpu.tinygrad's waits (docs/tinygrad.md)
 #     PHASES=host HOST_CPUS="3 7" HOST_ROUNDS=3 HOST_PROBES="new=.dev/rig-compute-probe old=/tmp/old-probe" ...
 #                                           # two probe builds' host time, turn about
@@ -220,7 +221,8 @@ if want tinygrad; then
   export RIG_SOCKET=$RUN/rigd.sock RIG_GPU=$GPU HOME=/tmp/rig-py-home PYTHONPATH=/tmp/rig-site \
     PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
   say "tinygrad: $(PYTHONPATH=/tmp/rig-site python3 -c 'import tinygrad, importlib.metadata as m; print("tinygrad", m.version("tinygrad"))') on rig, uid $NOBODY"
-  $as_nobody taskset -c 2-5 python3 -m pytest -q -p no:cacheprovider tests/h200/tinygrad/test_tinygrad_h200.py || FAIL=1
+  [ -n "${TG_SKIP_OWN:-}" ] ||
+    $as_nobody taskset -c 2-5 python3 -m pytest -q -p no:cacheprovider tests/h200/tinygrad/test_tinygrad_h200.py || FAIL=1
   say "tinygrad: figures, RIG beside CUDA in one process"
   [ -n "${TG_SKIP_BENCH:-}" ] || TG_SRC=$TG/src TG_BENCH_ONLY=${TG_BENCH_ONLY:-} \
     $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
