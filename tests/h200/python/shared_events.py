@@ -60,8 +60,10 @@ def exporter(conn):
             s.close()
             conn.send("stopped")
             return
-        # A record behind a kernel of about 200 ms, sent at once.
-        d = rt.launch(mod["spin"], grid=1, block=32, args=[np.uint64(SPIN), flag])
+        # A record behind a kernel of about 200 ms (2 s before the exporter dies, so
+        # that it dies first), sent at once.
+        cycles = SPIN * 10 if cmd == "record then die" else SPIN
+        d = rt.launch(mod["spin"], grid=1, block=32, args=[np.uint64(cycles), flag])
         v = rt.record_shared(ev, after=[d])
         conn.send(v)
         if cmd == "record then die":
@@ -172,6 +174,15 @@ def importer(conn_exp, pid_exp, out):
             check(True, "check: ExporterGone for the value the GPU wait was for")
     except Exception as e:  # noqa: BLE001
         check(False, f"host wait after SIGKILL: {type(e).__name__}: {e}")
+    # rigd ends the exporter's session on its own time: wait until the page says so.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            imp.check(v + 1)
+            time.sleep(0.001)
+        except rig.ExporterGone:
+            break
+    check(time.monotonic() < deadline, f"the page says the exporter ended, with {imp.released[0] >> 62 and 'every wait let pass'}")
     try:
         s.import_event(token)
         check(False, "an import after the exporter's end")
