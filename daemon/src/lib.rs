@@ -20,7 +20,9 @@
 //! client's own GPU address space, host memory, scheduled channels), and `channels`
 //! lends them: per DMA session its address space, groups and channels, their
 //! descriptors for the client, the error-notifier watch, and reclaim; `gpumem` lends
-//! GPU memory in each session's address space, within quotas per uid and per GPU.
+//! GPU memory in each session's address space, within quotas per uid and per GPU;
+//! `events` shares a semaphore page between sessions of one uid (CUDA's IPC events),
+//! mapped in each one's address space, and writes the exporter's end into it.
 //!
 //! Every stage's error classifies itself once with `error` (the stable reason of
 //! docs/errors.md, the device and the step it names), which imports nothing of the
