@@ -68,6 +68,16 @@ impl SharedEvent {
     }
 }
 
+impl SharedEvent {
+    /// `f` on the event, or `rig.Closed`.
+    fn with<T>(&self, f: impl FnOnce(&ExportedEvent) -> T) -> PyResult<T> {
+        lock(&self.inner)
+            .as_ref()
+            .map(f)
+            .ok_or_else(|| closed("shared event"))
+    }
+}
+
 impl ImportedEvent {
     pub(crate) fn import(py: Python<'_>, session: &Arc<RSession>, token: &[u8]) -> PyResult<Self> {
         let token = Token::try_from(token).map_err(|_| {
@@ -103,19 +113,13 @@ impl SharedEvent {
     /// The last value recorded (0: none yet).
     #[getter]
     fn last(&self) -> PyResult<u64> {
-        lock(&self.inner)
-            .as_ref()
-            .map(ExportedEvent::last)
-            .ok_or_else(|| closed("shared event"))
+        self.with(ExportedEvent::last)
     }
 
     /// The value the work released, and the GPU's time of it in nanoseconds.
     #[getter]
     fn released(&self) -> PyResult<(u64, u64)> {
-        lock(&self.inner)
-            .as_ref()
-            .map(ExportedEvent::released)
-            .ok_or_else(|| closed("shared event"))
+        self.with(ExportedEvent::released)
     }
 
     /// Gives the event back: importers' waits for values not yet released raise

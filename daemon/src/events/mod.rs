@@ -200,6 +200,21 @@ struct State<R: Rm> {
     held: HashMap<SessionId, BTreeMap<EventId, Held<R>>>,
 }
 
+impl<R: Rm> State<R> {
+    /// Gives `view` a new handle in `session`: the view of `event`, or, for `None`, an
+    /// exporter's view whose handle is the event's own.
+    fn hold(&mut self, session: SessionId, event: Option<EventId>, view: SharedView<R>) -> EventId {
+        let id = EventId(self.next);
+        self.next += 1;
+        let event = event.unwrap_or(id);
+        self.held
+            .entry(session)
+            .or_default()
+            .insert(id, Held { event, view });
+        id
+    }
+}
+
 /// The shared events of one served GPU.
 #[derive(Debug)]
 pub struct Sharer<R: Rm> {
@@ -280,15 +295,8 @@ impl<R: Rm> Sharer<R> {
             .map(OwnedFd::from)
             .map_err(self.share())?;
         let view = SharedView::map(space, &page, Access::ReadWrite).map_err(self.rm())?;
-        let id = EventId(s.next);
-        s.next += 1;
-        let out = ExportedEvent {
-            id,
-            token,
-            gpu_va: view.gpu_va(),
-            bytes: page.len(),
-            file,
-        };
+        let (gpu_va, bytes) = (view.gpu_va(), page.len());
+        let id = s.hold(session, None, view);
         s.events.insert(
             id,
             Shared {
@@ -300,12 +308,14 @@ impl<R: Rm> Sharer<R> {
                 importers: BTreeSet::new(),
             },
         );
-        s.held
-            .entry(session)
-            .or_default()
-            .insert(id, Held { event: id, view });
         tracing::debug!(gpu = %self.name, session = session.0, event = id.0, "event exported");
-        Ok(out)
+        Ok(ExportedEvent {
+            id,
+            token,
+            gpu_va,
+            bytes,
+            file,
+        })
     }
 
     /// Maps the event `token` names read-only into `space` for `session` (of `peer`).
@@ -347,24 +357,19 @@ impl<R: Rm> Sharer<R> {
             .map(OwnedFd::from)
             .map_err(self.share())?;
         let view = SharedView::map(space, &page, Access::ReadOnly).map_err(self.rm())?;
-        let id = EventId(s.next);
-        s.next += 1;
-        let out = ImportedEvent {
-            id,
-            gpu_va: view.gpu_va(),
-            bytes: page.len(),
-            exporter,
-            file,
-        };
+        let (gpu_va, bytes) = (view.gpu_va(), page.len());
+        let id = s.hold(session, Some(event), view);
         if let Some(e) = s.events.get_mut(&event) {
             e.importers.insert(session);
         }
-        s.held
-            .entry(session)
-            .or_default()
-            .insert(id, Held { event, view });
         tracing::debug!(gpu = %self.name, session = session.0, event = event.0, exporter = exporter.0, "event imported");
-        Ok(out)
+        Ok(ImportedEvent {
+            id,
+            gpu_va,
+            bytes,
+            exporter,
+            file,
+        })
     }
 
     /// Closes one of `session`'s events: an importer's view is unmapped; the
