@@ -233,7 +233,9 @@ fn compute(e: &ComputeError) -> Class {
     match e {
         ComputeError::Channel(c) => channel(c),
         ComputeError::Shape(_) | ComputeError::Params(_) | ComputeError::Qmd(_) => Class::Launch,
-        ComputeError::Window(_) | ComputeError::Cooperative { .. } => Class::Launch,
+        ComputeError::Window(_)
+        | ComputeError::Cooperative { .. }
+        | ComputeError::ForeignKernel { .. } => Class::Launch,
         ComputeError::Memory(m) => memory(m),
         ComputeError::Load(l) => load(l),
         ComputeError::Copy(c) => copy(c),

@@ -202,6 +202,19 @@ pub enum ComputeError {
         /// Its arena.
         arena: u64,
     },
+    /// A kernel of a module loaded into another session's address space: its code
+    /// and constant banks are not at those addresses in this channel's.
+    #[error(
+        "Kernel {kernel} was loaded by session {module_session}; this channel is session {channel_session}'s"
+    )]
+    ForeignKernel {
+        /// Its name.
+        kernel: String,
+        /// The session that loaded its module.
+        module_session: u64,
+        /// The channel's.
+        channel_session: u64,
+    },
     /// The copy kernel copies 16-byte words.
     #[error(
         "The copy kernel moves 16-byte words: {len} bytes between {src} and {dst} are not all 16-byte aligned"
@@ -742,6 +755,15 @@ impl ComputeChannel {
         if let Some(i) = self.templates.iter().position(|t| t.key == key) {
             self.last = i;
             return Ok(i);
+        }
+        // Only here, where a kernel gets its first template: the lookups above match
+        // only kernels that passed (a key names its kernel, unique in the process).
+        if kernel.module.session != self.ch.session() {
+            return Err(ComputeError::ForeignKernel {
+                kernel: kernel.name().into(),
+                module_session: kernel.module.session.0,
+                channel_session: self.ch.session().0,
+            });
         }
         let shape = Shape::new(kernel.info(), key.grid, key.block, key.dynamic_shared)?;
         let refused = |source| ComputeError::Cooperative {

@@ -22,7 +22,7 @@ use std::{
     time::Duration,
 };
 
-use rig_client::session::Session;
+use rig_client::session::{Session, SessionId};
 use rig_cubin::{Image, ImageError, ModuleError};
 use rig_model::addr::GpuVa;
 
@@ -160,6 +160,9 @@ pub struct Placed {
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub(crate) id: u64,
+    /// The session whose address space holds it: its code addresses mean nothing in
+    /// another's.
+    pub(crate) session: SessionId,
     pub(crate) cubin: rig_cubin::Module,
     pub(crate) image: Image,
     pub(crate) banks: Vec<ConstantBuffer>,
@@ -319,6 +322,7 @@ pub async fn load<A: Alloc>(
     Ok(Module {
         inner: Arc::new(Loaded {
             id: IDS.fetch_add(1, Ordering::Relaxed),
+            session: session.id(),
             cubin: prepared.cubin,
             image,
             banks,

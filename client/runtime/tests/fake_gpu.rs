@@ -882,8 +882,21 @@ async fn a_stream_waits_for_another_streams_work_on_the_gpu_through_its_fence() 
 
     // A stream of another session cannot be waited for; nor a value never promised.
     let other = Session::open(&f.server.socket, GPU).await.expect("other");
-    let (mut theirs, _) = runtime(&f, &other).await;
-    let d3 = theirs.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let (mut theirs, their_empty) = runtime(&f, &other).await;
+    // Nor launched with a kernel of this session's module: its code is not in theirs.
+    let e = theirs
+        .launch(&empty, 1, 1, 0, &[], &[])
+        .expect_err("this session's kernel");
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Compute(ComputeError::ForeignKernel { kernel, .. }) if kernel == "empty"
+        ),
+        "{e}"
+    );
+    let d3 = theirs
+        .launch(&their_empty, 1, 1, 0, &[], &[])
+        .expect("launch");
     let foreign = theirs.export(d3).expect("export");
     let e = two
         .import(Engine::Compute, foreign)
