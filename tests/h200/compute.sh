@@ -111,6 +111,33 @@ spread() { # prefix files...
   n=$(echo "$meds" | grep -c .)
   echo "$n clients reported; launch + completion, per client's median: $(echo "$meds" | head -n1) .. $(echo "$meds" | tail -n1) us, median of medians $(echo "$meds" | sed -n "$(((n + 1) / 2))p") us; worst p99 $(echo "$lines" | awk '{ print $6 }' | sort -n | tail -n1) us"
 }
+# The swarm's start line: each client, once open, makes ready.PID in $SW and waits for
+# $SW/go, which go_when_ready makes once N are ready (or after 120 s, failing), so that
+# every client's timed 10 s overlap whole: 64 CUDA contexts take seconds to open one
+# after another, and a window each from its own start counts launches made while
+# others were still opening.
+ready_dir() {
+  SW=$RUN/swarm-start
+  rm -rf "$SW" && mkdir -m 1777 "$SW"
+}
+go_when_ready() { # n
+  t=0
+  while [ "$(ls "$SW" | grep -c '^ready\.')" -lt "$1" ]; do
+    t=$((t + 1))
+    [ $t -gt 1200 ] && { touch "$SW/go"; say "swarm: only $(ls "$SW" | grep -c '^ready\.') of $1 ready in 120 s"; return 1; }
+    sleep 0.1
+  done
+  touch "$SW/go"
+  say "swarm: $1 ready after $((t / 10)).$((t % 10)) s; go"
+}
+# How the clients' timed windows lined up, from `PREFIX window pid P start_us S end_us E`
+# lines of FILES: the spread of their starts and of their ends (CLOCK_MONOTONIC).
+windows() { # prefix files...
+  p=$1
+  shift
+  cat "$@" | grep "^$p window" | awk '{ s = $(NF - 2); e = $NF; if (n == 0 || s < s0) s0 = s; if (s > s1) s1 = s; if (n == 0 || e < e0) e0 = e; if (e > e1) e1 = e; n++ }
+    END { printf "%d windows: starts within %.1f ms, ends within %.1f ms\n", n, (s1 - s0) / 1000, (e1 - e0) / 1000 }'
+}
 # The image's python3 with WHEELS (rig's, and tinygrad's for its phase) installed in
 # /tmp/rig-site, a home for uid 65534, and $as_nobody: a command and its arguments, run
 # as that uid.
@@ -254,11 +281,13 @@ for N in ${SWARM:-64 15}; do
   before="$(smi) | rigd $(rss_kb) kB | $(held)"
   PIDS=
   k=0
+  ready_dir
   while [ $k -lt "$N" ]; do
-    client $((60000 + k)) $((1 + k % 15)) swarm 10 "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/swarm-$k.out" 2>&1 &
+    SWARM_DIR=$SW client $((60000 + k)) $((1 + k % 15)) swarm 10 "$RUN/rigd.sock" "$GPU" "$CUBIN" > "$RUN/swarm-$k.out" 2>&1 &
     PIDS="$PIDS $!"
     k=$((k + 1))
   done
+  go_when_ready "$N" || FAIL=1
   peak=0
   for t in 1 2 3 4 5 6 7 8 9 10 11 12; do
     sleep 1
@@ -273,6 +302,7 @@ for N in ${SWARM:-64 15}; do
   done
   [ $bad = 0 ] || FAIL=1
   say "swarm: $(spread rig "$RUN"/swarm-*.out)"
+  say "swarm: $(windows swarm "$RUN"/swarm-*.out)"
   say "swarm: $(cat "$RUN"/swarm-*.out | awk '/^swarm pid/ { l += $5; s += $7 } /^check .* ok/ { ok++ } END { print l " launches and " s " saxpys, " ok " checks passed" }')"
   sleep 1
   say "swarm: before $before"
@@ -283,13 +313,16 @@ for N in ${SWARM:-64 15}; do
     say "swarm: CUDA, $N processes on the same CPUs, the same 10 s"
     PIDS=
     k=0
+    ready_dir
     while [ $k -lt "$N" ]; do
-      taskset -c $((1 + k % 15)) /tmp/cuda_compute_anchor "$CUBIN" swarm 10 > "$RUN/cuda-swarm-$k.out" 2>&1 &
+      SWARM_DIR=$SW taskset -c $((1 + k % 15)) /tmp/cuda_compute_anchor "$CUBIN" swarm 10 > "$RUN/cuda-swarm-$k.out" 2>&1 &
       PIDS="$PIDS $!"
       k=$((k + 1))
     done
+    go_when_ready "$N" || FAIL=1
     for p in $PIDS; do wait "$p" || FAIL=1; done
     say "swarm: CUDA: $(spread anchor "$RUN"/cuda-swarm-*.out)"
+    say "swarm: CUDA: $(windows "anchor swarm" "$RUN"/cuda-swarm-*.out)"
     say "swarm: CUDA: $(cat "$RUN"/cuda-swarm-*.out | awk '/^anchor swarm pid/ { l += $6; w += $8 } END { print l " launches, " w " wrong values" }')"
   fi
 done

@@ -25,6 +25,25 @@
 #include <time.h>
 #include <unistd.h>
 
+/* With SWARM_DIR set: a file ready.PID there, then a wait for the file go, which the
+ * harness makes once every process is ready, so the timed windows overlap whole
+ * (rig-compute-probe's swarm does the same). */
+static void start_together(void) {
+    const char *dir = getenv("SWARM_DIR");
+    if (!dir) return;
+    char p[4096];
+    snprintf(p, sizeof p, "%s/ready.%d", dir, (int)getpid());
+    FILE *f = fopen(p, "w");
+    if (!f) { perror(p); exit(1); }
+    fclose(f);
+    snprintf(p, sizeof p, "%s/go", dir);
+    double give_up = now_us() + 120e6;
+    while (access(p, F_OK) != 0) {
+        if (now_us() > give_up) { fprintf(stderr, "swarm: no go within 120 s\n"); exit(1); }
+        usleep(1000);
+    }
+}
+
 static int swarm(const void *image, double seconds) {
     CUdevice dev;
     CUcontext ctx;
@@ -43,7 +62,9 @@ static int swarm(const void *image, double seconds) {
     unsigned tag = (unsigned)getpid() & 0xfff;
     int cap = 4 << 20, n = 0;
     long wrong = 0;
-    double *lat = malloc(cap * sizeof *lat), end = now_us() + seconds * 1e6;
+    double *lat = malloc(cap * sizeof *lat);
+    start_together();
+    double start = now_us(), end = start + seconds * 1e6;
     while (now_us() < end && n < cap) {
         unsigned at = n % 4096, value = (tag << 20) | (n & 0xfffff);
         CUdeviceptr p = dhost + at * 4;
@@ -54,6 +75,7 @@ static int swarm(const void *image, double seconds) {
         lat[n++] = now_us() - t0;
         wrong += ((volatile unsigned *)host)[at] != value;
     }
+    printf("anchor swarm window pid %d start_us %.0f end_us %.0f\n", (int)getpid(), start, now_us());
     report("swarm_launch_sync_us", lat, n, "us");
     printf("anchor swarm pid %d launches %d wrong %ld\n", (int)getpid(), n, wrong);
     CHECK(cuMemFreeHost(host));

@@ -813,6 +813,8 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
         Arg::U64(n),
     ];
     let grid = u32::try_from(n / 256)?;
+    start_together()?;
+    let start = monotonic_us()?;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let (mut lat, mut wrong, mut saxpys) = (Vec::new(), 0u64, 0u32);
     let mut i = 0u32;
@@ -835,7 +837,9 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
             saxpys += 1;
         }
     }
+    let end = monotonic_us()?;
     report("swarm_launch_sync_us", lat, "us");
+    println!("swarm window pid {me} start_us {start} end_us {end}");
     check("swarm_store_at_own_value", wrong, i.into())?;
     // y grew by a once per saxpy, each sum rounded to f32 as the kernel's FMA rounds it
     // (a * 1 is exact): past 2^24 that is no longer a * saxpys.
@@ -846,6 +850,32 @@ async fn swarm(socket: &str, gpu: &str, cubin: &[u8], seconds: u64) -> Res<()> {
     println!("swarm pid {me} launches {i} saxpys {saxpys}");
     p.rt.close(&p.s).await?;
     Ok(())
+}
+
+/// With `SWARM_DIR` set, says this client is ready (a file `ready.PID` there) and waits
+/// for a file `go` to appear, which the harness makes once every client is ready: so
+/// the clients' timed windows overlap whole, however long each one took to open (CUDA's
+/// anchor does the same, tests/h200/cuda_compute_anchor.c).
+fn start_together() -> Res<()> {
+    let Ok(dir) = std::env::var("SWARM_DIR") else {
+        return Ok(());
+    };
+    let dir = std::path::Path::new(&dir);
+    std::fs::write(dir.join(format!("ready.{}", std::process::id())), b"")?;
+    let give_up = Instant::now() + Duration::from_secs(120);
+    while !dir.join("go").exists() {
+        if Instant::now() > give_up {
+            return Err("swarm: no go within 120 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// CLOCK_MONOTONIC in microseconds: one clock for every process on the machine.
+fn monotonic_us() -> Res<u64> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)?;
+    Ok(t.tv_sec().unsigned_abs() * 1_000_000 + t.tv_nsec().unsigned_abs() / 1000)
 }
 
 /// `spin`: a kernel on every SM that runs for about 10 s (2 * 10^10 clocks at the
