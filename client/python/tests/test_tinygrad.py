@@ -98,6 +98,9 @@ class FakeBackend:
         self.held = False
         self.held_issues = 0
         self.submits = 0
+        # How many commands each submission sent (issued since the one before).
+        self.runs: list[int] = []
+        self._unsent = 0
         # Called as each command is issued: what Python's cycle collector may run there.
         self.on_issue = None
         # GPU memory rigd lends this session before it refuses ("quota"), or None.
@@ -143,6 +146,7 @@ class FakeBackend:
 
         self.issued[engine] += 1
         self.held_issues += self.held
+        self._unsent += 1
         self.queues[engine].append((self.issued[engine], run))
         if engine in self.eager:
             self._run(engine, self.issued[engine])
@@ -212,6 +216,8 @@ class FakeBackend:
     def submit(self):
         self.held = False
         self.submits += 1
+        self.runs.append(self._unsent)
+        self._unsent = 0
 
     def record(self, engine, after):
         # The fake GPU's timer: a counter of nanoseconds that moves only when work
@@ -540,6 +546,49 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
     assert list(got.cast("f")) == [(i + 1.0) * 7 for i in range(n)]
     for x in (a1, a2, b, c):
         dev.allocator.free(x, 4 * n, spec)
+
+
+def test_an_early_graph_sends_its_first_launch_at_once_then_doubling_runs(dev):
+    # RIG_GRAPH_SUBMIT=early: seven launches, each adding one to the buffer before,
+    # reach the GPU as runs of 1, 1, 2 and 3, in order.
+    n, k = 16, 7
+
+    def floats(addr):
+        return (ctypes.c_float * n).from_address(cpu(addr))
+
+    def inc(grid, block, args):
+        out, inp = args
+        floats(out)[:] = [x + 1.0 for x in floats(inp)]
+
+    KERNELS["g_inc"] = inc
+    prg = dev.runtime("g_inc", b"fake cubin")
+    spec = BufferSpec(nolru=True)
+    bufs = [dev.allocator.alloc(4 * n, spec) for _ in range(k + 1)]
+    dev.allocator._copyin(bufs[0], memoryview(bytearray(4 * n)))
+    g = _graph([(prg, n, [bufs[i + 1], bufs[i]], []) for i in range(k)], [[] for _ in range(k)], [], {})
+    be = dev.backend
+    dev.graph_submit = "early"
+    try:
+        for _ in range(2):
+            dev.synchronize()
+            be.runs.clear()
+            g([], {})
+            assert be.runs == [1, 1, 2, 3], be.runs
+            got = memoryview(bytearray(4 * n))
+            dev.allocator._copyout(got, bufs[k])
+            assert list(got.cast("f")) == [float(k)] * n
+    finally:
+        dev.graph_submit = "once"
+    for b in bufs:
+        dev.allocator.free(b, 4 * n, spec)
+
+
+def test_rig_graph_submit_takes_once_or_early(monkeypatch):
+    # Refused before any session opens (the backend would be rig's, not the fake's).
+    monkeypatch.setenv("RIG_GPU", "0000:00:06.0")
+    monkeypatch.setenv("RIG_GRAPH_SUBMIT", "soon")
+    with pytest.raises(ValueError, match="RIG_GRAPH_SUBMIT='soon': once or early"):
+        rt.RigDevice("RIG:0")
 
 
 def _nvrtc() -> None:

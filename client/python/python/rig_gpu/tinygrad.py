@@ -717,11 +717,19 @@ class RigGraph(GraphRunner):
         if (deps := dev.in_place(wait)) is None:
             return self._queued(wait)  # HCQ's own commands
         be = dev.backend
+        # With `early`, the doorbell also rings after launches 1, 2, 4, 8…: the GPU
+        # starts on the first while the host queues the rest, at the cost of a WFI
+        # (no chaining) at each of those few points.
+        cut = 1 if dev.graph_submit == "early" else len(self.launches)
         be.hold()
         try:
             kernel, grid, block, args = self.launches[0]
             done = _issue(dev, deps, "compute", lambda after: be.launch(kernel, grid, block, args, after))
-            for kernel, grid, block, args in self.launches[1:]:
+            for j, (kernel, grid, block, args) in enumerate(self.launches[1:], 1):
+                if j == cut:
+                    be.submit()
+                    be.hold()
+                    cut *= 2
                 done = be.launch(kernel, grid, block, args, [])
         finally:
             be.submit()
@@ -897,6 +905,12 @@ class RigDevice(HCQCompiled):
         if index >= len(gpus):
             raise RuntimeError(f"RIG: {device} is not among RIG_GPU's {len(gpus)} GPU(s)")
         self.timeout = float(os.environ.get("RIG_TIMEOUT", "30"))
+        # How a graph's batch reaches the GPU: `once`, one submission after the host
+        # queued it all; `early`, the first launch at once and the rest in doubling
+        # runs (RigGraph.__call__).
+        self.graph_submit = os.environ.get("RIG_GRAPH_SUBMIT", "once")
+        if self.graph_submit not in ("once", "early"):
+            raise ValueError(f"RIG_GRAPH_SUBMIT={self.graph_submit!r}: once or early")
         self.backend: Backend = RigDevice.backend_t(
             gpus[index],
             os.environ.get("RIG_SOCKET", rig.DEFAULT_SOCKET),
