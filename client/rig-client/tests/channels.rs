@@ -210,14 +210,22 @@ async fn a_blocked_wait_sleeps_until_the_gpus_interrupt_wakes_it() {
         "slept again after the early wake: {}",
         ch.sleeps()
     );
-    // The arm: a host acquire of the channel's own semaphore for the value, then
-    // NON_STALL_INTERRUPT, in their own submission.
+    // The arm: a host acquire of the channel's own semaphore for the value, a release
+    // of the value into the channel's wake word past USERD, then NON_STALL_INTERRUPT,
+    // in their own submission.
     let words = last_entry(&session, &ch);
-    assert_eq!(words.len(), 7, "{words:x?}");
+    assert_eq!(words.len(), 13, "{words:x?}");
     let addr = u64::from(words[1]) | u64::from(words[2]) << 32;
     assert_eq!(addr, sem, "SEM_ADDR_LO, SEM_ADDR_HI");
     assert_eq!(words[3], 1, "the value");
-    assert_eq!(words[6], 0x8000_0008, "NON_STALL_INTERRUPT");
+    let wake = ch.wake_word_va().expect("rigd gave a wake word").get();
+    assert_eq!(u64::from(words[7]) | u64::from(words[8]) << 32, wake);
+    assert_eq!((words[9], words[10]), (1, 0), "the value, 64 bits");
+    assert_eq!(
+        words[11], 0x0100_0001,
+        "SEM_EXECUTE: RELEASE (2:0), 64-bit payload (24), no RELEASE_WFI (20)"
+    );
+    assert_eq!(words[12], 0x8000_0008, "NON_STALL_INTERRUPT");
 
     // Nothing releases value 2: the blocked wait still ends at its timeout, typed.
     let v2 = ch.release().expect("release");

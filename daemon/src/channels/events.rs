@@ -42,7 +42,13 @@ impl<R: Rm + 'static> EventHost for Served<R> {
 
     fn import_event(&self, session: SessionId, token: &[u8]) -> Result<ImportedEvent, EventError> {
         let (peer, space) = self.space_of(session)?;
-        self.events.import(session, peer, &space, token)
+        let imported = self.events.import(session, peer, &space, token)?;
+        // Its waits are for the exporter's interrupts, which its own channels' wake
+        // words do not announce.
+        if let Some(w) = &self.wakers {
+            w.unfilter(session);
+        }
+        Ok(imported)
     }
 
     fn close_event(&self, session: SessionId, id: EventId) -> Result<(), EventError> {

@@ -66,7 +66,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use rig_sys::scm::PeerCred;
+use rig_sys::{mman::ReadMapping, scm::PeerCred};
 
 use self::health::{GpuHealth, Reclaim};
 pub use self::health::{Health, RECLAIM_BOUND, recovery_action_name};
@@ -296,6 +296,10 @@ pub struct OpenedChannel {
     /// The channel's wake descriptor (an eventfd rigd signals on the GPU's non-stall
     /// interrupts, `wake`); None where rigd has no event on the GPU.
     pub wake: Option<OwnedFd>,
+    /// The wake word's offset in the ring's file (its GPU VA: `ring_gpu_va` + it),
+    /// where the client's arms release their value before the interrupt; 0 where rigd
+    /// reads none (no wake descriptor, or the ring in GPU memory).
+    pub wake_offset: u64,
 }
 
 /// One channel as `rigctl channels` shows it.
@@ -627,6 +631,29 @@ impl<R: Rm> Served<R> {
 
     /// The GPU's non-stall event and the thread that wakes blocked waits on it; None,
     /// logged, when the RM refused the event (clients' waits then spin and yield).
+    /// `channel`'s wake word as the wake thread reads it, and its offset in the ring
+    /// (`wake`); none with the ring in GPU memory, or when the mapping fails (the
+    /// channel is then woken on every edge).
+    fn wake_word(channel: &Channel<R>) -> Option<(wake::WakeWord, u64)> {
+        let at = channel.wake_offset()?;
+        let host = channel.gpfifo().host()?;
+        let word = ReadMapping::shared(host.file())
+            .and_then(|m| {
+                wake::WakeWord::new(
+                    m,
+                    usize::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?,
+                )
+            })
+            .inspect_err(|e| {
+                tracing::warn!(
+                    error = e as &dyn std::error::Error,
+                    "no wake word for a channel: it wakes on every interrupt"
+                )
+            })
+            .ok()?;
+        Some((word, at))
+    }
+
     fn watch_interrupts(gpu: &Arc<Gpu<R>>, name: &str) -> Option<wake::Wakers> {
         let events = match NonStall::open(gpu) {
             Ok(e) => e,
@@ -1112,12 +1139,20 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
                 .usermode()
                 .share()
                 .map_err(self.share("the usermode page"))?,
-            wake: self.wakers.as_ref().and_then(|w| {
-                w.add(session, id)
-                    .inspect_err(|e| tracing::warn!(gpu = %self.name, session = session.0, channel = id.0, error = e as &dyn std::error::Error, "no wake descriptor for a channel: its waits will not sleep"))
-                    .ok()
-            }),
+            wake: None,
+            wake_offset: 0,
         };
+        let mut opened = opened;
+        if let Some(w) = &self.wakers {
+            let word = Self::wake_word(&channel);
+            let offset = word.as_ref().map_or(0, |(_, at)| *at);
+            match w.add(session, id, word.map(|(w, _)| w)) {
+                Ok(fd) => (opened.wake, opened.wake_offset) = (Some(fd), offset),
+                Err(e) => {
+                    tracing::warn!(gpu = %self.name, session = session.0, channel = id.0, error = &e as &dyn std::error::Error, "no wake descriptor for a channel: its waits will not sleep");
+                }
+            }
+        }
         client.channels.insert(
             id,
             LentChannel {

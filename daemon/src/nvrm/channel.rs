@@ -9,7 +9,10 @@
 //!
 //! Who writes what: the submitter (rigd in tests, a client when lent) writes ring
 //! entries and GP_PUT (USERD +0x8c); the GPU writes GP_GET (USERD +0x88) and the RM
-//! the error notifier; rigd only reads them.
+//! the error notifier; rigd only reads them. With the ring in host memory, the 8 bytes
+//! past USERD ([`wake_offset`]) are the channel's wake word, which the channel's own
+//! releases write before its non-stall interrupts and rigd reads to know whose
+//! interrupt an edge was (`channels::wake`).
 
 use std::{
     sync::{
@@ -343,6 +346,13 @@ pub fn ring_len(n: u32) -> u64 {
     userd_offset(n) + USERD_LEN
 }
 
+/// Where the wake word of a ring of `n` entries in host memory lies: right past USERD,
+/// inside the page USERD ends in (`ring_len` is a multiple of 512 and never of the
+/// page, and host memory is whole pages, zeroed).
+pub fn wake_offset(n: u32) -> u64 {
+    ring_len(n)
+}
+
 /// Zeroes USERD at `offset` of a window and reads the last word back, so the stores
 /// have landed before the RM makes the channel.
 fn clear_userd<W: Window>(w: &W, offset: u64) -> std::io::Result<()> {
@@ -646,6 +656,14 @@ impl<R: Rm> Channel<R> {
     /// Where USERD starts in [`Channel::gpfifo`].
     pub fn userd_offset(&self) -> usize {
         self.userd
+    }
+
+    /// With the ring in host memory, the wake word's offset in [`Channel::gpfifo`]
+    /// ([`wake_offset`]); none in GPU memory, where rigd would read it across BAR1.
+    pub fn wake_offset(&self) -> Option<u64> {
+        let host = self.gpfifo.host()?;
+        let at = wake_offset(self.entries);
+        (at + 8 <= host.len()).then_some(at)
     }
 
     /// Rings the doorbell with this channel's token: the GPU reads GP_PUT. Publish

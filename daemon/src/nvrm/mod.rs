@@ -58,7 +58,7 @@ pub use calls::{
 };
 pub use channel::{
     Channel, ChannelFault, ChannelGroup, Engine, GroupEngine, Placement, RingMem, USERD_GP_GET,
-    USERD_GP_PUT, ring_len, userd_offset,
+    USERD_GP_PUT, ring_len, userd_offset, wake_offset,
 };
 pub use error::{CallError, NvrmError, Step};
 pub use events::{NONSTALL_NOTIFY_INDEX, NonStall};

@@ -87,6 +87,7 @@ pub async fn open(
                 pushbuffer_gpu_va: o.pushbuffer_gpu_va,
                 pushbuffer_bytes: o.pushbuffer_bytes,
                 wake: o.wake.is_some(),
+                wake_offset: o.wake_offset,
             });
             tracing::debug!(
                 session = session.0,

@@ -277,6 +277,9 @@ pub struct Channel {
     /// The wake descriptor rigd signals on the GPU's non-stall interrupts, if it sent
     /// one (`sleep`).
     pub(super) wake: Option<rig_sys::wake::Wake>,
+    /// The wake word rigd reads to know an interrupt is this channel's, if it said
+    /// where (`sleep`).
+    pub(super) wake_va: Option<GpuVa>,
     /// How waits spend their time.
     pub(super) policy: super::WaitPolicy,
     /// The largest value an interrupt was armed for.
@@ -384,6 +387,13 @@ impl Channel {
     /// The timeline semaphore's GPU address (value at +0, timestamp at +8).
     pub fn semaphore_va(&self) -> GpuVa {
         self.sem_va
+    }
+
+    /// The wake word's GPU address, where an arm releases its value before its
+    /// interrupt so that rigd wakes this channel only for its own; none where rigd
+    /// gave none (then every interrupt on the GPU wakes it).
+    pub fn wake_word_va(&self) -> Option<GpuVa> {
+        self.wake_va
     }
 
     /// How many bits of a value this channel's engine releases (32 on a copy channel).

@@ -203,6 +203,23 @@ impl Channel {
             ));
         }
         let id = r.channel;
+        // The wake word: 8 bytes past USERD inside the ring's file, only beside a wake
+        // descriptor (rig_client::channel::sleep's arm releases into it).
+        let wake_va = match r.wake_offset {
+            0 => None,
+            at if wake.is_some()
+                && at % 8 == 0
+                && at >= r.userd_offset + 512
+                && at.checked_add(8).is_some_and(|end| end <= r.ring_bytes) =>
+            {
+                Some(GpuVa(r.ring_gpu_va + at))
+            }
+            _ => {
+                return Err(ChannelError::Protocol(
+                    "the wake word lies outside the ring's file past USERD, or without a wake descriptor",
+                ));
+            }
+        };
         if Rings::from_wire(r.rings) != Some(o.rings) {
             return Err(ChannelError::Protocol(
                 "the channel's rings are not where they were asked for",
@@ -263,6 +280,7 @@ impl Channel {
             acquired: Vec::new(),
             drained: false,
             wake,
+            wake_va,
             policy: super::WaitPolicy::default(),
             armed: 0,
             interrupts: 0,

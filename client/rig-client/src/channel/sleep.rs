@@ -6,9 +6,12 @@
 //! The GPU raises it only when asked: before a wait first sleeps for a value, it arms
 //! the channel ([`Channel::arm`]): a host acquire of the channel's own semaphore for
 //! that value (the channel's host stops there until the engine has released it; the
-//! group stays on the engine, since the release comes from the channel's own work)
-//! and then NON_STALL_INTERRUPT. So a wait that ends while spinning costs the GPU
-//! nothing, and one that sleeps costs 7 words and one interrupt.
+//! group stays on the engine, since the release comes from the channel's own work),
+//! a release of the value into the channel's wake word where rigd gave one (rigd
+//! then signals this channel only for edges its word announces, not for every other
+//! channel's interrupt), and then NON_STALL_INTERRUPT. So a wait that ends while
+//! spinning costs the GPU nothing, and one that sleeps costs 13 words (7 without a
+//! wake word) and one interrupt.
 //!
 //! The rules (docs/channels.md, "Waiting"):
 //! - a wake says only that something on the GPU raised the interrupt (rigd's RM event
@@ -32,7 +35,7 @@
 use std::{os::fd::BorrowedFd, time::Duration};
 
 use rig_model::addr::GpuVa;
-use rig_nv::method::{self, Waiting};
+use rig_nv::method::{self, Release, Waiting};
 
 use super::{Channel, ChannelError, timeline::Payload};
 
@@ -137,8 +140,9 @@ impl Channel {
     }
 
     /// Makes the GPU raise a non-stall interrupt once `value` has landed (a host
-    /// acquire of the channel's own semaphore, then NON_STALL_INTERRUPT: 7 words,
-    /// submitted at once, with whatever was pushed before them). Returns false when the
+    /// acquire of the channel's own semaphore, a release of `value` into the wake word
+    /// where rigd gave one, then NON_STALL_INTERRUPT: 13 words, or 7, submitted at
+    /// once, with whatever was pushed before them). Returns false when the
     /// channel has no wake descriptor, no room in its pushbuffer for the words (nothing
     /// is pushed), or no room in its ring for them now (they stay queued, and a later
     /// arm or submit sends them); true once they are in the ring for `value` or more. A
@@ -166,10 +170,20 @@ impl Channel {
             }
             Payload::Word64 => method::acquire(self.sem_va, value, Waiting::Stay)?,
         };
-        let mut words = [0u32; 7];
+        let mut words = [0u32; 13];
         words[..6].copy_from_slice(&acquire);
-        words[6..].copy_from_slice(&method::non_stall_interrupt());
-        match self.push_words(&words) {
+        let mut n = 6;
+        if let Some(va) = self.wake_va {
+            // No WFI: the acquire before it already held the host until the value.
+            let said = Release {
+                wait_idle: false,
+                timestamp: false,
+            };
+            words[n..n + 6].copy_from_slice(&method::release_with(va, value, said)?);
+            n += 6;
+        }
+        words[n..=n].copy_from_slice(&method::non_stall_interrupt());
+        match self.push_words(&words[..=n]) {
             Ok(()) => {}
             Err(ChannelError::PushbufferFull { .. }) => return Ok(false),
             Err(e) => return Err(e),
