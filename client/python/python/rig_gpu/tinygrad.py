@@ -38,7 +38,9 @@ n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's s
 ``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
 each launch queued back to back instead of chaining them through their QMDs (the
 default); ``RIG_GRAPH=0`` replays TinyJit's kernels one by one instead of its batches
-as rig graphs (``RigGraph``, the default).
+as rig graphs (``RigGraph``, the default); ``RIG_GRAPH_SUBMIT=early`` sends a graph's
+first launch at once and the rest in doubling runs instead of in one submission
+(``once``, the default).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
