@@ -387,6 +387,34 @@ impl<'py> Held<'py> {
     }
 }
 
+/// An int argument as a parameter of `size` bytes: unsigned, or negative and signed.
+fn int_arg<'a>(o: &Bound<'_, PyAny>, size: u32, bad: impl Fn(&str) -> PyErr) -> PyResult<Arg<'a>> {
+    let v: i128 = o.extract()?;
+    match size {
+        1 => u8::try_from(v)
+            .map(Arg::U8)
+            .or_else(|_| i8::try_from(v).map(|x| Arg::U8(x.cast_unsigned())))
+            .map_err(|_| bad(&v.to_string())),
+        2 => u16::try_from(v)
+            .map(Arg::U16)
+            .or_else(|_| i16::try_from(v).map(|x| Arg::U16(x.cast_unsigned())))
+            .map_err(|_| bad(&v.to_string())),
+        4 if v < 0 => i32::try_from(v)
+            .map(Arg::I32)
+            .map_err(|_| bad(&v.to_string())),
+        4 => u32::try_from(v)
+            .map(Arg::U32)
+            .map_err(|_| bad(&v.to_string())),
+        8 if v < 0 => i64::try_from(v)
+            .map(Arg::I64)
+            .map_err(|_| bad(&v.to_string())),
+        8 => u64::try_from(v)
+            .map(Arg::U64)
+            .map_err(|_| bad(&v.to_string())),
+        _ => Err(bad("an int")),
+    }
+}
+
 /// Argument `i` of a launch, for a parameter of `size` bytes: a buffer passes its GPU
 /// address; an int fits the size (negative ones signed); a float is a `float` (4) or a
 /// `double` (8); bytes pass as they are (a struct by value); a numpy scalar passes its
@@ -415,6 +443,11 @@ fn arg<'a>(
     if let Ok(g) = o.cast::<GpuBuffer>() {
         return Ok(Arg::Ptr(g.borrow().get()?.va()));
     }
+    // Plain ints first, the common case (addresses, sizes): asking one for a `dtype`
+    // below raises and drops an AttributeError, a Python exception per argument.
+    if o.is_exact_instance_of::<PyInt>() || o.is_exact_instance_of::<PyBool>() {
+        return int_arg(o, size, bad);
+    }
     // A numpy scalar (np.float32(a), np.int32(n)) or 0-d array: its dtype fixes its
     // width, which must be the parameter's; its bytes pass as they are. Before the
     // int and float checks: np.float64 is a Python float.
@@ -433,30 +466,7 @@ fn arg<'a>(
         return Ok(Arg::Bytes(bytes));
     }
     if o.is_instance_of::<PyBool>() || o.is_instance_of::<PyInt>() {
-        let v: i128 = o.extract()?;
-        return match size {
-            1 => u8::try_from(v)
-                .map(Arg::U8)
-                .or_else(|_| i8::try_from(v).map(|x| Arg::U8(x.cast_unsigned())))
-                .map_err(|_| bad(&v.to_string())),
-            2 => u16::try_from(v)
-                .map(Arg::U16)
-                .or_else(|_| i16::try_from(v).map(|x| Arg::U16(x.cast_unsigned())))
-                .map_err(|_| bad(&v.to_string())),
-            4 if v < 0 => i32::try_from(v)
-                .map(Arg::I32)
-                .map_err(|_| bad(&v.to_string())),
-            4 => u32::try_from(v)
-                .map(Arg::U32)
-                .map_err(|_| bad(&v.to_string())),
-            8 if v < 0 => i64::try_from(v)
-                .map(Arg::I64)
-                .map_err(|_| bad(&v.to_string())),
-            8 => u64::try_from(v)
-                .map(Arg::U64)
-                .map_err(|_| bad(&v.to_string())),
-            _ => Err(bad("an int")),
-        };
+        return int_arg(o, size, bad);
     }
     if o.is_instance_of::<PyFloat>() {
         let v: f64 = o.extract()?;
