@@ -629,8 +629,6 @@ impl<R: Rm> Served<R> {
         }
     }
 
-    /// The GPU's non-stall event and the thread that wakes blocked waits on it; None,
-    /// logged, when the RM refused the event (clients' waits then spin and yield).
     /// `channel`'s wake word as the wake thread reads it, and its offset in the ring
     /// (`wake`); none with the ring in GPU memory, or when the mapping fails (the
     /// channel is then woken on every edge).
@@ -654,6 +652,8 @@ impl<R: Rm> Served<R> {
         Some((word, at))
     }
 
+    /// The GPU's non-stall event and the thread that wakes blocked waits on it; None,
+    /// logged, when the RM refused the event (clients' waits then spin and yield).
     fn watch_interrupts(gpu: &Arc<Gpu<R>>, name: &str) -> Option<wake::Wakers> {
         let events = match NonStall::open(gpu) {
             Ok(e) => e,
@@ -1113,7 +1113,7 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
         );
         let (channel, lending) = self.make(&group, client.peer.uid, req)?;
         let (pushbuffer_offset, pushbuffer_gpu_va, pushbuffer_bytes) = lending.pushbuffer;
-        let opened = OpenedChannel {
+        let mut opened = OpenedChannel {
             id,
             engine: req.engine,
             entries: channel.entries(),
@@ -1142,7 +1142,6 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             wake: None,
             wake_offset: 0,
         };
-        let mut opened = opened;
         if let Some(w) = &self.wakers {
             let word = Self::wake_word(&channel);
             let offset = word.as_ref().map_or(0, |(_, at)| *at);

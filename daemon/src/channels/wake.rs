@@ -25,8 +25,9 @@
 //! Invariants: an edge signals every channel whose word grew, is 0 or is not read;
 //! a client wakes when its channel's arm landed or something it cannot filter did,
 //! and re-reads before it sleeps again, so a spurious wake costs it one read and a
-//! wake is never lost: the word is written before the interrupt it announces. The thread holds the event file and object, and frees them when it ends
-//! (dropping [`Wakers`] stops it). If the event file reports an error (a GPU lost),
+//! wake is never lost: the word is written before the interrupt it announces. The
+//! thread holds the event file and object, and frees them when it ends (dropping
+//! [`Wakers`] stops it, and logs how many signals and passes the edges gave). If the event file reports an error (a GPU lost),
 //! the thread ends: waits then end by their own time bound (rig-client polls with
 //! one), never by a wake that will not come.
 //!
