@@ -174,7 +174,29 @@ def main() -> int:
                 f" ratio {host['RIG'] / host['CUDA']:.3f} (the call's own time, before the sync)",
                 flush=True,
             )
+            submits(seqlen, made["RIG"])
             del made
+
+    def submits(seqlen, made) -> None:
+        """RIG's graphs sent in one submission and early (RIG_GRAPH_SUBMIT), in turn."""
+        dev = Device["RIG"]
+        if not hasattr(dev, "graph_submit"):
+            return
+        was, r, h = dev.graph_submit, {"once": [], "early": []}, {"once": [], "early": []}
+        for _ in range(3):
+            for m in r:
+                dev.graph_submit = m
+                made[2].clear()
+                r[m].append(jit_step_ms("RIG", made))
+                h[m].append(made[2][-1])
+        dev.graph_submit = was
+        t = {m: statistics.median(v) for m, v in r.items()}
+        hm = {m: statistics.median(v) for m, v in h.items()}
+        print(
+            f"tinygrad gpt2_jit_forward_seq{seqlen}_ms RIG graphs once {t['once']:.3f} early {t['early']:.3f} ms"
+            f" (host {hm['once']:.3f}, {hm['early']:.3f}) early/once {t['early'] / t['once']:.3f}",
+            flush=True,
+        )
 
     if os.environ.get("TG_BENCH_ONLY") == "gpt2":  # the transformer's figures alone
         gpt2()
