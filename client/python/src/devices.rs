@@ -50,6 +50,8 @@ pub fn devices(py: Python<'_>, socket: Option<PathBuf>) -> PyResult<Vec<Bound<'_
             d.set_item("reason", &g.reason)?;
             d.set_item("copy_engines", &g.copy_engines)?;
             d.set_item("interrupts", g.interrupts)?;
+            d.set_item("wakes_given", g.wakes_given)?;
+            d.set_item("wakes_passed", g.wakes_passed)?;
             if let Some(c) = g.geometry {
                 d.set_item(
                     "arch",

@@ -118,6 +118,14 @@ pub struct ServedGpu {
     /// field).
     #[serde(default)]
     pub interrupts: Option<u64>,
+    /// Of the channels looked at on those interrupts: how many were woken, and how
+    /// many passed over because their wake words said an interrupt was another's;
+    /// `None` as for `interrupts`.
+    #[serde(default)]
+    pub wakes_given: Option<u64>,
+    /// See `wakes_given`.
+    #[serde(default)]
+    pub wakes_passed: Option<u64>,
 }
 
 /// An unbind that timed out and has not returned: one of rigd's workers is in the

@@ -186,9 +186,14 @@ fn print_status(s: &Status, json: bool) -> Result<(), BoxError> {
             let ces: Vec<_> = g.copy_engines.iter().map(|n| format!("COPY{n}")).collect();
             format!("; copies on {}", ces.join(" "))
         };
-        let waits = match g.interrupts {
-            Some(n) => format!("; waits sleep ({n} interrupts)"),
-            None => "; waits never sleep".to_owned(),
+        let waits = match (g.interrupts, g.wakes_given, g.wakes_passed) {
+            (Some(n), Some(given), Some(passed)) => {
+                format!(
+                    "; waits sleep ({n} interrupts: {given} channel wakes, {passed} passed over by wake words)"
+                )
+            }
+            (Some(n), ..) => format!("; waits sleep ({n} interrupts)"),
+            (None, ..) => "; waits never sleep".to_owned(),
         };
         writeln!(
             out,

@@ -377,6 +377,10 @@ pub trait ChannelHost: GpuMemoryHost + EventHost + Send + Sync + fmt::Debug {
     /// The non-stall interrupts seen since rigd began watching them; None when it
     /// does not (channels get no wake descriptor).
     fn interrupts(&self) -> Option<u64>;
+    /// Of the channels looked at on those interrupts: how many were signalled, and how
+    /// many passed over because their wake words said the interrupt was another's
+    /// (`wake`); None as for [`ChannelHost::interrupts`].
+    fn wakes(&self) -> Option<(u64, u64)>;
 }
 
 /// A channel lent to a session, with what `rigctl channels` shows of it.
@@ -1030,6 +1034,13 @@ impl<R: Rm + 'static> ChannelHost for Served<R> {
             .as_ref()
             .filter(|w| w.watching())
             .map(wake::Wakers::edges)
+    }
+
+    fn wakes(&self) -> Option<(u64, u64)> {
+        self.wakers
+            .as_ref()
+            .filter(|w| w.watching())
+            .map(wake::Wakers::signals)
     }
 
     fn set_channels_per_session(&self, limit: usize) {

@@ -26,6 +26,8 @@ pub struct ServedGpu {
     pub copy_engines: Vec<u8>,
     /// The non-stall interrupts seen; None: rigd does not watch them.
     pub interrupts: Option<u64>,
+    /// Channels those interrupts signalled, and passed over by their wake words.
+    pub wakes: Option<(u64, u64)>,
 }
 
 /// Where a served GPU's pool puts leases in each session's GPU address space: below
@@ -268,6 +270,7 @@ impl Rig {
             geometry: h.geometry(),
             copy_engines: h.copy_engines(),
             interrupts: h.interrupts(),
+            wakes: h.wakes(),
         })
     }
 
@@ -462,6 +465,7 @@ mod tests {
         let rm = FakeRm::new();
         let (rig, _) = serve_fake(&mut Config::default(), dir.path(), rm.clone(), 1);
         assert_eq!(rig.served_gpus()[0].1.interrupts, Some(0));
+        assert_eq!(rig.served_gpus()[0].1.wakes, Some((0, 0)), "no channel yet");
         assert_eq!(rm.event_files(), 1);
         rm.interrupt();
         let seen = (0..500).any(|_| {

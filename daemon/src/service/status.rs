@@ -51,6 +51,8 @@ pub fn served_gpu(bdf: String, g: &crate::rig::ServedGpu) -> pb::ServedGpu {
         geometry: g.geometry.as_ref().map(Into::into),
         copy_engines: g.copy_engines.iter().copied().map(u32::from).collect(),
         interrupts: g.interrupts,
+        wakes_given: g.wakes.map(|w| w.0),
+        wakes_passed: g.wakes.map(|w| w.1),
     }
 }
 

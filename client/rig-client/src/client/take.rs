@@ -128,6 +128,8 @@ impl Client {
                     geometry: g.geometry.map(Into::into),
                     copy_engines: g.copy_engines,
                     interrupts: g.interrupts,
+                    wakes_given: g.wakes_given,
+                    wakes_passed: g.wakes_passed,
                 })
                 .collect(),
         })
