@@ -18,7 +18,7 @@ use rig_client::{
     session::{Addressing, Session, SessionErrorKind},
 };
 use rigd::{
-    channels::{ChannelId, Limits, Served},
+    channels::{ChannelHost, ChannelId, Limits, Served},
     dma::PoolMode,
     nvrm::{Call, FAKE_TOKEN, FakeRm, LEASE_BASE, VA_END, layout::r580},
 };
@@ -185,23 +185,37 @@ async fn a_blocked_wait_sleeps_until_the_gpus_interrupt_wakes_it() {
     ch.submit().expect("submit");
     ch.set_wait_policy(WaitPolicy::Block);
 
-    // The "GPU" lands the value after 150 ms and raises the interrupt 20 ms later; a
-    // wake with nothing landed comes first, at 50 ms.
+    // The "GPU" lands the value after 110 ms, runs the arm's release of value + 1
+    // into the wake word, and raises the interrupt 2 ms later, early in a sleep's
+    // 50 ms slice; another channel's interrupt comes first, at 50 ms, and rigd passes this
+    // one over for it.
     let sem = ch.semaphore_va().get();
+    let (passed, id) = (f.gpu.wakes().expect("watched").1, ChannelId(ch.id()));
     let (waited, cpu) = std::thread::scope(|t| {
         t.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
             f.rm.interrupt();
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(60));
             f.server.gpu_writes(&session, GPU, sem, &1u64.to_le_bytes());
-            std::thread::sleep(Duration::from_millis(20));
+            assert!(
+                f.gpu.release_wake_word(id, 2),
+                "the channel has a wake word"
+            );
+            std::thread::sleep(Duration::from_millis(2));
             f.rm.interrupt();
         });
         let (start, cpu) = (std::time::Instant::now(), thread_cpu());
         ch.wait(v, Duration::from_secs(10)).expect("woken, landed");
         (start.elapsed(), thread_cpu() - cpu)
     });
-    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    assert!(waited >= Duration::from_millis(110), "{waited:?}");
+    // Woken by its own interrupt at 112 ms, not by the slice's end at 150.
+    assert!(waited < Duration::from_millis(148), "{waited:?}");
+    assert_eq!(ch.missed_wakes(), 0);
+    assert!(
+        f.gpu.wakes().expect("watched").1 > passed,
+        "the first interrupt passed this channel over"
+    );
     // Spinning or yielding for that long would take the whole wait's CPU.
     assert!(cpu < waited / 3, "{cpu:?} of CPU in a {waited:?} wait");
     assert_eq!(ch.interrupts(), 1, "armed once for the value");
@@ -220,7 +234,7 @@ async fn a_blocked_wait_sleeps_until_the_gpus_interrupt_wakes_it() {
     assert_eq!(words[3], 1, "the value");
     let wake = ch.wake_word_va().expect("rigd gave a wake word").get();
     assert_eq!(u64::from(words[7]) | u64::from(words[8]) << 32, wake);
-    assert_eq!((words[9], words[10]), (1, 0), "the value, 64 bits");
+    assert_eq!((words[9], words[10]), (2, 0), "the value + 1, 64 bits");
     assert_eq!(
         words[11], 0x0100_0001,
         "SEM_EXECUTE: RELEASE (2:0), 64-bit payload (24), no RELEASE_WFI (20)"

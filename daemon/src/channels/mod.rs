@@ -1011,6 +1011,22 @@ impl<R: Rm> Served<R> {
         })
     }
 
+    /// Writes `word` into `channel`'s wake word, as its arm's release would on the GPU
+    /// (tests: a fake GPU runs no host methods). False for a channel not open or
+    /// without a word.
+    pub fn release_wake_word(&self, channel: ChannelId, word: u64) -> bool {
+        self.clients().iter().any(|(_, c)| {
+            lock_client(c).channels.get(&channel).is_some_and(|lent| {
+                let (Some(at), Some(host)) =
+                    (lent.channel.wake_offset(), lent.channel.gpfifo().host())
+                else {
+                    return false;
+                };
+                usize::try_from(at).is_ok_and(|at| host.mapping().write_u64(at, word).is_ok())
+            })
+        })
+    }
+
     /// Releases `value` into the event `session` exported as `event`, as its GPU
     /// would (tests). False for an event the session does not hold.
     pub fn release_event(&self, session: SessionId, event: u64, value: u64) -> bool {

@@ -9,9 +9,10 @@
 //! ([`crate::nvrm::wake_offset`]): a client arming a sleep pushes a host acquire for
 //! its value, a release of that value into the word, then NON_STALL_INTERRUPT, so by
 //! the time the interrupt's edge arrives the word holds the value (docs/channels.md,
-//! "Waiting"). On each edge the thread reads every word and signals a channel only
-//! when its word grew since the last signal. A word still 0 (a client that never
-//! writes it), a ring in GPU memory (no word), and a session that imported an event
+//! "Waiting"; the word holds value + 1, and a client writes 1 into it when it opens
+//! the channel). On each edge the thread reads every word and signals a channel only
+//! when its word grew past 1 and since the last signal. A word still 0 (a client
+//! that never writes it), a ring in GPU memory (no word), and a session that imported an event
 //! (its waits are for another session's interrupts, [`Wakers::unfilter`]) are
 //! signalled on every edge, as before the words. A client that writes its own word
 //! can only wake itself too often or too rarely: its ring is its own.
@@ -80,7 +81,8 @@ impl WakeWord {
 struct Waker {
     wake: Wake,
     word: Option<WakeWord>,
-    /// The word's value at the last signal.
+    /// The word's value at the last signal; 1 before any (the client's open writes 1:
+    /// no arm yet).
     signalled: u64,
     /// Every edge: no word, or its session waits for others' interrupts.
     always: bool,
@@ -181,7 +183,7 @@ impl Wakers {
             Waker {
                 wake: ours,
                 word,
-                signalled: 0,
+                signalled: 1,
                 always,
             },
         );
@@ -383,15 +385,20 @@ mod tests {
         .collect();
         // Words still 0: clients that never write them wake on every edge.
         assert_eq!(edge(&rm, &w, &fds), [true, true, true]);
-        a_gpu.write_u64(64, 1).expect("release");
-        b_gpu.write_u64(64, 1).expect("release");
+        // 1: opened by clients that write them, nothing armed yet.
+        a_gpu.write_u64(64, 1).expect("open");
+        b_gpu.write_u64(64, 1).expect("open");
+        assert_eq!(edge(&rm, &w, &fds), [false, false, true], "nothing armed");
+        // Arms for value 1 release 2.
+        a_gpu.write_u64(64, 2).expect("release");
+        b_gpu.write_u64(64, 2).expect("release");
         assert_eq!(edge(&rm, &w, &fds), [true, true, true], "both grew");
         assert_eq!(
             edge(&rm, &w, &fds),
             [false, false, true],
             "neither grew: another channel's interrupt; no word, every edge"
         );
-        a_gpu.write_u64(64, 2).expect("release");
+        a_gpu.write_u64(64, 3).expect("release");
         assert_eq!(
             edge(&rm, &w, &fds),
             [true, false, true],
@@ -419,7 +426,7 @@ mod tests {
             (Some(true), Some(true))
         );
         assert_eq!(w.count(), 2);
-        assert_eq!(w.edges(), 6);
+        assert_eq!(w.edges(), 7);
     }
 
     #[test]

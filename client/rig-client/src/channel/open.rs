@@ -205,14 +205,14 @@ impl Channel {
         let id = r.channel;
         // The wake word: 8 bytes past USERD inside the ring's file, only beside a wake
         // descriptor (rig_client::channel::sleep's arm releases into it).
-        let wake_va = match r.wake_offset {
+        let wake_at = match r.wake_offset {
             0 => None,
             at if wake.is_some()
                 && at % 8 == 0
                 && at >= r.userd_offset + 512
                 && at.checked_add(8).is_some_and(|end| end <= r.ring_bytes) =>
             {
-                Some(GpuVa(r.ring_gpu_va + at))
+                Some(at)
             }
             _ => {
                 return Err(ChannelError::Protocol(
@@ -242,6 +242,20 @@ impl Channel {
         let layout = match leases {
             Some((pb, arena)) => host_layout(id, &r, ring_fd, o, pb, arena)?,
             None => window_layout(id, &r, &ring_fd, o, userd, pb_span)?,
+        };
+        // WAKE_OPENED says this client's arms write the word (value + 1), so rigd
+        // passes the channel over until one does, instead of waking it on every
+        // interrupt as it must a client that never writes it (0).
+        let wake_va = match wake_at {
+            Some(at) => {
+                let at = usize::try_from(at).map_err(|_| ChannelError::Protocol("wake offset"))?;
+                layout
+                    .gpfifo
+                    .write_u64(at, super::sleep::WAKE_OPENED)
+                    .map_err(map_err(id, "its wake word"))?;
+                Some(GpuVa(r.ring_gpu_va + at as u64))
+            }
+            None => None,
         };
         let notifier =
             ReadMapping::shared(&notifier_file).map_err(map_err(id, "its error notifier"))?;

@@ -7,11 +7,11 @@
 //! the channel ([`Channel::arm`]): a host acquire of the channel's own semaphore for
 //! that value (the channel's host stops there until the engine has released it; the
 //! group stays on the engine, since the release comes from the channel's own work),
-//! a release of the value into the channel's wake word where rigd gave one (rigd
+//! a release of the value + 1 into the channel's wake word where rigd gave one (rigd
 //! then signals this channel only for edges its word announces, not for every other
-//! channel's interrupt), and then NON_STALL_INTERRUPT. So a wait that ends while
-//! spinning costs the GPU nothing, and one that sleeps costs 13 words (7 without a
-//! wake word) and one interrupt.
+//! channel's interrupt; the open wrote [`WAKE_OPENED`] there), and then
+//! NON_STALL_INTERRUPT. So a wait that ends while spinning costs the GPU nothing, and
+//! one that sleeps costs 13 words (7 without a wake word) and one interrupt.
 //!
 //! The rules (docs/channels.md, "Waiting"):
 //! - a wake says only that something on the GPU raised the interrupt (rigd's RM event
@@ -38,6 +38,12 @@ use rig_model::addr::GpuVa;
 use rig_nv::method::{self, Release, Waiting};
 
 use super::{Channel, ChannelError, timeline::Payload};
+
+/// What a client that writes its channel's wake word puts there at open: rigd then
+/// passes the channel over on interrupts until an arm releases `value + 1` (at least
+/// 2) into it; a word still 0 is a client that never writes it, woken on every
+/// interrupt (rigd's `channels::wake`).
+pub const WAKE_OPENED: u64 = 1;
 
 /// How long [`WaitPolicy::default`] spins (yielding past `YIELD_AFTER`) before it
 /// sleeps: longer than an empty round trip and a short kernel, so waits for those
@@ -179,7 +185,9 @@ impl Channel {
                 wait_idle: false,
                 timestamp: false,
             };
-            words[n..n + 6].copy_from_slice(&method::release_with(va, value, said)?);
+            // value + 1: 1 is WAKE_OPENED. Values are far below 2^64.
+            let word = value.saturating_add(1);
+            words[n..n + 6].copy_from_slice(&method::release_with(va, word, said)?);
             n += 6;
         }
         words[n..=n].copy_from_slice(&method::non_stall_interrupt());
