@@ -513,6 +513,7 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
     # variable k (the second kernel's value 0) are given at each call.
     g = _graph([(add, n, [b, a1], []), (mul, n, [c, b], ["k"])], [[(1, 0)], []], ["k"], {1: [(0, 0)]})
     be = dev.backend
+    was, dev.graph_submit = dev.graph_submit, "once"
     for a, base, k in ((a1, 0.0, 2), (a2, 100.0, 3), (a1, 0.0, 5)):
         # The upload is the copy engine's, which the fake runs only when a wait
         # reaches it: the first kernel must wait for it on the GPU.
@@ -544,12 +545,13 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
     got = memoryview(bytearray(4 * n))
     dev.allocator._copyout(got, c)
     assert list(got.cast("f")) == [(i + 1.0) * 7 for i in range(n)]
+    dev.graph_submit = was
     for x in (a1, a2, b, c):
         dev.allocator.free(x, 4 * n, spec)
 
 
 def test_an_early_graph_sends_its_first_launch_at_once_then_doubling_runs(dev):
-    # RIG_GRAPH_SUBMIT=early: seven launches, each adding one to the buffer before,
+    # RIG_GRAPH_SUBMIT=early, the default: seven launches, each adding one to the buffer before,
     # reach the GPU as runs of 1, 1, 2 and 3, in order.
     n, k = 16, 7
 
@@ -567,18 +569,15 @@ def test_an_early_graph_sends_its_first_launch_at_once_then_doubling_runs(dev):
     dev.allocator._copyin(bufs[0], memoryview(bytearray(4 * n)))
     g = _graph([(prg, n, [bufs[i + 1], bufs[i]], []) for i in range(k)], [[] for _ in range(k)], [], {})
     be = dev.backend
-    dev.graph_submit = "early"
-    try:
-        for _ in range(2):
-            dev.synchronize()
-            be.runs.clear()
-            g([], {})
-            assert be.runs == [1, 1, 2, 3], be.runs
-            got = memoryview(bytearray(4 * n))
-            dev.allocator._copyout(got, bufs[k])
-            assert list(got.cast("f")) == [float(k)] * n
-    finally:
-        dev.graph_submit = "once"
+    assert dev.graph_submit == "early", "the default"
+    for _ in range(2):
+        dev.synchronize()
+        be.runs.clear()
+        g([], {})
+        assert be.runs == [1, 1, 2, 3], be.runs
+        got = memoryview(bytearray(4 * n))
+        dev.allocator._copyout(got, bufs[k])
+        assert list(got.cast("f")) == [float(k)] * n
     for b in bufs:
         dev.allocator.free(b, 4 * n, spec)
 

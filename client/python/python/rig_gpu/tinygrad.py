@@ -38,9 +38,9 @@ n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's s
 ``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
 each launch queued back to back instead of chaining them through their QMDs (the
 default); ``RIG_GRAPH=0`` replays TinyJit's kernels one by one instead of its batches
-as rig graphs (``RigGraph``, the default); ``RIG_GRAPH_SUBMIT=early`` sends a graph's
-first launch at once and the rest in doubling runs instead of in one submission
-(``once``, the default).
+as rig graphs (``RigGraph``, the default); a graph's first launch goes at once and
+the rest in doubling runs (``RIG_GRAPH_SUBMIT=early``, the default) or all in one
+submission (``once``).
 
 Built against tinygrad 0.13.0 (``TINYGRAD``): HCQ is tinygrad's internal interface and
 changes between releases, and tinygrad's main branch can keep a version number while it
@@ -907,10 +907,10 @@ class RigDevice(HCQCompiled):
         if index >= len(gpus):
             raise RuntimeError(f"RIG: {device} is not among RIG_GPU's {len(gpus)} GPU(s)")
         self.timeout = float(os.environ.get("RIG_TIMEOUT", "30"))
-        # How a graph's batch reaches the GPU: `once`, one submission after the host
-        # queued it all; `early`, the first launch at once and the rest in doubling
-        # runs (RigGraph.__call__).
-        self.graph_submit = os.environ.get("RIG_GRAPH_SUBMIT", "once")
+        # How a graph's batch reaches the GPU: `early`, the first launch at once and
+        # the rest in doubling runs (RigGraph.__call__); `once`, one submission after
+        # the host queued it all.
+        self.graph_submit = os.environ.get("RIG_GRAPH_SUBMIT", "early")
         if self.graph_submit not in ("once", "early"):
             raise ValueError(f"RIG_GRAPH_SUBMIT={self.graph_submit!r}: once or early")
         self.backend: Backend = RigDevice.backend_t(
