@@ -676,9 +676,10 @@ class RigProgram(HCQProgram):
 class RigGraph(GraphRunner):
     """TinyJit's graph on RIG: the batch's kernels recorded once (each one's kernel,
     launch shape and arguments, buffers as GPU addresses) and replayed with the
-    runtime's doorbells held, so the whole batch reaches the GPU as one submission
-    and each launch queued behind the one before chains through its QMD (rig's
-    chained launches, docs/compute.md). A call patches only what changed: the JIT's
+    runtime's doorbells held, so the batch reaches the GPU in a few submissions (the
+    first launch, then doubling runs; one with RIG_GRAPH_SUBMIT=once) and each launch
+    queued behind the one before in a run chains through its QMD (rig's chained
+    launches, docs/compute.md). A call patches only what changed: the JIT's
     input buffers, its variables and symbolic launch shapes (tinygrad's
     `GraphRunner` says which). Kernels only (`GraphRunner.supports_uop`): copies
     stay outside the batch. In the device's order like any launch: after the work

@@ -146,8 +146,8 @@ impl Channel {
     }
 
     /// Makes the GPU raise a non-stall interrupt once `value` has landed (a host
-    /// acquire of the channel's own semaphore, a release of `value` into the wake word
-    /// where rigd gave one, then NON_STALL_INTERRUPT: 13 words, or 7, submitted at
+    /// acquire of the channel's own semaphore, a release of `value + 1` into the wake
+    /// word where rigd gave one, then NON_STALL_INTERRUPT: 13 words, or 7, submitted at
     /// once, with whatever was pushed before them). Returns false when the
     /// channel has no wake descriptor, no room in its pushbuffer for the words (nothing
     /// is pushed), or no room in its ring for them now (they stay queued, and a later
