@@ -637,15 +637,9 @@ impl<R: Rm> Served<R> {
     /// (`wake`); none with the ring in GPU memory, or when the mapping fails (the
     /// channel is then woken on every edge).
     fn wake_word(channel: &Channel<R>) -> Option<(wake::WakeWord, u64)> {
-        let at = channel.wake_offset()?;
-        let host = channel.gpfifo().host()?;
+        let (host, at) = channel.wake_word()?;
         let word = ReadMapping::shared(host.file())
-            .and_then(|m| {
-                wake::WakeWord::new(
-                    m,
-                    usize::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?,
-                )
-            })
+            .and_then(|m| wake::WakeWord::new(m, at))
             .inspect_err(|e| {
                 tracing::warn!(
                     error = e as &dyn std::error::Error,
@@ -653,7 +647,7 @@ impl<R: Rm> Served<R> {
                 )
             })
             .ok()?;
-        Some((word, at))
+        Some((word, at as u64))
     }
 
     /// The GPU's non-stall event and the thread that wakes blocked waits on it; None,
@@ -1017,12 +1011,9 @@ impl<R: Rm> Served<R> {
     pub fn release_wake_word(&self, channel: ChannelId, word: u64) -> bool {
         self.clients().iter().any(|(_, c)| {
             lock_client(c).channels.get(&channel).is_some_and(|lent| {
-                let (Some(at), Some(host)) =
-                    (lent.channel.wake_offset(), lent.channel.gpfifo().host())
-                else {
-                    return false;
-                };
-                usize::try_from(at).is_ok_and(|at| host.mapping().write_u64(at, word).is_ok())
+                lent.channel
+                    .wake_word()
+                    .is_some_and(|(host, at)| host.mapping().write_u64(at, word).is_ok())
             })
         })
     }

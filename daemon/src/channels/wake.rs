@@ -12,9 +12,9 @@
 //! "Waiting"; the word holds value + 1, and a client writes 1 into it when it opens
 //! the channel). On each edge the thread reads every word and signals a channel only
 //! when its word grew past 1 and since the last signal. A word still 0 (a client
-//! that never writes it), a ring in GPU memory (no word), and a session that imported an event
-//! (its waits are for another session's interrupts, [`Wakers::unfilter`]) are
-//! signalled on every edge, as before the words. A client that writes its own word
+//! that never writes it), a ring in GPU memory (no word), and a session that
+//! imported an event (its waits are for another session's interrupts,
+//! [`Wakers::unfilter`]) are signalled on every edge, as before the words. A client that writes its own word
 //! can only wake itself too often or too rarely: its ring is its own.
 //!
 //! Flow: `Served::open` adds a channel's descriptor ([`Wakers::add`]; the client gets
@@ -28,9 +28,9 @@
 //! and re-reads before it sleeps again, so a spurious wake costs it one read and a
 //! wake is never lost: the word is written before the interrupt it announces. The
 //! thread holds the event file and object, and frees them when it ends (dropping
-//! [`Wakers`] stops it, and logs how many signals and passes the edges gave). If the event file reports an error (a GPU lost),
-//! the thread ends: waits then end by their own time bound (rig-client polls with
-//! one), never by a wake that will not come.
+//! [`Wakers`] stops it, and logs how many signals and passes the edges gave). If the
+//! event file reports an error (a GPU lost), the thread ends: waits then end by their
+//! own time bound (rig-client polls with one), never by a wake that will not come.
 //!
 //! Not here: the RM objects (`nvrm::events`), the words a client pushes to raise the
 //! interrupt and its wait policy (rig-client's `channel`).

@@ -658,12 +658,13 @@ impl<R: Rm> Channel<R> {
         self.userd
     }
 
-    /// With the ring in host memory, the wake word's offset in [`Channel::gpfifo`]
+    /// With the ring in host memory, that memory and the wake word's offset in it
     /// ([`wake_offset`]); none in GPU memory, where rigd would read it across BAR1.
-    pub fn wake_offset(&self) -> Option<u64> {
+    pub fn wake_word(&self) -> Option<(&HostMem<R>, usize)> {
         let host = self.gpfifo.host()?;
         let at = wake_offset(self.entries);
-        (at + 8 <= host.len()).then_some(at)
+        let fits = at + 8 <= host.len();
+        fits.then(|| usize::try_from(at).ok().map(|at| (host, at)))?
     }
 
     /// Rings the doorbell with this channel's token: the GPU reads GP_PUT. Publish
