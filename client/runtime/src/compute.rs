@@ -47,6 +47,7 @@ use crate::{
     arena::{Arena, GRANULE},
     cbank0::Cbank0Error,
     copy::{self, CopyChannel},
+    graph::Recorded,
     launch::{Dim3, LaunchError, Shape},
     load::{self, Kernel, LoadError, Module},
     memory::{self, Alloc, Memory, MemoryError, Span},
@@ -540,6 +541,18 @@ impl ComputeChannel {
         Ok(v)
     }
 
+    /// Enqueues a launch recorded in a graph (`Runtime::replay`): its shape and
+    /// arguments were checked when it was recorded or patched, and its parameter bytes
+    /// are copied as they are.
+    ///
+    /// # Errors
+    /// As [`ComputeChannel::enqueue`], but for the shape and the arguments.
+    pub(crate) fn enqueue_recorded(&mut self, r: &Recorded) -> Result<u64, ComputeError> {
+        let i = self.template(&r.kernel, r.key)?;
+        self.templates[i].lay_bytes(&r.params);
+        self.enqueue_laid(i)
+    }
+
     fn enqueue_keyed(
         &mut self,
         kernel: &Kernel,
@@ -547,10 +560,15 @@ impl ComputeChannel {
         args: &[Arg<'_>],
     ) -> Result<u64, ComputeError> {
         let i = self.template(kernel, key)?;
+        self.templates[i].lay(args)?;
+        self.enqueue_laid(i)
+    }
+
+    /// Enqueues a launch from template `i`, its arguments laid out.
+    fn enqueue_laid(&mut self, i: usize) -> Result<u64, ComputeError> {
         self.launches += 1;
         let t = &mut self.templates[i];
         t.used = self.launches;
-        t.lay(args)?;
         let busy = t.busy();
         if busy > self.completed {
             self.completed = self.ch.completed()?;

@@ -14,7 +14,8 @@
 //! size). [`runtime::Runtime`] puts a compute channel, a copy channel and the copy
 //! kernel ([`builtin`]) together and sends each copy where it is fastest. Memory comes
 //! through the [`memory::Memory`] and [`memory::Alloc`] traits (host leases now, GPU
-//! memory beside them). [`event`] records the GPU's time on either channel.
+//! memory beside them). [`event`] records the GPU's time on either channel. A
+//! [`graph`] records launches once for [`runtime::Runtime::replay`] to queue in one call.
 //!
 //! Completion: a kernel's value is released by its QMD's release slot (64 bits), a
 //! copy's by the copy engine in the copy's own LAUNCH_DMA (32 bits, compared
@@ -35,6 +36,7 @@ pub mod cbank0;
 pub mod compute;
 pub mod copy;
 pub mod event;
+pub mod graph;
 pub mod launch;
 pub mod load;
 pub mod memory;
@@ -51,6 +53,7 @@ pub use cbank0::{Bank0, Cbank0Error};
 pub use compute::{ComputeChannel, ComputeError, ComputeOptions};
 pub use copy::{CopyChannel, CopyError, CopyOptions};
 pub use event::{Event, EventError, EventPage};
+pub use graph::{Graph, GraphError, Submit};
 pub use launch::{Dim3, LaunchError, Shape};
 pub use load::{Kernel, LoadError, Module};
 pub use memory::{Alloc, GpuAlloc, HostAlloc, Memory, MemoryError, Place, Span, gpu_va, region_at};

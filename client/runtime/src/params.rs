@@ -63,7 +63,7 @@ impl Arg<'_> {
     }
 
     /// Writes its little-endian bytes to the start of `out` (exactly its size).
-    fn put(&self, out: &mut [u8]) {
+    pub(crate) fn put(&self, out: &mut [u8]) {
         match self {
             Self::U8(v) => out.copy_from_slice(&v.to_le_bytes()),
             Self::U16(v) => out.copy_from_slice(&v.to_le_bytes()),

@@ -23,6 +23,9 @@
 //! imported one on the GPU, [`Runtime::wait_event`] makes the host wait
 //! (rig-client's `event`).
 //!
+//! Graphs: [`Runtime::replay`] queues a recorded [`Graph`] on the compute channel in one
+//! call (module `graph`).
+//!
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
 
@@ -42,6 +45,7 @@ use crate::{
     compute::{ComputeChannel, ComputeError, ComputeOptions},
     copy::{CopyChannel, CopyError, CopyOptions},
     event::{Event, EventError, EventPage},
+    graph::{Graph, GraphError, Submit},
     launch::Dim3,
     load::{self, Kernel, Module},
     memory::{Alloc, Place, Span},
@@ -81,6 +85,21 @@ pub enum RuntimeError {
     /// An event shared with another session's.
     #[error(transparent)]
     Shared(#[from] SharedError),
+    /// A graph's refusal, before anything was queued.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// A launch of a graph the compute channel refused; the launches before it were
+    /// submitted.
+    #[error("Launch {launch} of the graph ({kernel}) is refused")]
+    Replay {
+        /// Its index in the graph.
+        launch: usize,
+        /// Its kernel.
+        kernel: String,
+        /// The compute channel's refusal.
+        #[source]
+        source: Box<ComputeError>,
+    },
 }
 
 /// A compute channel, a copy channel and the copy kernel of one session.
@@ -401,6 +420,67 @@ impl Runtime {
             .compute
             .enqueue_cooperative(kernel, grid, block, dynamic_shared, args)?;
         self.launched(value)
+    }
+
+    /// Replays `graph` on the compute channel: its first launch starts on the GPU only
+    /// once everything in `after` landed, each launch after the one before (chained
+    /// through its QMD where they go in one run), and the doorbell rings as `submit`
+    /// says — unless doorbells are held ([`Runtime::hold`]), when all of it waits for
+    /// [`Runtime::submit`]. Returns the last launch's `Done`, which lands after every
+    /// launch of the graph.
+    ///
+    /// # Errors
+    /// [`GraphError::Empty`] and [`Runtime::order`]'s, before anything is queued;
+    /// [`RuntimeError::Replay`]: a launch the channel refused (an arena too small for
+    /// its template, a slot whose wait timed out), naming it. The launches queued
+    /// before it are submitted, so a later wait sees them land.
+    pub fn replay(
+        &mut self,
+        graph: &Graph,
+        after: &[Done],
+        submit: Submit,
+    ) -> Result<Done, RuntimeError> {
+        if graph.is_empty() {
+            return Err(GraphError::Empty.into());
+        }
+        self.order(Engine::Compute, after)?;
+        // Where a run ends and the doorbell rings (`Submit::Early`): after launches 1,
+        // 2, 4, 8…; never while the caller holds the doorbells.
+        let mut cut = match submit {
+            Submit::Early if !self.held => 1,
+            _ => usize::MAX,
+        };
+        let mut value = 0;
+        let mut refused = None;
+        for (j, r) in graph.launches().iter().enumerate() {
+            if j == cut {
+                if let Err(e) = self.compute.submit() {
+                    refused = Some((j, e));
+                    break;
+                }
+                cut *= 2;
+            }
+            match self.compute.enqueue_recorded(r) {
+                Ok(v) => value = v,
+                Err(e) => {
+                    refused = Some((j, e));
+                    break;
+                }
+            }
+        }
+        let rung = self.ring(Engine::Compute);
+        if let Some((launch, e)) = refused {
+            return Err(RuntimeError::Replay {
+                launch,
+                kernel: graph.launches()[launch].kernel.name().into(),
+                source: Box::new(e),
+            });
+        }
+        rung?;
+        Ok(Done {
+            engine: Engine::Compute,
+            value,
+        })
     }
 
     /// Rings for a launch just queued on the compute channel.

@@ -290,6 +290,13 @@ impl Template {
         lay(&self.params, args, &mut self.scratch[skip..skip + n])
     }
 
+    /// Takes `params`, a launch's parameter bytes already checked and laid out
+    /// (`graph`: exactly the kernel's parameter bytes), for the next launch.
+    pub(crate) fn lay_bytes(&mut self, params: &[u8]) {
+        let (skip, n) = (self.params_skip, self.param_bytes);
+        self.scratch[skip..skip + n].copy_from_slice(params);
+    }
+
     /// The value the next slot's last launch released, which must land before it is
     /// rewritten (0: never used).
     pub(crate) fn busy(&self) -> u64 {

@@ -24,9 +24,10 @@ use rig_nv::method::{
 };
 use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
-    CopyError, CopyOptions, EventError, EventPage, Geometry, HostAlloc, Launch, LaunchError,
-    LoadError, Memory, MemoryError, Module, Place, QmdError, QmdVersion, Release, ReleaseKind,
-    Runtime, RuntimeError, Shape, Span, Windows, cbank0, event, load, qmd, region_at,
+    CopyError, CopyOptions, Dim3, EventError, EventPage, Geometry, Graph, GraphError, HostAlloc,
+    Launch, LaunchError, LoadError, Memory, MemoryError, Module, Place, QmdError, QmdVersion,
+    Release, ReleaseKind, Runtime, RuntimeError, Shape, Span, Submit, Windows, cbank0, event, load,
+    qmd, region_at,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -1269,5 +1270,168 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_of_its_own() {
         line.contains("each of the 132 SMs holds 2 blocks"),
         "{line}"
     );
+    f.server.stop().await;
+}
+
+/// The compute channel's GP_PUT: ring entries it has submitted.
+fn gp_put(f: &Fixture, ch: &Channel) -> u32 {
+    gp_puts(f)
+        .into_iter()
+        .find_map(|(id, put)| (id == ch.id()).then_some(put))
+        .expect("the channel is served")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_replays_its_launches_patched_in_one_call_ringing_early_or_once() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (copies, module) = loaded(&f, &s).await;
+    let (saxpy, empty) = (
+        module.kernel("saxpy").expect("saxpy"),
+        module.kernel("empty").expect("empty"),
+    );
+    let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
+    let sem = rt.compute().channel().semaphore_va().get();
+    let land = |rt: &mut Runtime| {
+        let last = rt.compute().channel().last_value();
+        gpu_writes(&f, &s, sem, &last.to_le_bytes());
+    };
+    // The first launch after the load goes through the pushbuffer (its invalidation).
+    rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    land(&mut rt);
+
+    let (x, y) = (
+        Arg::Ptr(GpuVa(0x40_0000_0000)),
+        Arg::Ptr(GpuVa(0x40_1000_0000)),
+    );
+    let mut g = Graph::new();
+    assert!(matches!(
+        rt.replay(&g, &[], Submit::Early),
+        Err(RuntimeError::Graph(GraphError::Empty))
+    ));
+    assert_eq!(
+        g.add(&saxpy, 4, 256, 0, &[Arg::F32(2.0), x, y, Arg::U64(1024)]),
+        Ok(0)
+    );
+    assert_eq!(g.add(&empty, 1, 1, 0, &[]), Ok(1));
+    assert_eq!(
+        g.add(&saxpy, 8, 128, 0, &[Arg::F32(3.0), y, x, Arg::U64(1024)]),
+        Ok(2)
+    );
+    assert_eq!(g.add(&empty, 1, 1, 0, &[]), Ok(3));
+
+    // Every refusal is typed and leaves the graph as it was.
+    let kept: Vec<Vec<u8>> = (0..4)
+        .map(|j| g.params(j).expect("launch").to_vec())
+        .collect();
+    assert!(matches!(
+        g.add(&saxpy, 4, 256, 0, &[Arg::F32(2.0), x, y]),
+        Err(GraphError::Args {
+            launch: 4,
+            source: Cbank0Error::Count {
+                given: 3,
+                expected: 4
+            },
+            ..
+        })
+    ));
+    assert!(matches!(
+        g.add(&empty, 1, 2048, 0, &[]),
+        Err(GraphError::Shape { launch: 4, .. })
+    ));
+    assert_eq!(
+        g.set_arg(4, 0, Arg::U32(1)),
+        Err(GraphError::NoLaunch { launch: 4, len: 4 })
+    );
+    assert!(matches!(
+        g.set_arg(1, 0, Arg::U32(1)),
+        Err(GraphError::NoArg {
+            launch: 1,
+            index: 0,
+            params: 0,
+            ..
+        })
+    ));
+    assert!(matches!(
+        g.set_arg(2, 3, Arg::U32(7)),
+        Err(GraphError::Args {
+            launch: 2,
+            source: Cbank0Error::Size {
+                ordinal: 3,
+                given: 4,
+                expected: 8
+            },
+            ..
+        })
+    ));
+    assert!(matches!(
+        g.set_shape(2, 0, 128),
+        Err(GraphError::Shape { launch: 2, .. })
+    ));
+    assert_eq!(g.len(), 4);
+    for (j, p) in kept.iter().enumerate() {
+        assert_eq!(g.params(j), Some(p.as_slice()), "launch {j} unchanged");
+    }
+    assert_eq!(g.shape(2), Some((Dim3::new(8, 1, 1), Dim3::new(128, 1, 1))));
+
+    // Patched: launch 2's n and shape.
+    g.set_arg(2, 3, Arg::U64(7)).expect("n");
+    g.set_shape(2, 16, 64).expect("shape");
+    assert_eq!(g.params(2).expect("launch")[24..32], 7u64.to_le_bytes());
+
+    // Early: the first launch alone, then runs of 1 and 2. A launch queued behind one
+    // not yet submitted chains through its QMD and takes no ring entry, so the 4
+    // launches take 3 entries: launches 0, 1 and 2 each began a run.
+    let before = gp_put(&f, rt.compute().channel());
+    let done = rt.replay(&g, &[], Submit::Early).expect("replay");
+    assert_eq!(
+        (done.engine, done.value),
+        (Engine::Compute, rt.compute().channel().last_value())
+    );
+    assert_eq!(gp_put(&f, rt.compute().channel()) - before, 3);
+    // The last ring entry is launch 2's (3 chains behind it), from the first slot of a
+    // template of its own (its shape is not launch 0's): the slot holds the patched
+    // arguments.
+    let arena = rt.compute().channel().arena_va().expect("arena").get();
+    let bank0 = (saxpy.info().bank0_template().len() as u64).next_multiple_of(16);
+    let stride =
+        ((QmdVersion::V04.size() as u64 + bank0).next_multiple_of(64) + 64).next_multiple_of(256);
+    let launch2 = rt.compute().channel().submitted(1).expect("ring")[0]
+        .0
+        .get();
+    let slot = arena + (launch2 - arena) / stride * stride;
+    let p = read(&s, slot + 384 + 0x210, 32);
+    assert_eq!(p[..4], 3.0f32.to_le_bytes());
+    assert_eq!(p[24..32], 7u64.to_le_bytes());
+    land(&mut rt);
+
+    // Once: one run, one ring entry, each launch chained behind the one before.
+    let before = gp_put(&f, rt.compute().channel());
+    let done = rt.replay(&g, &[], Submit::Once).expect("replay");
+    assert_eq!(gp_put(&f, rt.compute().channel()) - before, 1);
+    assert_eq!(done.value, rt.compute().channel().last_value());
+    land(&mut rt);
+
+    // Held: nothing reaches the GPU until submit, and then as one run.
+    let before = gp_put(&f, rt.compute().channel());
+    rt.hold();
+    rt.replay(&g, &[], Submit::Early).expect("replay");
+    assert_eq!(gp_put(&f, rt.compute().channel()), before, "held");
+    rt.submit().expect("submit");
+    assert_eq!(gp_put(&f, rt.compute().channel()) - before, 1);
+    land(&mut rt);
+
+    // After a copy: the first launch waits for it on the GPU (the copy engine's
+    // acquire before it), the host waits for nothing.
+    let a = s.alloc(MIB, 4096).await.expect("a");
+    let up = rt.copy(&s, all(&a), all(&a)).expect("copy");
+    rt.replay(&g, &[up], Submit::Early)
+        .expect("replay after the copy");
+    let copy_sem = rt.copies().channel().semaphore_va();
+    // Four entries: the acquire, then launches 0, 1 and 2 (3 chains behind 2).
+    let words = fetched(&s, rt.compute().channel(), 4).concat();
+    let value = u32::try_from(up.value).expect("a copy's value is 32 bits");
+    let wait = method::acquire32(copy_sem, value, Waiting::SwitchGroup).expect("acquire words");
+    assert_eq!(at(&words, &wait), Some(0), "{words:x?}");
     f.server.stop().await;
 }
