@@ -9,7 +9,8 @@
 //! `TimeoutError` and `ValueError`, as Python's own would be;
 //! `CubinError` (a cubin rig cannot run), `LaunchError` (a launch's shape or arguments),
 //! `ExporterGone` (a shared event's exporter ended before releasing what was waited for).
-//! A bad Python argument is a `ValueError` or `TypeError`, as Python's own are.
+//! A bad Python argument is a `ValueError` or `TypeError`, as Python's own are; an
+//! index past a graph's launches or a kernel's arguments an `IndexError`.
 //!
 //! Each message is the whole chain of causes, joined with ": ", as rigctl prints it.
 //! The libraries' errors forward through `#[error(transparent)]` layers, which hide
@@ -20,7 +21,9 @@ use std::error::Error;
 
 use pyo3::{
     create_exception,
-    exceptions::{PyConnectionError, PyException, PyKeyError, PyTimeoutError, PyValueError},
+    exceptions::{
+        PyConnectionError, PyException, PyIndexError, PyKeyError, PyTimeoutError, PyValueError,
+    },
     prelude::*,
     sync::PyOnceLock,
     types::{PyDict, PyTuple, PyType},
@@ -28,7 +31,9 @@ use pyo3::{
 use rig_client::{
     ClientError, channel::ChannelError, event::EventError as SharedError, session::SessionError,
 };
-use rig_runtime::{ComputeError, CopyError, EventError, LoadError, MemoryError, RuntimeError};
+use rig_runtime::{
+    ComputeError, CopyError, EventError, GraphError, LoadError, MemoryError, RuntimeError,
+};
 
 create_exception!(rig_gpu._rig, RigError, PyException, "Every error of rig.");
 create_exception!(
@@ -156,6 +161,7 @@ enum Class {
     Cubin,
     Gone,
     NoKernel,
+    Index,
     Launch,
     Value,
     Other,
@@ -283,6 +289,7 @@ fn raise(e: &(dyn Error + 'static), class: Class) -> PyErr {
             Class::Cubin => (CubinError::new_err(msg), vec![]),
             Class::Gone => (ExporterGone::new_err(msg), vec![]),
             Class::NoKernel => (PyKeyError::new_err(msg), vec![]),
+            Class::Index => (PyIndexError::new_err(msg), vec![]),
             Class::Launch => (LaunchError::new_err(msg), vec![]),
             Class::Value => (PyValueError::new_err(msg), vec![]),
             Class::Other => (RigError::new_err(msg), vec![]),
@@ -327,7 +334,18 @@ into_py!(RuntimeError, |e: &RuntimeError| match e {
     RuntimeError::Copy(c) => copy(c),
     RuntimeError::Event(e) => event(e),
     RuntimeError::Shared(e) => shared(e),
+    RuntimeError::Graph(g) => graph(g),
+    RuntimeError::Replay { source, .. } => compute(source),
 });
+into_py!(GraphError, graph);
+
+fn graph(e: &GraphError) -> Class {
+    match e {
+        GraphError::Args { .. } | GraphError::Shape { .. } => Class::Launch,
+        GraphError::NoLaunch { .. } | GraphError::NoArg { .. } => Class::Index,
+        GraphError::Empty | GraphError::Submit { .. } => Class::Value,
+    }
+}
 into_py!(SharedError, shared);
 
 fn shared(e: &SharedError) -> Class {

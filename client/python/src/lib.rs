@@ -7,7 +7,8 @@
 //! through the buffer protocol: [`buffer`]), GPU memory ([`gpumem::GpuBuffer`]) and a
 //! [`runtime::Runtime`] (a compute and a copy channel), which loads cubins
 //! ([`module::Module`]), launches their kernels and copies, each returning a
-//! [`runtime::Done`] to wait on; events shared with another process of the uid
+//! [`runtime::Done`] to wait on, or records them once into a [`graph::Graph`] to
+//! replay in one call; events shared with another process of the uid
 //! ([`events`]) order work across sessions. [`module::inspect`] reads a cubin without a
 //! GPU.
 //! [`space::Region`] says which lease holds an address (`Session.find`), for callers
@@ -28,6 +29,7 @@ mod devices;
 mod errors;
 mod events;
 mod gpumem;
+mod graph;
 mod module;
 mod runtime;
 mod session;
@@ -56,6 +58,7 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<module::Module>()?;
     m.add_class::<module::Kernel>()?;
     m.add_class::<module::KernelInfo>()?;
+    m.add_class::<graph::Graph>()?;
     m.add_function(wrap_pyfunction!(module::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(devices::devices, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_launch_args, m)?)?;

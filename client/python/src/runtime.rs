@@ -6,6 +6,7 @@
 //! session's GPU memory → `launch(kernel, grid, block, args)` checks the shape and each
 //! argument against the kernel's parameters (sizes from the cubin; Python values
 //! converted here: [`arg`]) and submits → `copy(src, dst)` between host and GPU memory
+//! → `replay(graph)` queues a `rig.Graph`'s recorded launches (`graph`) in one call
 //! → `wait(done)` returns when the engine that did the work released its value, or
 //! raises `rig.Fault` with the GPU's error, or `rig.Timeout`. Waits run with the GIL
 //! released.
@@ -34,7 +35,7 @@ use rig_client::{
 };
 use rig_model::addr::GpuVa;
 use rig_runtime::{
-    Arg, ComputeOptions, CopyOptions, GpuAlloc, Memory, MemoryError, RuntimeOptions, Span,
+    Arg, ComputeOptions, CopyOptions, GpuAlloc, Memory, MemoryError, RuntimeOptions, Span, Submit,
 };
 
 use crate::{
@@ -43,6 +44,7 @@ use crate::{
     errors::{IntoPy, closed},
     events::{ImportedEvent, SharedEvent},
     gpumem::GpuBuffer,
+    graph::Graph,
     module::{Kernel, Module},
 };
 
@@ -421,7 +423,7 @@ fn int_arg<'a>(o: &Bound<'_, PyAny>, size: u32, bad: impl Fn(&str) -> PyErr) -> 
 /// bytes when its dtype's width is the parameter's. (A cubin gives each parameter's
 /// size, not its type: a Python int for a `float` parameter cannot be told apart from
 /// one for an `int`; pass `np.float32(x)` or a float.)
-fn arg<'a>(
+pub(crate) fn arg<'a>(
     o: &'a Bound<'_, PyAny>,
     size: u32,
     i: usize,
@@ -492,8 +494,32 @@ fn arg<'a>(
     )))
 }
 
+/// `args`, one per parameter of `kernel`, as its arguments (`arg`); `store` holds
+/// what bytes and numpy scalars pass (one per argument).
+pub(crate) fn typed_args<'a>(
+    kernel: &Kernel,
+    args: &'a [Bound<'_, PyAny>],
+    store: &'a mut [Vec<u8>],
+) -> PyResult<Vec<Arg<'a>>> {
+    let sizes = kernel.param_sizes();
+    if args.len() != sizes.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} takes {} arguments, {} given",
+            kernel.inner.name(),
+            sizes.len(),
+            args.len()
+        )));
+    }
+    args.iter()
+        .zip(sizes)
+        .zip(store.iter_mut())
+        .enumerate()
+        .map(|(i, ((o, size), bytes))| arg(o, *size, i, bytes))
+        .collect()
+}
+
 /// A grid or block extent: an int, or a tuple of one to three.
-fn dim3(o: &Bound<'_, PyAny>) -> PyResult<(u32, u32, u32)> {
+pub(crate) fn dim3(o: &Bound<'_, PyAny>) -> PyResult<(u32, u32, u32)> {
     if let Ok(x) = o.extract::<u32>() {
         return Ok((x, 1, 1));
     }
@@ -541,20 +567,8 @@ impl Runtime {
         cooperative: bool,
     ) -> PyResult<Done> {
         let (after, fences) = deps(self, &after)?;
-        let sizes = kernel.param_sizes();
-        if args.len() != sizes.len() {
-            return Err(PyValueError::new_err(format!(
-                "{} takes {} arguments, {} given",
-                kernel.inner.name(),
-                sizes.len(),
-                args.len()
-            )));
-        }
-        let mut store: Vec<Vec<u8>> = vec![Vec::new(); args.len()];
-        let mut typed = Vec::with_capacity(args.len());
-        for (i, ((o, size), bytes)) in args.iter().zip(sizes).zip(store.iter_mut()).enumerate() {
-            typed.push(arg(o, *size, i, bytes)?);
-        }
+        let mut store = vec![Vec::new(); args.len()];
+        let typed = typed_args(&kernel, &args, &mut store)?;
         let (grid, block) = (dim3(grid)?, dim3(block)?);
         let k = &kernel.inner;
         let done = self
@@ -726,6 +740,34 @@ impl Runtime {
             }
             _ => Ok(PyBytes::new(py, &bytes).into_any()),
         }
+    }
+
+    /// Replays `graph` (a `rig.Graph`) on the compute channel in one call: its first
+    /// launch starts once every `Done` in `after` has landed, each after the one
+    /// before. `submit="early"` (the default) rings the doorbell after the first
+    /// launch, then after runs of 1, 2, 4, 8… launches, so the GPU starts while the
+    /// rest are queued; `"once"` rings once, after the last. Held doorbells (`hold()`)
+    /// keep all of it for `submit()`. Returns the last launch's `Done`, which lands
+    /// after every launch of the graph. A launch refused mid-graph raises, naming it,
+    /// with the launches before it submitted.
+    #[pyo3(signature = (graph, after = Vec::new(), submit = "early"))]
+    fn replay(
+        &self,
+        py: Python<'_>,
+        graph: PyRef<'_, Graph>,
+        after: Vec<After>,
+        submit: &str,
+    ) -> PyResult<Done> {
+        let submit = submit.parse::<Submit>().py()?;
+        let (after, fences) = deps(self, &after)?;
+        let graph = &*graph;
+        let done = self
+            .with(py, |rt, _| {
+                import(rt, Engine::Compute, &fences)?;
+                rt.replay(&graph.lock(), &after, submit)
+            })?
+            .py()?;
+        Ok(Done::of(done, self.id))
     }
 
     /// Holds the doorbells: launches, copies, fills and events from now on are queued

@@ -53,3 +53,20 @@ def test_a_host_buffer_takes_any_contiguous_buffer(socket, host_device):
             b.write(a[::2])
         with pytest.raises(TypeError):
             b.write("text")
+
+
+def test_a_graph_without_launches_refuses_an_index_past_them():
+    # Launches need a loaded module (a GPU); what needs none: an empty graph names what
+    # is missing, as IndexError, and is one of rig's objects.
+    g = rig.Graph()
+    assert len(g) == 0 and repr(g) == "<rig.Graph launches=0>"
+    with pytest.raises(IndexError, match="The graph has 0 launches; there is no launch 0"):
+        g.set_arg(0, 0, 1)
+    with pytest.raises(IndexError, match="no launch 3"):
+        g.set_dims(3, 1, 1)
+    with pytest.raises(IndexError, match="no launch 1"):
+        g.dims(1)
+    with pytest.raises(IndexError, match="no launch 0"):
+        g.params(0)
+    with pytest.raises(TypeError, match="A grid or block is an int or a tuple"):
+        g.set_dims(0, "x", 1)
