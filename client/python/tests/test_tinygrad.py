@@ -98,6 +98,7 @@ class FakeBackend:
         self.held = False
         self.held_issues = 0
         self.submits = 0
+        self.replays = 0
         # How many commands each submission sent (issued since the one before).
         self.runs: list[int] = []
         self._unsent = 0
@@ -219,6 +220,27 @@ class FakeBackend:
         self.runs.append(self._unsent)
         self._unsent = 0
 
+    def graph(self):
+        return FakeGraph()
+
+    def replay(self, graph, after, submit):
+        # As rig's `Runtime.replay`: the first launch after `after`, the doorbell rung
+        # after launches 1, 2, 4, 8… ("early") or once, never while held.
+        assert graph.launches, "rig refuses an empty graph"
+        held, self.held = self.held, True
+        self.replays += 1
+        cut = 1 if submit == "early" and not held else len(graph.launches)
+        for j, (kernel, grid, block, args) in enumerate(graph.launches):
+            if j == cut:
+                self.submit()
+                self.held = True
+                cut *= 2
+            done = self.launch(kernel, grid, block, list(args), after if j == 0 else [])
+        if held:
+            return done
+        self.submit()
+        return done
+
     def record(self, engine, after):
         # The fake GPU's timer: a counter of nanoseconds that moves only when work
         # runs, read when the engine reaches the record.
@@ -240,6 +262,33 @@ class FakeBackend:
 
     def close(self):
         self.closed = True
+
+
+class FakeGraph:
+    """`rig.Graph` in the fake: launches as [kernel, grid, block, args], patched in
+    place; each argument patched must exist, as rig's refuses an index past them."""
+
+    def __init__(self):
+        self.launches: list[list] = []
+        self.patches = 0
+
+    def add(self, kernel, grid, block, args):
+        self.launches.append([kernel, tuple(grid), tuple(block), list(args)])
+        return len(self.launches) - 1
+
+    def set_arg(self, launch, index, value):
+        args = self.launches[launch][3]
+        if not 0 <= index < len(args):
+            raise IndexError(f"launch {launch} has no argument {index}")
+        args[index] = value
+        self.patches += 1
+
+    def set_dims(self, launch, grid, block):
+        self.launches[launch][1:3] = [tuple(grid), tuple(block)]
+        self.patches += 1
+
+    def __len__(self):
+        return len(self.launches)
 
 
 @pytest.fixture(scope="module")
@@ -519,8 +568,11 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
         # reaches it: the first kernel must wait for it on the GPU.
         dev.allocator._copyin(a, memoryview(bytearray((ctypes.c_float * n)(*[base + i for i in range(n)]))))
         submits, held, launches, gpu_waits = be.submits, be.held_issues, be.launches, be.waited_on_gpu
+        replays, patches = be.replays, g.graph.patches
         assert g([_Buf(a)], {"k": k}) is None
         assert be.launches == launches + 2
+        assert be.replays == replays + 1, "the batch is one replay of the recorded graph"
+        assert g.graph.patches == patches + 2, "the input buffer and the variable patched, nothing else"
         assert be.submits == submits + 1, "one submission for the batch"
         assert be.held_issues == held + 2, "both launches queued under held doorbells"
         assert be.waited_on_gpu == gpu_waits + 1, "the first kernel waited for the upload on the GPU"

@@ -211,6 +211,8 @@ class Backend(Protocol):
     def event_time(self, event: Any, timeout: float) -> int: ...
     def hold(self) -> None: ...
     def submit(self) -> None: ...
+    def graph(self) -> Any: ...
+    def replay(self, graph: Any, after: list[Done], submit: str) -> Done: ...
     def close(self) -> None: ...
 
 
@@ -280,6 +282,12 @@ class RigBackend:
 
     def submit(self) -> None:
         self.runtime.submit()
+
+    def graph(self) -> Any:
+        return rig.Graph()
+
+    def replay(self, graph: Any, after: list[Done], submit: str) -> Done:
+        return self.runtime.replay(graph, after, submit)
 
     def close(self) -> None:
         try:
@@ -674,17 +682,18 @@ class RigProgram(HCQProgram):
 
 
 class RigGraph(GraphRunner):
-    """TinyJit's graph on RIG: the batch's kernels recorded once (each one's kernel,
-    launch shape and arguments, buffers as GPU addresses) and replayed with the
-    runtime's doorbells held, so the batch reaches the GPU in a few submissions (the
-    first launch, then doubling runs; one with RIG_GRAPH_SUBMIT=once) and each launch
-    queued behind the one before in a run chains through its QMD (rig's chained
-    launches, docs/compute.md). A call patches only what changed: the JIT's
-    input buffers, its variables and symbolic launch shapes (tinygrad's
-    `GraphRunner` says which). Kernels only (`GraphRunner.supports_uop`): copies
-    stay outside the batch. In the device's order like any launch: after the work
-    the timeline names, setting its next value (`RigProgram.__call__`'s rules); with
-    `wait`, the GPU's time from before the first kernel to after the last."""
+    """TinyJit's graph on RIG: the batch's kernels recorded once into a `rig.Graph`
+    (each one's kernel, launch shape and arguments, buffers as GPU addresses, laid out
+    by rig when recorded) and replayed by one call (`Runtime.replay`), so a replayed
+    launch costs no Python: the batch reaches the GPU in a few submissions (the first
+    launch, then doubling runs; one with RIG_GRAPH_SUBMIT=once), each launch queued
+    behind the one before in a run chaining through its QMD (rig's chained launches,
+    docs/compute.md). A call patches only what changed: the JIT's input buffers, its
+    variables and symbolic launch shapes (tinygrad's `GraphRunner` says which).
+    Kernels only (`GraphRunner.supports_uop`): copies stay outside the batch. In the
+    device's order like any launch: after the work the timeline names, setting its next
+    value (`RigProgram.__call__`'s rules); with `wait`, the GPU's time from before the
+    first kernel to after the last."""
 
     def __init__(self, linear, input_uops=()):
         super().__init__(linear, input_uops)
@@ -695,48 +704,39 @@ class RigGraph(GraphRunner):
         self.dev: RigDevice = Device[self.calls[0][2][0].device]
         zeros = {v: 0 for v in self.vars}
         # [kernel, grid, block, args]: args are the buffers' GPU addresses, then the
-        # values; `nbufs` says where the values start.
+        # values; `nbufs` says where the values start. Kept beside the rig graph for
+        # the batch as HCQ's own commands (`_queued`).
         self.launches: list[list] = []
         self.nbufs: list[int] = []
         self.programs: list[RigProgram] = []
+        self.graph = self.dev.backend.graph()
         for (_, ast, bufs, device_vars), prg in zip(self.calls, self.runtimes):
             grid, block = ast.arg.launch_dims(zeros)
             args = [self.dev.gpu_va(b._buf) for b in bufs] + [device_vars.get(x.expr, 0) for x in ast.arg.vars]
-            self.launches.append([prg.kernel, tuple(grid), tuple(block or (1, 1, 1)), args])
+            launch = [prg.kernel, tuple(grid), tuple(block or (1, 1, 1)), args]
+            self.graph.add(*launch)
+            self.launches.append(launch)
             self.nbufs.append(len(bufs))
             self.programs.append(prg)
         self.patched = [(j, reps) for j, reps in enumerate(self.uop_replace) if reps]
 
     def __call__(self, input_uops, var_vals, wait=False):  # type: ignore[override]
-        dev = self.dev
+        dev, g = self.dev, self.graph
         for j, reps in self.patched:
             args = self.launches[j][3]
             for pos, iidx in reps:
-                args[pos] = dev.gpu_va(input_uops[iidx].buffer._buf)
+                args[pos] = va = dev.gpu_va(input_uops[iidx].buffer._buf)
+                g.set_arg(j, pos, va)
         for j, i, v in self.updated_vars(var_vals):
             self.launches[j][3][self.nbufs[j] + i] = v
+            g.set_arg(j, self.nbufs[j] + i, v)
         for j, grid, block in self.updated_launch_dims(var_vals):
             self.launches[j][1], self.launches[j][2] = tuple(grid), tuple(block)
+            g.set_dims(j, self.launches[j][1], self.launches[j][2])
         if (deps := dev.in_place(wait)) is None:
             return self._queued(wait)  # HCQ's own commands
         be = dev.backend
-        # With `early`, the doorbell also rings after launches 1, 2, 4, 8…: the GPU
-        # starts on the first while the host queues the rest, at the cost of a WFI
-        # (no chaining) at each of those few points.
-        cut = 1 if dev.graph_submit == "early" else len(self.launches)
-        be.hold()
-        try:
-            kernel, grid, block, args = self.launches[0]
-            done = _issue(dev, deps, "compute", lambda after: be.launch(kernel, grid, block, args, after))
-            for j, (kernel, grid, block, args) in enumerate(self.launches[1:], 1):
-                if j == cut:
-                    be.submit()
-                    be.hold()
-                    cut *= 2
-                done = be.launch(kernel, grid, block, args, [])
-        finally:
-            be.submit()
-        dev.placed(done)
+        dev.placed(_issue(dev, deps, "compute", lambda after: be.replay(g, after, dev.graph_submit)))
         return None
 
     def _queued(self, wait: bool) -> float | None:
