@@ -642,6 +642,47 @@ def test_rig_graph_submit_takes_once_or_early(monkeypatch):
         rt.RigDevice("RIG:0")
 
 
+def test_rig_rings_takes_auto_host_or_gpu(monkeypatch):
+    monkeypatch.setenv("RIG_GPU", "0000:00:06.0")
+    monkeypatch.setenv("RIG_RINGS", "vram")
+    with pytest.raises(ValueError, match="RIG_RINGS='vram': auto, host or gpu"):
+        rt.RigDevice("RIG:0")
+
+
+def test_auto_rings_are_gpu_rings_where_rigd_lends_them_else_host_rings():
+    class Session:
+        """A session whose rigd refuses GPU rings (`refuse`) or refuses a channel for
+        another reason."""
+
+        def __init__(self, refuse: str | None):
+            self.refuse, self.asked = refuse, []
+
+        def runtime(self, timeout, gpu_rings):
+            self.asked.append(gpu_rings)
+            if gpu_rings and self.refuse:
+                e = rig.Refused(f"channel: {self.refuse}")
+                e.reason = self.refuse
+                raise e
+            return "gpu" if gpu_rings else "host"
+
+    be = object.__new__(rt.RigBackend)
+    for rings, refuse, want, asked in (
+        ("auto", None, "gpu", [True]),
+        ("auto", "gpu_rings_refused", "host", [True, False]),
+        ("host", "gpu_rings_refused", "host", [False]),
+    ):
+        be.session = Session(refuse)
+        assert be._runtime(1.0, rings) == want, (rings, refuse)
+        assert be.session.asked == asked
+    # Any other refusal is not a reason to fall back: it is raised.
+    be.session = Session("channel_limit")
+    with pytest.raises(rig.Refused):
+        be._runtime(1.0, "auto")
+    be.session = Session("gpu_rings_refused")
+    with pytest.raises(rig.Refused):
+        be._runtime(1.0, "gpu")
+
+
 def _nvrtc() -> None:
     """NVRTC from the pinned `nvidia-cuda-nvrtc` wheel (client/python/tests/
     requirements.txt), for tinygrad to compile with: NVRTC_PATH names the library, and

@@ -32,10 +32,12 @@ How tinygrad's device maps onto rig (docs/tinygrad.md says more):
   buffers through it); kernels are given its GPU address.
 
 Environment: ``RIG_GPU`` the GPUs' PCI addresses, comma-separated (``RIG:n`` is the
-n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``host``
-(default) or ``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30);
-``RIG_WAIT_POLICY`` how waits spend that time (``spin``, ``yield``, ``block`` or
-``spin_then_block``, the default: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
+n-th; every GPU rigd serves that lends now, by default); ``RIG_SOCKET`` rigd's socket (``rig.DEFAULT_SOCKET``); ``RIG_RINGS`` ``auto``
+(the default: in GPU memory where rigd lends them, else in host memory), ``host`` or
+``gpu``; ``RIG_TIMEOUT`` seconds a wait may take (30); ``RIG_WAIT_POLICY`` how waits
+spend that time (``spin``, ``yield``, ``block`` or ``spin_then_block``, the default,
+which sleeps once a wait passed ``RIG_SPIN_S`` seconds, 0.2 as tinygrad's NV device
+does: docs/python.md); ``RIG_CHAIN=0`` puts a WFI before
 each launch queued back to back instead of chaining them through their QMDs (the
 default); ``RIG_GRAPH=0`` replays TinyJit's kernels one by one instead of its batches
 as rig graphs (``RigGraph``, the default); a graph's first launch goes at once and
@@ -222,14 +224,32 @@ class RigBackend:
     def __init__(self, gpu: str, socket: str, rings: str, timeout: float):
         self.session = rig.Session(gpu, socket=socket)
         try:
-            self.runtime = self.session.runtime(timeout=timeout, gpu_rings=rings == "gpu")
-            if policy := os.environ.get("RIG_WAIT_POLICY"):
-                self.runtime.wait_policy = policy
+            self.runtime = self._runtime(timeout, rings)
+            # tinygrad's own NV device spins on its signals and sleeps only once a wait
+            # passed 200 ms (ops_nv.py, NVSignal._sleep), as CUDA's default spins with
+            # CPUs to spare: the same here, spin then block after RIG_SPIN_S seconds.
+            policy = os.environ.get("RIG_WAIT_POLICY", "spin_then_block")
+            self.runtime.wait_policy = policy
+            if policy == "spin_then_block":
+                self.runtime.spin_then_block_s = float(os.environ.get("RIG_SPIN_S", "0.2"))
             if (chain := os.environ.get("RIG_CHAIN")) is not None:
                 self.runtime.chain = chain != "0"
         except BaseException:
             self.session.close()
             raise
+
+    def _runtime(self, timeout: float, rings: str) -> Any:
+        """The session's runtime, its rings where `rings` says: `auto`, in GPU memory
+        where rigd lends them to this process (root, `[channels] gpu_rings_group`),
+        else in host memory."""
+        if rings != "auto":
+            return self.session.runtime(timeout=timeout, gpu_rings=rings == "gpu")
+        try:
+            return self.session.runtime(timeout=timeout, gpu_rings=True)
+        except rig.Refused as e:
+            if e.reason != "gpu_rings_refused":
+                raise
+            return self.session.runtime(timeout=timeout, gpu_rings=False)
 
     def gpu(self, size: int) -> tuple[Any, int]:
         b = self.session.gpu_memory(size, align=256)
@@ -914,11 +934,10 @@ class RigDevice(HCQCompiled):
         self.graph_submit = os.environ.get("RIG_GRAPH_SUBMIT", "early")
         if self.graph_submit not in ("once", "early"):
             raise ValueError(f"RIG_GRAPH_SUBMIT={self.graph_submit!r}: once or early")
+        if (rings := os.environ.get("RIG_RINGS", "auto")) not in ("auto", "host", "gpu"):
+            raise ValueError(f"RIG_RINGS={rings!r}: auto, host or gpu")
         self.backend: Backend = RigDevice.backend_t(
-            gpus[index],
-            os.environ.get("RIG_SOCKET", rig.DEFAULT_SOCKET),
-            os.environ.get("RIG_RINGS", "host"),
-            self.timeout,
+            gpus[index], os.environ.get("RIG_SOCKET", rig.DEFAULT_SOCKET), rings, self.timeout
         )
         # The last GPU work each kind of queue issued: where a queue's commands start.
         self.last_done: dict[str, Done | None] = {}
