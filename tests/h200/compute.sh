@@ -38,6 +38,7 @@
 #                                           # cooperative kernels, CUDA then rig
 #     TG_TESTS="test/test_tiny.py ..." ...  # tinygrad's own tests to run in phase tinygrad
 #     TG_BACKENDS="RIG CUDA" ...            # and the devices they run on (both by default)
+#     TG_SCRIPT=path/to.py ...              # a script of yours run as the bench is
 #     TG_PYTEST_K="expr" TG_SKIP_BENCH=1 ... # only the tests pytest -k selects; no figures
 #     TG_SKIP_OWN=1 ...                     # not rig's own tinygrad tests (tests/h200/tinygrad)
 #     RIG_WAIT_POLICY=yield ...             # rig_gpu.tinygrad's waits (docs/tinygrad.md)
@@ -253,6 +254,8 @@ if want tinygrad; then
   say "tinygrad: figures, RIG beside CUDA in one process"
   [ -n "${TG_SKIP_BENCH:-}" ] || TG_SRC=$TG/src TG_BENCH_ONLY=${TG_BENCH_ONLY:-} \
     $as_nobody taskset -c 2-5 python3 tests/h200/tinygrad/bench.py || FAIL=1
+  # A script of your own in the same setting (uid, CPUs, the tests' tree), after the figures.
+  [ -z "${TG_SCRIPT:-}" ] || TG_SRC=$TG/src $as_nobody taskset -c 2-5 python3 "$TG_SCRIPT" || FAIL=1
   say "tinygrad: after the figures: $(held)"
   if [ -n "${TG_TESTS:-}" ]; then
     say "tinygrad's own tests ($TG_TESTS) on ${TG_BACKENDS:-RIG CUDA} at once, ${TG_WORKERS:-6} workers each"

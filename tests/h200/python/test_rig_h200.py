@@ -274,6 +274,54 @@ def test_an_event_loop_waits_on_the_wake_descriptor(session, rt, mod):
     rt.wait(d, timeout=30)
 
 
+def test_a_graph_replays_in_order_and_the_host_sees_every_launchs_writes(session, rt, mod):
+    # 41 saxpy launches of 2^20 elements per replay: 33 add x (ones) to y in GPU memory,
+    # each after the one before; 8 between them add x to a host buffer of their own.
+    # y says whether each grid saw the one before it (chained through its QMD), and the
+    # host buffers, read the moment the last launch's value lands, whether every
+    # grid's writes to host memory were visible by then.
+    n = 1 << 20
+    saxpy, grid = mod["saxpy"], (n + 255) // 256
+    ones, y = session.host(4 * n), session.gpu_memory(4 * n)
+    x = session.gpu_memory(4 * n)
+    np.frombuffer(ones, dtype=np.float32)[:] = 1.0
+    rt.wait(rt.copy(x, ones))
+    rt.wait(rt.fill(y, 0))
+    hosts = [session.host(4 * n) for _ in range(8)]
+    for h in hosts:
+        np.frombuffer(h, dtype=np.float32)[:] = 0.0
+    g = rig.Graph()
+    for i in range(32):
+        g.add(saxpy, grid, 256, [1.0, x, y, n])
+        if i % 4 == 3:
+            g.add(saxpy, grid, 256, [1.0, x, hosts[i // 4], n])
+    g.add(saxpy, grid, 256, [1.0, x, y, n])
+    assert len(g) == 41
+    for r in range(1, 13):
+        rt.wait(rt.replay(g, submit="once" if r % 2 else "early"))
+        late = [k for k, h in enumerate(hosts) if not np.all(np.frombuffer(h, dtype=np.float32) == r)]
+        assert not late, f"replay {r}: host buffers {late} not yet written when the last launch landed"
+    rt.wait(rt.copy(ones, y))
+    assert np.all(np.frombuffer(ones, dtype=np.float32) == 12 * 33)
+    # Patched: the last launch adds to a second buffer from now on, the rest as before.
+    y2 = session.gpu_memory(4 * n)
+    rt.wait(rt.fill(y2, 0))
+    g.set_arg(40, 2, y2)
+    rt.wait(rt.replay(g))
+    rt.wait(rt.copy(ones, y))
+    assert np.all(np.frombuffer(ones, dtype=np.float32) == 13 * 33 - 1)
+    rt.wait(rt.copy(ones, y2))
+    assert np.all(np.frombuffer(ones, dtype=np.float32) == 1.0)
+    with pytest.raises(IndexError):
+        g.set_arg(41, 0, 1.0)
+    with pytest.raises(rig.LaunchError):
+        g.set_arg(0, 3, b"\0" * 4)  # n is 8 bytes
+    with pytest.raises(ValueError):
+        g.set_arg(0, 0, 2**40)  # a is a float: 4 bytes
+    for b in (x, y, y2, ones, *hosts):
+        b.free()
+
+
 def test_a_second_runtime_is_a_stream_that_waits_for_the_first_on_the_gpu(session, rt):
     # rt's upload, then rt2's saxpy after it by an exported fence: no host wait between.
     n = 1 << 20
@@ -378,6 +426,27 @@ for name, dst, src, kind in (("h2d", g.ptr, host.ptr, 1), ("d2h", host.ptr, g.pt
         t0 = time.perf_counter_ns(); cp.cuda.runtime.memcpy(dst, src, n, kind); dev.synchronize()
         t.append((time.perf_counter_ns() - t0) / 1e9)
     print(name + "_gbs", n / statistics.median(t) / 1e9)
+# A CUDA graph of 60 empty kernels (stream capture), replayed behind a spinning
+# kernel so the GPU never waits for the host: GPU time per kernel between events, and
+# the host's time in the launch call, per kernel.
+N = 60
+s = cp.cuda.Stream(non_blocking=True)
+s.begin_capture()
+for _ in range(N):
+    f((1,), (1,), (), stream=s)
+graph = s.end_capture()
+spin, flag = m.get_function("spin"), cp.zeros(1, dtype=cp.uint32)
+for _ in range(3):
+    graph.launch(s); s.synchronize()
+e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+gpu, host = [], []
+for _ in range(21):
+    spin((1,), (1,), (cp.uint64(2_000_000), flag), stream=s)
+    e0.record(s); t0 = time.perf_counter_ns(); graph.launch(s); t1 = time.perf_counter_ns(); e1.record(s)
+    e1.synchronize()
+    gpu.append(cp.cuda.get_elapsed_time(e0, e1) * 1000 / N); host.append((t1 - t0) / 1000 / N)
+print("graph_gpu_us", statistics.median(gpu))
+print("graph_host_us", statistics.median(host))
 """
 
 
@@ -424,13 +493,35 @@ def test_figures(session, rt, mod):
         gbs[name] = n / statistics.median(t) / 1e9
     g.free()
     h.free()
+    # rig's graph of 60 empty kernels, replayed behind the spinning kernel as CuPy's:
+    # fewer than a template's 64 slots, so the replay never waits for the GPU to free
+    # one (docs/compute.md, "Graphs").
+    N = 60
+    graph, flag = rig.Graph(), session.gpu_memory(4)
+    for _ in range(N):
+        graph.add(k, 1, 1)
+    for _ in range(3):
+        rt.wait(rt.replay(graph))
+    ggpu, ghost = [], []
+    for _ in range(21):
+        rt.launch(mod["spin"], 1, 1, args=[np.uint64(2_000_000), flag])
+        a = rt.record()
+        t0 = time.perf_counter_ns()
+        rt.replay(graph)
+        t1 = time.perf_counter_ns()
+        b = rt.record()
+        ggpu.append(rt.elapsed(a, b) / 1000 / N)
+        ghost.append((t1 - t0) / 1000 / N)
+    flag.free()
 
     def row(what, mine, theirs, unit):
         ratio = f"{mine / theirs:.2f}x" if theirs else "-"
-        print(f"{what:<44} rig {mine:9.2f} {unit:<5} CuPy {theirs or float('nan'):9.2f} {unit:<5} {ratio}")
+        print(f"{what:<44} rig {mine:9.3f} {unit:<5} CuPy {theirs or float('nan'):9.3f} {unit:<5} {ratio}")
 
     print()
     row("empty launch + wait (median of 5000)", statistics.median(rig_us), cu.get("launch_sync_us"), "us")
     row("host time per launch (batches of 1000)", statistics.median(batch), cu.get("host_per_launch_us"), "us")
     row("256 MiB host -> GPU (median of 7)", gbs["h2d"], cu.get("h2d_gbs"), "GB/s")
     row("256 MiB GPU -> host (median of 7)", gbs["d2h"], cu.get("d2h_gbs"), "GB/s")
+    row("graph of 60 empty kernels: GPU time each", statistics.median(ggpu), cu.get("graph_gpu_us"), "us")
+    row("graph of 60 empty kernels: host time each", statistics.median(ghost), cu.get("graph_host_us"), "us")
