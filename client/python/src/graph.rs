@@ -5,7 +5,7 @@
 //!
 //! Not here: what a replay sends and when it rings (rig-runtime's `graph` and
 //! `Runtime::replay`); the conversion of a Python value into an argument
-//! (`runtime::arg`, shared with `Runtime.launch`).
+//! (`args`, shared with `Runtime.launch`).
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -13,9 +13,9 @@ use pyo3::{prelude::*, types::PyBytes};
 use rig_runtime::GraphError;
 
 use crate::{
+    args::{arg, dim3, typed_args},
     errors::IntoPy,
     module::Kernel,
-    runtime::{arg, dim3, typed_args},
 };
 
 /// A grid's or a block's three extents, as Python sees them.

@@ -11,6 +11,7 @@
 //! replay in one call; events shared with another process of the uid
 //! ([`events`]) order work across sessions. [`module::inspect`] reads a cubin without a
 //! GPU.
+//! [`args`] turns Python values into kernel arguments and launch shapes for both.
 //! [`space::Region`] says which lease holds an address (`Session.find`), for callers
 //! that name memory by address.
 //!
@@ -23,6 +24,7 @@
 //! Not here: what the objects mean (rig-client, rig-runtime, docs/python.md); the
 //! wheel's packing (pyproject.toml, pack-wheel.py).
 
+mod args;
 mod block;
 pub(crate) mod buffer;
 mod devices;
@@ -61,6 +63,6 @@ fn _rig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<graph::Graph>()?;
     m.add_function(wrap_pyfunction!(module::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(devices::devices, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::_launch_args, m)?)?;
+    m.add_function(wrap_pyfunction!(args::_launch_args, m)?)?;
     Ok(())
 }
