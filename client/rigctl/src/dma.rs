@@ -1,5 +1,5 @@
 //! `rigctl dma`: each pool's blocks, what each client session holds (host memory, and
-//! GPU memory on a served GPU), and each served GPU's GPU memory; `rigctl channels`:
+//! GPU memory and shared events on a served GPU), and each served GPU's GPU memory; `rigctl channels`:
 //! every channel lent on an RM-served GPU.
 
 use std::io::{self, Write};
@@ -91,6 +91,7 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
             "Leases",
             "Bytes",
             "GPU memory",
+            "Shared events",
             "Side socket",
         ]);
     for c in &s.clients {
@@ -110,6 +111,7 @@ pub fn print(out: &mut impl Write, s: &DmaStatus, json: bool) -> io::Result<()> 
                     c.gpu_memory_allocations
                 )
             },
+            events(c.events_exported, c.events_imported),
             if c.claimed { "attached" } else { "not yet" }.to_owned(),
         ]);
     }
@@ -122,6 +124,16 @@ fn addressing(a: Addressing) -> &'static str {
         Addressing::Physical => "physical (sysfs)",
         Addressing::Iova => "IOVA (vfio)",
         Addressing::GpuVa => "GPU VA (RM-served GPU, per session)",
+    }
+}
+
+/// "2 exported, 1 imported", or "-" for none.
+fn events(exported: u32, imported: u32) -> String {
+    match (exported, imported) {
+        (0, 0) => "-".to_owned(),
+        (e, 0) => format!("{e} exported"),
+        (0, i) => format!("{i} imported"),
+        (e, i) => format!("{e} exported, {i} imported"),
     }
 }
 

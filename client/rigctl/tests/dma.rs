@@ -46,10 +46,13 @@ async fn rigctl_dma_shows_pools_and_sessions_as_json() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rigctl_dma_shows_each_clients_gpu_memory_and_each_gpus_total() {
+async fn rigctl_dma_shows_each_clients_gpu_memory_shared_events_and_each_gpus_total() {
     use std::sync::Arc;
 
-    use rig_client::gpumem::GpuMemory;
+    use rig_client::{
+        event::{ExportedEvent, ImportedEvent},
+        gpumem::GpuMemory,
+    };
     use rigd::{
         channels::{ChannelHost, Limits, Served},
         dma::{Backing, PoolSpec},
@@ -79,6 +82,14 @@ async fn rigctl_dma_shows_each_clients_gpu_memory_and_each_gpus_total() {
         .expect("open");
     let _a = GpuMemory::lease(&session, 3 * BLOCK).await.expect("a");
     let _b = GpuMemory::lease(&session, BLOCK).await.expect("b");
+    // An event the first session exports and a second imports.
+    let other = Session::open(&server.socket, "0000:00:06.0")
+        .await
+        .expect("open");
+    let ev = ExportedEvent::export(&session).await.expect("export");
+    let imp = ImportedEvent::import(&other, &ev.token())
+        .await
+        .expect("import");
     let socket = server.socket.clone();
     let run = |json: bool| {
         let socket = socket.clone();
@@ -113,10 +124,36 @@ async fn rigctl_dma_shows_each_clients_gpu_memory_and_each_gpus_total() {
     assert_eq!(g["kept_bytes"], 0);
     assert_eq!(g["per_uid_bytes"], 64u64 << 30);
     assert_eq!(g["per_gpu_bytes"], 128u64 << 30);
+    assert_eq!(
+        (&me["events_exported"], &me["events_imported"]),
+        (&1.into(), &0.into())
+    );
+    let them = &v["clients"][1];
+    assert_eq!(them["session"], other.id().0);
+    assert_eq!(
+        (&them["events_exported"], &them["events_imported"]),
+        (&0.into(), &1.into())
+    );
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
         text.contains("GPU memory on 0000:00:06.0: 8M lent"),
         "{text}"
     );
+    assert!(text.contains("Shared events"), "{text}");
+    assert!(
+        text.contains("1 exported") && text.contains("1 imported"),
+        "{text}"
+    );
+
+    // The exporter's close: the importer holds the gone event until it closes it too.
+    ev.close(&session).await.expect("close");
+    let events = |out: std::process::Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let n = |i: usize, k: &str| v["clients"][i][k].as_u64().expect("a count");
+        [n(0, "events_exported"), n(1, "events_imported")]
+    };
+    assert_eq!(events(run(true).await.expect("join")), [0, 1]);
+    imp.close(&other).await.expect("close");
+    assert_eq!(events(run(true).await.expect("join")), [0, 0]);
     server.stop().await;
 }

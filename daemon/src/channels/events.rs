@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::{Served, lock_client};
 use crate::{
     dma::SessionId,
-    events::{Ended, EventError, EventHost, EventId, ExportedEvent, ImportedEvent},
+    events::{Ended, EventError, EventHost, EventId, EventsHeld, ExportedEvent, ImportedEvent},
     nvrm::{AddressSpace, Rm},
 };
 use rig_sys::scm::PeerCred;
@@ -61,5 +61,9 @@ impl<R: Rm + 'static> EventHost for Served<R> {
         let ended = self.events.end(session);
         self.wake_importers(&ended);
         ended.events
+    }
+
+    fn events_held(&self) -> Vec<EventsHeld> {
+        self.events.held()
     }
 }

@@ -616,9 +616,12 @@ impl Pools {
                 leases: u32::try_from(v.leases.len()).unwrap_or(u32::MAX),
                 bytes: v.bytes(),
                 claimed: v.claimed,
-                // GPU memory is `gpumem`'s: the service joins it in.
+                // GPU memory is `gpumem`'s, shared events `events`': the service joins
+                // them in.
                 gpu_memory_allocations: 0,
                 gpu_memory_bytes: 0,
+                events_exported: 0,
+                events_imported: 0,
             })
             .collect();
         clients.sort_by_key(|c| c.session);

@@ -170,6 +170,17 @@ pub trait EventHost: Send + Sync {
     /// Ends `session`'s events (after its channels stopped), waking the importers of
     /// those it exported; returns how many it held.
     fn end_events(&self, session: SessionId) -> usize;
+    /// What each session holds of this GPU's events ([`Sharer::held`]).
+    fn events_held(&self) -> Vec<EventsHeld>;
+}
+
+/// What one session holds of a GPU's shared events: those it exported (still open)
+/// and those it imported (gone ones too, until it closes them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventsHeld {
+    pub session: SessionId,
+    pub exported: u32,
+    pub imported: u32,
 }
 
 /// One exported event.
@@ -443,6 +454,28 @@ impl<R: Rm> Sharer<R> {
     /// Events whose page is still made (exported, or gone with importers left).
     pub fn count(&self) -> usize {
         self.lock().events.len()
+    }
+
+    /// What each session holding an event holds, by session: an exporter's handle is
+    /// its event's own, an importer's another.
+    pub fn held(&self) -> Vec<EventsHeld> {
+        let s = self.lock();
+        let mut v: Vec<EventsHeld> = s
+            .held
+            .iter()
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(&session, h)| {
+                let exported = h.iter().filter(|(id, held)| **id == held.event).count();
+                let n = |k: usize| u32::try_from(k).unwrap_or(u32::MAX);
+                EventsHeld {
+                    session,
+                    exported: n(exported),
+                    imported: n(h.len() - exported),
+                }
+            })
+            .collect();
+        v.sort_by_key(|e| e.session);
+        v
     }
 
     /// Writes `value` at byte `at` of the page `session`'s event `id` views, as the

@@ -265,6 +265,34 @@ fn the_exporters_close_ends_the_event_and_an_importers_close_only_its_view() {
     assert_eq!(ended.importers, BTreeSet::from([SessionId(3)]));
     assert_eq!(word(&page, STATE), GONE);
     assert!(f.sharer.gpu_va(SessionId(3), two.id).is_some());
+    // What `rigctl dma` lists: the exporter and the closed importer hold nothing; the
+    // other importer holds the gone event until it closes it.
+    assert_eq!(
+        f.sharer.held(),
+        vec![EventsHeld {
+            session: SessionId(3),
+            exported: 0,
+            imported: 1
+        }]
+    );
+    f.sharer.close(SessionId(3), two.id).expect("close");
+    assert!(f.sharer.held().is_empty());
+}
+
+#[test]
+fn each_session_is_listed_with_what_it_exported_and_imported() {
+    let f = fixture();
+    let (a, b) = (space(&f), space(&f));
+    let first = export(&f, &a);
+    let _second = export(&f, &a);
+    let _in_a = import(&f, 1, &a, &first);
+    let _in_b = import(&f, 2, &b, &first);
+    let held = |session, exported, imported| EventsHeld {
+        session: SessionId(session),
+        exported,
+        imported,
+    };
+    assert_eq!(f.sharer.held(), vec![held(1, 2, 1), held(2, 0, 1)]);
 }
 
 #[test]

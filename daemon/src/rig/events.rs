@@ -6,7 +6,7 @@
 use super::{Kind, Rig, RigError};
 use crate::{
     dma,
-    events::{EventId, ExportedEvent, ImportedEvent},
+    events::{EventId, EventsHeld, ExportedEvent, ImportedEvent},
 };
 
 impl Rig {
@@ -42,6 +42,13 @@ impl Rig {
     /// [`RigError::Channel`] (`NotServed`), [`RigError::Event`] (`UnknownEvent`).
     pub fn close_event(&self, session: dma::SessionId, id: EventId) -> Result<(), RigError> {
         Ok(self.served_host(session)?.close_event(session, id)?)
+    }
+
+    /// What each session holds of the shared events of every served GPU, by session.
+    pub fn events_held(&self) -> Vec<EventsHeld> {
+        let mut v: Vec<EventsHeld> = self.hosts().iter().flat_map(|h| h.events_held()).collect();
+        v.sort_by_key(|e| e.session);
+        v
     }
 
     /// Ends `session`'s events; returns how many. Its channels stopped before

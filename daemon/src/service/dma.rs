@@ -248,10 +248,15 @@ impl pb::dma_server::Dma for Api {
         let viewer = (uid != 0).then_some(uid);
         let mut status = self.rig.dma().status(viewer);
         let (uses, totals) = self.rig.gpu_memory_status(viewer);
+        let events = self.rig.events_held();
         for c in &mut status.clients {
             for u in uses.iter().filter(|u| u.session == c.session) {
                 c.gpu_memory_allocations += u.allocations;
                 c.gpu_memory_bytes += u.bytes;
+            }
+            for e in events.iter().filter(|e| e.session == c.session) {
+                c.events_exported += e.exported;
+                c.events_imported += e.imported;
             }
         }
         status.gpu_memory = totals.into_iter().map(super::gpumem::totals).collect();

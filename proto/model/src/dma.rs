@@ -125,6 +125,9 @@ pub struct ClientUse {
     /// GPU memory it holds on a served GPU: allocations and bytes.
     pub gpu_memory_allocations: u32,
     pub gpu_memory_bytes: u64,
+    /// Events shared between sessions it holds on a served GPU: exported, imported.
+    pub events_exported: u32,
+    pub events_imported: u32,
 }
 
 #[cfg(test)]

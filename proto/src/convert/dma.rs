@@ -105,6 +105,8 @@ impl From<&m::ClientUse> for pb::DmaClient {
             claimed: c.claimed,
             gpu_memory_allocations: c.gpu_memory_allocations,
             gpu_memory_bytes: c.gpu_memory_bytes,
+            events_exported: c.events_exported,
+            events_imported: c.events_imported,
         }
     }
 }
@@ -121,6 +123,8 @@ impl From<pb::DmaClient> for m::ClientUse {
             claimed: c.claimed,
             gpu_memory_allocations: c.gpu_memory_allocations,
             gpu_memory_bytes: c.gpu_memory_bytes,
+            events_exported: c.events_exported,
+            events_imported: c.events_imported,
         }
     }
 }
@@ -224,7 +228,7 @@ mod tests {
             any::<(u64, u32, i32)>(),
             "\\PC{0,12}",
             any::<(u32, u64, bool)>(),
-            any::<(u32, u64)>(),
+            any::<(u32, u64, u32, u32)>(),
         )
             .prop_map(
                 |((session, uid, pid), device, (leases, bytes, claimed), g)| m::ClientUse {
@@ -237,6 +241,8 @@ mod tests {
                     claimed,
                     gpu_memory_allocations: g.0,
                     gpu_memory_bytes: g.1,
+                    events_exported: g.2,
+                    events_imported: g.3,
                 },
             )
     }
