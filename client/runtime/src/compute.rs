@@ -764,6 +764,48 @@ impl ComputeChannel {
         Ok(self.ch.close(session).await?)
     }
 
+    /// Slots a template gets ([`ComputeOptions::slots`]).
+    pub(crate) fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Makes the template for `key` hold `slots` slots, or as many as half the arena
+    /// holds (`Runtime::replay`: a graph with more launches of one kernel in one shape than a
+    /// template's slots would wait mid-replay for its own launches to land). A template
+    /// with fewer is built again once its launches have all landed; one with launches
+    /// in flight is left as it is. Nothing for `slots` within the channel's
+    /// ([`ComputeOptions::slots`]).
+    ///
+    /// # Errors
+    /// As a launch's first template: [`ComputeError::ForeignKernel`], the shape's,
+    /// [`ComputeError::Arena`]; the channel's.
+    pub(crate) fn reserve(
+        &mut self,
+        kernel: &Kernel,
+        key: Key,
+        slots: usize,
+    ) -> Result<(), ComputeError> {
+        // At most half the arena: the graph's other kernels need templates too.
+        let half =
+            usize::try_from(self.arena.len() / 2 / template::stride(self.qmd, kernel.info()))
+                .unwrap_or(usize::MAX);
+        let slots = slots.min(half);
+        if slots <= self.slots {
+            return Ok(());
+        }
+        if let Some(i) = self.templates.iter().position(|t| t.key == key) {
+            if self.templates[i].slot_count() >= slots {
+                return Ok(());
+            }
+            self.completed = self.completed.max(self.ch.completed()?);
+            if self.templates[i].last_value() > self.completed {
+                return Ok(());
+            }
+            self.remove(i);
+        }
+        self.build(kernel, key, slots).map(drop)
+    }
+
     /// The index of the template for `key`: the last one used, one kept, or a new one
     /// (which may first give back idle templates' arena).
     fn template(&mut self, kernel: &Kernel, key: Key) -> Result<usize, ComputeError> {
@@ -774,7 +816,14 @@ impl ComputeChannel {
             self.last = i;
             return Ok(i);
         }
-        // Only here, where a kernel gets its first template: the lookups above match
+        self.build(kernel, key, self.slots)
+    }
+
+    /// Builds the template for `key` with up to `slots` slots (as many as the arena
+    /// holds), giving back idle templates' arena first where it is full; returns its
+    /// index.
+    fn build(&mut self, kernel: &Kernel, key: Key, slots: usize) -> Result<usize, ComputeError> {
+        // Only here, where a kernel gets its first template: the lookups before match
         // only kernels that passed (a key names its kernel, unique in the process).
         if kernel.module.session != self.ch.session() {
             return Err(ComputeError::ForeignKernel {
@@ -804,7 +853,7 @@ impl ComputeChannel {
         let stride = template::stride(self.qmd, kernel.info());
         let slots = usize::try_from(self.arena.len() / stride)
             .unwrap_or(usize::MAX)
-            .min(self.slots);
+            .min(slots);
         if slots == 0 {
             return Err(ComputeError::Arena {
                 kernel: kernel.name().into(),
@@ -871,16 +920,21 @@ impl ComputeChannel {
                 lru(&self.templates, u64::MAX).unwrap_or(0)
             }
         };
+        self.remove(i);
+        Ok(())
+    }
+
+    /// Gives template `i`, whose launches all landed, its arena back.
+    fn remove(&mut self, i: usize) {
         let t = self.templates.swap_remove(i);
         self.arena.free(t.region, t.bytes());
         self.last = 0;
-        // The last template moved into `i`; the evicted one's launches all landed.
+        // The last template moved into `i`; the removed one's launches all landed.
         self.tail = match self.tail {
             Some((ti, ..)) if ti == i => None,
             Some((ti, si, v)) if ti == self.templates.len() => Some((i, si, v)),
             other => other,
         };
-        Ok(())
     }
 }
 

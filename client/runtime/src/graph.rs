@@ -250,6 +250,27 @@ impl Graph {
     pub(crate) fn launches(&self) -> &[Recorded] {
         &self.launches
     }
+
+    /// Each kernel-and-shape that more than `over` of its launches share: the index of
+    /// the first of them and how many there are.
+    pub(crate) fn repeats(&self, over: usize) -> Vec<(usize, usize)> {
+        if self.launches.len() <= over {
+            return Vec::new();
+        }
+        // (the first launch's index, the count) per key, in the order first seen.
+        let mut seen: Vec<(usize, usize)> = Vec::new();
+        for (j, r) in self.launches.iter().enumerate() {
+            match seen
+                .iter_mut()
+                .find(|(f, _)| self.launches[*f].key == r.key)
+            {
+                Some((_, n)) => *n += 1,
+                None => seen.push((j, 1)),
+            }
+        }
+        seen.retain(|&(_, n)| n > over);
+        seen
+    }
 }
 
 /// The template key of a launch of `kernel` in that shape, checked.

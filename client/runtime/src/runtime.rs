@@ -430,7 +430,8 @@ impl Runtime {
     /// launch of the graph.
     ///
     /// # Errors
-    /// [`GraphError::Empty`] and [`Runtime::order`]'s, before anything is queued;
+    /// [`GraphError::Empty`], [`Runtime::order`]'s, and [`RuntimeError::Replay`] for a
+    /// template that could not be made large enough, before anything is queued;
     /// [`RuntimeError::Replay`]: a launch the channel refused (an arena too small for
     /// its template, a slot whose wait timed out), naming it. The launches queued
     /// before it are submitted, so a later wait sees them land.
@@ -443,6 +444,19 @@ impl Runtime {
         if graph.is_empty() {
             return Err(GraphError::Empty.into());
         }
+        // A kernel-and-shape launched more times than a template has slots gets a
+        // template that holds them all, so the replay never waits for its own launches.
+        let refused = |launch: usize, source| RuntimeError::Replay {
+            launch,
+            kernel: graph.launches()[launch].kernel.name().into(),
+            source: Box::new(source),
+        };
+        for (first, n) in graph.repeats(self.compute.slots()) {
+            let r = &graph.launches()[first];
+            self.compute
+                .reserve(&r.kernel, r.key, n)
+                .map_err(|e| refused(first, e))?;
+        }
         self.order(Engine::Compute, after)?;
         // Where a run ends and the doorbell rings (`Submit::Early`): after launches 1,
         // 2, 4, 8…; never while the caller holds the doorbells.
@@ -451,11 +465,11 @@ impl Runtime {
             _ => usize::MAX,
         };
         let mut value = 0;
-        let mut refused = None;
+        let mut failed = None;
         for (j, r) in graph.launches().iter().enumerate() {
             if j == cut {
                 if let Err(e) = self.compute.submit() {
-                    refused = Some((j, e));
+                    failed = Some((j, e));
                     break;
                 }
                 cut *= 2;
@@ -463,18 +477,14 @@ impl Runtime {
             match self.compute.enqueue_recorded(r) {
                 Ok(v) => value = v,
                 Err(e) => {
-                    refused = Some((j, e));
+                    failed = Some((j, e));
                     break;
                 }
             }
         }
         let rung = self.ring(Engine::Compute);
-        if let Some((launch, e)) = refused {
-            return Err(RuntimeError::Replay {
-                launch,
-                kernel: graph.launches()[launch].kernel.name().into(),
-                source: Box::new(e),
-            });
+        if let Some((launch, e)) = failed {
+            return Err(refused(launch, e));
         }
         rung?;
         Ok(Done {

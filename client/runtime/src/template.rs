@@ -269,6 +269,11 @@ impl Template {
         })
     }
 
+    /// Its slots: launches of it in flight at once.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Bytes it takes in the arena.
     pub(crate) fn bytes(&self) -> u64 {
         self.stride * self.slots.len() as u64

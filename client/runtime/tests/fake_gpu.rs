@@ -1435,3 +1435,55 @@ async fn a_graph_replays_its_launches_patched_in_one_call_ringing_early_or_once(
     assert_eq!(at(&words, &wait), Some(0), "{words:x?}");
     f.server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_launching_one_shape_more_times_than_a_template_has_slots_never_waits_on_itself() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    // Templates of 4 slots; the fake GPU lands nothing unless told.
+    let (mut rt, empty) = runtime(&f, &s).await;
+    let sem = rt.compute().channel().semaphore_va().get();
+    let land = |rt: &mut Runtime| {
+        let last = rt.compute().channel().last_value();
+        gpu_writes(&f, &s, sem, &last.to_le_bytes());
+    };
+    rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    land(&mut rt);
+    let graph = |n: usize| {
+        let mut g = Graph::new();
+        for _ in 0..n {
+            g.add(&empty, 1, 1, 0, &[]).expect("add");
+        }
+        g
+    };
+    // Ten launches of one shape: without a template of ten slots the fifth would wait
+    // for the first to land, which it never does here.
+    let before = gp_put(&f, rt.compute().channel());
+    let done = rt
+        .replay(&graph(10), &[], Submit::Once)
+        .expect("no launch waits for another of the same replay");
+    assert_eq!(done.value, rt.compute().channel().last_value());
+    assert_eq!(
+        gp_put(&f, rt.compute().channel()) - before,
+        1,
+        "one run, chained"
+    );
+    // Landed: a larger graph gets a larger template.
+    land(&mut rt);
+    rt.replay(&graph(12), &[], Submit::Early)
+        .expect("the idle template is built again with twelve slots");
+    // In flight, the template is left as it is: a replay behind it waits for its slots,
+    // here until the wait times out, typed and naming the launch.
+    let e = rt
+        .replay(&graph(12), &[], Submit::Once)
+        .expect_err("its slots are all in flight");
+    assert!(
+        matches!(
+            &e,
+            RuntimeError::Replay { launch: 0, source, .. }
+                if matches!(**source, ComputeError::Channel(ChannelError::Timeout { .. }))
+        ),
+        "{e:?}"
+    );
+    f.server.stop().await;
+}
