@@ -19,6 +19,8 @@
 //! Not here: templates, slots and chaining (`compute`, `template`); what a replay
 //! sends (docs/compute.md, "Graphs"). Cooperative launches are not recorded.
 
+use std::cell::OnceCell;
+
 use crate::{
     cbank0::Cbank0Error,
     launch::{Dim3, LaunchError, Shape},
@@ -31,6 +33,10 @@ use crate::{
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     launches: Vec<Recorded>,
+    /// Per kernel-and-shape, in the order first seen: the index of its first launch
+    /// and how many there are. Counted at the first replay that needs it
+    /// ([`Graph::repeats`]), again after `add` or `set_shape`.
+    counts: OnceCell<Vec<(usize, usize)>>,
 }
 
 /// One recorded launch.
@@ -157,6 +163,7 @@ impl Graph {
             key,
             params: laid,
         });
+        self.counts.take();
         Ok(launch)
     }
 
@@ -212,6 +219,7 @@ impl Graph {
             block.into(),
             r.key.dynamic_shared,
         )?;
+        self.counts.take();
         Ok(())
     }
 
@@ -252,24 +260,27 @@ impl Graph {
     }
 
     /// Each kernel-and-shape that more than `over` of its launches share: the index of
-    /// the first of them and how many there are.
-    pub(crate) fn repeats(&self, over: usize) -> Vec<(usize, usize)> {
-        if self.launches.len() <= over {
-            return Vec::new();
-        }
-        // (the first launch's index, the count) per key, in the order first seen.
-        let mut seen: Vec<(usize, usize)> = Vec::new();
-        for (j, r) in self.launches.iter().enumerate() {
-            match seen
-                .iter_mut()
-                .find(|(f, _)| self.launches[*f].key == r.key)
-            {
-                Some((_, n)) => *n += 1,
-                None => seen.push((j, 1)),
-            }
-        }
-        seen.retain(|&(_, n)| n > over);
-        seen
+    /// the first of them and how many there are. Counted once per shape of the graph,
+    /// not per replay; nothing to count where the graph has `over` launches or fewer.
+    pub(crate) fn repeats(&self, over: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let counts: &[(usize, usize)] = if self.launches.len() <= over {
+            &[]
+        } else {
+            self.counts.get_or_init(|| {
+                let mut seen: Vec<(usize, usize)> = Vec::new();
+                for (j, r) in self.launches.iter().enumerate() {
+                    match seen
+                        .iter_mut()
+                        .find(|(f, _)| self.launches[*f].key == r.key)
+                    {
+                        Some((_, n)) => *n += 1,
+                        None => seen.push((j, 1)),
+                    }
+                }
+                seen
+            })
+        };
+        counts.iter().copied().filter(move |&(_, n)| n > over)
     }
 }
 

@@ -1273,6 +1273,13 @@ async fn a_cooperative_launch_gives_each_slot_a_grid_workspace_of_its_own() {
     f.server.stop().await;
 }
 
+/// The "GPU" finishes everything queued on `rt`'s compute channel.
+fn land_compute(f: &Fixture, s: &Session, rt: &mut Runtime) {
+    let ch = rt.compute().channel();
+    let last = ch.last_value();
+    gpu_writes(f, s, ch.semaphore_va().get(), &last.to_le_bytes());
+}
+
 /// The compute channel's GP_PUT: ring entries it has submitted.
 fn gp_put(f: &Fixture, ch: &Channel) -> u32 {
     gp_puts(f)
@@ -1291,11 +1298,7 @@ async fn a_graph_replays_its_launches_patched_in_one_call_ringing_early_or_once(
         module.kernel("empty").expect("empty"),
     );
     let mut rt = Runtime::with(compute(&s, 4).await, copies, module).expect("runtime");
-    let sem = rt.compute().channel().semaphore_va().get();
-    let land = |rt: &mut Runtime| {
-        let last = rt.compute().channel().last_value();
-        gpu_writes(&f, &s, sem, &last.to_le_bytes());
-    };
+    let land = |rt: &mut Runtime| land_compute(&f, &s, rt);
     // The first launch after the load goes through the pushbuffer (its invalidation).
     rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
     land(&mut rt);
@@ -1442,11 +1445,7 @@ async fn a_graph_launching_one_shape_more_times_than_a_template_has_slots_never_
     let s = Session::open(&f.server.socket, GPU).await.expect("session");
     // Templates of 4 slots; the fake GPU lands nothing unless told.
     let (mut rt, empty) = runtime(&f, &s).await;
-    let sem = rt.compute().channel().semaphore_va().get();
-    let land = |rt: &mut Runtime| {
-        let last = rt.compute().channel().last_value();
-        gpu_writes(&f, &s, sem, &last.to_le_bytes());
-    };
+    let land = |rt: &mut Runtime| land_compute(&f, &s, rt);
     rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
     land(&mut rt);
     let graph = |n: usize| {
@@ -1458,9 +1457,10 @@ async fn a_graph_launching_one_shape_more_times_than_a_template_has_slots_never_
     };
     // Ten launches of one shape: without a template of ten slots the fifth would wait
     // for the first to land, which it never does here.
+    let mut g = graph(10);
     let before = gp_put(&f, rt.compute().channel());
     let done = rt
-        .replay(&graph(10), &[], Submit::Once)
+        .replay(&g, &[], Submit::Once)
         .expect("no launch waits for another of the same replay");
     assert_eq!(done.value, rt.compute().channel().last_value());
     assert_eq!(
@@ -1468,14 +1468,36 @@ async fn a_graph_launching_one_shape_more_times_than_a_template_has_slots_never_
         1,
         "one run, chained"
     );
-    // Landed: a larger graph gets a larger template.
+    // Landed: the same graph grown by two gets a larger template (its launches are
+    // counted again after an add).
     land(&mut rt);
-    rt.replay(&graph(12), &[], Submit::Early)
+    g.add(&empty, 1, 1, 0, &[]).expect("add");
+    g.add(&empty, 1, 1, 0, &[]).expect("add");
+    rt.replay(&g, &[], Submit::Early)
         .expect("the idle template is built again with twelve slots");
+    // And after a shape changes: eight launches of each of two shapes, then all
+    // sixteen of one.
+    land(&mut rt);
+    let mut two = Graph::new();
+    for grid in [2, 3] {
+        for _ in 0..8 {
+            two.add(&empty, grid, 1, 0, &[]).expect("add");
+        }
+    }
+    rt.replay(&two, &[], Submit::Once).expect("eight of each");
+    land(&mut rt);
+    for j in 8..16 {
+        two.set_shape(j, 2, 1).expect("shape");
+    }
+    rt.replay(&two, &[], Submit::Once)
+        .expect("sixteen of one shape: counted again after set_shape");
     // In flight, the template is left as it is: a replay behind it waits for its slots,
     // here until the wait times out, typed and naming the launch.
+    land(&mut rt);
+    rt.replay(&g, &[], Submit::Once)
+        .expect("twelve slots, idle");
     let e = rt
-        .replay(&graph(12), &[], Submit::Once)
+        .replay(&g, &[], Submit::Once)
         .expect_err("its slots are all in flight");
     assert!(
         matches!(
