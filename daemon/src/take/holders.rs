@@ -446,6 +446,17 @@ mod tests {
         assert_eq!(found.iter().map(|h| h.pid).collect::<Vec<_>>(), [412]);
     }
 
+    /// The pids among `found` that a test started itself. Tests run on threads of one
+    /// process: a child another test forks while this test's file is open holds a copy
+    /// of it until its exec (CI once found one), so only a test's own children are judged.
+    fn judged(found: &[Holder], ours: &[i32]) -> Vec<i32> {
+        found
+            .iter()
+            .map(|h| h.pid)
+            .filter(|p| ours.contains(p))
+            .collect()
+    }
+
     fn python_mapper(file: &fs::File, len: usize) -> Option<Child> {
         // Maps `len` bytes of its stdin, closes every descriptor, waits.
         let code = format!(
@@ -488,12 +499,9 @@ mod tests {
         child.wait().expect("wait");
 
         assert_eq!(fds.expect("fds"), 0, "the child closed its descriptors");
-        assert_eq!(found.iter().map(|h| h.pid).collect::<Vec<_>>(), [pid]);
-        assert!(
-            vfio_holders(Path::new("/proc"), &t)
-                .expect("scan")
-                .is_empty()
-        );
+        assert_eq!(judged(&found, &[pid]), [pid]);
+        let after = vfio_holders(Path::new("/proc"), &t).expect("scan");
+        assert!(judged(&after, &[pid]).is_empty(), "{after:?}");
     }
 
     #[test]
@@ -517,9 +525,9 @@ mod tests {
         let after = vfio_holders(Path::new("/proc"), &t).expect("scan");
 
         let found = found.expect("scan");
-        assert_eq!(found.iter().map(|h| h.pid).collect::<Vec<_>>(), [pid]);
-        assert_eq!(found[0].comm, "sleep");
-        assert!(after.is_empty(), "{after:?}");
+        assert_eq!(judged(&found, &[pid]), [pid]);
+        assert!(found.iter().any(|h| h.pid == pid && h.comm == "sleep"));
+        assert!(judged(&after, &[pid]).is_empty(), "{after:?}");
     }
 
     #[test]
@@ -542,6 +550,7 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = i32::try_from(child.id()).expect("pid");
+        let other_pid = i32::try_from(other.id()).expect("pid");
 
         let found = resource_holders(Path::new("/proc"), &dev);
         for c in [&mut child, &mut other] {
@@ -549,8 +558,12 @@ mod tests {
             c.wait().expect("wait");
         }
 
-        let found: Vec<i32> = found.expect("scan").iter().map(|h| h.pid).collect();
-        assert_eq!(found, [pid], "config is not a BAR");
+        let found = found.expect("scan");
+        assert_eq!(
+            judged(&found, &[pid, other_pid]),
+            [pid],
+            "config is not a BAR"
+        );
     }
 
     #[test]
