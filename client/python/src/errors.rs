@@ -33,6 +33,7 @@ use rig_client::{
 };
 use rig_runtime::{
     ComputeError, CopyError, EventError, GraphError, LoadError, MemoryError, RuntimeError,
+    ValueError,
 };
 
 create_exception!(rig_gpu._rig, RigError, PyException, "Every error of rig.");
@@ -336,6 +337,8 @@ into_py!(RuntimeError, |e: &RuntimeError| match e {
     RuntimeError::Shared(e) => shared(e),
     RuntimeError::Graph(g) => graph(g),
     RuntimeError::Replay { source, .. } => compute(source),
+    RuntimeError::Value(ValueError::Memory(m)) => memory(m),
+    RuntimeError::Value(_) => Class::Value,
 });
 into_py!(GraphError, graph);
 

@@ -500,6 +500,72 @@ impl Runtime {
         Ok(Done::of(done, self.id))
     }
 
+    /// Writes the 64-bit `value` at `dst` (a buffer of the session, from `offset`, or a
+    /// GPU address in one) from the `engine` channel once that engine finished
+    /// everything submitted to it before and every `Done` in `after` landed: CUDA's
+    /// `cuStreamWriteValue64`. With `timestamp` (the default) the GPU's nanosecond
+    /// time follows the value (16 bytes, 16-byte aligned; else 8 bytes, 8-byte
+    /// aligned). The host reads it in memory; `wait_value` makes a channel wait for
+    /// it. Returns a `Done` that lands once the value is written. A place outside the
+    /// session's memory is `rig.RigError`; short, misaligned or over one of the
+    /// runtime's timelines, `ValueError`. Returns at once.
+    #[pyo3(signature = (dst, value, engine = "compute", offset = 0, timestamp = true, after = Vec::new()))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    fn write_value(
+        &self,
+        py: Python<'_>,
+        dst: &Bound<'_, PyAny>,
+        value: u64,
+        engine: &str,
+        offset: u64,
+        timestamp: bool,
+        after: Vec<After>,
+    ) -> PyResult<Done> {
+        let which = self::engine(engine)?;
+        let (after, fences) = deps(self, &after)?;
+        let d = Held::of(dst, &self.session)?;
+        let len = if timestamp {
+            rig_runtime::value::WRITTEN_BYTES
+        } else {
+            rig_runtime::value::WAITED_BYTES
+        };
+        let span = d.span(offset, len)?;
+        let session = &self.session;
+        let done = self
+            .with(py, |rt, _| {
+                import(rt, which, &fences)?;
+                rt.write_value(session, which, span, value, timestamp, &after)
+            })?
+            .py()?;
+        Ok(Done::of(done, self.id))
+    }
+
+    /// Makes the next work on the `engine` channel wait on the GPU until the 64-bit
+    /// value at `src` (a buffer of the session, from `offset`, or a GPU address in
+    /// one) has reached `value`: CUDA's `cuStreamWaitValue64` (GEQ, compared
+    /// circularly). Whoever sets it, the host writing the memory included, the channel
+    /// goes on; other sessions run meanwhile. The host does not wait. Returns a `Done`
+    /// that lands once the value was reached and the channel's earlier work is done:
+    /// what work on the other channel puts in its `after`. Returns at once.
+    #[pyo3(signature = (src, value, engine = "compute", offset = 0))]
+    fn wait_value(
+        &self,
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        value: u64,
+        engine: &str,
+        offset: u64,
+    ) -> PyResult<Done> {
+        let which = self::engine(engine)?;
+        let s = Held::of(src, &self.session)?;
+        let span = s.span(offset, rig_runtime::value::WAITED_BYTES)?;
+        let session = &self.session;
+        let done = self
+            .with(py, |rt, _| rt.wait_value(session, which, span, value))?
+            .py()?;
+        Ok(Done::of(done, self.id))
+    }
+
     /// A fence for `done` that another runtime of the same session (another stream)
     /// puts in its `after` to wait for it on the GPU. The work that releases it is sent
     /// to the GPU now, even under `hold()`.

@@ -16,6 +16,8 @@
 //! through the [`memory::Memory`] and [`memory::Alloc`] traits (host leases now, GPU
 //! memory beside them). [`event`] records the GPU's time on either channel. A
 //! [`graph`] records launches once for [`runtime::Runtime::replay`] to queue in one call.
+//! [`value`] checks the places of values the channels write and wait on in the
+//! session's memory.
 //!
 //! Completion: a kernel's value is released by its QMD's release slot (64 bits), a
 //! copy's by the copy engine in the copy's own LAUNCH_DMA (32 bits, compared
@@ -47,6 +49,7 @@ pub mod runtime;
 mod template;
 #[cfg(test)]
 mod testing;
+pub mod value;
 pub mod window;
 
 pub use cbank0::{Bank0, Cbank0Error};
@@ -62,4 +65,5 @@ pub use qmd::{ConstantBuffer, Launch, Qmd, QmdError, QmdVersion, Release, Releas
 pub use rig_nv::method::compute::PcasAction;
 /// A launch's SEND_SIGNALING_PCAS2_B action ([`ComputeOptions::pcas`]).
 pub use runtime::{Done, Runtime, RuntimeError, RuntimeOptions};
+pub use value::{OverTimeline, ValueError};
 pub use window::{Geometry, Slm, WindowError, Windows};

@@ -26,6 +26,11 @@
 //! Graphs: [`Runtime::replay`] queues a recorded [`Graph`] on the compute channel in one
 //! call (module `graph`).
 //!
+//! Values in memory: [`Runtime::write_value`] has a channel write a 64-bit value (and
+//! the GPU's time) into the session's memory after its work, [`Runtime::wait_value`]
+//! has a channel wait until a value there reaches one: ordering on signals that the
+//! host or another device sets too (module `value`).
+//!
 //! State: the two channels and the copy kernel's module. Not here: the checks (each
 //! channel's), GPU memory itself (the session's).
 
@@ -40,6 +45,8 @@ use rig_client::{
     session::Session,
 };
 
+use rig_nv::method::Release;
+
 use crate::{
     builtin,
     compute::{ComputeChannel, ComputeError, ComputeOptions},
@@ -50,6 +57,7 @@ use crate::{
     load::{self, Kernel, Module},
     memory::{Alloc, Place, Span},
     params::Arg,
+    value::{self, Use, ValueError},
 };
 
 /// How a runtime's channels are opened.
@@ -88,6 +96,10 @@ pub enum RuntimeError {
     /// A graph's refusal, before anything was queued.
     #[error(transparent)]
     Graph(#[from] GraphError),
+    /// A value's place refused ([`Runtime::write_value`], [`Runtime::wait_value`]),
+    /// before anything was pushed.
+    #[error(transparent)]
+    Value(#[from] ValueError),
     /// A launch of a graph the compute channel refused; the launches before it were
     /// submitted.
     #[error("Launch {launch} of the graph ({kernel}) is refused")]
@@ -566,6 +578,102 @@ impl Runtime {
             Engine::Copy => self.copies.acquire(fence)?,
         }
         Ok(())
+    }
+
+    /// Writes the 64-bit `value` at `at` (memory of `session`: 16 bytes with the GPU's
+    /// nanosecond time after the value when `timestamp`, else 8) from `engine`'s
+    /// channel, once that engine finished everything submitted to it before and
+    /// everything in `after` landed (waited for on the GPU, as [`Runtime::order`]
+    /// does): a host semaphore release with RELEASE_WFI. CUDA's
+    /// `cuStreamWriteValue64`. The host reads it in memory; a channel waits for it
+    /// with [`Runtime::wait_value`]. Returns a [`Done`] of the channel that lands only
+    /// once the value is written (a timeline release right behind it), so that work
+    /// ordered after the `Done` never sees the memory without it, and two channels
+    /// writing one place in turn never land out of turn. Rings unless held.
+    ///
+    /// # Errors
+    /// [`ValueError`] for a place that is not the session's, too short or misaligned
+    /// (16 bytes with a timestamp, 8 without), or over one of the runtime's timelines;
+    /// [`Runtime::order`]'s; the channel's (a full pushbuffer).
+    pub fn write_value(
+        &mut self,
+        session: &Session,
+        engine: Engine,
+        at: Span<'_>,
+        value: u64,
+        timestamp: bool,
+        after: &[Done],
+    ) -> Result<Done, RuntimeError> {
+        let timelines = [
+            self.compute.channel().semaphore_va(),
+            self.copies.channel().semaphore_va(),
+        ];
+        let va = value::place(session, &at, Use::Write { timestamp }, &timelines)?;
+        self.order(engine, after)?;
+        let ch = self.channel(engine);
+        let written = ch
+            .release_to(
+                va,
+                value,
+                Release {
+                    wait_idle: true,
+                    timestamp,
+                },
+            )
+            // The engine idled for the write just before: the timeline's release
+            // needs no second WFI to say that everything before it is done.
+            .and_then(|()| {
+                ch.release_with(Release {
+                    wait_idle: false,
+                    timestamp: false,
+                })
+            })
+            .map_err(|e| channel_error(engine, e))?;
+        self.ring(engine)?;
+        Ok(Done {
+            engine,
+            value: written,
+        })
+    }
+
+    /// Makes the next work on `engine`'s channel wait on the GPU until the 64-bit
+    /// value at `at` (8 bytes of `session`'s memory) has reached `value`, compared
+    /// circularly: a semaphore acquire, no host wait, the channel group switched out
+    /// meanwhile so that other groups run. CUDA's `cuStreamWaitValue64` with
+    /// `CU_STREAM_WAIT_VALUE_GEQ`. Whoever sets the value (the host, another
+    /// channel's [`Runtime::write_value`]), work after this on the channel waits for
+    /// it. Returns a [`Done`] of the channel (a timeline release with WFI behind the
+    /// acquire) that lands once the value was reached and everything before it on the
+    /// channel is done: what work on the other channel waits for ([`Runtime::order`]).
+    /// A value that never comes holds that channel until waits on later work time
+    /// out. Rings unless held.
+    ///
+    /// # Errors
+    /// [`ValueError`] for a place that is not the session's, short or not 8-byte
+    /// aligned; the channel's (a full pushbuffer).
+    pub fn wait_value(
+        &mut self,
+        session: &Session,
+        engine: Engine,
+        at: Span<'_>,
+        value: u64,
+    ) -> Result<Done, RuntimeError> {
+        let va = value::place(session, &at, Use::Wait, &[])?;
+        let ch = self.channel(engine);
+        let reached = ch
+            .acquire_at(va, value)
+            .and_then(|()| {
+                ch.release_with(Release {
+                    wait_idle: true,
+                    timestamp: false,
+                })
+            })
+            .map_err(|e| channel_error(engine, e))?;
+        self.ring(engine)?;
+        Ok(Done {
+            engine,
+            value: reached,
+        })
     }
 
     /// Records `event`, which this session exported, on `engine`'s channel: once the

@@ -26,8 +26,8 @@ use rig_runtime::{
     Arg, Cbank0Error, ComputeChannel, ComputeError, ComputeOptions, ConstantBuffer, CopyChannel,
     CopyError, CopyOptions, Dim3, EventError, EventPage, Geometry, Graph, GraphError, HostAlloc,
     Launch, LaunchError, LoadError, Memory, MemoryError, Module, Place, QmdError, QmdVersion,
-    Release, ReleaseKind, Runtime, RuntimeError, Shape, Span, Submit, Windows, cbank0, event, load,
-    qmd, region_at,
+    Release, ReleaseKind, Runtime, RuntimeError, Shape, Span, Submit, ValueError, Windows, cbank0,
+    event, load, qmd, region_at,
 };
 use support::{
     Fixture, GPU, KERNELS, MIB, fetched, gp_puts, gpu_writes, pushed, read, serve, u64s,
@@ -1507,5 +1507,182 @@ async fn a_graph_launching_one_shape_more_times_than_a_template_has_slots_never_
         ),
         "{e:?}"
     );
+    f.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_in_the_sessions_memory_are_written_after_the_work_and_waited_for_on_the_gpu() {
+    let f = serve(16).await;
+    let s = Session::open(&f.server.socket, GPU).await.expect("session");
+    let (mut rt, empty) = runtime(&f, &s).await;
+    let sig = s.alloc(4096, 4096).await.expect("signals");
+    let base = sig.gpu_va().expect("va");
+    let slot = |n: u64| Span::new(&sig, 16 * n, 16).expect("span");
+    let copy_sem = rt.copies().channel().semaphore_va();
+
+    // After a copy not landed: the compute channel acquires it, then releases the
+    // value with WFI and the GPU's time into the slot, then its timeline's next value
+    // (no second WFI): the Done lands only behind the write.
+    let h = s.alloc(MIB, 4096).await.expect("buffer");
+    let up = rt.copy(&s, all(&h), all(&h)).expect("copy");
+    let compute_sem = rt.compute().channel().semaphore_va();
+    let next = rt.compute().channel().last_value() + 1;
+    let w = rt
+        .write_value(&s, Engine::Compute, slot(1), 7, true, &[up])
+        .expect("write");
+    assert_eq!((w.engine, w.value), (Engine::Compute, next));
+    let stamped = method::Release {
+        wait_idle: true,
+        timestamp: true,
+    };
+    let bare = method::Release {
+        wait_idle: false,
+        timestamp: false,
+    };
+    let release = method::release_with(GpuVa(base.get() + 16), 7, stamped).expect("words");
+    let timeline = method::release_with(compute_sem, next, bare).expect("words");
+    let acquire = method::acquire32(
+        copy_sem,
+        u32::try_from(up.value).expect("small"),
+        Waiting::SwitchGroup,
+    )
+    .expect("words");
+    let words = fetched(&s, rt.compute().channel(), 1).concat();
+    let (a, r, t) = (
+        at(&words, &acquire),
+        at(&words, &release),
+        at(&words, &timeline),
+    );
+    assert!(
+        a.zip(r).zip(t).is_some_and(|((a, r), t)| a < r && r < t),
+        "the acquire, the write, the timeline, rung at once: {words:x?}"
+    );
+    // Without the time, on the copy channel: 8 bytes, after the copy by the channel's
+    // own order (no acquire). Work on the compute channel that must see it waits for
+    // the copy channel's Done, which lands behind the write.
+    let next = rt.copies().channel().last_value() + 1;
+    let w = rt
+        .write_value(
+            &s,
+            Engine::Copy,
+            Span::new(&sig, 40, 8).expect("span"),
+            9,
+            false,
+            &[up],
+        )
+        .expect("write");
+    assert_eq!((w.engine, w.value), (Engine::Copy, next));
+    let plain = method::Release {
+        wait_idle: true,
+        timestamp: false,
+    };
+    let mut words = method::release_with(GpuVa(base.get() + 40), 9, plain)
+        .expect("words")
+        .to_vec();
+    words.extend(method::release_with(copy_sem, next, bare).expect("words"));
+    assert_eq!(fetched(&s, rt.copies().channel(), 1).concat(), words);
+    rt.launch(&empty, 1, 1, 0, &[], &[w]).expect("launch");
+    let acquire = method::acquire32(
+        copy_sem,
+        u32::try_from(next).expect("small"),
+        Waiting::SwitchGroup,
+    )
+    .expect("words");
+    assert!(at(&fetched(&s, rt.compute().channel(), 1).concat(), &acquire).is_some());
+
+    // A wait: the acquire of the 64-bit value, then the timeline's value with WFI,
+    // rung by itself; the launch after it comes behind. Its Done is what the copy
+    // channel waits for.
+    let next = rt.compute().channel().last_value() + 1;
+    let reached = rt
+        .wait_value(&s, Engine::Compute, slot(2), 3)
+        .expect("wait");
+    assert_eq!((reached.engine, reached.value), (Engine::Compute, next));
+    rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    let mut words = method::acquire(GpuVa(base.get() + 32), 3, Waiting::SwitchGroup)
+        .expect("words")
+        .to_vec();
+    words.extend(method::release_with(compute_sem, next, plain).expect("words"));
+    let ring = fetched(&s, rt.compute().channel(), 2);
+    assert_eq!(ring[0], words, "the wait is rung by itself");
+    assert!(at(&ring[1], &words[..6]).is_none(), "once: {ring:x?}");
+    rt.fill(&s, Span::new(&h, 0, 4096).expect("span"), 0, &[reached])
+        .expect("fill");
+    let acquire = method::acquire(compute_sem, next, Waiting::SwitchGroup).expect("words");
+    assert!(at(&fetched(&s, rt.copies().channel(), 1).concat(), &acquire).is_some());
+
+    // Refusals, typed, with nothing pushed.
+    let other = Session::open(&f.server.socket, GPU).await.expect("session");
+    let foreign = other.alloc(4096, 4096).await.expect("foreign");
+    let timeline = region_at(&s, compute_sem, 16).expect("the semaphore is a lease");
+    let mark = gp_puts(&f);
+    let refused = [
+        rt.write_value(
+            &s,
+            Engine::Compute,
+            Span::new(&sig, 0, 8).expect("span"),
+            1,
+            true,
+            &[],
+        ),
+        rt.write_value(
+            &s,
+            Engine::Compute,
+            Span::new(&sig, 8, 16).expect("span"),
+            1,
+            true,
+            &[],
+        ),
+        rt.write_value(&s, Engine::Copy, all(&foreign), 1, false, &[]),
+        rt.write_value(
+            &s,
+            Engine::Copy,
+            Span::new(&timeline, compute_sem.get() - timeline.va.get(), 8).expect("span"),
+            1,
+            false,
+            &[],
+        ),
+        rt.wait_value(&s, Engine::Compute, Span::new(&sig, 4, 8).expect("span"), 1),
+        rt.wait_value(&s, Engine::Compute, Span::new(&sig, 0, 4).expect("span"), 1),
+        rt.wait_value(&s, Engine::Compute, all(&foreign), 1),
+    ];
+    let kinds: Vec<&str> = refused
+        .iter()
+        .map(|r| match r {
+            Err(RuntimeError::Value(ValueError::Short { .. })) => "short",
+            Err(RuntimeError::Value(ValueError::Misaligned { .. })) => "misaligned",
+            Err(RuntimeError::Value(ValueError::Memory(MemoryError::NotOwned { .. }))) => {
+                "not owned"
+            }
+            Err(RuntimeError::Value(ValueError::Timeline(t))) if t.semaphore == compute_sem => {
+                "timeline"
+            }
+            other => panic!("{other:?} among {refused:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "short",
+            "misaligned",
+            "not owned",
+            "timeline",
+            "misaligned",
+            "short",
+            "not owned"
+        ]
+    );
+    assert_eq!(gp_puts(&f), mark, "nothing reached a ring");
+    // The wait of a value whose channel faulted: the write after it never lands, and
+    // the write is refused with that channel's fault.
+    let k = rt.launch(&empty, 1, 1, 0, &[], &[]).expect("launch");
+    assert!(
+        f.gpu
+            .post_fault(rigd::channels::ChannelId(rt.compute().channel().id()), 31)
+    );
+    let e = rt
+        .write_value(&s, Engine::Copy, slot(3), 1, true, &[k])
+        .expect_err("faulted");
+    assert!(matches!(&e, RuntimeError::Compute(_)), "{e}");
     f.server.stop().await;
 }

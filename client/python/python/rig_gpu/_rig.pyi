@@ -190,6 +190,22 @@ class Runtime:
         offset: int = 0,
         after: Sequence[Done | Fence] = ...,
     ) -> Done: ...
+    def write_value(
+        self,
+        dst: Buffer | int,
+        value: int,
+        engine: Literal["compute", "copy"] = "compute",
+        offset: int = 0,
+        timestamp: bool = True,
+        after: Sequence[Done | Fence] = ...,
+    ) -> Done: ...
+    def wait_value(
+        self,
+        src: Buffer | int,
+        value: int,
+        engine: Literal["compute", "copy"] = "compute",
+        offset: int = 0,
+    ) -> Done: ...
     def upload(self, dst: Buffer | int, data: BufferLike, offset: int = 0) -> None: ...
     def download(
         self,
