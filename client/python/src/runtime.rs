@@ -507,8 +507,8 @@ impl Runtime {
     /// time follows the value (16 bytes, 16-byte aligned; else 8 bytes, 8-byte
     /// aligned). The host reads it in memory; `wait_value` makes a channel wait for
     /// it. Returns a `Done` that lands once the value is written. A place outside the
-    /// session's memory is `rig.RigError`; short, misaligned or over one of the
-    /// runtime's timelines, `ValueError`. Returns at once.
+    /// session's memory, short, misaligned or over one of the runtime's timelines is a
+    /// `ValueError`, with nothing sent. Returns at once.
     #[pyo3(signature = (dst, value, engine = "compute", offset = 0, timestamp = true, after = Vec::new()))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn write_value(

@@ -21,6 +21,10 @@ from tinygrad import Tensor, dtypes  # noqa: E402
 from tinygrad.device import BufferSpec, Device  # noqa: E402
 
 
+class Blocked(Exception):
+    """A fake engine's acquire whose value is not there: the channel waits."""
+
+
 class FakeDone:
     def __init__(self, engine: str, value: int):
         self.engine, self.value = engine, value
@@ -85,6 +89,7 @@ class FakeBackend:
         self.gpu_address, self.closed = gpu, False
         self.queues: dict[str, list] = {"compute": [], "copy": []}
         self.issued = {"compute": 0, "copy": 0}
+        self.running: set[str] = set()
         self.ran = {"compute": 0, "copy": 0}
         self.polls: dict[tuple[str, int], int] = {}
         self.mems: list[FakeMem] = []
@@ -92,6 +97,9 @@ class FakeBackend:
         self.waited_on_gpu = 0
         self.recorded = 0
         self.record_engines: list[str] = []
+        # The values the GPU was asked to write and the acquires of memory.
+        self.writes: list[tuple[str, int, int]] = []
+        self.acquires: list[tuple[str, int, int]] = []
         self.fault: str | None = None
         # Doorbells held by the queue's submit (`hold`/`submit`), and what was
         # issued while they were.
@@ -143,6 +151,8 @@ class FakeBackend:
         def run():
             for e, v in deps:
                 self._run(e, v)
+                if self.ran[e] < v:
+                    raise Blocked(f"{e} {v}")  # what it acquires is held up itself
             work()
 
         self.issued[engine] += 1
@@ -154,15 +164,27 @@ class FakeBackend:
         return FakeDone(engine, self.issued[engine])
 
     def _run(self, engine: str, upto: int) -> None:
+        if engine in self.running:  # an acquire of it runs the other engine, which asks back
+            return
+        self.running.add(engine)
+        try:
+            self._run_queue(engine, upto)
+        finally:
+            self.running.discard(engine)
+
+    def _run_queue(self, engine: str, upto: int) -> None:
         q = self.queues[engine]
         while q and q[0][0] <= upto:
-            value, work = q.pop(0)
+            value, work = q[0]
             try:
                 work()
+            except Blocked:  # an acquire not met: the channel waits there
+                return
             except Exception as e:  # the "GPU" faulted: the channel is stopped
                 self.fault = f"{type(e).__name__}: {e}"
                 q.clear()
                 return
+            q.pop(0)
             self.ran[engine] = value
 
     def find(self, va):
@@ -202,14 +224,51 @@ class FakeBackend:
         self.polls[key] = self.polls.get(key, 0) + 1
         if self.polls[key] < 2:
             return False
-        self.wait(done, 0)
-        return True
+        self._run(done.engine, done.value)
+        if self.fault is not None:
+            raise rig.Fault(self.fault)
+        return self.ran[done.engine] >= done.value
 
     def wait(self, done, timeout):
         self._run(done.engine, done.value)
         if self.fault is not None:
             raise rig.Fault(self.fault)
-        assert self.ran[done.engine] >= done.value
+        if self.ran[done.engine] < done.value:
+            # Held up behind an acquire nothing met: rig's wait times out.
+            raise rig.Timeout(f"{done.engine} value {done.value} did not land within {timeout} s")
+
+    def write_value(self, engine, va, value, after):
+        # The value, then the GPU's time, at the place's CPU address: a release of the
+        # engine once its earlier work (and `after`) is done.
+        region = self.find(va)
+        assert region is not None and va + 16 <= region.va + region.size, "a value outside the session's memory"
+        assert va % 16 == 0, "rig refuses a misaligned value"
+        self.writes.append((engine, va, value))
+
+        def write():
+            FakeBackend.clock_ns += 1000
+            ctypes.c_uint64.from_address(cpu(va)).value = value
+            ctypes.c_uint64.from_address(cpu(va) + 8).value = FakeBackend.clock_ns
+
+        return self._issue(engine, write, after)
+
+    def wait_value(self, engine, va, value):
+        # The engine's acquire: nothing after it on that channel runs before the
+        # memory holds `value`.
+        region = self.find(va)
+        assert region is not None and va + 8 <= region.va + region.size, "a value outside the session's memory"
+        self.acquires.append((engine, va, value))
+
+        def acquire():
+            word = ctypes.c_uint64.from_address(cpu(va))
+            if word.value < value:
+                # The other engine runs beside this one: what it has queued may set it.
+                other = "copy" if engine == "compute" else "compute"
+                self._run(other, self.issued[other])
+            if word.value < value:
+                raise Blocked(f"{va:#x} < {value}")
+
+        return self._issue(engine, acquire)
 
     def hold(self):
         self.held = True
@@ -585,13 +644,16 @@ def test_a_jit_batch_replays_as_one_submission_patched_and_in_order(dev):
     # 1 µs per record), the batch as one queue of HCQ's commands.
     t = g([_Buf(a2)], {"k": 1}, wait=True)
     assert t is not None and abs(t - 1e-6) < 1e-9, t
-    # Behind a queue parked on a signal the host sets later: the batch parks behind it
-    # and runs once the signal is set, in order.
+    # Behind a queue waiting on a signal the host sets later: the queue's channel
+    # acquires the signal's memory, and the batch is queued behind it at once (the
+    # host holds nothing back); the GPU runs it once the host sets the signal.
     gate = dev.new_signal()
     dev.hw_compute_queue_t().wait(gate, 1).signal(dev.timeline_signal, dev.next_timeline()).submit(dev)
-    launches = be.launches
+    assert be.acquires[-1] == ("compute", dev.gpu_va(gate.base_buf), 1)
+    launches, ran = be.launches, be.ran["compute"]
     g([_Buf(a1)], {"k": 7})
-    assert be.launches == launches, "parked behind the gate"
+    assert be.launches == launches + 2, "queued at once"
+    assert be.ran["compute"] == ran, "held by the GPU behind the acquire"
     gate.value = 1
     dev.synchronize()
     got = memoryview(bytearray(4 * n))
@@ -780,6 +842,107 @@ def test_symbolic_signals_values_and_addresses_resolve_at_submit(dev):
     dev.allocator.free(dst, 64, BufferSpec(nolru=True))
 
 
+def test_a_signal_a_queue_sets_is_written_into_its_memory_by_the_engine_after_the_work(dev):
+    be = dev.backend
+    sig = dev.new_signal()
+    src = dev.allocator.alloc(64, BufferSpec(host=True, nolru=True))
+    dst = dev.allocator.alloc(64, BufferSpec(nolru=True))
+    word = ctypes.c_uint64.from_address(sig.base_buf.va_addr)
+    stamp = ctypes.c_uint64.from_address(sig.base_buf.va_addr + 8)
+    dev.hw_copy_queue_t().copy(dst, src, 64).signal(sig, 5).submit(dev)
+    # The copy channel writes it behind the copy (the fake copy engine has not run).
+    assert be.writes[-1] == ("copy", dev.gpu_va(sig.base_buf), 5)
+    assert word.value == 0 and sig.value == 0
+    sig.wait(5, timeout=1000)
+    assert (word.value, sig.value) == (5, 5)
+    assert stamp.value > 0, "the GPU's time after the value"
+    # The host sets it: the memory at once.
+    sig.value = 9
+    assert word.value == 9
+    dev.allocator.free(src, 64, BufferSpec(host=True, nolru=True))
+    dev.allocator.free(dst, 64, BufferSpec(nolru=True))
+
+
+def test_a_queue_waiting_on_a_signal_a_later_queue_of_the_other_channel_sets_is_held_by_the_gpu(dev):
+    # Submitted first, the compute queue waits for what the copy queue submitted after
+    # it sets: its channel acquires the signal's memory; the copy queue goes at once,
+    # and the kernel reads what the copy wrote. (A host that held the first queue back
+    # would have held the second behind it too.)
+    be = dev.backend
+    n = 16
+    ready = dev.new_signal()
+    src = dev.allocator.alloc(4 * n, BufferSpec(host=True, nolru=True))
+    mid = dev.allocator.alloc(4 * n, BufferSpec(nolru=True))
+    out = dev.allocator.alloc(4 * n, BufferSpec(nolru=True))
+    (ctypes.c_int32 * n).from_address(src.va_addr)[:] = list(range(n))
+
+    def double(grid, block, args):
+        a, b = (ctypes.c_int32 * n).from_address(cpu(args[0])), (ctypes.c_int32 * n).from_address(cpu(args[1]))
+        a[:] = [2 * x for x in b]
+
+    KERNELS["double"] = double
+    prg = dev.runtime("double", b"fake cubin")
+    acquires = len(be.acquires)
+    dev.hw_compute_queue_t().wait(ready, 1).exec(prg, prg.fill_kernargs((out, mid)), (1, 1, 1), (1, 1, 1)).signal(
+        dev.timeline_signal, dev.next_timeline()
+    ).submit(dev)
+    assert be.acquires[acquires:] == [("compute", dev.gpu_va(ready.base_buf), 1)]
+    dev.hw_copy_queue_t().copy(mid, src, 4 * n).signal(ready, 1).submit(dev)
+    dev.synchronize()
+    got = memoryview(bytearray(4 * n))
+    dev.allocator._copyout(got, out)
+    assert list(got.cast("i")) == [2 * i for i in range(n)]
+    dev.allocator.free(src, 4 * n, BufferSpec(host=True, nolru=True))
+    for b in (mid, out):
+        dev.allocator.free(b, 4 * n, BufferSpec(nolru=True))
+
+
+def test_launches_issued_in_place_write_the_timeline_only_when_a_gpu_waits_on_it(dev):
+    be = dev.backend
+    KERNELS["nop"] = lambda grid, block, args: None
+    prg = dev.runtime("nop", b"fake cubin")
+    dev.synchronize()
+    writes = len(be.writes)
+    prg(global_size=(1, 1, 1), local_size=(1, 1, 1))
+    assert len(be.writes) == writes, "no memory write for a launch nothing acquires"
+    # A copy queue waits for the timeline's next value, which no work sets yet: its
+    # channel acquires the timeline's memory, and the launch that then sets the value
+    # has its channel write it.
+    done = dev.new_signal()
+    target = dev.timeline_value
+    tl = dev.gpu_va(dev.timeline_signal.base_buf)
+    dev.hw_copy_queue_t().wait(dev.timeline_signal, target).signal(done, 1).submit(dev)
+    assert be.acquires[-1] == ("copy", tl, target)
+    assert [w[0] for w in be.writes[writes:]] == ["copy"], "`done`, behind the acquire"
+    prg(global_size=(1, 1, 1), local_size=(1, 1, 1))
+    assert be.writes[-1] == ("compute", tl, target)
+    done.wait(1, timeout=1000)
+    dev.synchronize()
+
+
+def test_a_symbolic_signal_is_its_memory_found_by_address(dev):
+    from tinygrad import Variable
+    from tinygrad.runtime.support.hcq import HCQBuffer
+
+    be = dev.backend
+    gate, sig = dev.new_signal(), dev.new_signal()
+    addr = Variable("gate", 0, 0xFFFFFFFFFFFFFFFF, dtypes.uint64)
+    virt = dev.signal_t(base_buf=HCQBuffer(addr, 16))
+    q = dev.hw_copy_queue_t().wait(virt, 3).signal(sig, 1)
+    q.submit(dev, {addr.expr: gate.base_buf.va_addr})
+    assert be.acquires[-1] == ("copy", dev.gpu_va(gate.base_buf), 3)
+    with pytest.raises(RuntimeError, match="Wait timeout"):
+        sig.wait(1, timeout=50)
+    gate.value = 3
+    sig.wait(1, timeout=1000)
+    # Written through the symbol after work: the channel writes the memory.
+    dev.hw_copy_queue_t().wait(sig, 1).signal(virt, 4).submit(dev, {addr.expr: gate.base_buf.va_addr})
+    assert be.writes[-1][1:] == (dev.gpu_va(gate.base_buf), 4)
+    gate.wait(4, timeout=1000)
+    with pytest.raises(RuntimeError, match="no host memory"):
+        dev.hw_copy_queue_t().wait(virt, 1).submit(dev, {addr.expr: 0x1000})
+
+
 def test_another_devices_memory_is_refused_by_name(dev):
     from tinygrad.runtime.support.hcq import HCQBuffer
 
@@ -801,11 +964,17 @@ def test_a_faulting_kernel_raises_with_rigs_fault_as_the_cause(dev):
     # Unrecoverable for this device, as tinygrad treats a device fault.
     with pytest.raises(RuntimeError):
         dev.synchronize()
+    # A host wait on a signal nothing known sets (the host or a channel behind an
+    # acquire would) ends with the channel's fault, not at its timeout.
+    with pytest.raises(RuntimeError) as e:
+        dev.new_signal().wait(1, timeout=30000)
+    assert isinstance(e.value.__cause__, rig.Fault), repr(e.value.__cause__)
 
 
 def test_rigs_backend_calls_rigs_api():
     """The real backend's calls are the extension's (the GPU runs them on the H200)."""
-    for name in ("copy", "load", "launch", "done", "wait", "record", "event_time", "hold", "submit", "close"):
+    names = ("copy", "load", "launch", "done", "wait", "record", "event_time", "write_value", "wait_value")
+    for name in (*names, "hold", "submit", "replay", "close"):
         assert hasattr(rig.Runtime, name), name
     for name in ("gpu_memory", "host", "runtime", "close", "find", "find_host"):
         assert hasattr(rig.Session, name), name

@@ -192,6 +192,65 @@ def test_copies_and_fills_by_gpu_address(session, rt):
     g.free()
 
 
+def test_values_in_memory_are_written_by_the_engines_and_hold_them_until_set(session, rt, mod):
+    # rt.write_value / rt.wait_value (docs/compute.md, "Values in memory"): the
+    # engine writes a value and its time into host memory after its work; a channel
+    # waits on the GPU for a value the host, or the other channel, sets.
+    sig = session.host(4096)
+    words = np.frombuffer(sig, dtype=np.uint64)
+    words[:] = 0
+    n = 1 << 20
+    x = np.arange(n, dtype=np.float32)
+    hx, hy = session.host(4 * n), session.host(4 * n)
+    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
+    np.frombuffer(hx, dtype=np.float32)[:] = x
+    rt.wait(rt.copy(gx, hx))
+
+    # Written after a kernel, with the GPU's time between two events around it.
+    a = rt.record()
+    k = rt.launch(mod["saxpy"], grid=(n + 255) // 256, block=256, args=[np.float32(2), gx, gy, n])
+    w = rt.write_value(sig, 7, after=[k])
+    b = rt.record()
+    rt.wait(w)
+    assert words[0] == 7
+    assert rt.event_time(a) <= words[1] <= rt.event_time(b), (rt.event_time(a), words[1], rt.event_time(b))
+
+    # Held by the GPU until the host sets the value: the kernel behind the acquire has
+    # not run 50 ms later; once set, it runs, and what it wrote is right.
+    np.frombuffer(hy, dtype=np.float32)[:] = 1.0
+    up = rt.copy(gy, hy)
+    gate = rt.wait_value(sig, 1, offset=16)
+    try:
+        k = rt.launch(mod["saxpy"], grid=(n + 255) // 256, block=256, args=[np.float32(3), gx, gy, n], after=[up])
+        time.sleep(0.05)
+        assert not rt.done(gate) and not rt.done(k), "held by the acquire"
+        with pytest.raises(rig.Timeout):
+            rt.wait(k, timeout=0.05)
+    finally:
+        words[2] = 1  # never leave the module's runtime held
+    rt.wait(rt.copy(hy, gy, after=[k]))
+    assert np.array_equal(np.frombuffer(hy, dtype=np.float32), 3 * x + 1)
+
+    # One channel waits for what the other writes: the copy channel's download waits
+    # on the value the compute channel writes behind a kernel.
+    k = rt.launch(mod["saxpy"], grid=(n + 255) // 256, block=256, args=[np.float32(1), gx, gy, n])
+    rt.write_value(sig, 5, offset=32, after=[k])
+    rt.wait_value(sig, 5, engine="copy", offset=32)
+    rt.wait(rt.copy(hy, gy))
+    assert np.array_equal(np.frombuffer(hy, dtype=np.float32), 4 * x + 1)
+
+    # Refused before anything is sent: a misaligned place, one outside the session's
+    # memory, one too short for the value and its time.
+    with pytest.raises(ValueError):
+        rt.write_value(sig, 1, offset=8)
+    with pytest.raises(ValueError):
+        rt.wait_value(0x1000, 1)
+    with pytest.raises(ValueError):
+        rt.write_value(sig, 1, offset=4096 - 8)
+    for m in (gx, gy, hx, hy, sig):
+        m.free()
+
+
 def test_a_wait_past_its_timeout_raises_and_a_later_wait_succeeds(session, rt, mod):
     done_flag = session.gpu_memory(4)
     # About 1 s of SM clocks (the H200 boosts to 1.98 GHz).

@@ -21,13 +21,16 @@ How tinygrad's device maps onto rig (docs/tinygrad.md says more):
 - queues: a compute or copy queue records tinygrad's commands and replays them at
   submit on rig's runtime (launches on its compute channel, copies on its copy
   channel, or the copy kernel between two places in GPU memory);
-- signals: kept by the host, never written by the GPU: a signal a queue sets after GPU
-  work is set when rig's wait (or poll) on that work's value returns (the engine's own
-  release), so work that faulted never reads as done: the wait raises instead. A wait
-  between two commands on one channel costs nothing (the channel runs its work in
-  order); a wait on work of the other channel is the GPU's (rig's ``after``: the
-  channel acquires the other's value); a wait on a signal nothing queued sets parks the
-  queue until the host sets it; a timestamp is a rig event, the GPU's time;
+- signals: 16 bytes of the session's host memory (value, then the GPU's time), written
+  by the GPU where a queue sets them (rig's ``write_value``, once the work before is
+  done) and by the host where tinygrad sets them. A wait between two commands on one
+  channel costs nothing (the channel runs its work in order); a wait on work of the
+  other channel is the GPU's (rig's ``after``: the channel acquires the other's
+  value); a wait on a signal no known work sets (one the host sets later) is the GPU's
+  acquire of the signal's memory (``wait_value``), so the host never holds a queue
+  back. What the host reads settles through rig's wait (or poll) on the engine's own
+  release, so work that faulted never reads as done: the wait raises instead. A
+  timestamp is a rig event, the GPU's time;
 - addresses: a host buffer's ``va_addr`` is its CPU address (tinygrad writes host
   buffers through it); kernels are given its GPU address.
 
@@ -64,7 +67,6 @@ import importlib.metadata
 import os
 import sys
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -211,6 +213,8 @@ class Backend(Protocol):
     def wait(self, done: Done, timeout: float) -> None: ...
     def record(self, engine: str, after: list[Done]) -> Any: ...
     def event_time(self, event: Any, timeout: float) -> int: ...
+    def write_value(self, engine: str, va: int, value: int, after: list[Done]) -> Done: ...
+    def wait_value(self, engine: str, va: int, value: int) -> Done: ...
     def hold(self) -> None: ...
     def submit(self) -> None: ...
     def graph(self) -> Any: ...
@@ -297,6 +301,13 @@ class RigBackend:
     def event_time(self, event: Any, timeout: float) -> int:
         return self.runtime.event_time(event, timeout=timeout)
 
+    def write_value(self, engine: str, va: int, value: int, after: list[Done]) -> Done:
+        # With the GPU's time after the value: tinygrad's signal layout.
+        return self.runtime.write_value(va, value, engine, 0, True, after)
+
+    def wait_value(self, engine: str, va: int, value: int) -> Done:
+        return self.runtime.wait_value(va, value, engine)
+
     def hold(self) -> None:
         self.runtime.hold()
 
@@ -350,53 +361,85 @@ def _landed(p: _Pending) -> bool:
     return p.done is None or p.backend is None or _poll(p.backend, p.done)
 
 
-# Signals by the address of their memory, for a queue that names a signal through a
-# symbolic address (tinygrad's `Variable`), resolved at submit.
-_SIGNALS: weakref.WeakValueDictionary[int, RigSignal] = weakref.WeakValueDictionary()
-# Every RigDevice opened: a signal the host sets may let their parked queues go on.
-_DEVICES: weakref.WeakSet[RigDevice] = weakref.WeakSet()
-
-
-def _resume_all() -> None:
-    for d in list(_DEVICES):
-        d.resume()
-
-
 class RigSignal(HCQSignal):
-    """A tinygrad signal. The GPU never writes it: its value is kept here and set
-    when the GPU work it follows has landed (as rig's wait or poll sees it), in the
-    order it was queued, or when the host sets it."""
+    """A tinygrad signal: 16 bytes of a host lease of its device's session, the value
+    and then the GPU's time, as tinygrad lays signals out.
+
+    Who writes it: the GPU, where a queue's `signal` command sets it (rig's
+    `write_value` on the channel, once the work before it is done); the host, where
+    tinygrad sets `value`. The device's own launches issued in place (`RigProgram`,
+    `RigGraph`) set its timeline without writing the memory, unless a GPU waits on
+    that memory (`_want`). What the host reads is the larger of the memory and the
+    values of the GPU work known to set it that has landed (`_pending`, settled in
+    order by rig's wait or poll on the engine's own release), so work that faulted
+    never reads as done: the wait raises the fault instead."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._v = 0
         self._pending: collections.deque[_Pending] = collections.deque()
+        # The memory's 64-bit value word, in this process (None: a symbolic signal).
+        self._word: ctypes.c_uint64 | None = None
+        # The largest value written to the memory, or queued to be (by the host or a
+        # channel), and the largest a GPU acquire of the memory waits for.
+        self._written = 0
+        self._wanted = 0
         # (backend, event) whose GPU time is this signal's timestamp, or None.
         self._stamp_event: tuple[Backend, Any] | None = None
         self._stamp_ns = 0
+        base = kwargs.get("base_buf", args[0] if args else None)
+        if base is not None and isinstance(base.va_addr, int):
+            self._word = ctypes.c_uint64.from_address(base.va_addr)
         super().__init__(*args, **kwargs)
-        if isinstance(self.base_buf.va_addr, int):
-            _SIGNALS[self.base_buf.va_addr] = self
 
     def _settle(self) -> None:
         while self._pending and _landed(self._pending[0]):
             self._v = self._pending.popleft().value
 
+    def _memory(self) -> int:
+        return 0 if self._word is None else self._word.value
+
     @property
     def value(self) -> int:
         self._settle()
-        return self._v
+        return max(self._v, self._memory())
 
     @value.setter
     def value(self, new_value: int) -> None:
+        # The host sets it: a GPU acquire of the memory sees it at once.
         self._pending.clear()
-        self._v = new_value
-        _resume_all()
+        self._v = self._written = new_value
+        self._wanted = 0
+        if self._word is not None:
+            self._word.value = new_value
 
-    def _set_after(self, backend: Backend, done: Done | None, value: int) -> None:
+    def _set_after(self, backend: Backend, done: Done | None, value: int, written: bool = False) -> None:
+        """`value` once `done` lands (at once when None and nothing is pending);
+        `written`: the GPU writes it into the memory by then too."""
         if done is None and not self._pending:
-            self._v = value
-        else:
-            self._pending.append(_Pending(backend, done, value))
+            self.value = value
+            return
+        self._pending.append(_Pending(backend, done, value))
+        if written:
+            self._written = max(self._written, value)
+        elif done is not None and self._wanted > self._written:
+            # A GPU waits on the memory for a value nothing wrote yet: this one is
+            # written too, behind the work that sets it.
+            self._publish(backend, done, value)
+
+    def _publish(self, backend: Backend, done: Done, value: int) -> None:
+        """Has `done`'s channel write `value` into the memory once `done` landed; the
+        pending entry then follows the write (`write_value`'s Done)."""
+        va = _own_va(self, backend)
+        if va is None:
+            return
+        try:
+            w = backend.write_value(done.engine, va, value, [])
+        except rig.RigError as e:
+            raise _device_error(e) from e
+        for p in self._pending:
+            if p.done is done:
+                p.done = w
+        self._written = max(self._written, value)
 
     def _covering(self, value: int) -> list[_Pending] | None:
         """The pending entries up to the first that sets at least `value`; None when
@@ -411,22 +454,26 @@ class RigSignal(HCQSignal):
     def wait(self, value: int, timeout: int | None = None) -> None:
         timeout_ms = timeout or getenv("HCQDEV_WAIT_TIMEOUT_MS", 30000)
         deadline = time.perf_counter() + timeout_ms / 1000
-        while self._v < value:
+        while self.value < value:
             if self._pending:
                 # rig's wait returns at once for work that landed already.
                 p = self._pending[0]
                 if p.done is not None and p.backend is not None:
-                    _wait(p.backend, p.done, max(deadline - time.perf_counter(), 0.0))
+                    try:
+                        p.backend.wait(p.done, max(deadline - time.perf_counter(), 0.0))
+                    except rig.Timeout as e:
+                        raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self.value}): {e}") from e
+                    except rig.RigError as e:
+                        raise _device_error(e) from e
                 self._pending.popleft()
                 self._v = p.value
                 continue
-            # Nothing queued sets it yet: a queue parked on a signal the host sets
-            # may, or another thread may set it.
-            _resume_all()
-            if self._pending or self._v >= value:
-                continue
+            # Nothing known sets it: the host (another thread) or a channel behind an
+            # acquire writes the memory. A fault of the owner's channels ends the wait.
             if time.perf_counter() >= deadline:
-                raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self._v})")
+                raise RuntimeError(f"Wait timeout: {timeout_ms} ms! (the signal is not set to {value}, but {self.value})")
+            if isinstance(self.owner, RigDevice):
+                self.owner.check()
             time.sleep(0.0002)
 
     def _stamp(self, backend: Backend, engine: str, after: list[Done]) -> None:
@@ -451,16 +498,27 @@ class RigSignal(HCQSignal):
         return self._stamp_ns / self.timestamp_divider
 
 
+def _own_va(sig: RigSignal, backend: Backend) -> int | None:
+    """The GPU address of `sig`'s memory when it is memory of `backend`'s session (a
+    signal of that device), else None."""
+    owner = sig.owner
+    if not isinstance(owner, RigDevice) or owner.backend is not backend:
+        return None
+    return owner.gpu_va(sig.base_buf)
+
+
 def _follow(sig: RigSignal, value: int, deps: list[tuple[Backend, Done]]) -> bool:
-    """A queue's wait for `sig` to reach `value`: the GPU work that sets it joins
-    `deps`, which later commands follow. False when no queued work sets it yet."""
+    """A queue's wait for `sig` to reach `value` through the work known to set it:
+    that work joins `deps`, which later commands follow. False when no such work sets
+    it and it has not been reached."""
     if sig._v < value:
         sig._settle()
-    if sig._v < value:
-        cover = sig._covering(value)
-        if cover is None:
-            return False
-        deps.extend((c.backend, c.done) for c in cover if c.done is not None and c.backend is not None)
+    if sig._v >= value:
+        return True
+    cover = sig._covering(value)
+    if cover is None:
+        return sig._memory() >= value
+    deps.extend((c.backend, c.done) for c in cover if c.done is not None and c.backend is not None)
     return True
 
 
@@ -480,6 +538,8 @@ def _issue(dev: RigDevice, deps: list[tuple[Backend, Done]], engine: str | None,
     try:
         done = issue(after)
     except rig.Fault as e:  # what it was to wait for faulted: the device's error
+        raise _device_error(e) from e
+    except rig.RigError as e:
         raise _device_error(e) from e
     deps[:] = [(be, done)]
     return done
@@ -501,26 +561,18 @@ class _Mem:
     host: bool
 
 
-@dataclass(eq=False)
-class _Parked:
-    """A submitted queue waiting on a signal nothing queued sets yet: the rest of its
-    commands from `at`, and what they follow."""
-
-    queue: _Queue
-    at: int
-    deps: list
-    var_vals: dict | None
-
-
 class _Queue(HWQueue):
     """tinygrad's commands, recorded; `_submit` replays them on the device's runtime.
 
     Ordering: `deps` are the GPU work every later command must follow. A command on a
     channel follows that channel's earlier work by itself; the GPU waits for work of
-    the other channel (`_issue`). A signal is set when the last of `deps` lands. A
-    wait on a signal that no queued work sets parks the rest of the queue (and every
-    later submission) until the host sets it. Values, sizes, signals and buffers may be
-    symbolic (tinygrad's `Variable`s), resolved from `submit`'s `var_vals`.
+    the other channel (`_issue`). A `wait` follows the work known to set its signal,
+    or, when nothing known sets it yet (the host will, or a queue submitted later on
+    the other channel), the queue's channel acquires the signal's memory on the GPU
+    (`wait_value`): the host never holds a queue back. A `signal` is written into the
+    signal's memory by the channel of the last of `deps` once it is done. Values,
+    sizes, signals and buffers may be symbolic (tinygrad's `Variable`s), resolved from
+    `submit`'s `var_vals`: a symbolic signal is its memory, found by its address.
     """
 
     kind = ""
@@ -553,15 +605,12 @@ class _Queue(HWQueue):
         return self
 
     def _submit(self, dev: RigDevice) -> None:
-        p = _Parked(self, 0, dev.after(self.kind), self._var_vals)
-        # One submission per channel for the queue's commands (and those of parked
-        # queues it lets go on): the GPU then runs a timestamp, a kernel and the next
-        # timestamp back to back, not as the host reaches each.
+        # One submission per channel for the queue's commands: the GPU then runs a
+        # timestamp, a kernel and the next timestamp back to back, not as the host
+        # reaches each.
         dev.backend.hold()
         try:
-            if dev.parked or not self._run(dev, p):
-                dev.parked.append(p)
-                dev.resume()
+            self._run(dev, dev.after(self.kind), self._var_vals)
         except BaseException:
             # What was queued still goes; the error in flight is the one to see.
             with contextlib.suppress(Exception):
@@ -570,31 +619,19 @@ class _Queue(HWQueue):
         dev.backend.submit()
         dev.reap()
 
-    def _sig(self, sig: RigSignal, var_vals: dict | None) -> RigSignal:
-        va = sig.base_buf.va_addr
-        if isinstance(va, int):
-            return sig
-        addr = _resolve(va, var_vals)
-        if (real := _SIGNALS.get(addr)) is None:
-            raise RuntimeError(f"RIG: no signal at {addr:#x}")
-        return real
-
-    def _run(self, dev: RigDevice, p: _Parked) -> bool:
-        """Runs `p`'s commands from `p.at`; False when one parks it."""
-        be, deps, vv = dev.backend, p.deps, p.var_vals
-        ops = self._ops
-        while p.at < len(ops):
-            op = ops[p.at]
+    def _run(self, dev: RigDevice, deps: list[tuple[Backend, Done]], vv: dict | None) -> None:
+        be = dev.backend
+        for op in self._ops:
             kind = op[0]
             if kind == "wait":
-                if not _follow(self._sig(op[1], vv), _resolve(op[2], vv), deps):
-                    return False  # parked: nothing queued sets it yet
+                self._await(dev, dev.signal_at(op[1], vv), _resolve(op[2], vv), deps)
             elif kind == "signal":
-                sig, value = self._sig(op[1], vv), _resolve(op[2], vv)
                 self._settle_deps(deps, dev)
-                sig._set_after(deps[0][0] if deps else be, deps[0][1] if deps else None, value)
+                self._set(dev, dev.signal_at(op[1], vv), _resolve(op[2], vv), deps)
             elif kind == "timestamp":
-                sig = self._sig(op[1], vv)
+                sig = dev.signal_at(op[1], vv)
+                if not isinstance(sig, RigSignal):
+                    raise RuntimeError(f"RIG: a timestamp into {sig:#x}, which is no signal of {dev.device}")
                 self._settle_deps(deps, dev)
                 # On this queue's own channel: the time its engine reaches this point
                 # (a record on another channel would time that channel's end). Work of
@@ -606,10 +643,60 @@ class _Queue(HWQueue):
                 sig._stamp(be, self.kind, [d for _, d in deps if d.engine != self.kind])
             else:
                 _issue(dev, deps, *self._command(dev, op, vv))
-            p.at += 1
         if deps and deps[-1][0] is be:
             dev.last_done[self.kind] = deps[-1][1]
-        return True
+
+    def _await(self, dev: RigDevice, sig: RigSignal | int, value: int, deps: list[tuple[Backend, Done]]) -> None:
+        """The queue's wait for `sig` (a signal, or the GPU address of a signal's
+        memory) to reach `value`."""
+        if isinstance(sig, RigSignal):
+            if _follow(sig, value, deps):
+                return
+            va = _own_va(sig, dev.backend)
+            if va is None:
+                # Another device's memory, which this session cannot reach: the host
+                # waits for it before the queue goes on.
+                sig.wait(value, int(dev.timeout * 1000))
+                return
+            sig._wanted = max(sig._wanted, value)
+        else:
+            va = sig
+        try:
+            done = dev.backend.wait_value(self.kind, va, value)
+        except rig.RigError as e:
+            raise _device_error(e) from e
+        deps.append((dev.backend, done))
+
+    def _set(self, dev: RigDevice, sig: RigSignal | int, value: int, deps: list[tuple[Backend, Done]]) -> None:
+        """The queue's `signal`: `sig` (a signal, or the GPU address of a signal's
+        memory) takes `value` once `deps` (at most one, settled) landed."""
+        be = dev.backend
+        if isinstance(sig, RigSignal):
+            if not deps and sig._pending and sig._pending[-1].backend is be and sig._pending[-1].done is not None:
+                # After the values already pending on it, in their order.
+                deps.append((be, sig._pending[-1].done))
+            if not deps:
+                sig.value = value
+                return
+            b, d = deps[0]
+            va = _own_va(sig, b)
+            if va is None:  # another device's work: set when the host sees it land
+                sig._set_after(b, d, value)
+                return
+        else:
+            if not deps:
+                raise RuntimeError(f"RIG: a signal at {sig:#x} set with no work before it: tinygrad sets those on the host")
+            b, d, va = deps[0][0], deps[0][1], sig
+            if b is not be:
+                _wait(b, d, dev.timeout)
+                b, d = be, None
+        try:
+            w = b.write_value(d.engine if d is not None else self.kind, va, value, [])
+        except rig.RigError as e:
+            raise _device_error(e) from e
+        deps[:] = [(b, w)]
+        if isinstance(sig, RigSignal):
+            sig._set_after(b, w, value, written=True)
 
     def _command(self, dev: RigDevice, op: tuple, vv: dict | None) -> tuple[str | None, Any]:
         raise NotImplementedError(op[0])
@@ -687,8 +774,8 @@ class RigProgram(HCQProgram):
     def __call__(self, *bufs, global_size=(1, 1, 1), local_size=(1, 1, 1), vals=(), wait=False, timeout=None):
         """What HCQProgram queues (a wait for the timeline, the launch, the timeline's
         next value), done in place without building a queue: the same commands, a few
-        microseconds less of Python per launch. Timed launches, profiling and a device
-        with parked queues take HCQ's own path."""
+        microseconds less of Python per launch. Timed launches, profiling and a launch
+        after a timeline value no known work sets take HCQ's own path."""
         dev = self.dev
         if (deps := dev.in_place(wait)) is None:
             return super().__call__(
@@ -762,7 +849,7 @@ class RigGraph(GraphRunner):
     def _queued(self, wait: bool) -> float | None:
         """The batch as one compute queue of HCQ's own commands (a wait for the
         timeline, the launches, the timeline's next value, and timestamps around them
-        when timed), which parks behind a parked queue as any queue does."""
+        when timed), whose wait for the timeline the GPU does as any queue's."""
         dev = self.dev
         q = dev.hw_compute_queue_t().wait(dev.timeline_signal, dev.timeline_value - 1)
         if wait:
@@ -941,7 +1028,6 @@ class RigDevice(HCQCompiled):
         )
         # The last GPU work each kind of queue issued: where a queue's commands start.
         self.last_done: dict[str, Done | None] = {}
-        self.parked = []
         # Memory freed and not yet given back: (timeline value it waits for, memory).
         self.freeing: collections.deque[tuple[int, Any]] = collections.deque()
         self.iface = _Iface(device, len(gpus), self.backend)
@@ -960,7 +1046,6 @@ class RigDevice(HCQCompiled):
         # runtime builds itself): rig's own, the batch replayed by one submission.
         # RIG_GRAPH=0: none, and TinyJit replays its kernels one by one.
         self.graph = RigGraph if os.environ.get("RIG_GRAPH", "1") != "0" else None
-        _DEVICES.add(self)
 
     def after(self, kind: str) -> list[tuple[Backend, Done]]:
         """Where a queue of `kind` starts: after the last GPU work such a queue issued."""
@@ -970,10 +1055,11 @@ class RigDevice(HCQCompiled):
     def in_place(self, wait: bool) -> list[tuple[Backend, Done]] | None:
         """What compute work issued in place, without an HCQ queue (`RigProgram`'s
         launch, `RigGraph`'s batch), follows: HCQ's wait for the timeline, as rig's
-        `after`. None when it must go as HCQ's own queue: timed, profiled, behind a
-        parked queue, or after a timeline value no queued work sets yet."""
+        `after`. None when it must go as HCQ's own queue: timed, profiled, or after a
+        timeline value no queued work sets yet (the queue's channel then acquires the
+        timeline's memory)."""
         deps = self.after("compute")
-        if wait or PROFILE or self.parked or not _follow(self.timeline_signal, self.timeline_value - 1, deps):
+        if wait or PROFILE or not _follow(self.timeline_signal, self.timeline_value - 1, deps):
             return None
         return deps
 
@@ -983,23 +1069,29 @@ class RigDevice(HCQCompiled):
         self.last_done["compute"] = done
         self.timeline_signal._set_after(self.backend, done, self.next_timeline())
 
-    # Queues parked on a signal nothing queued sets yet, in submission order.
-    parked: list[_Parked]
-    _resuming = False
+    def signal_at(self, sig: RigSignal, var_vals: dict | None) -> RigSignal | int:
+        """A queue's signal as a signal, or, for a symbolic one (tinygrad's `Variable`
+        for its address), the GPU address of its memory in this session: the device's
+        own timelines by their address (values its launches set in place are known only
+        to the timeline object), any other signal as memory, which the GPU acquires
+        and writes. A symbolic signal outside the session's memory is refused."""
+        va = sig.base_buf.va_addr
+        if isinstance(va, int):
+            return sig
+        addr = _resolve(va, var_vals)
+        for t in (self.timeline_signal, self._shadow_timeline_signal):
+            if t.base_buf.va_addr == addr:
+                return t
+        if (r := self.backend.find_host(addr)) is not None:
+            return r.va + (addr - r.host_address)
+        raise RuntimeError(f"RIG: a signal at {addr:#x}, which is no host memory of {self.device}")
 
-    def resume(self) -> None:
-        """Runs parked queues, in order, as far as their signals allow."""
-        if self._resuming or not self.__dict__.get("parked"):
-            return
-        self._resuming = True
-        try:
-            while self.parked:
-                p = self.parked[0]
-                if not p.queue._run(self, p):
-                    return
-                self.parked.pop(0)
-        finally:
-            self._resuming = False
+    def check(self) -> None:
+        """Raises the device's error when a channel of it faulted: what a host wait on
+        memory nothing known sets asks between its looks."""
+        for d in list(self.last_done.values()):
+            if d is not None:
+                _poll(self.backend, d)
 
     def reap(self) -> None:
         """Gives back the freed memory whose timeline value has been reached: every GPU
