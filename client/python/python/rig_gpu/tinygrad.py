@@ -672,9 +672,14 @@ class _Queue(HWQueue):
         memory) takes `value` once `deps` (at most one, settled) landed."""
         be = dev.backend
         if isinstance(sig, RigSignal):
-            if not deps and sig._pending and sig._pending[-1].backend is be and sig._pending[-1].done is not None:
+            if not deps and sig._pending:
+                last = sig._pending[-1]
+                if last.backend is not be or last.done is None:
+                    # After values another device's work sets: in their order, by the host.
+                    sig._set_after(be, None, value)
+                    return
                 # After the values already pending on it, in their order.
-                deps.append((be, sig._pending[-1].done))
+                deps.append((be, last.done))
             if not deps:
                 sig.value = value
                 return
@@ -1079,8 +1084,8 @@ class RigDevice(HCQCompiled):
         if isinstance(va, int):
             return sig
         addr = _resolve(va, var_vals)
-        for t in (self.timeline_signal, self._shadow_timeline_signal):
-            if t.base_buf.va_addr == addr:
+        for t in (self.timeline_signal, getattr(self, "_shadow_timeline_signal", None)):
+            if t is not None and t.base_buf.va_addr == addr:
                 return t
         if (r := self.backend.find_host(addr)) is not None:
             return r.va + (addr - r.host_address)
