@@ -111,17 +111,24 @@ def test_copies_in_every_direction_at_64_mib(session, rt):
         x.free()
 
 
+def _saxpy_buffers(session, rt, n):
+    """x = 0, 1, … n - 1 in host memory and uploaded to GPU memory (gx), waited for;
+    a host and a GPU buffer of n floats for y. Returns (x, hx, hy, gx, gy)."""
+    x = np.arange(n, dtype=np.float32)
+    hx, hy = session.host(4 * n), session.host(4 * n)
+    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
+    np.frombuffer(hx, dtype=np.float32)[:] = x
+    rt.wait(rt.copy(gx, hx))
+    return x, hx, hy, gx, gy
+
+
 def test_the_gpu_orders_copies_and_kernels_given_after(session, rt, mod):
     # Upload, saxpy, download: each waits for the one before on the GPU, the host only
     # for the last; every round's factor is different, so a stale read shows. Below
     # 2^24 / 9 elements every r * x + r is exact in float32 (the kernel's FMA and
     # numpy's two roundings agree).
     n = 1 << 20
-    x = np.arange(n, dtype=np.float32)
-    hx, hy = session.host(4 * n), session.host(4 * n)
-    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
-    np.frombuffer(hx, dtype=np.float32)[:] = x
-    rt.wait(rt.copy(gx, hx))
+    x, hx, hy, gx, gy = _saxpy_buffers(session, rt, n)
     for r in range(1, 9):
         np.frombuffer(hy, dtype=np.float32)[:] = float(r)
         up = rt.copy(gy, hy)
@@ -200,11 +207,7 @@ def test_values_in_memory_are_written_by_the_engines_and_hold_them_until_set(ses
     words = np.frombuffer(sig, dtype=np.uint64)
     words[:] = 0
     n = 1 << 20
-    x = np.arange(n, dtype=np.float32)
-    hx, hy = session.host(4 * n), session.host(4 * n)
-    gx, gy = session.gpu_memory(4 * n), session.gpu_memory(4 * n)
-    np.frombuffer(hx, dtype=np.float32)[:] = x
-    rt.wait(rt.copy(gx, hx))
+    x, hx, hy, gx, gy = _saxpy_buffers(session, rt, n)
 
     # Written after a kernel, with the GPU's time between two events around it.
     a = rt.record()
