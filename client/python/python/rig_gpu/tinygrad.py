@@ -369,7 +369,7 @@ class RigSignal(HCQSignal):
     `write_value` on the channel, once the work before it is done); the host, where
     tinygrad sets `value`. The device's own launches issued in place (`RigProgram`,
     `RigGraph`) set its timeline without writing the memory, unless a GPU waits on
-    that memory (`_want`). What the host reads is the larger of the memory and the
+    that memory (`_wanted`). What the host reads is the larger of the memory and the
     values of the GPU work known to set it that has landed (`_pending`, settled in
     order by rig's wait or poll on the engine's own release), so work that faulted
     never reads as done: the wait raises the fault instead."""
@@ -689,9 +689,9 @@ class _Queue(HWQueue):
                 sig._set_after(b, d, value)
                 return
         else:
-            if not deps:
-                raise RuntimeError(f"RIG: a signal at {sig:#x} set with no work before it: tinygrad sets those on the host")
-            b, d, va = deps[0][0], deps[0][1], sig
+            # Memory only: written by this queue's channel, after its earlier work
+            # (another device's first waited for on the host).
+            b, d, va = (deps[0][0], deps[0][1], sig) if deps else (be, None, sig)
             if b is not be:
                 _wait(b, d, dev.timeout)
                 b, d = be, None
