@@ -939,6 +939,12 @@ def test_a_symbolic_signal_is_its_memory_found_by_address(dev):
     dev.hw_copy_queue_t().wait(sig, 1).signal(virt, 4).submit(dev, {addr.expr: gate.base_buf.va_addr})
     assert be.writes[-1][1:] == (dev.gpu_va(gate.base_buf), 4)
     gate.wait(4, timeout=1000)
+    # With nothing before it in a fresh device's queue: the queue's own channel writes it.
+    dev.synchronize()
+    dev.last_done.clear()
+    dev.hw_copy_queue_t().signal(virt, 6).submit(dev, {addr.expr: gate.base_buf.va_addr})
+    assert be.writes[-1] == ("copy", dev.gpu_va(gate.base_buf), 6)
+    gate.wait(6, timeout=1000)
     with pytest.raises(RuntimeError, match="no host memory"):
         dev.hw_copy_queue_t().wait(virt, 1).submit(dev, {addr.expr: 0x1000})
 
