@@ -610,30 +610,13 @@ impl Runtime {
         ];
         let va = value::place(session, &at, Use::Write { timestamp }, &timelines)?;
         self.order(engine, after)?;
-        let ch = self.channel(engine);
-        let written = ch
-            .release_to(
-                va,
-                value,
-                Release {
-                    wait_idle: true,
-                    timestamp,
-                },
-            )
-            // The engine idled for the write just before: the timeline's release
-            // needs no second WFI to say that everything before it is done.
-            .and_then(|()| {
-                ch.release_with(Release {
-                    wait_idle: false,
-                    timestamp: false,
-                })
-            })
-            .map_err(|e| channel_error(engine, e))?;
-        self.ring(engine)?;
-        Ok(Done {
-            engine,
-            value: written,
-        })
+        let how = Release {
+            wait_idle: true,
+            timestamp,
+        };
+        // The engine idled for the write just before: the timeline's release needs no
+        // second WFI to say that everything before it is done.
+        self.then_timeline(engine, false, |ch| ch.release_to(va, value, how))
     }
 
     /// Makes the next work on `engine`'s channel wait on the GPU until the 64-bit
@@ -659,21 +642,29 @@ impl Runtime {
         value: u64,
     ) -> Result<Done, RuntimeError> {
         let va = value::place(session, &at, Use::Wait, &[])?;
+        self.then_timeline(engine, true, |ch| ch.acquire_at(va, value))
+    }
+
+    /// Pushes `words` on `engine`'s channel, then its timeline's next value (after an
+    /// idle engine with `wait_idle`), and rings unless held: the `Done` of what
+    /// `words` did, for methods that release no timeline value of their own.
+    fn then_timeline(
+        &mut self,
+        engine: Engine,
+        wait_idle: bool,
+        words: impl FnOnce(&mut Channel) -> Result<(), ChannelError>,
+    ) -> Result<Done, RuntimeError> {
         let ch = self.channel(engine);
-        let reached = ch
-            .acquire_at(va, value)
+        let value = words(ch)
             .and_then(|()| {
                 ch.release_with(Release {
-                    wait_idle: true,
+                    wait_idle,
                     timestamp: false,
                 })
             })
             .map_err(|e| channel_error(engine, e))?;
         self.ring(engine)?;
-        Ok(Done {
-            engine,
-            value: reached,
-        })
+        Ok(Done { engine, value })
     }
 
     /// Records `event`, which this session exported, on `engine`'s channel: once the
