@@ -357,6 +357,14 @@ def _wait(backend: Backend, done: Done, timeout_s: float) -> None:
         raise _device_error(e) from e
 
 
+def _write_value(backend: Backend, engine: str, va: int, value: int) -> Done:
+    """`engine`'s channel writes `value` at `va` after its earlier work."""
+    try:
+        return backend.write_value(engine, va, value, [])
+    except rig.RigError as e:
+        raise _device_error(e) from e
+
+
 def _landed(p: _Pending) -> bool:
     return p.done is None or p.backend is None or _poll(p.backend, p.done)
 
@@ -432,10 +440,7 @@ class RigSignal(HCQSignal):
         va = _own_va(self, backend)
         if va is None:
             return
-        try:
-            w = backend.write_value(done.engine, va, value, [])
-        except rig.RigError as e:
-            raise _device_error(e) from e
+        w = _write_value(backend, done.engine, va, value)
         for p in self._pending:
             if p.done is done:
                 p.done = w
@@ -537,9 +542,7 @@ def _issue(dev: RigDevice, deps: list[tuple[Backend, Done]], engine: str | None,
             after.append(d)
     try:
         done = issue(after)
-    except rig.Fault as e:  # what it was to wait for faulted: the device's error
-        raise _device_error(e) from e
-    except rig.RigError as e:
+    except rig.RigError as e:  # a fault of what it was to wait for too: the device's error
         raise _device_error(e) from e
     deps[:] = [(be, done)]
     return done
@@ -695,10 +698,7 @@ class _Queue(HWQueue):
             if b is not be:
                 _wait(b, d, dev.timeout)
                 b, d = be, None
-        try:
-            w = b.write_value(d.engine if d is not None else self.kind, va, value, [])
-        except rig.RigError as e:
-            raise _device_error(e) from e
+        w = _write_value(b, d.engine if d is not None else self.kind, va, value)
         deps[:] = [(b, w)]
         if isinstance(sig, RigSignal):
             sig._set_after(b, w, value, written=True)
